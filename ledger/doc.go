@@ -1,0 +1,10 @@
+// Package ledger is the write side of the proposal ledger: it decodes MEW
+// lifecycle envelopes in every accepted dialect into one canonical form,
+// refuses bad input with specific errors, classifies envelopes into the
+// lifecycle event types, computes the Nats-Msg-Id that makes retries
+// idempotent, creates or checks the LEDGER stream, and appends envelopes to it.
+//
+// Decoding ([Decode]) is pure and is shared with the projector, so the submit
+// paths and the fold agree on what is valid. The original bytes are what is
+// stored; the canonical form is derived from them whenever it is needed.
+package ledger

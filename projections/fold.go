@@ -1,0 +1,937 @@
+package projections
+
+import (
+	"container/heap"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mewledger/ledger/internal/canon"
+	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/subjects"
+)
+
+// Event is one stored message of the log, as the fold sees it.
+type Event struct {
+	Seq     uint64    // stream sequence: the event's position in the ledger
+	Time    time.Time // stream timestamp: the ledger's time for the event
+	Subject string    // the subject it was stored under
+	Raw     []byte    // the original bytes, untouched
+}
+
+// Outcome reports one history entry the fold wrote while applying an event
+// (an event that names several proposals, or that releases orphans, writes
+// several).
+type Outcome struct {
+	Space  string
+	Key    string // proposal id (or the id an unattributed event was filed under)
+	Seq    uint64 // the sequence of the event the entry is for
+	Effect Effect
+}
+
+// Folder applies events to a State. It holds no state of its own and is safe
+// for concurrent use; each State must be used by one goroutine at a time.
+type Folder struct{}
+
+// NewFolder returns a Folder.
+func NewFolder() *Folder { return &Folder{} }
+
+// Reason codes known to the protocol (SPEC §2). Any other string is kept as
+// given and counted under "other" in statistics.
+var knownReasons = []string{"disagree", "inappropriate", "unsafe", "busy", "incapable", "policy",
+	"duplicate", "invalid", "timeout", "resource_limit", "no_longer_needed", "other"}
+
+// ReasonBucket returns the statistics bucket of a reason code: the code when
+// the protocol knows it, "other" for anything else (including none).
+func ReasonBucket(reason string) string {
+	if slices.Contains(knownReasons, reason) {
+		return reason
+	}
+	return "other"
+}
+
+// Fold-level refusal codes (HistoryEntry.Code of invalid events that decoded).
+const (
+	CodeBadSubject      = "bad_subject"      // subject is not a valid ledger event subject
+	CodeSubjectMismatch = "subject_mismatch" // subject key/type does not match the envelope
+	CodeSpoofedSender   = "spoofed_sender"   // subject sender differs from the envelope's from
+	CodeIDConflict      = "id_conflict"      // id reused with different content
+	CodeNotAProposal    = "not_a_proposal"   // names an event that is not a proposal
+	CodeBadExpiry       = "bad_expiry"       // ledger/expire not written by the ledger or before the deadline
+)
+
+// Apply folds one event into st, in stream order, and returns the history
+// entries it wrote. It is deterministic: the result depends only on st and
+// ev. Bad input never returns an error — it is recorded (effect invalid,
+// ignored, ...) — so the only errors are st's storage errors, after which the
+// caller must discard everything written through st for this batch.
+func (f *Folder) Apply(st State, ev Event) ([]Outcome, error) {
+	a := &applier{st: st, trigger: ev, stats: map[string]*Stats{}}
+	if err := a.arrive(ev); err != nil {
+		return nil, err
+	}
+	if err := a.drain(); err != nil {
+		return nil, err
+	}
+	if err := a.flushStats(); err != nil {
+		return nil, err
+	}
+	return a.out, nil
+}
+
+// applier is the working state of one Apply call.
+type applier struct {
+	st       State
+	trigger  Event // the arriving event (released orphans are folded on its behalf)
+	out      []Outcome
+	released orphanHeap
+	stats    map[string]*Stats
+	spaces   []string // stats keys in first-touch order, for deterministic writes
+}
+
+// ctx is one event being applied: decoded, with its space and history base.
+type evctx struct {
+	ev       Event
+	space    string
+	d        *ledger.Decoded
+	entry    HistoryEntry // template for this event's history entries
+	resolved bool         // folded on release from orphan
+}
+
+func (a *applier) statsFor(space string) (*Stats, error) {
+	if s, ok := a.stats[space]; ok {
+		return s, nil
+	}
+	s, err := a.st.Stats(space)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		s = NewStats()
+	} else {
+		s = s.Clone()
+	}
+	a.stats[space] = s
+	a.spaces = append(a.spaces, space)
+	return s, nil
+}
+
+func (a *applier) flushStats() error {
+	for _, sp := range a.spaces {
+		if err := a.st.PutStats(sp, a.stats[sp]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// record files a history entry and counts its effect.
+func (a *applier) record(space, key string, h HistoryEntry) error {
+	s, err := a.statsFor(space)
+	if err != nil {
+		return err
+	}
+	s.Effects[string(h.Effect)]++
+	a.out = append(a.out, Outcome{Space: space, Key: key, Seq: h.Seq, Effect: h.Effect})
+	return a.st.PutHistory(space, key, &h)
+}
+
+// file records an entry that is not folded into a proposal (duplicate,
+// invalid, ignored) under key, and counts it in that proposal's Events when
+// key names one, so that Events always equals the length of its history.
+func (a *applier) file(space, key string, h HistoryEntry) error {
+	p, err := a.st.Proposal(space, key)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		p = p.Clone()
+		p.Events++
+		for _, an := range h.Anomalies {
+			if err := a.addAnomaly(space, p, an); err != nil {
+				return err
+			}
+		}
+		a.touch(p)
+		if err := a.st.PutProposal(p); err != nil {
+			return err
+		}
+	}
+	return a.record(space, key, h)
+}
+
+// bestEffortID returns the envelope's id when the bytes are JSON with a
+// string id, else "": shown on an invalid event's history entry.
+func bestEffortID(raw []byte) string {
+	var v struct {
+		ID any `json:"id"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	id, _ := v.ID.(string)
+	if len(id) > ledger.MaxIDBytes || !utf8.ValidString(id) {
+		return ""
+	}
+	return id
+}
+
+// rawTokens splits a subject that failed to parse into a best-effort space
+// and key, so that even an unparseable subject's event is filed somewhere
+// deterministic.
+func rawTokens(subject string) (space, key string) {
+	parts := strings.SplitN(subject, ".", 5)
+	if len(parts) > 1 {
+		space = parts[1]
+	}
+	if len(parts) > 2 {
+		key = parts[2]
+	}
+	if key == "" {
+		key = subject
+	}
+	return space, key
+}
+
+// arrive folds a newly arrived event: parse, decode, check, dedup, dispatch.
+func (a *applier) arrive(ev Event) error {
+	at := ev.Time.UTC()
+	subj, serr := subjects.ParseEvent(ev.Subject)
+	space, key := subj.Space, subj.Key
+	if serr != nil {
+		space, key = rawTokens(ev.Subject)
+	}
+	s, err := a.statsFor(space)
+	if err != nil {
+		return err
+	}
+	s.Events++
+	base := HistoryEntry{Seq: ev.Seq, At: at, Type: subj.Type, From: subj.Sender}
+	invalid := func(code, detail string) error {
+		s.EventsByType[string(ledger.TypeInvalid)]++
+		h := base
+		h.Effect, h.Code, h.Detail = EffectInvalid, code, detail
+		return a.file(space, key, h)
+	}
+	if serr != nil {
+		return invalid(CodeBadSubject, serr.Error())
+	}
+	d, err := ledger.Decode(ev.Raw, ledger.DecodeOptions{Now: at})
+	if err != nil {
+		r, ok := ledger.AsRefusal(err)
+		if !ok {
+			return invalid("undecodable", err.Error())
+		}
+		detail := r.Message
+		if r.Field != "" {
+			detail += " (field " + r.Field + ")"
+		}
+		base.ID = bestEffortID(ev.Raw)
+		return invalid(r.Code, detail)
+	}
+	base.ID, base.Type, base.Kind, base.From, base.Reason = d.Env.ID, string(d.Type), d.OrigKind, d.Env.From, d.Reason
+	c := &evctx{ev: ev, space: space, d: d, entry: base}
+
+	if d.Type == ledger.TypeIgnored {
+		s.EventsByType[string(ledger.TypeIgnored)]++
+		// Indexed, so that a retry is a duplicate and a response to it is ignored.
+		ref, err := a.st.EventRef(space, d.Env.ID)
+		if err != nil {
+			return err
+		}
+		h := base
+		if ref != nil {
+			h.Effect, h.Detail = EffectDuplicate, fmt.Sprintf("id already used at seq %d", ref.Seq)
+			return a.file(space, key, h)
+		}
+		if err := a.st.PutEventRef(space, d.Env.ID, &EventRef{Seq: ev.Seq, Type: d.Type, Digest: d.Digest, From: d.Env.From, Status: EventIgnored}); err != nil {
+			return err
+		}
+		h.Effect, h.Detail = EffectIgnored, fmt.Sprintf("kind %q is not part of the proposal lifecycle", d.OrigKind)
+		return a.file(space, key, h)
+	}
+	switch {
+	case subj.Type != string(d.Type):
+		return invalid(CodeSubjectMismatch, fmt.Sprintf("subject type token %q but the envelope is a %s", subj.Type, d.Type))
+	case subj.Key != d.Key:
+		return invalid(CodeSubjectMismatch, fmt.Sprintf("subject key %q but the envelope's correlation key is %q", subj.Key, d.Key))
+	case subj.Sender != d.Env.From:
+		return invalid(CodeSpoofedSender, fmt.Sprintf("subject sender %q but the envelope is from %q", subj.Sender, d.Env.From))
+	}
+
+	s.EventsByType[string(d.Type)]++
+
+	// Dedup by envelope id, for ever.
+	ref, err := a.st.EventRef(space, d.Env.ID)
+	if err != nil {
+		return err
+	}
+	// A ledger/expire the fold refused (appended before the deadline by a
+	// skewed clock) does not block the expirer's later retry of the same id.
+	if ref != nil && !(d.Type == ledger.TypeExpire && ref.Status == EventInvalid) {
+		h := base
+		if ref.Digest == d.Digest {
+			h.Effect, h.Detail = EffectDuplicate, fmt.Sprintf("same envelope as seq %d", ref.Seq)
+			return a.file(space, key, h)
+		}
+		h.Effect, h.Code = EffectInvalid, CodeIDConflict
+		h.Detail = fmt.Sprintf("id %q already used by a different envelope at seq %d", d.Env.ID, ref.Seq)
+		p, err := a.st.Proposal(space, key)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			h.Anomalies = []string{AnomalyIDConflict}
+		}
+		return a.file(space, key, h)
+	}
+	if err := a.st.PutEventRef(space, d.Env.ID, &EventRef{Seq: ev.Seq, Type: d.Type, Digest: d.Digest, From: d.Env.From, Status: EventOrphan}); err != nil {
+		return err
+	}
+
+	if d.Type == ledger.TypeProposal {
+		return a.create(c)
+	}
+	for _, t := range d.Targets {
+		if err := a.applyTo(c, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drain folds released orphans, lowest sequence first, until none is left.
+func (a *applier) drain() error {
+	for a.released.Len() > 0 {
+		o := heap.Pop(&a.released).(Orphan)
+		subj, err := subjects.ParseEvent(o.Subject)
+		if err != nil {
+			return fmt.Errorf("projections: orphan seq %d: subject no longer parses: %w", o.Seq, err)
+		}
+		at := o.Time.UTC()
+		d, err := ledger.Decode(o.Raw, ledger.DecodeOptions{Now: at})
+		if err != nil {
+			return fmt.Errorf("projections: orphan seq %d: no longer decodes: %w", o.Seq, err)
+		}
+		if err := a.st.DeleteHistory(subj.Space, o.Target, o.Seq); err != nil {
+			return err
+		}
+		s, err := a.statsFor(subj.Space)
+		if err != nil {
+			return err
+		}
+		s.OrphansWaiting--
+		s.Effects[string(EffectOrphan)]--
+		c := &evctx{
+			ev: Event{Seq: o.Seq, Time: o.Time, Subject: o.Subject, Raw: o.Raw}, space: subj.Space, d: d, resolved: true,
+			entry: HistoryEntry{Seq: o.Seq, At: at, ID: d.Env.ID, Type: string(d.Type), Kind: d.OrigKind, From: d.Env.From, Reason: d.Reason},
+		}
+		if err := a.applyTo(c, o.Target); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entry returns a fresh history entry for c.
+func (a *applier) entryFor(c *evctx, eff Effect, detail string) HistoryEntry {
+	h := c.entry
+	h.Effect, h.Detail = eff, detail
+	if c.resolved {
+		h.ResolvedSeq = a.trigger.Seq
+	}
+	return h
+}
+
+// touch stamps p as changed by the arriving event.
+func (a *applier) touch(p *Proposal) {
+	p.UpdatedSeq = a.trigger.Seq
+	p.UpdatedAt = a.trigger.Time.UTC()
+}
+
+func (a *applier) addAnomaly(space string, p *Proposal, an string) error {
+	if p.HasAnomaly(an) {
+		return nil
+	}
+	p.Anomalies = append(p.Anomalies, an)
+	s, err := a.statsFor(space)
+	if err != nil {
+		return err
+	}
+	s.Anomalies[an]++
+	return nil
+}
+
+func (a *applier) setState(space string, p *Proposal, to ProposalState) error {
+	s, err := a.statsFor(space)
+	if err != nil {
+		return err
+	}
+	s.ByState[string(p.State)]--
+	s.ByState[string(to)]++
+	p.State = to
+	return nil
+}
+
+func (a *applier) decide(c *evctx, p *Proposal, to ProposalState, reason string) error {
+	if err := a.setState(c.space, p, to); err != nil {
+		return err
+	}
+	p.DecidedBy, p.DecidedEvent, p.DecidedSeq, p.Reason = c.d.Env.From, c.d.Env.ID, c.ev.Seq, reason
+	return nil
+}
+
+// create folds a proposal.
+func (a *applier) create(c *evctx) error {
+	d, at := c.d, c.ev.Time.UTC()
+	p := &Proposal{
+		ID: d.Env.ID, Space: c.space, State: StatePending, Proposer: d.Env.From,
+		To: append([]string{}, d.Env.To...), Method: d.Method, Params: d.Params,
+		Dialect: d.Dialect, Kind: d.Env.Kind, Context: d.Env.Context,
+		CreatedSeq: c.ev.Seq, CreatedAt: at,
+		Rejections: []Rejection{}, Fulfillments: []Fulfillment{}, Anomalies: []string{},
+		Digest: d.Digest,
+	}
+	var deadline *time.Time
+	if d.TTLms > 0 {
+		t := at.Add(time.Duration(d.TTLms) * time.Millisecond)
+		deadline = &t
+	}
+	if k := d.Kernel; k != nil {
+		kr := &Kernel{ActionType: k.ActionType, Target: k.Target, ApprovalClass: k.ApprovalClass}
+		kr.Required, kr.Approvers = k.RequiredApprovals()
+		if kr.ApprovalClass == "" {
+			kr.ApprovalClass = ledger.ApprovalNone
+		}
+		if w := k.TimeWindow; w != nil {
+			kr.ValidFromMs, kr.ValidUntilMs = w.ValidFromMs, w.ValidUntilMs
+			if w.ValidUntilMs > 0 {
+				t := time.UnixMilli(w.ValidUntilMs).UTC()
+				if deadline == nil || t.Before(*deadline) {
+					deadline = &t
+				}
+			}
+		}
+		approved := kr.Required == 0
+		p.Kernel, p.Approved, p.Approvals = kr, &approved, []Approval{}
+	}
+	p.ExpiresAt = deadline
+	a.touch(p)
+	p.Events = 1
+	s, err := a.statsFor(c.space)
+	if err != nil {
+		return err
+	}
+	s.Proposals++
+	s.ByState[string(StatePending)]++
+	if err := a.st.PutProposal(p); err != nil {
+		return err
+	}
+	if err := a.record(c.space, p.ID, a.entryFor(c, EffectApplied, "")); err != nil {
+		return err
+	}
+	return a.markApplied(c, p.ID)
+}
+
+// markApplied notes in the event-id index that c's event was applied to
+// proposal pid; the first time, events waiting for c's id are released.
+func (a *applier) markApplied(c *evctx, pid string) error {
+	ref, err := a.st.EventRef(c.space, c.d.Env.ID)
+	if err != nil {
+		return err
+	}
+	if ref == nil { // cannot happen: arrive indexes every lifecycle event
+		return fmt.Errorf("projections: event %q (seq %d) missing from the event index", c.d.Env.ID, c.ev.Seq)
+	}
+	first := ref.Status != EventApplied
+	if slices.Contains(ref.Proposals, pid) && !first {
+		return nil
+	}
+	r := *ref
+	r.Proposals = append(slices.Clone(ref.Proposals), pid)
+	r.Status = EventApplied
+	if err := a.st.PutEventRef(c.space, c.d.Env.ID, &r); err != nil {
+		return err
+	}
+	if !first {
+		return nil
+	}
+	return a.release(c.space, c.d.Env.ID)
+}
+
+// markRefused marks c's event as refused by the fold in the event index.
+func (a *applier) markRefused(c *evctx) error {
+	ref, err := a.st.EventRef(c.space, c.d.Env.ID)
+	if err != nil || ref == nil {
+		return err
+	}
+	r := *ref
+	r.Status = EventInvalid
+	return a.st.PutEventRef(c.space, c.d.Env.ID, &r)
+}
+
+// release moves the events waiting for id into the release heap.
+func (a *applier) release(space, id string) error {
+	waiting, err := a.st.Orphans(space, id)
+	if err != nil || len(waiting) == 0 {
+		return err
+	}
+	if err := a.st.PutOrphans(space, id, nil); err != nil {
+		return err
+	}
+	for _, o := range waiting {
+		heap.Push(&a.released, o)
+	}
+	return nil
+}
+
+// orphan files c as waiting for target.
+func (a *applier) orphan(c *evctx, target, detail string) error {
+	waiting, err := a.st.Orphans(c.space, target)
+	if err != nil {
+		return err
+	}
+	o := Orphan{Seq: c.ev.Seq, Time: c.ev.Time.UTC(), Subject: c.ev.Subject, Raw: c.ev.Raw, Target: target}
+	waiting = append(slices.Clone(waiting), o)
+	slices.SortStableFunc(waiting, func(x, y Orphan) int { return cmpUint(x.Seq, y.Seq) })
+	if err := a.st.PutOrphans(c.space, target, waiting); err != nil {
+		return err
+	}
+	s, err := a.statsFor(c.space)
+	if err != nil {
+		return err
+	}
+	s.OrphansWaiting++
+	return a.record(c.space, target, a.entryFor(c, EffectOrphan, detail))
+}
+
+func cmpUint(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// applyTo applies a non-proposal event to one of the ids it names.
+func (a *applier) applyTo(c *evctx, target string) error {
+	switch c.d.Type {
+	case ledger.TypeResponse:
+		return a.response(c, target)
+	case ledger.TypeNote:
+		return a.note(c, target)
+	}
+	p, err := a.st.Proposal(c.space, target)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		ref, err := a.st.EventRef(c.space, target)
+		if err != nil {
+			return err
+		}
+		if ref != nil && ref.Type != ledger.TypeProposal {
+			h := a.entryFor(c, EffectInvalid, fmt.Sprintf("%q is a %s event (seq %d), not a proposal", target, ref.Type, ref.Seq))
+			h.Code = CodeNotAProposal
+			if err := a.markRefused(c); err != nil {
+				return err
+			}
+			return a.record(c.space, target, h)
+		}
+		return a.orphan(c, target, fmt.Sprintf("waiting for proposal %q", target))
+	}
+	p = p.Clone()
+	var h HistoryEntry
+	if c.d.Type == ledger.TypeExpire {
+		h, err = a.expire(c, p)
+		if err == nil && h.Effect == EffectInvalid {
+			// Not applied: file it under the proposal, and mark it refused in
+			// the event index so that a later retry is judged afresh.
+			if err := a.markRefused(c); err != nil {
+				return err
+			}
+			p.Events++
+			a.touch(p)
+			if err := a.st.PutProposal(p); err != nil {
+				return err
+			}
+			return a.record(c.space, p.ID, h)
+		}
+	} else {
+		detail, err := a.expireIfDue(c, p)
+		if err != nil {
+			return err
+		}
+		switch c.d.Type {
+		case ledger.TypeWithdraw:
+			h, err = a.withdraw(c, p)
+		case ledger.TypeReject:
+			h, err = a.reject(c, p)
+		case ledger.TypeFulfil:
+			h, err = a.fulfil(c, p)
+		case ledger.TypeApprove:
+			h, err = a.approve(c, p)
+		default:
+			return fmt.Errorf("projections: unexpected event type %q", c.d.Type)
+		}
+		if detail != "" {
+			h.Detail = strings.TrimPrefix(h.Detail+"; "+detail, "; ")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return a.commitTo(c, p, h)
+}
+
+// commitTo writes p and its new history entry, and marks the event applied.
+func (a *applier) commitTo(c *evctx, p *Proposal, h HistoryEntry) error {
+	for _, an := range h.Anomalies {
+		if err := a.addAnomaly(c.space, p, an); err != nil {
+			return err
+		}
+	}
+	p.Events++
+	a.touch(p)
+	if err := a.st.PutProposal(p); err != nil {
+		return err
+	}
+	if err := a.record(c.space, p.ID, h); err != nil {
+		return err
+	}
+	return a.markApplied(c, p.ID)
+}
+
+// expireIfDue moves a pending proposal whose deadline has passed at the
+// event's stream time to expired before the event is applied, so that an
+// event after the deadline is judged against the expired state even when the
+// ledger/expire event has not been appended yet. It returns a detail for the
+// event's history entry, or "".
+func (a *applier) expireIfDue(c *evctx, p *Proposal) (string, error) {
+	if p.State != StatePending || p.ExpiresAt == nil || c.ev.Time.Before(*p.ExpiresAt) {
+		return "", nil
+	}
+	if err := a.setState(c.space, p, StateExpired); err != nil {
+		return "", err
+	}
+	p.DecidedBy, p.DecidedEvent, p.DecidedSeq, p.Reason = ledger.LedgerSender, "", 0, "deadline"
+	return fmt.Sprintf("the proposal expired at its deadline %s, before this event", p.ExpiresAt.Format(time.RFC3339Nano)), nil
+}
+
+func (a *applier) expire(c *evctx, p *Proposal) (HistoryEntry, error) {
+	switch {
+	case c.d.Env.From != ledger.LedgerSender:
+		h := a.entryFor(c, EffectInvalid, fmt.Sprintf("ledger/expire is written only by %q", ledger.LedgerSender))
+		h.Code = CodeBadExpiry
+		return h, nil
+	case p.ExpiresAt == nil:
+		h := a.entryFor(c, EffectInvalid, "the proposal has no deadline")
+		h.Code = CodeBadExpiry
+		return h, nil
+	case c.ev.Time.Before(*p.ExpiresAt):
+		h := a.entryFor(c, EffectInvalid, fmt.Sprintf("appended before the deadline %s", p.ExpiresAt.Format(time.RFC3339Nano)))
+		h.Code = CodeBadExpiry
+		return h, nil
+	case p.State == StatePending:
+		if err := a.decide(c, p, StateExpired, "deadline"); err != nil {
+			return HistoryEntry{}, err
+		}
+		return a.entryFor(c, EffectApplied, ""), nil
+	case p.State == StateExpired && p.DecidedEvent == "":
+		// Expired at its deadline by an earlier event; this records it.
+		p.DecidedEvent, p.DecidedSeq = c.d.Env.ID, c.ev.Seq
+		return a.entryFor(c, EffectRecorded, "records the expiry that took effect at the deadline"), nil
+	default:
+		return a.entryFor(c, EffectLate, "proposal already "+string(p.State)), nil
+	}
+}
+
+func (a *applier) withdraw(c *evctx, p *Proposal) (HistoryEntry, error) {
+	d := c.d
+	if d.Env.From != p.Proposer {
+		h := a.entryFor(c, EffectUnauthorized, fmt.Sprintf("only the proposer %q may withdraw", p.Proposer))
+		h.Anomalies = []string{AnomalyUnauthorizedWithdraw}
+		return h, nil
+	}
+	if p.State != StatePending {
+		return a.entryFor(c, EffectLate, "proposal already "+string(p.State)), nil
+	}
+	if err := a.decide(c, p, StateWithdrawn, d.Reason); err != nil {
+		return HistoryEntry{}, err
+	}
+	p.Withdrawal = &Withdrawal{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Reason: d.Reason}
+	s, err := a.statsFor(c.space)
+	if err != nil {
+		return HistoryEntry{}, err
+	}
+	s.WithdrawalReasons[ReasonBucket(d.Reason)]++
+	return a.entryFor(c, EffectApplied, ""), nil
+}
+
+func (a *applier) reject(c *evctx, p *Proposal) (HistoryEntry, error) {
+	d := c.d
+	r := Rejection{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Reason: d.Reason}
+	var h HistoryEntry
+	switch p.State {
+	case StatePending:
+		if err := a.decide(c, p, StateRejected, d.Reason); err != nil {
+			return HistoryEntry{}, err
+		}
+		s, err := a.statsFor(c.space)
+		if err != nil {
+			return HistoryEntry{}, err
+		}
+		s.RejectionReasons[ReasonBucket(d.Reason)]++
+		h = a.entryFor(c, EffectApplied, "")
+	case StateRejected:
+		h = a.entryFor(c, EffectRecorded, "proposal already rejected")
+	default:
+		r.Late = true
+		h = a.entryFor(c, EffectLate, "proposal already "+string(p.State))
+	}
+	p.Rejections = append(p.Rejections, r)
+	return h, nil
+}
+
+// fulfilmentChecks returns the never-blocking anomalies of SPEC §5.3 and §12.
+func fulfilmentChecks(c *evctx, p *Proposal) []string {
+	d := c.d
+	var an []string
+	if p.Kernel == nil && (d.Method != p.Method || !canon.Equal(nullIfEmpty(d.Params), nullIfEmpty(p.Params))) {
+		an = append(an, AnomalyFulfillmentMismatch)
+	}
+	if len(p.To) > 0 && !sameSet(p.To, d.Env.To) {
+		an = append(an, AnomalyTargetMismatch)
+	}
+	if d.Env.From == p.Proposer {
+		an = append(an, AnomalySelfFulfilled)
+	}
+	if p.Approved != nil && !*p.Approved {
+		an = append(an, AnomalyUnapprovedFulfillment)
+	}
+	if p.Kernel != nil && p.Kernel.ValidFromMs > 0 && c.ev.Time.UnixMilli() < p.Kernel.ValidFromMs {
+		an = append(an, AnomalyFulfilledBeforeWindow)
+	}
+	return an
+}
+
+func nullIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("null")
+	}
+	return b
+}
+
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(slices.Compact(x), slices.Compact(y))
+}
+
+func (a *applier) fulfil(c *evctx, p *Proposal) (HistoryEntry, error) {
+	d := c.d
+	f := Fulfillment{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From}
+	an := fulfilmentChecks(c, p)
+	var h HistoryEntry
+	switch p.State {
+	case StatePending:
+		if err := a.decide(c, p, StateFulfilled, ""); err != nil {
+			return HistoryEntry{}, err
+		}
+		h = a.entryFor(c, EffectApplied, "")
+	case StateFulfilled:
+		an = append(an, AnomalyMultipleFulfillments)
+		h = a.entryFor(c, EffectRecorded, "proposal already fulfilled by "+p.DecidedEvent)
+	default:
+		f.Late = true
+		an = append(an, "fulfilled_after_"+string(p.State))
+		h = a.entryFor(c, EffectLate, "proposal already "+string(p.State)+"; the operation ran anyway")
+	}
+	f.Anomalies = an
+	h.Anomalies = an
+	p.Fulfillments = append(p.Fulfillments, f)
+	return h, nil
+}
+
+func (a *applier) approve(c *evctx, p *Proposal) (HistoryEntry, error) {
+	d := c.d
+	if p.Kernel == nil {
+		return a.entryFor(c, EffectRecorded, "the proposal has no approval class"), nil
+	}
+	if p.State != StatePending {
+		return a.entryFor(c, EffectLate, "proposal already "+string(p.State)), nil
+	}
+	ap := Approval{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Reason: d.Reason}
+	switch {
+	case d.Env.From == p.Proposer:
+		ap.Why = "self-approval does not count"
+	case len(p.Kernel.Approvers) > 0 && !slices.Contains(p.Kernel.Approvers, d.Env.From):
+		ap.Why = "not a listed approver"
+	case slices.ContainsFunc(p.Approvals, func(x Approval) bool { return x.Counted && x.From == d.Env.From }):
+		ap.Why = "already approved by " + d.Env.From
+	default:
+		ap.Counted = true
+	}
+	p.Approvals = append(p.Approvals, ap)
+	if !ap.Counted {
+		return a.entryFor(c, EffectRecorded, ap.Why), nil
+	}
+	n := 0
+	for _, x := range p.Approvals {
+		if x.Counted {
+			n++
+		}
+	}
+	detail := fmt.Sprintf("%d of %d approvals", n, p.Kernel.Required)
+	if n >= p.Kernel.Required && p.Approved != nil && !*p.Approved {
+		t := true
+		p.Approved = &t
+		detail += "; approved"
+	}
+	return a.entryFor(c, EffectApplied, detail), nil
+}
+
+// response records a fulfilment's outcome (SPEC §5.4).
+func (a *applier) response(c *evctx, target string) error {
+	ref, err := a.st.EventRef(c.space, target)
+	if err != nil {
+		return err
+	}
+	if ref == nil {
+		return a.orphan(c, target, fmt.Sprintf("waiting for fulfilment %q", target))
+	}
+	if ref.Type != ledger.TypeFulfil {
+		h := a.entryFor(c, EffectIgnored, fmt.Sprintf("%q is not a fulfilment (it is a %s event)", target, ref.Type))
+		h.Target = target
+		return a.file(c.space, firstOr(ref.Proposals, target), h)
+	}
+	if ref.Status != EventApplied || len(ref.Proposals) == 0 {
+		return a.orphan(c, target, fmt.Sprintf("waiting for fulfilment %q to be applied", target))
+	}
+	p, err := a.st.Proposal(c.space, ref.Proposals[0])
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return fmt.Errorf("projections: proposal %q of event %q missing", ref.Proposals[0], target)
+	}
+	p = p.Clone()
+	h := a.entryFor(c, EffectRecorded, "")
+	h.Target, h.Outcome = target, c.d.Outcome
+	i := slices.IndexFunc(p.Fulfillments, func(f Fulfillment) bool { return f.Event == target })
+	switch {
+	case i < 0:
+		return fmt.Errorf("projections: fulfilment %q missing from proposal %q", target, p.ID)
+	case c.d.Outcome == "":
+		h.Detail = "response has neither result nor error"
+	case p.Fulfillments[i].Outcome != "":
+		h.Detail = "outcome already recorded by " + p.Fulfillments[i].Response
+	default:
+		p.Fulfillments[i].Outcome, p.Fulfillments[i].Response = c.d.Outcome, c.d.Env.ID
+		h.Effect = EffectApplied
+	}
+	return a.commitTo(c, p, h)
+}
+
+func firstOr(xs []string, def string) string {
+	if len(xs) > 0 {
+		return xs[0]
+	}
+	return def
+}
+
+// note attaches a chat to what it names (SPEC §5.5): the explanation of a
+// rejection or withdrawal by the same sender, or a note in a proposal's
+// history.
+func (a *applier) note(c *evctx, target string) error {
+	p, err := a.st.Proposal(c.space, target)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		h := a.entryFor(c, EffectRecorded, "note")
+		h.Text = c.d.Text
+		return a.commitTo(c, p.Clone(), h)
+	}
+	ref, err := a.st.EventRef(c.space, target)
+	if err != nil {
+		return err
+	}
+	if ref == nil {
+		return a.orphan(c, target, fmt.Sprintf("waiting for %q", target))
+	}
+	if ref.Status == EventIgnored || ref.Status == EventInvalid {
+		h := a.entryFor(c, EffectIgnored, fmt.Sprintf("%q is not part of a proposal's life", target))
+		h.Target = target
+		return a.file(c.space, target, h)
+	}
+	if len(ref.Proposals) == 0 {
+		return a.orphan(c, target, fmt.Sprintf("waiting for %q to be applied", target))
+	}
+	// A batch withdrawal or rejection explained once is explained on every
+	// proposal it was applied to.
+	for _, pid := range ref.Proposals {
+		if err := a.noteOn(c, ref, target, pid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noteOn applies note c, naming event target (indexed as ref), to proposal pid.
+func (a *applier) noteOn(c *evctx, ref *EventRef, target, pid string) error {
+	p, err := a.st.Proposal(c.space, pid)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return fmt.Errorf("projections: proposal %q of event %q missing", pid, target)
+	}
+	p = p.Clone()
+	h := a.entryFor(c, EffectRecorded, "note")
+	h.Target, h.Text = target, c.d.Text
+	from := c.d.Env.From
+	switch ref.Type {
+	case ledger.TypeReject:
+		i := slices.IndexFunc(p.Rejections, func(r Rejection) bool { return r.Event == target })
+		if i >= 0 && p.Rejections[i].From == from && p.Rejections[i].Explanation == "" {
+			p.Rejections[i].Explanation = c.d.Text
+			h.Effect, h.Detail = EffectApplied, "explains rejection "+target
+		} else if i >= 0 {
+			h.Detail = "note on rejection " + target + " (not its explanation: other sender or already explained)"
+		}
+	case ledger.TypeWithdraw:
+		if w := p.Withdrawal; w != nil && w.Event == target && w.From == from && w.Explanation == "" {
+			w.Explanation = c.d.Text
+			h.Effect, h.Detail = EffectApplied, "explains withdrawal "+target
+		} else {
+			h.Detail = "note on withdrawal " + target
+		}
+	}
+	return a.commitTo(c, p, h)
+}
+
+// orphanHeap orders released orphans by sequence, then target.
+type orphanHeap []Orphan
+
+func (h orphanHeap) Len() int { return len(h) }
+func (h orphanHeap) Less(i, j int) bool {
+	if h[i].Seq != h[j].Seq {
+		return h[i].Seq < h[j].Seq
+	}
+	return h[i].Target < h[j].Target
+}
+func (h orphanHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *orphanHeap) Push(x any)   { *h = append(*h, x.(Orphan)) }
+func (h *orphanHeap) Pop() any {
+	old := *h
+	o := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return o
+}

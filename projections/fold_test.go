@@ -1,0 +1,323 @@
+package projections
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/subjects"
+)
+
+// scriptBase is the stream time of the first event of a fold script.
+var scriptBase = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// foldScript is the state of one data-driven fold script: a log being built
+// and the MemState it is folded into.
+type foldScript struct {
+	st   *MemState
+	f    *Folder
+	seq  uint64
+	now  time.Time
+	log  []Event
+	last string
+}
+
+func newFoldScript() *foldScript {
+	return &foldScript{st: NewMemState(), f: NewFolder(), now: scriptBase.Add(-time.Second)}
+}
+
+// parseLine reads one input line of a fold command. A line may start with
+// directives, each followed by a space:
+//
+//	@+90s           stream time = script start + 90s (default: previous + 1s)
+//	subject=SUBJ    store under this subject instead of the one the append
+//	                path would build
+//
+// The rest of the line is the raw message body, stored as is.
+func (s *foldScript) parseLine(t *testing.T, space, line string) Event {
+	t.Helper()
+	at := s.now.Add(time.Second)
+	subject := ""
+	for {
+		switch {
+		case strings.HasPrefix(line, "@"):
+			tok, rest, _ := strings.Cut(line, " ")
+			d, err := time.ParseDuration(strings.TrimPrefix(tok[1:], "+"))
+			if err != nil {
+				t.Fatalf("bad time directive %q: %v", tok, err)
+			}
+			at, line = scriptBase.Add(d), rest
+			continue
+		case strings.HasPrefix(line, "subject="):
+			tok, rest, _ := strings.Cut(line, " ")
+			subject, line = strings.TrimPrefix(tok, "subject="), rest
+			continue
+		}
+		break
+	}
+	raw := []byte(line)
+	if subject == "" {
+		subject = defaultSubject(space, raw, at)
+	}
+	s.seq++
+	s.now = at
+	return Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw}
+}
+
+// defaultSubject is the subject the append path would use; for input it
+// would refuse, a subject under key "unknown".
+func defaultSubject(space string, raw []byte, at time.Time) string {
+	d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: at})
+	if err != nil {
+		return subjects.Event{Space: space, Key: "unknown", Type: "proposal", Sender: "unknown"}.String()
+	}
+	typ := string(d.Type)
+	return subjects.Event{Space: space, Key: d.Key, Type: typ, Sender: d.Env.From}.String()
+}
+
+func TestFoldScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata/fold", func(t *testing.T, path string) {
+		s := newFoldScript()
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			space := "default"
+			if td.HasArg("space") {
+				td.ScanArgs(t, "space", &space)
+			}
+			id := s.last
+			if td.HasArg("id") {
+				td.ScanArgs(t, "id", &id)
+			}
+			switch td.Cmd {
+			case "fold":
+				var b strings.Builder
+				for _, line := range strings.Split(td.Input, "\n") {
+					if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+						continue
+					}
+					ev := s.parseLine(t, space, line)
+					s.log = append(s.log, ev)
+					out, err := s.f.Apply(s.st, ev)
+					if err != nil {
+						t.Fatalf("seq %d: %v", ev.Seq, err)
+					}
+					fmt.Fprintf(&b, "seq %d:", ev.Seq)
+					for _, o := range out {
+						fmt.Fprintf(&b, " %s=%s", o.Key, o.Effect)
+						if o.Seq != ev.Seq {
+							fmt.Fprintf(&b, "(%d)", o.Seq)
+						}
+					}
+					b.WriteString("\n")
+				}
+				return b.String()
+			case "proposal":
+				p, _ := s.st.Proposal(space, id)
+				if p == nil {
+					return "not found\n"
+				}
+				s.last = id
+				return formatProposal(p)
+			case "history":
+				var b strings.Builder
+				for _, h := range s.st.History(space, id) {
+					b.WriteString(formatEntry(h))
+				}
+				if b.Len() == 0 {
+					return "no history\n"
+				}
+				return b.String()
+			case "stats":
+				st, _ := s.st.Stats(space)
+				if st == nil {
+					return "no stats\n"
+				}
+				return formatStats(st)
+			case "orphans":
+				return fmt.Sprintf("waiting: %d\n", s.st.WaitingOrphans(space))
+			case "replay":
+				// Fold the whole log again into a fresh state and compare
+				// everything: the fold is a pure function of the log.
+				fresh := NewMemState()
+				for _, ev := range s.log {
+					if _, err := s.f.Apply(fresh, ev); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if a, b := dumpMem(s.st), dumpMem(fresh); a != b {
+					t.Fatalf("replay differs:\nlive:\n%s\nreplay:\n%s", a, b)
+				}
+				return "identical\n"
+			default:
+				t.Fatalf("unknown command %q", td.Cmd)
+				return ""
+			}
+		})
+	})
+}
+
+func formatProposal(p *Proposal) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "state=%s proposer=%s events=%d created=%d updated=%d\n", p.State, p.Proposer, p.Events, p.CreatedSeq, p.UpdatedSeq)
+	if p.DecidedBy != "" || p.DecidedEvent != "" {
+		fmt.Fprintf(&b, "decided: by=%s event=%s seq=%d reason=%q\n", p.DecidedBy, p.DecidedEvent, p.DecidedSeq, p.Reason)
+	}
+	if len(p.Anomalies) > 0 {
+		fmt.Fprintf(&b, "anomalies: %s\n", strings.Join(p.Anomalies, ","))
+	}
+	for _, r := range p.Rejections {
+		fmt.Fprintf(&b, "rejection: %s from=%s reason=%q late=%t", r.Event, r.From, r.Reason, r.Late)
+		if r.Explanation != "" {
+			fmt.Fprintf(&b, " explanation=%q", r.Explanation)
+		}
+		b.WriteString("\n")
+	}
+	for _, f := range p.Fulfillments {
+		fmt.Fprintf(&b, "fulfillment: %s from=%s late=%t", f.Event, f.From, f.Late)
+		if f.Outcome != "" {
+			fmt.Fprintf(&b, " outcome=%s by=%s", f.Outcome, f.Response)
+		}
+		if len(f.Anomalies) > 0 {
+			fmt.Fprintf(&b, " anomalies=%s", strings.Join(f.Anomalies, ","))
+		}
+		b.WriteString("\n")
+	}
+	if w := p.Withdrawal; w != nil {
+		fmt.Fprintf(&b, "withdrawal: %s from=%s reason=%q", w.Event, w.From, w.Reason)
+		if w.Explanation != "" {
+			fmt.Fprintf(&b, " explanation=%q", w.Explanation)
+		}
+		b.WriteString("\n")
+	}
+	if p.ExpiresAt != nil {
+		fmt.Fprintf(&b, "expires_at: %s\n", p.ExpiresAt.Format(time.RFC3339Nano))
+	}
+	if k := p.Kernel; k != nil {
+		fmt.Fprintf(&b, "kernel: action=%s class=%s required=%d approved=%t\n", k.ActionType, k.ApprovalClass, k.Required, p.Approved != nil && *p.Approved)
+		for _, a := range p.Approvals {
+			fmt.Fprintf(&b, "approval: %s from=%s counted=%t", a.Event, a.From, a.Counted)
+			if a.Why != "" {
+				fmt.Fprintf(&b, " why=%q", a.Why)
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+func formatEntry(h HistoryEntry) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s %s from=%s %s", h.Seq, h.ID, h.Type, h.From, h.Effect)
+	if h.Reason != "" {
+		fmt.Fprintf(&b, " reason=%s", h.Reason)
+	}
+	if h.Code != "" {
+		fmt.Fprintf(&b, " code=%s", h.Code)
+	}
+	if len(h.Anomalies) > 0 {
+		fmt.Fprintf(&b, " anomalies=%s", strings.Join(h.Anomalies, ","))
+	}
+	if h.Target != "" {
+		fmt.Fprintf(&b, " target=%s", h.Target)
+	}
+	if h.Outcome != "" {
+		fmt.Fprintf(&b, " outcome=%s", h.Outcome)
+	}
+	if h.Text != "" {
+		fmt.Fprintf(&b, " text=%q", h.Text)
+	}
+	if h.ResolvedSeq != 0 {
+		fmt.Fprintf(&b, " resolved_at=%d", h.ResolvedSeq)
+	}
+	if h.Detail != "" {
+		fmt.Fprintf(&b, " (%s)", h.Detail)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func formatStats(s *Stats) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "proposals=%d events=%d orphans_waiting=%d\n", s.Proposals, s.Events, s.OrphansWaiting)
+	line := func(name string, m map[string]int64) {
+		var parts []string
+		for _, k := range sortedKeys(m) {
+			if m[k] != 0 {
+				parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "%s: %s\n", name, strings.Join(parts, " "))
+		}
+	}
+	line("by_state", s.ByState)
+	line("rejection_reasons", s.RejectionReasons)
+	line("withdrawal_reasons", s.WithdrawalReasons)
+	line("anomalies", s.Anomalies)
+	line("events_by_type", s.EventsByType)
+	line("effects", s.Effects)
+	return b.String()
+}
+
+func sortedKeys(m map[string]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// dumpMem renders every record of a MemState deterministically.
+func dumpMem(m *MemState) string {
+	var b strings.Builder
+	keys := func(n int, each func(func(string))) []string {
+		out := make([]string, 0, n)
+		each(func(k string) { out = append(out, k) })
+		slices.Sort(out)
+		return out
+	}
+	enc := func(v any) string { j, _ := json.Marshal(v); return string(j) }
+	for _, k := range keys(len(m.proposals), func(f func(string)) {
+		for k := range m.proposals {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "P %q %s\n", k, enc(m.proposals[k]))
+	}
+	for _, k := range keys(len(m.refs), func(f func(string)) {
+		for k := range m.refs {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "E %q %s\n", k, enc(m.refs[k]))
+	}
+	for _, k := range keys(len(m.orphans), func(f func(string)) {
+		for k := range m.orphans {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "O %q %s\n", k, enc(m.orphans[k]))
+	}
+	for _, k := range keys(len(m.history), func(f func(string)) {
+		for k := range m.history {
+			f(k)
+		}
+	}) {
+		space, key, _ := strings.Cut(k, "\x00")
+		fmt.Fprintf(&b, "H %q %s\n", k, enc(m.History(space, key)))
+	}
+	for _, k := range keys(len(m.stats), func(f func(string)) {
+		for k := range m.stats {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "S %q %s\n", k, enc(m.stats[k]))
+	}
+	return b.String()
+}

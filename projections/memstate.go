@@ -1,0 +1,138 @@
+package projections
+
+import (
+	"slices"
+	"strings"
+)
+
+// MemState is an in-memory State: the fold's reference store for tests and
+// for throw-away folds. It is not safe for concurrent use. Records it returns
+// must not be mutated by callers (the fold clones before changing).
+type MemState struct {
+	proposals map[string]*Proposal
+	refs      map[string]*EventRef
+	orphans   map[string][]Orphan
+	history   map[string]map[uint64]HistoryEntry
+	stats     map[string]*Stats
+}
+
+// NewMemState returns an empty MemState.
+func NewMemState() *MemState {
+	return &MemState{
+		proposals: map[string]*Proposal{},
+		refs:      map[string]*EventRef{},
+		orphans:   map[string][]Orphan{},
+		history:   map[string]map[uint64]HistoryEntry{},
+		stats:     map[string]*Stats{},
+	}
+}
+
+func mk(space, id string) string { return space + "\x00" + id }
+
+// Proposal implements State.
+func (m *MemState) Proposal(space, id string) (*Proposal, error) { return m.proposals[mk(space, id)], nil }
+
+// PutProposal implements State.
+func (m *MemState) PutProposal(p *Proposal) error {
+	m.proposals[mk(p.Space, p.ID)] = p
+	return nil
+}
+
+// EventRef implements State.
+func (m *MemState) EventRef(space, id string) (*EventRef, error) { return m.refs[mk(space, id)], nil }
+
+// PutEventRef implements State.
+func (m *MemState) PutEventRef(space, id string, r *EventRef) error {
+	m.refs[mk(space, id)] = r
+	return nil
+}
+
+// Orphans implements State.
+func (m *MemState) Orphans(space, target string) ([]Orphan, error) {
+	return m.orphans[mk(space, target)], nil
+}
+
+// PutOrphans implements State.
+func (m *MemState) PutOrphans(space, target string, o []Orphan) error {
+	if len(o) == 0 {
+		delete(m.orphans, mk(space, target))
+		return nil
+	}
+	m.orphans[mk(space, target)] = o
+	return nil
+}
+
+// PutHistory implements State.
+func (m *MemState) PutHistory(space, key string, h *HistoryEntry) error {
+	k := mk(space, key)
+	if m.history[k] == nil {
+		m.history[k] = map[uint64]HistoryEntry{}
+	}
+	m.history[k][h.Seq] = *h
+	return nil
+}
+
+// DeleteHistory implements State.
+func (m *MemState) DeleteHistory(space, key string, seq uint64) error {
+	k := mk(space, key)
+	delete(m.history[k], seq)
+	if len(m.history[k]) == 0 {
+		delete(m.history, k)
+	}
+	return nil
+}
+
+// Stats implements State.
+func (m *MemState) Stats(space string) (*Stats, error) { return m.stats[space], nil }
+
+// PutStats implements State.
+func (m *MemState) PutStats(space string, s *Stats) error {
+	m.stats[space] = s
+	return nil
+}
+
+// History returns the entries filed under key, in sequence order.
+func (m *MemState) History(space, key string) []HistoryEntry {
+	hs := m.history[mk(space, key)]
+	out := make([]HistoryEntry, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b HistoryEntry) int { return cmpUint(a.Seq, b.Seq) })
+	return out
+}
+
+// Proposals returns every proposal of a space ordered by CreatedSeq.
+func (m *MemState) Proposals(space string) []*Proposal {
+	var out []*Proposal
+	for k, p := range m.proposals {
+		if strings.HasPrefix(k, space+"\x00") {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Proposal) int { return cmpUint(a.CreatedSeq, b.CreatedSeq) })
+	return out
+}
+
+// HistoryKeys returns every key that has history in a space, sorted.
+func (m *MemState) HistoryKeys(space string) []string {
+	var out []string
+	for k := range m.history {
+		if rest, ok := strings.CutPrefix(k, space+"\x00"); ok {
+			out = append(out, rest)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// WaitingOrphans returns the number of events waiting in a space.
+func (m *MemState) WaitingOrphans(space string) int {
+	n := 0
+	for k, o := range m.orphans {
+		if strings.HasPrefix(k, space+"\x00") {
+			n += len(o)
+		}
+	}
+	return n
+}

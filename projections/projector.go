@@ -1,0 +1,355 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/mewledger/ledger/subjects"
+)
+
+// Log keys used by the projector and the expirer.
+const (
+	logKeySeq     = "seq"
+	logKeyEvents  = "events"
+	logKeyDurable = "durable"
+	logKeyTook    = "took"
+	logKeySpace   = "space"
+	logKeyID      = "proposal"
+)
+
+// Defaults of ProjectorOptions.
+const (
+	DefaultDurable   = "projector"
+	DefaultBatchSize = 1000
+	DefaultAckWait   = 2 * time.Minute
+)
+
+// ErrGap is returned by Run when the stream does not hold an event the
+// projection needs next (it starts after the checkpoint + 1): events were
+// removed from an append-only log, or the projection belongs to another
+// stream. The projector stops rather than skip them.
+var ErrGap = errors.New("projections: gap between projection and stream")
+
+// BatchInfo describes one committed batch, for metrics.
+type BatchInfo struct {
+	Events   int           // events folded
+	FirstSeq uint64        // first stream sequence folded
+	LastSeq  uint64        // checkpoint after the commit
+	Took     time.Duration // fold + commit time
+	// LastStored is the stream time of the last event: now minus it is the
+	// projection's lag behind appends.
+	LastStored time.Time
+}
+
+// ProjectorOptions configures a Projector.
+type ProjectorOptions struct {
+	// Durable is the durable consumer's name; processes that each keep
+	// their own Pebble copy use distinct names. Default "projector".
+	Durable string
+	// BatchSize bounds the events folded into one Pebble commit. Default 1000.
+	BatchSize int
+	// AckWait is the consumer's ack wait. Default 2m.
+	AckWait time.Duration
+	// Folder is the fold; default NewFolder().
+	Folder *Folder
+	// Logger receives one line per start, stop, consumer reset and error.
+	Logger zerolog.Logger
+	// OnBatch, if set, is called after each commit (from the Run goroutine).
+	OnBatch func(BatchInfo)
+}
+
+// Validate checks the options and fills defaults.
+func (o *ProjectorOptions) Validate() error {
+	if o.Durable == "" {
+		o.Durable = DefaultDurable
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.BatchSize < 1 || o.BatchSize > 100_000 {
+		return fmt.Errorf("projections: projector options: BatchSize %d out of range 1..100000", o.BatchSize)
+	}
+	if o.AckWait == 0 {
+		o.AckWait = DefaultAckWait
+	}
+	if o.Folder == nil {
+		o.Folder = NewFolder()
+	}
+	return nil
+}
+
+// Projector folds the LEDGER stream into a Store, from a durable pull
+// consumer. The Store's checkpoint is the truth: each batch's changes and
+// its last sequence are committed in one Pebble batch, and only then is the
+// batch acknowledged to JetStream, so a crash at any point neither loses nor
+// double-applies an event (a redelivered event at or below the checkpoint is
+// skipped). Run must be called at most once at a time.
+type Projector struct {
+	js    jetstream.JetStream
+	store *Store
+	opts  ProjectorOptions
+	log   zerolog.Logger
+
+	mu      sync.Mutex
+	paused  bool
+	resume  chan struct{}
+	running bool
+}
+
+// NewProjector returns a projector of js's LEDGER stream into store. The
+// caller keeps ownership of js and store and closes them after Run returns.
+func NewProjector(js jetstream.JetStream, store *Store, opts ProjectorOptions) (*Projector, error) {
+	if js == nil || store == nil {
+		return nil, errors.New("projections: NewProjector needs a JetStream and a Store")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return &Projector{js: js, store: store, opts: opts, log: opts.Logger.With().Str(logKeyDurable, opts.Durable).Logger(), resume: make(chan struct{})}, nil
+}
+
+// Pause stops folding after the current batch until Resume; appends go on
+// and the lag grows. For operations and tests of backpressure.
+func (p *Projector) Pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.paused {
+		p.paused = true
+		p.resume = make(chan struct{})
+	}
+}
+
+// Resume undoes Pause.
+func (p *Projector) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused {
+		p.paused = false
+		close(p.resume)
+	}
+}
+
+func (p *Projector) waitResumed(ctx context.Context) error {
+	p.mu.Lock()
+	paused, ch := p.paused, p.resume
+	p.mu.Unlock()
+	if !paused {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// consumer returns the durable consumer positioned right after the store's
+// checkpoint: the existing one when its acknowledged floor agrees with the
+// checkpoint, else a new one (the checkpoint wins: for instance a projection
+// directory deleted or restored from a backup).
+func (p *Projector) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	stream, err := p.js.Stream(ctx, subjects.StreamName)
+	if err != nil {
+		return nil, fmt.Errorf("projections: stream %s: %w", subjects.StreamName, err)
+	}
+	cp := p.store.AppliedSeq()
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("projections: stream %s info: %w", subjects.StreamName, err)
+	}
+	if info.State.Msgs > 0 && info.State.FirstSeq > cp+1 {
+		return nil, fmt.Errorf("%w: projection is at seq %d but stream %s starts at seq %d", ErrGap, cp, subjects.StreamName, info.State.FirstSeq)
+	}
+	if c, err := stream.Consumer(ctx, p.opts.Durable); err == nil {
+		ci := c.CachedInfo()
+		if ci.AckFloor.Stream == cp && ci.NumAckPending == 0 && ci.Config.AckPolicy == jetstream.AckAllPolicy {
+			return c, nil
+		}
+		p.log.Info().Uint64(logKeySeq, cp).Uint64("ack_floor", ci.AckFloor.Stream).Msg("resetting durable consumer to the projection's checkpoint")
+		if err := stream.DeleteConsumer(ctx, p.opts.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("projections: delete consumer %s: %w", p.opts.Durable, err)
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("projections: consumer %s: %w", p.opts.Durable, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       p.opts.Durable,
+		Description:   "proposal ledger projector",
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       p.opts.AckWait,
+		MaxAckPending: 4 * p.opts.BatchSize,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+	}
+	if cp > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cp+1
+	}
+	c, err := stream.CreateOrUpdateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("projections: create consumer %s at seq %d: %w", p.opts.Durable, cp+1, err)
+	}
+	return c, nil
+}
+
+// Run folds until ctx is cancelled (then it finishes and commits the batch
+// in hand, stops pulling and returns nil) or a fatal error happens (a
+// storage error, ErrGap). A message that arrives out of order (after a
+// redelivery) restarts the consumer at the checkpoint rather than skipping
+// anything.
+func (p *Projector) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.running {
+		p.mu.Unlock()
+		return errors.New("projections: projector already running")
+	}
+	p.running = true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.running = false
+		p.mu.Unlock()
+	}()
+	p.log.Info().Uint64(logKeySeq, p.store.AppliedSeq()).Msg("projector starting")
+	defer func() { p.log.Info().Uint64(logKeySeq, p.store.AppliedSeq()).Msg("projector stopped") }()
+	for {
+		err := p.session(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, errResubscribe):
+			continue
+		case err != nil:
+			p.log.Error().Err(err).Msg("projector failed")
+			return err
+		}
+	}
+}
+
+var errResubscribe = errors.New("projections: resubscribe")
+
+// session runs one consumer subscription until ctx ends, an error, or a
+// sequence gap that needs a fresh consumer.
+func (p *Projector) session(ctx context.Context) error {
+	c, err := p.consumer(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	msgs := make(chan jetstream.Msg, 2*p.opts.BatchSize)
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	cc, err := c.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-sctx.Done():
+		}
+	}, jetstream.PullMaxMessages(p.opts.BatchSize), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			p.log.Debug().Err(err).Msg("consume")
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("projections: consume %s: %w", p.opts.Durable, err)
+	}
+	// Stop pulling before returning; messages not folded are redelivered
+	// to the next session (they are above the checkpoint, never acked).
+	defer func() {
+		cc.Drain()
+		stop()
+		<-cc.Closed()
+	}()
+
+	batch := make([]jetstream.Msg, 0, p.opts.BatchSize)
+	for {
+		if err := p.waitResumed(ctx); err != nil {
+			return err
+		}
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case m := <-msgs:
+			batch = append(batch, m)
+		}
+	fill:
+		for len(batch) < p.opts.BatchSize {
+			select {
+			case m := <-msgs:
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		if err := p.fold(batch); err != nil {
+			return err
+		}
+	}
+}
+
+// fold applies a batch of messages and commits it, then acknowledges.
+func (p *Projector) fold(msgs []jetstream.Msg) error {
+	start := time.Now()
+	next := p.store.AppliedSeq() + 1
+	b := p.store.NewBatch()
+	defer b.Discard()
+	var last jetstream.Msg
+	var info BatchInfo
+	for _, m := range msgs {
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("projections: message metadata: %w", err)
+		}
+		seq := md.Sequence.Stream
+		if seq < next {
+			continue // redelivered, already folded
+		}
+		if seq > next {
+			// Out of order: fold nothing beyond the gap; commit what we
+			// have and start a consumer at the checkpoint.
+			if err := p.commit(b, last, info, start); err != nil {
+				return err
+			}
+			p.log.Info().Uint64(logKeySeq, seq).Uint64("expected", next).Msg("sequence gap in delivery; resubscribing")
+			return errResubscribe
+		}
+		if _, err := p.opts.Folder.Apply(b, Event{Seq: seq, Time: md.Timestamp, Subject: m.Subject(), Raw: m.Data()}); err != nil {
+			return fmt.Errorf("projections: fold seq %d: %w", seq, err)
+		}
+		if info.Events == 0 {
+			info.FirstSeq = seq
+		}
+		info.Events++
+		info.LastSeq, info.LastStored = seq, md.Timestamp
+		last = m
+		next++
+	}
+	return p.commit(b, last, info, start)
+}
+
+func (p *Projector) commit(b *Batch, last jetstream.Msg, info BatchInfo, start time.Time) error {
+	if last == nil {
+		return nil
+	}
+	if err := b.Commit(info.LastSeq); err != nil {
+		return fmt.Errorf("projections: commit through seq %d: %w", info.LastSeq, err)
+	}
+	// AckAll: acknowledging the last message acknowledges the batch. A lost
+	// ack only means a redelivery, which the checkpoint skips.
+	if err := last.Ack(); err != nil {
+		p.log.Debug().Err(err).Uint64(logKeySeq, info.LastSeq).Msg("ack")
+	}
+	info.Took = time.Since(start)
+	if p.opts.OnBatch != nil {
+		p.opts.OnBatch(info)
+	}
+	return nil
+}

@@ -807,7 +807,7 @@ func (a *applier) response(c *evctx, target string) error {
 		return a.orphan(c, target, fmt.Sprintf("waiting for fulfilment %q", target))
 	}
 	if ref.Type != ledger.TypeFulfil {
-		h := a.entryFor(c, EffectIgnored, fmt.Sprintf("%q is not a fulfilment (it is a %s event)", target, ref.Type))
+		h := a.entryFor(c, EffectIgnored, fmt.Sprintf("%q is not a fulfilment (its type is %s)", target, ref.Type))
 		h.Target = target
 		return a.file(c.space, firstOr(ref.Proposals, target), h)
 	}

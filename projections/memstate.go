@@ -30,7 +30,9 @@ func NewMemState() *MemState {
 func mk(space, id string) string { return space + "\x00" + id }
 
 // Proposal implements State.
-func (m *MemState) Proposal(space, id string) (*Proposal, error) { return m.proposals[mk(space, id)], nil }
+func (m *MemState) Proposal(space, id string) (*Proposal, error) {
+	return m.proposals[mk(space, id)], nil
+}
 
 // PutProposal implements State.
 func (m *MemState) PutProposal(p *Proposal) error {

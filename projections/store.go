@@ -1,0 +1,971 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rs/zerolog"
+)
+
+// Defaults of StoreOptions.
+const (
+	DefaultMemTableSize uint64 = 64 << 20
+	DefaultCacheSize    int64  = 128 << 20
+)
+
+// Errors of the store.
+var (
+	// ErrReadOnly is returned by Commit on a batch made by [Store.Snapshot].
+	ErrReadOnly = errors.New("projections: read-only snapshot")
+	// ErrBatchDone is returned by every use of a batch after Commit, Close
+	// or Discard.
+	ErrBatchDone = errors.New("projections: batch already committed or closed")
+	// ErrStaleCommit is returned by Commit when its sequence is not after
+	// the store's checkpoint: committing it would apply events twice.
+	ErrStaleCommit = errors.New("projections: commit sequence not after checkpoint")
+)
+
+// StoreOptions configures [OpenStore].
+type StoreOptions struct {
+	// Dir is the Pebble directory. Required unless FS is set (an in-memory
+	// vfs.NewMem() store may use any Dir, including "").
+	Dir string
+	// FS is the filesystem; nil means the OS filesystem.
+	FS vfs.FS
+	// MemTableSize is Pebble's memtable size; 0 means DefaultMemTableSize.
+	MemTableSize uint64
+	// CacheSize is the block cache size; 0 means DefaultCacheSize.
+	CacheSize int64
+	// Logger receives Pebble's messages (info at debug level).
+	Logger zerolog.Logger
+}
+
+// Validate checks the options without touching the disk.
+func (o *StoreOptions) Validate() error {
+	if o.Dir == "" && o.FS == nil {
+		return errors.New("projections: store options: Dir is required (or an FS such as vfs.NewMem())")
+	}
+	if o.MemTableSize >= 4<<30 {
+		return fmt.Errorf("projections: store options: MemTableSize %d must be < 4 GiB", o.MemTableSize)
+	}
+	if o.CacheSize < 0 {
+		return fmt.Errorf("projections: store options: CacheSize %d is negative", o.CacheSize)
+	}
+	return nil
+}
+
+// Store is the Pebble projection (SPEC §6): proposal records, their history,
+// the event-id index, orphan waiting lists, per-space stats, the secondary
+// indexes of List, the deadline index of the expirer, and the checkpoint (the
+// last applied stream sequence), which is written in the same Pebble batch as
+// the changes it caused. The key layout is documented in store_keys.go.
+//
+// There is one writer (the projector, through [Store.NewBatch] and
+// [Batch.Commit]); reads are safe for concurrent use with it and with each
+// other, and each read sees a consistent point-in-time view.
+type Store struct {
+	db  *pebble.DB
+	log zerolog.Logger
+
+	// mu is held shared by every use of db and exclusively by Close.
+	mu     sync.RWMutex
+	closed bool
+
+	snapMu sync.Mutex
+	snaps  map[*Batch]struct{} // open read-only snapshots, released by Close
+
+	applied  atomic.Uint64
+	notifyMu sync.Mutex
+	notify   chan struct{} // closed and replaced on every commit
+	done     chan struct{} // closed by Close
+
+	writeMu sync.Mutex // serialises commits
+	spaces  map[string]struct{}
+}
+
+// OpenStore opens (creating if needed) the store in o.Dir and loads its
+// checkpoint.
+func OpenStore(o StoreOptions) (*Store, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	cache := pebble.NewCache(o.CacheSize)
+	defer cache.Unref()
+	opts := &pebble.Options{
+		FS:                 o.FS,
+		Cache:              cache,
+		MemTableSize:       o.MemTableSize,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{o.Logger},
+	}
+	// Most point reads of the fold are for keys that do not exist (a new
+	// event id, a target with no orphans): bloom filters make them cheap.
+	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	db, err := pebble.Open(o.Dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("projections: open store %q: %w", o.Dir, err)
+	}
+	s := &Store{
+		db:     db,
+		log:    o.Logger,
+		snaps:  map[*Batch]struct{}{},
+		notify: make(chan struct{}),
+		done:   make(chan struct{}),
+		spaces: map[string]struct{}{},
+	}
+	v, closer, err := db.Get(checkpointKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		_ = db.Close()
+		return nil, fmt.Errorf("projections: open store %q: read checkpoint: %w", o.Dir, err)
+	default:
+		if len(v) != 8 {
+			_ = closer.Close()
+			_ = db.Close()
+			return nil, fmt.Errorf("projections: open store %q: checkpoint is %d bytes, want 8", o.Dir, len(v))
+		}
+		s.applied.Store(binary.BigEndian.Uint64(v))
+		_ = closer.Close()
+	}
+	return s, nil
+}
+
+// Close closes the store. In-flight reads finish first; open snapshots are
+// released. It is safe to call twice; every later use returns ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	for b := range s.snaps {
+		b.releaseLocked()
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("projections: close store: %w", err)
+	}
+	return nil
+}
+
+// acquire takes the shared lock for one use of the database.
+func (s *Store) acquire() error {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) release() { s.mu.RUnlock() }
+
+// AppliedSeq returns the checkpoint: the last stream sequence whose effects
+// are committed.
+func (s *Store) AppliedSeq() uint64 { return s.applied.Load() }
+
+// WaitApplied blocks until AppliedSeq() >= seq. It returns ctx's error
+// (wrapped) when ctx is done first, and ErrClosed when the store closes.
+func (s *Store) WaitApplied(ctx context.Context, seq uint64) error {
+	for {
+		s.notifyMu.Lock()
+		ch := s.notify
+		s.notifyMu.Unlock()
+		// Checked after taking ch: a commit that lands in between closes ch.
+		if s.applied.Load() >= seq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-s.done:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("projections: wait for seq %d (applied %d): %w", seq, s.applied.Load(), ctx.Err())
+		}
+	}
+}
+
+func (s *Store) published(seq uint64) {
+	s.applied.Store(seq)
+	s.notifyMu.Lock()
+	close(s.notify)
+	s.notify = make(chan struct{})
+	s.notifyMu.Unlock()
+}
+
+// getJSON reads key from r into v; found is false when the key is absent.
+func getJSON(r pebble.Reader, key []byte, v any) (found bool, err error) {
+	val, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	if err := json.Unmarshal(val, v); err != nil {
+		return true, fmt.Errorf("decode %q: %w", key, err)
+	}
+	return true, nil
+}
+
+// Get returns the proposal id of space, or an error wrapping ErrNotFound.
+func (s *Store) Get(space, id string) (*Proposal, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	var p Proposal
+	found, err := getJSON(s.db, proposalKey(space, id), &p)
+	if err != nil {
+		return nil, fmt.Errorf("projections: get proposal %q in space %q: %w", id, space, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("projections: proposal %q in space %q: %w", id, space, ErrNotFound)
+	}
+	return &p, nil
+}
+
+// History returns the history entries filed under key (a proposal id, or the
+// id an orphan or unattributable event was filed under) in sequence order,
+// or an error wrapping ErrNotFound when there are none.
+func (s *Store) History(space, key string) ([]HistoryEntry, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	prefix := historyPrefix(space, key)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("projections: history of %q in space %q: %w", key, space, err)
+	}
+	var out []HistoryEntry
+	for ok := it.First(); ok; ok = it.Next() {
+		var h HistoryEntry
+		if err := json.Unmarshal(it.Value(), &h); err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("projections: history of %q in space %q: decode seq %d: %w",
+				key, space, binary.BigEndian.Uint64(it.Key()[len(prefix):]), err)
+		}
+		out = append(out, h)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("projections: history of %q in space %q: %w", key, space, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("projections: history of %q in space %q: %w", key, space, ErrNotFound)
+	}
+	return out, nil
+}
+
+// Stats returns the counters of space; NewStats() when it has none.
+func (s *Store) Stats(space string) (*Stats, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	st := NewStats()
+	if _, err := getJSON(s.db, statsKey(space), st); err != nil {
+		return nil, fmt.Errorf("projections: stats of space %q: %w", space, err)
+	}
+	return st, nil
+}
+
+// Spaces returns the spaces that have any data, sorted.
+func (s *Store) Spaces() ([]string, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	prefix := []byte{tagSpace}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("projections: spaces: %w", err)
+	}
+	var out []string
+	for ok := it.First(); ok; ok = it.Next() {
+		sp, rest, err := readEsc(it.Key()[1:])
+		if err != nil || len(rest) != 0 {
+			_ = it.Close()
+			return nil, fmt.Errorf("projections: spaces: key %q: %w", it.Key(), errBadKey)
+		}
+		out = append(out, sp)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("projections: spaces: %w", err)
+	}
+	sort.Strings(out) // already in order (the escape preserves it); cheap insurance
+	return out, nil
+}
+
+// Due is a pending proposal whose deadline has passed.
+type Due struct {
+	Space    string
+	ID       string
+	Deadline time.Time
+}
+
+// DueExpiries returns up to limit (<= 0 means 1000) pending proposals whose
+// expires_at is at or before now, earliest deadline first. The index holds
+// only pending proposals with a deadline, so the expirer never scans others.
+func (s *Store) DueExpiries(now time.Time, limit int) ([]Due, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	lower := []byte{tagDeadline}
+	upper := prefixEnd(lower)
+	if n := clampNanos(now); n < math.MaxInt64 {
+		upper = appendNanos([]byte{tagDeadline}, n+1)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("projections: due expiries: %w", err)
+	}
+	var out []Due
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		n, sp, id, err := readDeadlineKey(it.Key())
+		if err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("projections: due expiries: key %q: %w", it.Key(), err)
+		}
+		out = append(out, Due{Space: sp, ID: id, Deadline: time.Unix(0, n).UTC()})
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("projections: due expiries: %w", err)
+	}
+	return out, nil
+}
+
+// Dump writes every key/value of the store in key order, one pair a line,
+// as two Go-quoted strings separated by a space. Nothing is excluded: every
+// key, the checkpoint included, is a pure function of the log up to the
+// checkpoint, so a rebuild and the live projection dump byte-for-byte equal.
+func (s *Store) Dump(w io.Writer) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return fmt.Errorf("projections: dump: %w", err)
+	}
+	var line []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		line = strconv.AppendQuote(line[:0], string(it.Key()))
+		line = append(line, ' ')
+		line = strconv.AppendQuote(line, string(it.Value()))
+		line = append(line, '\n')
+		if _, err := w.Write(line); err != nil {
+			_ = it.Close()
+			return fmt.Errorf("projections: dump: %w", err)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("projections: dump: %w", err)
+	}
+	return nil
+}
+
+// Digest returns the hex SHA-256 of what Dump writes.
+func (s *Store) Digest() (string, error) {
+	h := sha256.New()
+	if err := s.Dump(h); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// pebbleLogger sends Pebble's messages to zerolog.
+type pebbleLogger struct{ l zerolog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug().Str("component", "pebble").Msgf(format, args...)
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error().Str("component", "pebble").Msgf(format, args...)
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error().Str("component", "pebble").Msgf(format, args...)
+	panic(fmt.Sprintf("projections: pebble fatal: "+format, args...))
+}
+
+// ---------------------------------------------------------------------------
+// The batch overlay.
+
+type spaceID struct{ space, id string }
+
+type historyID struct {
+	space, key string
+	seq        uint64
+}
+
+type propSlot struct {
+	orig      *Proposal // the version in Pebble (nil: none), valid when origKnown
+	origKnown bool
+	cur       *Proposal
+	dirty     bool
+}
+
+type refSlot struct {
+	cur   *EventRef
+	dirty bool
+}
+
+type orphanSlot struct {
+	cur   []Orphan
+	dirty bool
+}
+
+type statsSlot struct {
+	cur   *Stats
+	dirty bool
+}
+
+// Batch is a write overlay over the store implementing [State]: reads see
+// the overlay first (read-your-writes), then Pebble; writes stay in memory
+// until Commit. The first read of a record from Pebble is remembered, so a
+// record is read from Pebble at most once per batch, and absence is
+// remembered too.
+//
+// Put methods take ownership of what they are given: the caller must not
+// modify it afterwards. Getters return the overlay's own value, which the
+// caller must clone before modifying (see [State]).
+//
+// A batch is single-use and not safe for concurrent use. Commit, Close or
+// Discard ends it; every later use returns ErrBatchDone.
+type Batch struct {
+	s        *Store
+	snap     *pebble.Snapshot // read-only snapshot batches only
+	readOnly bool
+	done     bool
+
+	props   map[spaceID]*propSlot
+	refs    map[spaceID]*refSlot
+	orphans map[spaceID]*orphanSlot
+	stats   map[string]*statsSlot
+	history map[historyID]*HistoryEntry // nil value: delete
+	spaces  map[string]struct{}
+	dirty   int
+}
+
+func newBatch(s *Store) *Batch {
+	return &Batch{
+		s:       s,
+		props:   map[spaceID]*propSlot{},
+		refs:    map[spaceID]*refSlot{},
+		orphans: map[spaceID]*orphanSlot{},
+		stats:   map[string]*statsSlot{},
+		history: map[historyID]*HistoryEntry{},
+		spaces:  map[string]struct{}{},
+	}
+}
+
+// NewBatch returns an empty write overlay over the store's latest state.
+func (s *Store) NewBatch() *Batch { return newBatch(s) }
+
+// Snapshot returns a [State] over a consistent point-in-time view of the
+// store that never writes to Pebble: its writes stay in memory and its
+// Commit returns ErrReadOnly. It is for dry runs. Close it to release the
+// Pebble snapshot (Store.Close releases any left open).
+func (s *Store) Snapshot() (*Batch, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	b := newBatch(s)
+	b.readOnly = true
+	b.snap = s.db.NewSnapshot()
+	s.snapMu.Lock()
+	s.snaps[b] = struct{}{}
+	s.snapMu.Unlock()
+	return b, nil
+}
+
+// Len returns the number of dirty records in the overlay (proposals, event
+// refs, orphan lists, stats and history entries), to bound batch sizes.
+func (b *Batch) Len() int { return b.dirty }
+
+// read runs f against the batch's reader under the store's shared lock.
+func (b *Batch) read(f func(r pebble.Reader) error) error {
+	if b.done {
+		return ErrBatchDone
+	}
+	if err := b.s.acquire(); err != nil {
+		return err
+	}
+	defer b.s.release()
+	if b.snap != nil {
+		return f(b.snap)
+	}
+	return f(b.s.db)
+}
+
+func (b *Batch) check() error {
+	if b.done {
+		return ErrBatchDone
+	}
+	return nil
+}
+
+// Proposal implements State.
+func (b *Batch) Proposal(space, id string) (*Proposal, error) {
+	k := spaceID{space, id}
+	if sl, ok := b.props[k]; ok {
+		if b.done {
+			return nil, ErrBatchDone
+		}
+		return sl.cur, nil
+	}
+	var p *Proposal
+	err := b.read(func(r pebble.Reader) error {
+		var v Proposal
+		found, err := getJSON(r, proposalKey(space, id), &v)
+		if found && err == nil {
+			p = &v
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("projections: batch: read proposal %q in space %q: %w", id, space, err)
+	}
+	// orig is a private copy: the index diff of Commit must not depend on
+	// a caller that modifies what it got in place.
+	sl := &propSlot{origKnown: true, cur: p}
+	if p != nil {
+		sl.orig = p.Clone()
+	}
+	b.props[k] = sl
+	return p, nil
+}
+
+// PutProposal implements State. The proposal's Space and ID are its key.
+func (b *Batch) PutProposal(p *Proposal) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if p == nil {
+		return errors.New("projections: batch: put nil proposal")
+	}
+	k := spaceID{p.Space, p.ID}
+	sl, ok := b.props[k]
+	if !ok {
+		sl = &propSlot{}
+		b.props[k] = sl
+	}
+	if !sl.dirty {
+		sl.dirty = true
+		b.dirty++
+	}
+	sl.cur = p
+	b.spaces[p.Space] = struct{}{}
+	return nil
+}
+
+// EventRef implements State.
+func (b *Batch) EventRef(space, id string) (*EventRef, error) {
+	k := spaceID{space, id}
+	if sl, ok := b.refs[k]; ok {
+		if b.done {
+			return nil, ErrBatchDone
+		}
+		return sl.cur, nil
+	}
+	var ref *EventRef
+	err := b.read(func(r pebble.Reader) error {
+		var v EventRef
+		found, err := getJSON(r, eventRefKey(space, id), &v)
+		if found && err == nil {
+			ref = &v
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("projections: batch: read event ref %q in space %q: %w", id, space, err)
+	}
+	b.refs[k] = &refSlot{cur: ref}
+	return ref, nil
+}
+
+// PutEventRef implements State.
+func (b *Batch) PutEventRef(space, id string, r *EventRef) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if r == nil {
+		return fmt.Errorf("projections: batch: put nil event ref %q in space %q", id, space)
+	}
+	k := spaceID{space, id}
+	sl, ok := b.refs[k]
+	if !ok {
+		sl = &refSlot{}
+		b.refs[k] = sl
+	}
+	if !sl.dirty {
+		sl.dirty = true
+		b.dirty++
+	}
+	sl.cur = r
+	b.spaces[space] = struct{}{}
+	return nil
+}
+
+// Orphans implements State.
+func (b *Batch) Orphans(space, target string) ([]Orphan, error) {
+	k := spaceID{space, target}
+	if sl, ok := b.orphans[k]; ok {
+		if b.done {
+			return nil, ErrBatchDone
+		}
+		return sl.cur, nil
+	}
+	var list []Orphan
+	err := b.read(func(r pebble.Reader) error {
+		_, err := getJSON(r, orphansKey(space, target), &list)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("projections: batch: read orphans of %q in space %q: %w", target, space, err)
+	}
+	if len(list) == 0 {
+		list = nil
+	}
+	b.orphans[k] = &orphanSlot{cur: list}
+	return list, nil
+}
+
+// PutOrphans implements State: an empty list deletes the waiting list.
+func (b *Batch) PutOrphans(space, target string, o []Orphan) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if len(o) == 0 {
+		o = nil
+	}
+	k := spaceID{space, target}
+	sl, ok := b.orphans[k]
+	if !ok {
+		sl = &orphanSlot{}
+		b.orphans[k] = sl
+	}
+	if !sl.dirty {
+		sl.dirty = true
+		b.dirty++
+	}
+	sl.cur = o
+	if o != nil {
+		b.spaces[space] = struct{}{}
+	}
+	return nil
+}
+
+// PutHistory implements State.
+func (b *Batch) PutHistory(space, key string, h *HistoryEntry) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if h == nil {
+		return fmt.Errorf("projections: batch: put nil history entry under %q in space %q", key, space)
+	}
+	k := historyID{space, key, h.Seq}
+	if _, ok := b.history[k]; !ok {
+		b.dirty++
+	}
+	b.history[k] = h
+	b.spaces[space] = struct{}{}
+	return nil
+}
+
+// DeleteHistory implements State.
+func (b *Batch) DeleteHistory(space, key string, seq uint64) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	k := historyID{space, key, seq}
+	if _, ok := b.history[k]; !ok {
+		b.dirty++
+	}
+	b.history[k] = nil
+	return nil
+}
+
+// Stats implements State: nil when the space has none.
+func (b *Batch) Stats(space string) (*Stats, error) {
+	if sl, ok := b.stats[space]; ok {
+		if b.done {
+			return nil, ErrBatchDone
+		}
+		return sl.cur, nil
+	}
+	var st *Stats
+	err := b.read(func(r pebble.Reader) error {
+		v := NewStats()
+		found, err := getJSON(r, statsKey(space), v)
+		if found && err == nil {
+			st = v
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("projections: batch: read stats of space %q: %w", space, err)
+	}
+	b.stats[space] = &statsSlot{cur: st}
+	return st, nil
+}
+
+// PutStats implements State.
+func (b *Batch) PutStats(space string, st *Stats) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if st == nil {
+		return fmt.Errorf("projections: batch: put nil stats in space %q", space)
+	}
+	sl, ok := b.stats[space]
+	if !ok {
+		sl = &statsSlot{}
+		b.stats[space] = sl
+	}
+	if !sl.dirty {
+		sl.dirty = true
+		b.dirty++
+	}
+	sl.cur = st
+	b.spaces[space] = struct{}{}
+	return nil
+}
+
+// Discard is Close.
+func (b *Batch) Discard() { _ = b.Close() }
+
+// Close releases the batch without writing anything. It is safe to call
+// more than once and after Commit.
+func (b *Batch) Close() error {
+	if b.readOnly {
+		b.s.mu.RLock()
+		b.releaseLocked()
+		b.s.mu.RUnlock()
+	}
+	b.finish()
+	return nil
+}
+
+// releaseLocked closes the Pebble snapshot of a read-only batch; the caller
+// holds s.mu (either side: Store.Close clears b.snap under the exclusive
+// side, and every reader of b.snap holds the shared side).
+func (b *Batch) releaseLocked() {
+	b.s.snapMu.Lock()
+	defer b.s.snapMu.Unlock()
+	if b.snap == nil {
+		return
+	}
+	if _, ok := b.s.snaps[b]; ok {
+		delete(b.s.snaps, b)
+		_ = b.snap.Close()
+	}
+	b.snap = nil
+}
+
+func (b *Batch) finish() {
+	b.done = true
+	b.props, b.refs, b.orphans, b.stats, b.history, b.spaces = nil, nil, nil, nil, nil, nil
+	b.dirty = 0
+}
+
+// kv is one write of a commit; a nil val with del set is a deletion.
+type kv struct {
+	key, val []byte
+	del      bool
+}
+
+// Commit writes the overlay and the checkpoint seq in one Pebble batch with
+// pebble.Sync: the dirty records, the index entries that changed (the old
+// version's that are gone deleted, the new version's written), space
+// markers, and the checkpoint. Keys are written in sorted order, so the
+// result does not depend on the order of the overlay's writes. Then
+// AppliedSeq() is seq and waiters are woken. The batch is ended whatever
+// the outcome.
+//
+// seq must be greater than AppliedSeq() (ErrStaleCommit otherwise), except
+// that an empty batch at seq == AppliedSeq() is a no-op.
+func (b *Batch) Commit(seq uint64) error {
+	if b.done {
+		return ErrBatchDone
+	}
+	if b.readOnly {
+		return ErrReadOnly // the snapshot stays usable; Close releases it
+	}
+	defer b.finish()
+	s := b.s
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
+
+	applied := s.applied.Load()
+	if seq <= applied {
+		if seq == applied && b.dirty == 0 {
+			return nil
+		}
+		return fmt.Errorf("%w: commit seq %d, applied %d", ErrStaleCommit, seq, applied)
+	}
+	ops, err := b.collect()
+	if err != nil {
+		return fmt.Errorf("projections: commit seq %d: %w", seq, err)
+	}
+	ops = append(ops, kv{key: checkpointKey, val: appendU64(nil, seq)})
+	sort.Slice(ops, func(i, j int) bool { return bytes.Compare(ops[i].key, ops[j].key) < 0 })
+
+	size := 0
+	for _, o := range ops {
+		size += len(o.key) + len(o.val) + 16
+	}
+	pb := s.db.NewBatchWithSize(size)
+	defer pb.Close()
+	for i, o := range ops {
+		if i > 0 && bytes.Equal(ops[i-1].key, o.key) {
+			return fmt.Errorf("projections: commit seq %d: key %q written twice", seq, o.key)
+		}
+		if o.del {
+			err = pb.Delete(o.key, nil)
+		} else {
+			err = pb.Set(o.key, o.val, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("projections: commit seq %d: %w", seq, err)
+		}
+	}
+	if err := pb.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("projections: commit seq %d: %w", seq, err)
+	}
+	for sp := range b.spaces {
+		s.spaces[sp] = struct{}{}
+	}
+	s.published(seq)
+	return nil
+}
+
+// collect turns the overlay into writes. It reads from Pebble the original
+// version of proposals that were written without being read first.
+func (b *Batch) collect() ([]kv, error) {
+	var ops []kv
+	for k, sl := range b.props {
+		if !sl.dirty {
+			continue
+		}
+		if !sl.origKnown {
+			var v Proposal
+			found, err := getJSON(b.s.db, proposalKey(k.space, k.id), &v)
+			if err != nil {
+				return nil, fmt.Errorf("read proposal %q in space %q: %w", k.id, k.space, err)
+			}
+			if found {
+				sl.orig = &v
+			}
+			sl.origKnown = true
+		}
+		if sl.cur.Space != k.space || sl.cur.ID != k.id {
+			return nil, fmt.Errorf("proposal %q in space %q was put as %q in %q", k.id, k.space, sl.cur.ID, sl.cur.Space)
+		}
+		val, err := json.Marshal(sl.cur)
+		if err != nil {
+			return nil, fmt.Errorf("encode proposal %q in space %q: %w", k.id, k.space, err)
+		}
+		ops = append(ops, kv{key: proposalKey(k.space, k.id), val: val})
+		oldIdx, newIdx := indexEntries(sl.orig), indexEntries(sl.cur)
+		for key := range oldIdx {
+			if _, ok := newIdx[key]; !ok {
+				ops = append(ops, kv{key: []byte(key), del: true})
+			}
+		}
+		for key, v := range newIdx {
+			if old, ok := oldIdx[key]; !ok || !bytes.Equal(old, v) {
+				ops = append(ops, kv{key: []byte(key), val: v})
+			}
+		}
+	}
+	for k, sl := range b.refs {
+		if !sl.dirty {
+			continue
+		}
+		val, err := json.Marshal(sl.cur)
+		if err != nil {
+			return nil, fmt.Errorf("encode event ref %q in space %q: %w", k.id, k.space, err)
+		}
+		ops = append(ops, kv{key: eventRefKey(k.space, k.id), val: val})
+	}
+	for k, sl := range b.orphans {
+		if !sl.dirty {
+			continue
+		}
+		if sl.cur == nil {
+			ops = append(ops, kv{key: orphansKey(k.space, k.id), del: true})
+			continue
+		}
+		val, err := json.Marshal(sl.cur)
+		if err != nil {
+			return nil, fmt.Errorf("encode orphans of %q in space %q: %w", k.id, k.space, err)
+		}
+		ops = append(ops, kv{key: orphansKey(k.space, k.id), val: val})
+	}
+	for sp, sl := range b.stats {
+		if !sl.dirty {
+			continue
+		}
+		val, err := json.Marshal(sl.cur)
+		if err != nil {
+			return nil, fmt.Errorf("encode stats of space %q: %w", sp, err)
+		}
+		ops = append(ops, kv{key: statsKey(sp), val: val})
+	}
+	for k, h := range b.history {
+		key := historyKey(k.space, k.key, k.seq)
+		if h == nil {
+			ops = append(ops, kv{key: key, del: true})
+			continue
+		}
+		val, err := json.Marshal(h)
+		if err != nil {
+			return nil, fmt.Errorf("encode history seq %d under %q in space %q: %w", k.seq, k.key, k.space, err)
+		}
+		ops = append(ops, kv{key: key, val: val})
+	}
+	for sp := range b.spaces {
+		if _, ok := b.s.spaces[sp]; ok {
+			continue
+		}
+		ops = append(ops, kv{key: spaceKey(sp), val: []byte{}})
+	}
+	return ops, nil
+}

@@ -1,0 +1,297 @@
+package projections
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// ErrBadQuery is wrapped by List errors caused by the query itself (missing
+// space, unknown state, malformed cursor).
+var ErrBadQuery = errors.New("projections: bad query")
+
+// List limits.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 1000
+)
+
+// ListQuery selects proposals of one space. Empty fields do not filter; all
+// given filters must hold.
+type ListQuery struct {
+	// Space is required.
+	Space string
+	// State, Proposer, Target (a member of `to`) and Anomaly filter on the
+	// proposal; ActionType, ResourceType and Domain on its kernel part.
+	State        ProposalState
+	Proposer     string
+	Target       string
+	Anomaly      string
+	ActionType   string
+	ResourceType string
+	Domain       string
+	// Since (inclusive) and Until (exclusive) bound CreatedAt; zero is open.
+	Since, Until time.Time
+	// Limit is the page size: <= 0 means DefaultListLimit, and more than
+	// MaxListLimit is MaxListLimit.
+	Limit int
+	// Cursor is the NextCursor of the previous page; empty for the first.
+	Cursor string
+	// MaxScan, when > 0, bounds how many index entries one call examines.
+	// A call that reaches it returns the (possibly short, even empty) page
+	// found so far with a NextCursor that resumes where it stopped, so a
+	// caller must page until NextCursor is empty, not until a short page.
+	// Zero means no bound.
+	MaxScan int
+}
+
+// ListPage is one page of a List.
+type ListPage struct {
+	Proposals []*Proposal
+	// NextCursor resumes after the last proposal of this page; empty when
+	// there are no more.
+	NextCursor string
+}
+
+// List returns the proposals of q.Space that pass every filter of q, newest
+// first (by created_seq, then id), one page at a time.
+//
+// Each filter has an index, all ordered by (created_seq desc, id), and List
+// intersects the indexes of the given filters by seeking (a zigzag join), so
+// it loads exactly the records it returns; Since/Until are checked on the
+// created_at stored in the index entries, again without loading records. With
+// no filter it scans the space's "all" index. The cursor is a position in
+// that shared order: proposals created (appended) while paging are newer
+// than any cursor and are neither duplicated nor skipped by later pages.
+//
+// The whole call reads one consistent snapshot.
+func (s *Store) List(q ListQuery) (ListPage, error) {
+	if q.Space == "" {
+		return ListPage{}, fmt.Errorf("%w: list: space is required", ErrBadQuery)
+	}
+	if q.State != "" && !validState(q.State) {
+		return ListPage{}, fmt.Errorf("%w: list: unknown state %q", ErrBadQuery, q.State)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	if limit > MaxListLimit {
+		limit = MaxListLimit
+	}
+	var start []byte
+	if q.Cursor != "" {
+		seq, id, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return ListPage{}, fmt.Errorf("list space %q: %w", q.Space, err)
+		}
+		start = indexSuffix(seq, id)
+	}
+	sinceN, untilN := int64(math.MinInt64), int64(math.MaxInt64)
+	checkTime := false
+	if !q.Since.IsZero() {
+		sinceN, checkTime = clampNanos(q.Since), true
+	}
+	if !q.Until.IsZero() {
+		untilN, checkTime = clampNanos(q.Until), true
+	}
+
+	if err := s.acquire(); err != nil {
+		return ListPage{}, err
+	}
+	defer s.release()
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+
+	prefixes := listPrefixes(q)
+	iters := make([]*indexIter, 0, len(prefixes))
+	defer func() {
+		for _, x := range iters {
+			_ = x.it.Close()
+		}
+	}()
+	for _, p := range prefixes {
+		it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+		if err != nil {
+			return ListPage{}, fmt.Errorf("projections: list space %q: %w", q.Space, err)
+		}
+		iters = append(iters, &indexIter{it: it, prefix: p})
+	}
+
+	type hit struct {
+		seq uint64
+		id  string
+	}
+	var (
+		hits     []hit
+		target   = start // the lowest position not yet decided
+		matched  = 0     // iterators in a row positioned exactly at target
+		scanned  = 0
+		more     = false // a match exists after the page
+		stopped  = false // MaxScan reached before the end
+		n        = len(iters)
+		i        = 0
+		needNext = false // iters[i] sits on the last match: step it with Next
+	)
+	for {
+		if q.MaxScan > 0 && scanned >= q.MaxScan {
+			stopped = true
+			break
+		}
+		x := iters[i]
+		var ok bool
+		if needNext {
+			ok = x.next()
+			needNext = false
+		} else {
+			ok = x.seek(target)
+		}
+		scanned++
+		if !ok {
+			break // one index is exhausted: so is the intersection
+		}
+		suf := x.suffix()
+		if matched == 0 || bytes.Compare(suf, target) > 0 {
+			target = append(target[:0:0], suf...)
+			matched = 1
+		} else {
+			matched++
+		}
+		if matched < n {
+			i = (i + 1) % n
+			continue
+		}
+		// Every index holds target: a candidate.
+		seq, id, err := readIndexSuffix(target)
+		if err != nil {
+			return ListPage{}, fmt.Errorf("projections: list space %q: index key %q: %w", q.Space, x.it.Key(), err)
+		}
+		pass := true
+		if checkTime {
+			v := x.it.Value()
+			if len(v) != 8 {
+				return ListPage{}, fmt.Errorf("projections: list space %q: index value of %q: %w", q.Space, id, errBadKey)
+			}
+			c := readNanos(v)
+			pass = c >= sinceN && c < untilN
+		}
+		if pass {
+			if len(hits) == limit {
+				more = true
+				break
+			}
+			hits = append(hits, hit{seq, id})
+		}
+		// Move past target: the successor of (seq, id) is (seq, id+"\x00").
+		target = indexSuffix(seq, id+"\x00")
+		matched = 0
+		needNext = true // x is at the old target; Next lands at or after the new one
+	}
+	for _, x := range iters {
+		if err := x.it.Error(); err != nil {
+			return ListPage{}, fmt.Errorf("projections: list space %q: %w", q.Space, err)
+		}
+	}
+
+	page := ListPage{Proposals: make([]*Proposal, 0, len(hits))}
+	for _, h := range hits {
+		p := new(Proposal)
+		found, err := getJSON(snap, proposalKey(q.Space, h.id), p)
+		if err != nil {
+			return ListPage{}, fmt.Errorf("projections: list space %q: proposal %q: %w", q.Space, h.id, err)
+		}
+		if !found {
+			return ListPage{}, fmt.Errorf("projections: list space %q: index names proposal %q (seq %d) that has no record", q.Space, h.id, h.seq)
+		}
+		page.Proposals = append(page.Proposals, p)
+	}
+	switch {
+	case more:
+		last := hits[len(hits)-1]
+		page.NextCursor = encodeCursor(last.seq, last.id+"\x00")
+	case stopped:
+		if len(hits) == limit {
+			last := hits[len(hits)-1]
+			page.NextCursor = encodeCursor(last.seq, last.id+"\x00")
+		} else {
+			// target is the lowest undecided position (at least one step
+			// was taken, so it is set): resume there, inclusive.
+			seq, id, err := readIndexSuffix(target)
+			if err != nil {
+				return ListPage{}, fmt.Errorf("projections: list space %q: resume position: %w", q.Space, err)
+			}
+			page.NextCursor = encodeCursor(seq, id)
+		}
+	}
+	return page, nil
+}
+
+func validState(st ProposalState) bool {
+	for _, x := range States {
+		if st == x {
+			return true
+		}
+	}
+	return false
+}
+
+// listPrefixes returns the index prefixes that answer q's filters, or the
+// "all" index when there are none.
+func listPrefixes(q ListQuery) [][]byte {
+	var out [][]byte
+	add := func(kind byte, v string) {
+		if v != "" {
+			out = append(out, indexPrefix(q.Space, kind, v))
+		}
+	}
+	// Rough order of selectivity: the first index drives the join.
+	add(idxTarget, q.Target)
+	add(idxProposer, q.Proposer)
+	add(idxAnomaly, q.Anomaly)
+	add(idxDomain, q.Domain)
+	add(idxResourceType, q.ResourceType)
+	add(idxActionType, q.ActionType)
+	add(idxState, string(q.State))
+	if len(out) == 0 {
+		out = append(out, indexPrefix(q.Space, idxAll, ""))
+	}
+	return out
+}
+
+// indexIter walks one index in suffix order.
+type indexIter struct {
+	it      *pebble.Iterator
+	prefix  []byte
+	buf     []byte
+	started bool
+	valid   bool
+}
+
+func (x *indexIter) suffix() []byte { return x.it.Key()[len(x.prefix):] }
+
+// seek positions x at the first entry >= target. Targets only grow, so an
+// iterator already at or past target stays, and an exhausted one stays
+// exhausted.
+func (x *indexIter) seek(target []byte) bool {
+	if x.started {
+		if !x.valid {
+			return false
+		}
+		if bytes.Compare(x.suffix(), target) >= 0 {
+			return true
+		}
+	}
+	x.started = true
+	x.buf = append(append(x.buf[:0], x.prefix...), target...)
+	x.valid = x.it.SeekGE(x.buf)
+	return x.valid
+}
+
+func (x *indexIter) next() bool {
+	x.valid = x.it.Next()
+	return x.valid
+}

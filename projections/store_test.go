@@ -1,0 +1,1043 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/mewledger/ledger/ledger"
+)
+
+// --- helpers ---------------------------------------------------------------
+
+func openMemStore(t testing.TB) *Store {
+	t.Helper()
+	s, err := OpenStore(StoreOptions{FS: vfs.NewMem(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	if err != nil {
+		t.Fatalf("OpenStore: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func openDirStore(t testing.TB, dir string) *Store {
+	t.Helper()
+	s, err := OpenStore(StoreOptions{Dir: dir, MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	if err != nil {
+		t.Fatalf("OpenStore(%s): %v", dir, err)
+	}
+	return s
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func mkProp(space, id string, seq uint64, st ProposalState, proposer string, to ...string) *Proposal {
+	at := t0.Add(time.Duration(seq) * time.Second)
+	return &Proposal{
+		ID: id, Space: space, State: st, Proposer: proposer, To: to,
+		Method: "tools/call", Params: json.RawMessage(`{"name":"write_file"}`),
+		Dialect: ledger.DialectMEW04, Kind: ledger.KindProposal,
+		CreatedSeq: seq, CreatedAt: at, UpdatedSeq: seq, UpdatedAt: at,
+		Rejections: []Rejection{}, Fulfillments: []Fulfillment{}, Anomalies: []string{}, Events: 1,
+	}
+}
+
+func mustCommit(t testing.TB, b *Batch, seq uint64) {
+	t.Helper()
+	if err := b.Commit(seq); err != nil {
+		t.Fatalf("Commit(%d): %v", seq, err)
+	}
+}
+
+func putAll(t testing.TB, s *Store, seq uint64, ps ...*Proposal) {
+	t.Helper()
+	b := s.NewBatch()
+	for _, p := range ps {
+		if err := b.PutProposal(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustCommit(t, b, seq)
+}
+
+func ids(ps []*Proposal) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.ID
+	}
+	return out
+}
+
+func listIDs(t testing.TB, s *Store, q ListQuery) []string {
+	t.Helper()
+	pg, err := s.List(q)
+	if err != nil {
+		t.Fatalf("List(%+v): %v", q, err)
+	}
+	return ids(pg.Proposals)
+}
+
+// listAll pages through q until NextCursor is empty.
+func listAll(t testing.TB, s *Store, q ListQuery) []string {
+	t.Helper()
+	var out []string
+	for pages := 0; ; pages++ {
+		if pages > 10000 {
+			t.Fatalf("List(%+v): cursor does not end", q)
+		}
+		pg, err := s.List(q)
+		if err != nil {
+			t.Fatalf("List(%+v): %v", q, err)
+		}
+		out = append(out, ids(pg.Proposals)...)
+		if pg.NextCursor == "" {
+			return out
+		}
+		if pg.NextCursor == q.Cursor {
+			t.Fatalf("List(%+v): cursor did not advance", q)
+		}
+		q.Cursor = pg.NextCursor
+	}
+}
+
+func dump(t testing.TB, s *Store) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.Dump(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// --- keys ------------------------------------------------------------------
+
+func TestStoreKeysEscapeRoundTripAndOrder(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	alphabet := []byte{0x00, 0x01, 0xFF, 'a', 'b', '/', '.'}
+	gen := func() string {
+		b := make([]byte, r.Intn(6))
+		for i := range b {
+			b[i] = alphabet[r.Intn(len(alphabet))]
+		}
+		return string(b)
+	}
+	for i := 0; i < 5000; i++ {
+		a, b := gen(), gen()
+		ea, eb := appendEsc(nil, a), appendEsc(nil, b)
+		got, rest, err := readEsc(append(ea, 'x'))
+		if err != nil || got != a || string(rest) != "x" {
+			t.Fatalf("readEsc(esc(%q)) = %q, %q, %v", a, got, rest, err)
+		}
+		if c1, c2 := bytes.Compare(ea, eb), strings.Compare(a, b); c1 != c2 {
+			t.Fatalf("order of %q, %q: escaped %d, raw %d", a, b, c1, c2)
+		}
+		if a != b && (bytes.HasPrefix(ea, eb) || bytes.HasPrefix(eb, ea)) {
+			t.Fatalf("escaped %q and %q: one is a prefix of the other", a, b)
+		}
+		// Two-component keys never collide.
+		c, d := gen(), gen()
+		if (a != c || b != d) && bytes.Equal(proposalKey(a, b), proposalKey(c, d)) {
+			t.Fatalf("proposalKey(%q,%q) == proposalKey(%q,%q)", a, b, c, d)
+		}
+	}
+	for _, bad := range [][]byte{{'a'}, {'a', 0x00}, {'a', 0x00, 0x02}} {
+		if _, _, err := readEsc(bad); err == nil {
+			t.Fatalf("readEsc(%q): no error", bad)
+		}
+	}
+	seq, id, err := decodeCursor(encodeCursor(42, "a\x00/b"))
+	if err != nil || seq != 42 || id != "a\x00/b" {
+		t.Fatalf("cursor round trip: %d %q %v", seq, id, err)
+	}
+	for _, c := range []string{"!!", "AA", encodeCursor(1, "x")[1:]} {
+		if _, _, err := decodeCursor(c); !errors.Is(err, ErrBadQuery) {
+			t.Fatalf("decodeCursor(%q) = %v, want ErrBadQuery", c, err)
+		}
+	}
+	// Deadlines sort numerically, negative (pre-1970) ones included.
+	for _, pair := range [][2]int64{{-5, 3}, {-1 << 62, -1}, {0, 1}, {1, 1 << 62}} {
+		if bytes.Compare(deadlineKey(pair[0], "s", "a"), deadlineKey(pair[1], "s", "a")) >= 0 {
+			t.Fatalf("deadline %d does not sort before %d", pair[0], pair[1])
+		}
+	}
+	n, sp, pid, err := readDeadlineKey(deadlineKey(-7, "s\x00", "i"))
+	if err != nil || n != -7 || sp != "s\x00" || pid != "i" {
+		t.Fatalf("readDeadlineKey: %d %q %q %v", n, sp, pid, err)
+	}
+}
+
+func TestStoreOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		o  StoreOptions
+		ok bool
+	}{
+		{StoreOptions{}, false},
+		{StoreOptions{Dir: "x"}, true},
+		{StoreOptions{FS: vfs.NewMem()}, true},
+		{StoreOptions{Dir: "x", MemTableSize: 4 << 30}, false},
+		{StoreOptions{Dir: "x", CacheSize: -1}, false},
+	} {
+		if err := tc.o.Validate(); (err == nil) != tc.ok {
+			t.Errorf("Validate(%+v) = %v, want ok=%v", tc.o, err, tc.ok)
+		}
+	}
+	if _, err := OpenStore(StoreOptions{}); err == nil {
+		t.Fatal("OpenStore without Dir or FS: no error")
+	}
+}
+
+// --- overlay ---------------------------------------------------------------
+
+func TestStoreBatchReadYourWritesAndDeletes(t *testing.T) {
+	s := openMemStore(t)
+	// Committed base state.
+	b := s.NewBatch()
+	base := mkProp("sp", "p1", 1, StatePending, "alice", "bob")
+	must(t, b.PutProposal(base))
+	must(t, b.PutEventRef("sp", "p1", &EventRef{Seq: 1, Type: ledger.TypeProposal, Status: EventApplied, Proposals: []string{"p1"}}))
+	must(t, b.PutOrphans("sp", "ghost", []Orphan{{Seq: 1, Target: "ghost", Subject: "ledger.sp.ghost.fulfil.x"}}))
+	must(t, b.PutHistory("sp", "p1", &HistoryEntry{Seq: 1, ID: "p1", Effect: EffectApplied}))
+	must(t, b.PutHistory("sp", "ghost", &HistoryEntry{Seq: 1, ID: "f1", Effect: EffectOrphan}))
+	st := NewStats()
+	st.Proposals = 1
+	must(t, b.PutStats("sp", st))
+	if b.Len() != 6 {
+		t.Fatalf("Len = %d, want 6", b.Len())
+	}
+	mustCommit(t, b, 1)
+
+	b = s.NewBatch()
+	defer b.Discard()
+	// Reads fall through to Pebble.
+	p, err := b.Proposal("sp", "p1")
+	if err != nil || p == nil || p.Proposer != "alice" {
+		t.Fatalf("Proposal = %+v, %v", p, err)
+	}
+	if p, _ := b.Proposal("sp", "nope"); p != nil {
+		t.Fatalf("absent proposal = %+v", p)
+	}
+	if st, _ := b.Stats("other"); st != nil {
+		t.Fatalf("absent stats = %+v, want nil", st)
+	}
+	if b.Len() != 0 {
+		t.Fatalf("reads made %d records dirty", b.Len())
+	}
+	// Writes are read back.
+	p2 := p.Clone()
+	p2.State, p2.DecidedBy = StateFulfilled, "carol"
+	must(t, b.PutProposal(p2))
+	if got, _ := b.Proposal("sp", "p1"); got != p2 {
+		t.Fatalf("Proposal after put = %+v, want the put value", got)
+	}
+	if got, _ := s.Get("sp", "p1"); got.State != StatePending {
+		t.Fatalf("uncommitted write visible in the store: %s", got.State)
+	}
+	// Deleting an orphan list that exists only in Pebble hides it.
+	if o, _ := b.Orphans("sp", "ghost"); len(o) != 1 {
+		t.Fatalf("orphans = %+v", o)
+	}
+	must(t, b.PutOrphans("sp", "ghost", []Orphan{}))
+	if o, _ := b.Orphans("sp", "ghost"); o != nil {
+		t.Fatalf("orphans after delete = %+v, want nil", o)
+	}
+	must(t, b.DeleteHistory("sp", "ghost", 1))
+	must(t, b.PutHistory("sp", "p1", &HistoryEntry{Seq: 2, ID: "f1", Effect: EffectApplied}))
+	ref := &EventRef{Seq: 2, Type: ledger.TypeFulfil, Status: EventApplied, Proposals: []string{"p1"}}
+	must(t, b.PutEventRef("sp", "f1", ref))
+	if got, _ := b.EventRef("sp", "f1"); got != ref {
+		t.Fatalf("EventRef after put = %+v", got)
+	}
+	st2, _ := b.Stats("sp")
+	st2 = st2.Clone()
+	st2.Events = 2
+	must(t, b.PutStats("sp", st2))
+	if got, _ := b.Stats("sp"); got.Events != 2 {
+		t.Fatalf("Stats after put = %+v", got)
+	}
+	// A record is read from Pebble once: later commits by someone else are
+	// not seen (the overlay remembers absence too).
+	other := s.NewBatch()
+	must(t, other.PutProposal(mkProp("sp", "nope", 2, StatePending, "zed")))
+	mustCommit(t, other, 2)
+	if p, _ := b.Proposal("sp", "nope"); p != nil {
+		t.Fatal("overlay re-read Pebble for a record it had already read")
+	}
+	if b.Len() != 6 {
+		t.Fatalf("Len = %d, want 6", b.Len())
+	}
+	mustCommit(t, b, 3)
+
+	if got, _ := s.Get("sp", "p1"); got.State != StateFulfilled || got.DecidedBy != "carol" {
+		t.Fatalf("after commit: %+v", got)
+	}
+	if _, err := s.History("sp", "ghost"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted history: %v", err)
+	}
+	h, _ := s.History("sp", "p1")
+	if len(h) != 2 || h[0].Seq != 1 || h[1].Seq != 2 {
+		t.Fatalf("history = %+v", h)
+	}
+	b = s.NewBatch()
+	defer b.Discard()
+	if o, _ := b.Orphans("sp", "ghost"); o != nil {
+		t.Fatalf("orphans after commit = %+v", o)
+	}
+	if got, _ := b.EventRef("sp", "f1"); got == nil || got.Type != ledger.TypeFulfil || !slices.Equal(got.Proposals, []string{"p1"}) {
+		t.Fatalf("event ref after commit = %+v", got)
+	}
+	if got, _ := s.Stats("sp"); got.Events != 2 || got.Proposals != 1 {
+		t.Fatalf("stats after commit = %+v", got)
+	}
+	if got, _ := s.Stats("none"); !reflect.DeepEqual(got, NewStats()) {
+		t.Fatalf("stats of an empty space = %+v", got)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStoreBatchLifecycle(t *testing.T) {
+	s := openMemStore(t)
+	b := s.NewBatch()
+	must(t, b.PutProposal(mkProp("sp", "a", 1, StatePending, "x")))
+	mustCommit(t, b, 1)
+	if err := b.PutProposal(mkProp("sp", "b", 2, StatePending, "x")); !errors.Is(err, ErrBatchDone) {
+		t.Fatalf("put after commit: %v", err)
+	}
+	if _, err := b.Proposal("sp", "a"); !errors.Is(err, ErrBatchDone) {
+		t.Fatalf("read after commit: %v", err)
+	}
+	if err := b.Commit(2); !errors.Is(err, ErrBatchDone) {
+		t.Fatalf("second commit: %v", err)
+	}
+	must(t, b.Close())
+
+	b = s.NewBatch()
+	must(t, b.PutProposal(mkProp("sp", "b", 1, StatePending, "x")))
+	if err := b.Commit(1); !errors.Is(err, ErrStaleCommit) {
+		t.Fatalf("commit at the applied seq with writes: %v", err)
+	}
+	if _, err := s.Get("sp", "b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("stale commit wrote: %v", err)
+	}
+	if err := s.NewBatch().Commit(1); err != nil {
+		t.Fatalf("empty commit at the applied seq: %v", err)
+	}
+	if err := s.NewBatch().Commit(0); !errors.Is(err, ErrStaleCommit) {
+		t.Fatalf("commit below the applied seq: %v", err)
+	}
+	// An empty batch still moves the checkpoint.
+	mustCommit(t, s.NewBatch(), 5)
+	if s.AppliedSeq() != 5 {
+		t.Fatalf("AppliedSeq = %d", s.AppliedSeq())
+	}
+	// Put with mismatched key is impossible by construction; nil values are refused.
+	b = s.NewBatch()
+	defer b.Discard()
+	if err := b.PutProposal(nil); err == nil {
+		t.Fatal("PutProposal(nil): no error")
+	}
+	if err := b.PutEventRef("sp", "e", nil); err == nil {
+		t.Fatal("PutEventRef(nil): no error")
+	}
+}
+
+// --- durability --------------------------------------------------------------
+
+func TestStoreCommitIsAtomicWithCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	s := openDirStore(t, dir)
+	putAll(t, s, 7, mkProp("sp", "a", 3, StatePending, "x", "y"), mkProp("sp", "b", 7, StateRejected, "x"))
+	before := dump(t, s)
+
+	// An uncommitted batch leaves nothing, even across a reopen.
+	b := s.NewBatch()
+	must(t, b.PutProposal(mkProp("sp", "c", 8, StatePending, "x")))
+	must(t, b.PutHistory("sp", "c", &HistoryEntry{Seq: 8}))
+	must(t, s.Close())
+	must(t, s.Close()) // twice is fine
+	if err := b.Commit(8); !errors.Is(err, ErrClosed) {
+		t.Fatalf("commit on a closed store: %v", err)
+	}
+
+	s = openDirStore(t, dir)
+	defer s.Close()
+	if s.AppliedSeq() != 7 {
+		t.Fatalf("AppliedSeq after reopen = %d, want 7", s.AppliedSeq())
+	}
+	if got := dump(t, s); got != before {
+		t.Fatalf("store changed across close/reopen:\n%s\nvs\n%s", got, before)
+	}
+	p, err := s.Get("sp", "b")
+	if err != nil || p.State != StateRejected {
+		t.Fatalf("Get after reopen: %+v %v", p, err)
+	}
+	if _, err := s.Get("sp", "c"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("uncommitted proposal after reopen: %v", err)
+	}
+	if !strings.Contains(before, strconv.Quote("\x01checkpoint")+" "+strconv.Quote("\x00\x00\x00\x00\x00\x00\x00\x07")) {
+		t.Fatalf("dump has no checkpoint 7:\n%s", before)
+	}
+}
+
+// --- indexes ---------------------------------------------------------------
+
+func TestStoreIndexDiffOnStateChange(t *testing.T) {
+	for _, readFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("readFirst=%v", readFirst), func(t *testing.T) {
+			s := openMemStore(t)
+			exp := t0.Add(time.Hour)
+			p := mkProp("sp", "p", 1, StatePending, "alice", "bob", "carol")
+			p.ExpiresAt = &exp
+			p.Kernel = &Kernel{ActionType: ledger.ActionWrite, Target: &ledger.Target{ResourceType: "file", Domain: "fs"}}
+			putAll(t, s, 1, p, mkProp("sp", "q", 2, StatePending, "alice"))
+
+			if got := listIDs(t, s, ListQuery{Space: "sp", State: StatePending}); !slices.Equal(got, []string{"q", "p"}) {
+				t.Fatalf("pending = %v", got)
+			}
+			due, err := s.DueExpiries(exp, 10)
+			if err != nil || len(due) != 1 || due[0].Space != "sp" || due[0].ID != "p" || !due[0].Deadline.Equal(exp) {
+				t.Fatalf("DueExpiries(at deadline) = %+v, %v", due, err)
+			}
+			if due, _ := s.DueExpiries(exp.Add(-1), 10); len(due) != 0 {
+				t.Fatalf("DueExpiries(before deadline) = %+v", due)
+			}
+
+			b := s.NewBatch()
+			cur := p
+			if readFirst {
+				cur, err = b.Proposal("sp", "p")
+				must(t, err)
+			}
+			np := cur.Clone()
+			np.State, np.DecidedBy, np.UpdatedSeq = StateFulfilled, "bob", 3
+			np.To = []string{"bob"} // a member leaves: its target index entry goes
+			np.Anomalies = []string{AnomalySelfFulfilled}
+			must(t, b.PutProposal(np))
+			mustCommit(t, b, 3)
+
+			if got := listIDs(t, s, ListQuery{Space: "sp", State: StatePending}); !slices.Equal(got, []string{"q"}) {
+				t.Fatalf("pending after fulfil = %v", got)
+			}
+			if got := listIDs(t, s, ListQuery{Space: "sp", State: StateFulfilled}); !slices.Equal(got, []string{"p"}) {
+				t.Fatalf("fulfilled after fulfil = %v", got)
+			}
+			if got := listIDs(t, s, ListQuery{Space: "sp", Target: "carol"}); len(got) != 0 {
+				t.Fatalf("target carol after it left = %v", got)
+			}
+			if got := listIDs(t, s, ListQuery{Space: "sp", Anomaly: AnomalySelfFulfilled}); !slices.Equal(got, []string{"p"}) {
+				t.Fatalf("anomaly = %v", got)
+			}
+			if due, _ := s.DueExpiries(exp.Add(time.Hour), 10); len(due) != 0 {
+				t.Fatalf("deadline entry left after fulfil: %+v", due)
+			}
+			// The index holds exactly the new version's entries.
+			want := len(indexEntries(np)) + len(indexEntries(mkProp("sp", "q", 2, StatePending, "alice")))
+			got := 0
+			for _, line := range strings.Split(dump(t, s), "\n") {
+				if strings.HasPrefix(line, `"I`) || strings.HasPrefix(line, `"D`) {
+					got++
+				}
+			}
+			if got != want {
+				t.Fatalf("index entries = %d, want %d:\n%s", got, want, dump(t, s))
+			}
+		})
+	}
+}
+
+func TestStoreDueExpiriesOrderAndLimit(t *testing.T) {
+	s := openMemStore(t)
+	var ps []*Proposal
+	for i := 0; i < 10; i++ {
+		p := mkProp("sp", fmt.Sprintf("p%d", i), uint64(i+1), StatePending, "x")
+		e := t0.Add(time.Duration(10-i) * time.Minute) // later proposals expire sooner
+		p.ExpiresAt = &e
+		ps = append(ps, p)
+	}
+	far := mkProp("sp", "far", 11, StatePending, "x")
+	farT := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC) // beyond int64 nanos: clamped
+	far.ExpiresAt = &farT
+	ps = append(ps, far, mkProp("sp", "none", 12, StatePending, "x"))
+	putAll(t, s, 12, ps...)
+	due, err := s.DueExpiries(t0.Add(5*time.Minute), 3)
+	must(t, err)
+	if got := []string{due[0].ID, due[1].ID, due[2].ID}; len(due) != 3 || !slices.Equal(got, []string{"p9", "p8", "p7"}) {
+		t.Fatalf("due = %+v", due)
+	}
+	if all, _ := s.DueExpiries(t0.Add(24*time.Hour), 0); len(all) != 10 {
+		t.Fatalf("all due = %d, want 10", len(all))
+	}
+	if all, _ := s.DueExpiries(farT, 0); len(all) != 11 {
+		t.Fatalf("due at year 9999 = %d, want 11", len(all))
+	}
+}
+
+// --- List --------------------------------------------------------------------
+
+// listModel is the brute-force answer to a ListQuery.
+func listModel(all []*Proposal, q ListQuery) []string {
+	var out []*Proposal
+	for _, p := range all {
+		if p.Space != q.Space ||
+			(q.State != "" && p.State != q.State) ||
+			(q.Proposer != "" && p.Proposer != q.Proposer) ||
+			(q.Target != "" && !slices.Contains(p.To, q.Target)) ||
+			(q.Anomaly != "" && !p.HasAnomaly(q.Anomaly)) ||
+			(!q.Since.IsZero() && p.CreatedAt.Before(q.Since)) ||
+			(!q.Until.IsZero() && !p.CreatedAt.Before(q.Until)) {
+			continue
+		}
+		if q.ActionType != "" || q.ResourceType != "" || q.Domain != "" {
+			k := p.Kernel
+			if k == nil || (q.ActionType != "" && string(k.ActionType) != q.ActionType) {
+				continue
+			}
+			if (q.ResourceType != "" || q.Domain != "") && k.Target == nil {
+				continue
+			}
+			if (q.ResourceType != "" && k.Target.ResourceType != q.ResourceType) || (q.Domain != "" && k.Target.Domain != q.Domain) {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].CreatedSeq != out[j].CreatedSeq {
+			return out[i].CreatedSeq > out[j].CreatedSeq
+		}
+		return out[i].ID < out[j].ID
+	})
+	return ids(out)
+}
+
+func genProposals(r *rand.Rand, n int, seq0 uint64, space string) []*Proposal {
+	agents := []string{"alice", "bob", "carol", "dave", "a\x00b"}
+	var out []*Proposal
+	for i := 0; i < n; i++ {
+		seq := seq0 + uint64(i)
+		st := States[r.Intn(len(States))]
+		var to []string
+		for _, a := range agents {
+			if r.Intn(3) == 0 {
+				to = append(to, a)
+			}
+		}
+		p := mkProp(space, fmt.Sprintf("p%03d", seq), seq, st, agents[r.Intn(len(agents))], to...)
+		// Times are not monotonic in seq: List must not rely on it.
+		p.CreatedAt = t0.Add(time.Duration(r.Intn(1000)) * time.Second)
+		if r.Intn(4) == 0 {
+			p.Anomalies = []string{AnomalyTargetMismatch}
+			if r.Intn(2) == 0 {
+				p.Anomalies = append(p.Anomalies, AnomalySelfFulfilled)
+			}
+		}
+		if r.Intn(3) == 0 {
+			k := &Kernel{ActionType: []ledger.ActionType{ledger.ActionRead, ledger.ActionWrite}[r.Intn(2)]}
+			if r.Intn(3) > 0 {
+				k.Target = &ledger.Target{ResourceType: []string{"file", "db"}[r.Intn(2)], Domain: []string{"fs", "prod"}[r.Intn(2)]}
+			}
+			p.Kernel = k
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func TestStoreListMatchesModel(t *testing.T) {
+	s := openMemStore(t)
+	r := rand.New(rand.NewSource(7))
+	all := genProposals(r, 300, 1, "sp")
+	other := genProposals(r, 50, 1000, "other") // another space never leaks in
+	// Two proposals share a created_seq: the id breaks the tie.
+	twin := mkProp("sp", "twin", 5, StatePending, "alice")
+	all = append(all, twin)
+	for i := 0; i < len(all); i += 64 {
+		putAll(t, s, uint64(i+1), all[i:min(i+64, len(all))]...)
+	}
+	putAll(t, s, 2000, other...)
+
+	since, until := t0.Add(200*time.Second), t0.Add(700*time.Second)
+	queries := []ListQuery{
+		{},
+		{State: StatePending}, {State: StateFulfilled}, {Proposer: "carol"}, {Proposer: "a\x00b"},
+		{Target: "bob"}, {Target: "a\x00b"}, {Target: "nobody"}, {Anomaly: AnomalyTargetMismatch},
+		{ActionType: "write"}, {ResourceType: "db"}, {Domain: "fs"},
+		{Since: since}, {Until: until}, {Since: since, Until: until},
+		{State: StatePending, Proposer: "alice"},
+		{State: StateRejected, Target: "carol", Since: since},
+		{Proposer: "bob", Target: "bob", Anomaly: AnomalySelfFulfilled},
+		{ActionType: "read", ResourceType: "file", Domain: "prod"},
+		{State: StateWithdrawn, Target: "dave", Until: until, Domain: "fs"},
+	}
+	for _, q := range queries {
+		q.Space = "sp"
+		want := listModel(all, q)
+		for _, limit := range []int{1, 7, 1000} {
+			q.Limit = limit
+			got := listAll(t, s, q)
+			if !slices.Equal(got, want) {
+				t.Fatalf("List(%+v):\n got %v\nwant %v", q, got, want)
+			}
+			// MaxScan: short pages with cursors, same answer.
+			q.MaxScan = 5
+			if got := listAll(t, s, q); !slices.Equal(got, want) {
+				t.Fatalf("List(%+v) with MaxScan:\n got %v\nwant %v", q, got, want)
+			}
+			q.MaxScan = 0
+		}
+		// The first page is the newest, and is full when it can be.
+		q.Limit = 10
+		pg, err := s.List(q)
+		must(t, err)
+		if n := min(10, len(want)); !slices.Equal(ids(pg.Proposals), want[:n]) || (pg.NextCursor != "") != (len(want) > 10) {
+			t.Fatalf("first page of %+v = %v (next %q), want %v", q, ids(pg.Proposals), pg.NextCursor, want[:n])
+		}
+	}
+	// The default limit.
+	if pg, _ := s.List(ListQuery{Space: "sp"}); len(pg.Proposals) != DefaultListLimit {
+		t.Fatalf("default page = %d proposals", len(pg.Proposals))
+	}
+	for _, q := range []ListQuery{{}, {Space: "sp", State: "bogus"}, {Space: "sp", Cursor: "%%"}} {
+		if _, err := s.List(q); !errors.Is(err, ErrBadQuery) {
+			t.Fatalf("List(%+v) = %v, want ErrBadQuery", q, err)
+		}
+	}
+	if pg, err := s.List(ListQuery{Space: "nope"}); err != nil || len(pg.Proposals) != 0 || pg.NextCursor != "" {
+		t.Fatalf("empty space: %+v %v", pg, err)
+	}
+}
+
+func TestStoreListCursorStableUnderAppends(t *testing.T) {
+	s := openMemStore(t)
+	r := rand.New(rand.NewSource(3))
+	initial := genProposals(r, 100, 1, "sp")
+	for _, p := range initial {
+		p.State = StatePending
+	}
+	putAll(t, s, 100, initial...)
+	want := listModel(initial, ListQuery{Space: "sp", State: StatePending})
+
+	q := ListQuery{Space: "sp", State: StatePending, Limit: 9}
+	var got []string
+	seq := uint64(101)
+	for {
+		pg, err := s.List(q)
+		must(t, err)
+		got = append(got, ids(pg.Proposals)...)
+		if pg.NextCursor == "" {
+			break
+		}
+		q.Cursor = pg.NextCursor
+		// Newer proposals arrive between pages, some in between existing ids
+		// lexically; they are newer than the cursor, so never seen.
+		putAll(t, s, seq, mkProp("sp", fmt.Sprintf("new%d", seq), seq, StatePending, "alice"),
+			mkProp("sp", fmt.Sprintf("p%03d-late", seq), seq+1, StatePending, "bob"))
+		seq += 2
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged with appends:\n got %v\nwant %v", got, want)
+	}
+}
+
+// --- history, spaces, snapshots ---------------------------------------------
+
+func TestStoreHistoryOrderAndIsolation(t *testing.T) {
+	s := openMemStore(t)
+	seqs := []uint64{9, 1, 300, 2, 256, 70000}
+	for i, seq := range seqs {
+		b := s.NewBatch()
+		must(t, b.PutHistory("sp", "a", &HistoryEntry{Seq: seq, ID: fmt.Sprint("e", seq), Effect: EffectRecorded}))
+		// Keys that start with "a" or contain terminator bytes are separate.
+		must(t, b.PutHistory("sp", "a\x00", &HistoryEntry{Seq: seq, ID: "x"}))
+		must(t, b.PutHistory("sp", "ab", &HistoryEntry{Seq: seq, ID: "y"}))
+		must(t, b.PutHistory("sp\x00", "a", &HistoryEntry{Seq: seq, ID: "z"}))
+		mustCommit(t, b, uint64(i+1))
+	}
+	h, err := s.History("sp", "a")
+	must(t, err)
+	var got []uint64
+	for _, e := range h {
+		if !strings.HasPrefix(e.ID, "e") {
+			t.Fatalf("history of a holds %+v", e)
+		}
+		got = append(got, e.Seq)
+	}
+	want := slices.Clone(seqs)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("history seqs = %v, want %v", got, want)
+	}
+	if _, err := s.History("sp", "b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("History of nothing: %v", err)
+	}
+	sp, err := s.Spaces()
+	must(t, err)
+	if !slices.Equal(sp, []string{"sp", "sp\x00"}) {
+		t.Fatalf("Spaces = %q", sp)
+	}
+}
+
+func TestStoreSnapshotIsReadOnlyAndPointInTime(t *testing.T) {
+	s := openMemStore(t)
+	putAll(t, s, 1, mkProp("sp", "a", 1, StatePending, "x"))
+	before := dump(t, s)
+	snap, err := s.Snapshot()
+	must(t, err)
+	putAll(t, s, 2, mkProp("sp", "b", 2, StatePending, "x"))
+	if p, _ := snap.Proposal("sp", "b"); p != nil {
+		t.Fatal("snapshot sees a later commit")
+	}
+	a, _ := snap.Proposal("sp", "a")
+	a = a.Clone()
+	a.State = StateWithdrawn
+	must(t, snap.PutProposal(a))
+	if p, _ := snap.Proposal("sp", "a"); p.State != StateWithdrawn {
+		t.Fatal("snapshot lost its own write")
+	}
+	if err := snap.Commit(3); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("snapshot Commit = %v", err)
+	}
+	if p, _ := snap.Proposal("sp", "a"); p == nil || p.State != StateWithdrawn {
+		t.Fatal("snapshot unusable after a refused commit")
+	}
+	must(t, snap.Close())
+	if p, _ := s.Get("sp", "a"); p.State != StatePending {
+		t.Fatal("snapshot wrote to the store")
+	}
+	if s.AppliedSeq() != 2 || dump(t, s) == before {
+		t.Fatal("unexpected store state")
+	}
+	// A snapshot left open is released by Close.
+	snap2, err := s.Snapshot()
+	must(t, err)
+	must(t, s.Close())
+	if _, err := snap2.Proposal("sp", "zzz"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("snapshot read after store close: %v", err)
+	}
+	must(t, snap2.Close())
+}
+
+// --- determinism -------------------------------------------------------------
+
+// feed writes the same logical content through batches, putting records in
+// an order given by r and splitting batches at the given sizes.
+func feed(t *testing.T, s *Store, r *rand.Rand, batchSize int) {
+	gen := genProposals(rand.New(rand.NewSource(11)), 120, 1, "sp")
+	type op func(b *Batch) error
+	var ops []op
+	for _, p := range gen {
+		p := p
+		ops = append(ops,
+			func(b *Batch) error { return b.PutProposal(p) },
+			func(b *Batch) error {
+				return b.PutHistory(p.Space, p.ID, &HistoryEntry{Seq: p.CreatedSeq, ID: p.ID, Effect: EffectApplied})
+			},
+			func(b *Batch) error {
+				return b.PutEventRef(p.Space, p.ID, &EventRef{Seq: p.CreatedSeq, Status: EventApplied, Proposals: []string{p.ID}})
+			},
+		)
+	}
+	var last uint64
+	for i := 0; i < len(ops); i += batchSize {
+		chunk := slices.Clone(ops[i:min(i+batchSize, len(ops))])
+		r.Shuffle(len(chunk), func(a, b int) { chunk[a], chunk[b] = chunk[b], chunk[a] })
+		b := s.NewBatch()
+		for _, o := range chunk {
+			must(t, o(b))
+		}
+		last = uint64(i/batchSize + 1)
+		if i+batchSize >= len(ops) {
+			last = 1000
+		}
+		mustCommit(t, b, last)
+	}
+	// Later: every pending proposal is decided, stats written, read-modify-write.
+	b := s.NewBatch()
+	st := NewStats()
+	for _, p := range gen {
+		cur, err := b.Proposal(p.Space, p.ID)
+		must(t, err)
+		if cur.State == StatePending {
+			c := cur.Clone()
+			c.State = StateExpired
+			must(t, b.PutProposal(c))
+		}
+		st.Proposals++
+	}
+	must(t, b.PutStats("sp", st))
+	mustCommit(t, b, 1001)
+}
+
+func TestStoreDigestIndependentOfWriteOrderAndBatching(t *testing.T) {
+	a, b := openMemStore(t), openMemStore(t)
+	feed(t, a, rand.New(rand.NewSource(1)), 1000)
+	feed(t, b, rand.New(rand.NewSource(2)), 17)
+	da, db := dump(t, a), dump(t, b)
+	if da != db {
+		t.Fatalf("dumps differ (%d vs %d bytes)", len(da), len(db))
+	}
+	ga, err := a.Digest()
+	must(t, err)
+	gb, err := b.Digest()
+	must(t, err)
+	if ga != gb || len(ga) != 64 {
+		t.Fatalf("digests %s vs %s", ga, gb)
+	}
+	// And a real change changes the digest.
+	putAll(t, b, 1002, mkProp("sp", "extra", 1002, StatePending, "x"))
+	if gb2, _ := b.Digest(); gb2 == ga {
+		t.Fatal("digest did not change")
+	}
+}
+
+// --- waiting and closing -------------------------------------------------------
+
+func TestStoreWaitApplied(t *testing.T) {
+	s := openMemStore(t)
+	ctx := context.Background()
+	must(t, s.WaitApplied(ctx, 0)) // already there
+
+	done := make(chan error, 1)
+	go func() { done <- s.WaitApplied(ctx, 3) }()
+	mustCommit(t, s.NewBatch(), 2)
+	select {
+	case err := <-done:
+		t.Fatalf("woke at seq 2: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	mustCommit(t, s.NewBatch(), 3)
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitApplied did not wake on commit")
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := s.WaitApplied(cctx, 10)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Fatalf("WaitApplied with timeout = %v after %v", err, time.Since(start))
+	}
+
+	go func() { done <- s.WaitApplied(ctx, 100) }()
+	time.Sleep(20 * time.Millisecond)
+	must(t, s.Close())
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("WaitApplied on close = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitApplied did not wake on close")
+	}
+}
+
+func TestStoreCloseTwiceAndUseAfterClose(t *testing.T) {
+	s := openMemStore(t)
+	putAll(t, s, 1, mkProp("sp", "a", 1, StatePending, "x"))
+	b := s.NewBatch()
+	must(t, s.Close())
+	must(t, s.Close())
+	checks := map[string]error{}
+	_, checks["Get"] = s.Get("sp", "a")
+	_, checks["History"] = s.History("sp", "a")
+	_, checks["Stats"] = s.Stats("sp")
+	_, checks["List"] = s.List(ListQuery{Space: "sp"})
+	_, checks["Spaces"] = s.Spaces()
+	_, checks["DueExpiries"] = s.DueExpiries(t0, 1)
+	checks["Dump"] = s.Dump(&bytes.Buffer{})
+	_, checks["Digest"] = s.Digest()
+	_, checks["Snapshot"] = s.Snapshot()
+	_, checks["Batch.Proposal"] = b.Proposal("sp", "a")
+	checks["WaitApplied"] = s.WaitApplied(context.Background(), 5)
+	for name, err := range checks {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close = %v, want ErrClosed", name, err)
+		}
+	}
+	if s.AppliedSeq() != 1 {
+		t.Errorf("AppliedSeq after close = %d", s.AppliedSeq())
+	}
+}
+
+// TestStoreConcurrentReadsDuringCommits runs readers against one writer
+// (meaningful under -race): every List page is internally consistent.
+func TestStoreConcurrentReadsDuringCommits(t *testing.T) {
+	s := openMemStore(t)
+	const n = 200
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				pg, err := s.List(ListQuery{Space: "sp", State: StatePending, Limit: 20})
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, p := range pg.Proposals {
+					if p.State != StatePending {
+						errs <- fmt.Errorf("pending page holds %s proposal %s", p.State, p.ID)
+						return
+					}
+				}
+				if _, err := s.Get("sp", "p001"); err != nil && !errors.Is(err, ErrNotFound) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := 1; i <= n; i++ {
+		b := s.NewBatch()
+		must(t, b.PutProposal(mkProp("sp", fmt.Sprintf("p%03d", i), uint64(i), StatePending, "x")))
+		if i > 1 {
+			prev, err := b.Proposal("sp", fmt.Sprintf("p%03d", i-1))
+			must(t, err)
+			c := prev.Clone()
+			c.State = StateRejected
+			must(t, b.PutProposal(c))
+		}
+		mustCommit(t, b, uint64(i))
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := listIDs(t, s, ListQuery{Space: "sp", State: StatePending}); !slices.Equal(got, []string{fmt.Sprintf("p%03d", n)}) {
+		t.Fatalf("pending at the end = %v", got)
+	}
+}
+
+// --- benchmarks ----------------------------------------------------------------
+
+// benchStore builds a store of LEDGER_BENCH_PROPOSALS (default 100,000)
+// proposals in one space, in commits of 2,000.
+func benchStore(b *testing.B) (*Store, int) {
+	n := 100_000
+	if v := os.Getenv("LEDGER_BENCH_PROPOSALS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := OpenStore(StoreOptions{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	r := rand.New(rand.NewSource(1))
+	agents := make([]string, 200)
+	for i := range agents {
+		agents[i] = fmt.Sprintf("agent-%03d", i)
+	}
+	start := time.Now()
+	batch := s.NewBatch()
+	for i := 1; i <= n; i++ {
+		st := StateFulfilled
+		switch x := r.Intn(10); {
+		case x < 2:
+			st = StatePending
+		case x < 4:
+			st = StateRejected
+		case x < 5:
+			st = StateWithdrawn
+		}
+		p := mkProp("default", fmt.Sprintf("env-req-%08d", i), uint64(i), st, agents[r.Intn(len(agents))], agents[r.Intn(len(agents))])
+		p.Params = json.RawMessage(`{"name":"write_file","arguments":{"path":"/tmp/some/file.txt","content":"hello world, this is a proposal"}}`)
+		if err := batch.PutProposal(p); err != nil {
+			b.Fatal(err)
+		}
+		if batch.Len() >= 2000 || i == n {
+			if err := batch.Commit(uint64(i)); err != nil {
+				b.Fatal(err)
+			}
+			batch = s.NewBatch()
+		}
+	}
+	b.Logf("built %d proposals in %v", n, time.Since(start))
+	return s, n
+}
+
+func reportP99(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-µs")
+}
+
+func BenchmarkStoreGet(b *testing.B) {
+	s, n := benchStore(b)
+	r := rand.New(rand.NewSource(2))
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := fmt.Sprintf("env-req-%08d", r.Intn(n)+1)
+		t := time.Now()
+		if _, err := s.Get("default", id); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	b.StopTimer()
+	reportP99(b, lat)
+}
+
+// BenchmarkStoreList pages (100 a page) through the pending proposals from
+// random positions.
+func BenchmarkStoreList(b *testing.B) {
+	s, n := benchStore(b)
+	r := rand.New(rand.NewSource(3))
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		q := ListQuery{Space: "default", State: StatePending, Limit: 100}
+		if i%2 == 1 { // half the pages start deep in the index
+			seq := uint64(r.Intn(n)) + 1
+			q.Cursor = encodeCursor(seq, "")
+		}
+		t := time.Now()
+		pg, err := s.List(q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t))
+		if len(pg.Proposals) == 0 && q.Cursor == "" {
+			b.Fatal("empty first page")
+		}
+	}
+	b.StopTimer()
+	reportP99(b, lat)
+}

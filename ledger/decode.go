@@ -1,0 +1,811 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/mewledger/ledger/internal/canon"
+)
+
+// Protocol limits used by Decode. They are fixed (not configuration) so that
+// folding the same log always gives the same answer.
+const (
+	// MaxEnvelopeBytes is the largest envelope Decode accepts (SPEC §8).
+	MaxEnvelopeBytes = 1 << 20 // 1 MiB
+	// MaxIDBytes bounds id, from, every to entry and every correlation id
+	// (SPEC §2: 1..256 bytes of UTF-8).
+	MaxIDBytes = 256
+	// MaxExpireIDBytes bounds the id of a ledger/expire envelope, which is
+	// "expire:<space>/<proposal id>" and so may be longer than MaxIDBytes.
+	MaxExpireIDBytes = len("expire:/") + 2*MaxIDBytes
+	// MaxTTLms is the largest payload.ttl_ms of a proposal: one year.
+	MaxTTLms int64 = 365 * 24 * 60 * 60 * 1000
+)
+
+// DecodeOptions are the inputs of Decode besides the bytes.
+type DecodeOptions struct {
+	// Now is the "current time" for kernel rule V-PROP-010: the append time
+	// on submit paths, the stream timestamp when folding. Nothing in Decode
+	// reads the wall clock.
+	Now time.Time
+}
+
+// Decode validates one envelope in any accepted dialect (SPEC §2), normalises
+// it to the canonical MEW v0.4 form, classifies it (SPEC §3) and derives
+// everything the fold and the append paths need (see [Decoded]).
+//
+// It is pure: the same bytes and options always give the same result, and
+// it never panics. The error, when not nil, is always a *RefusalError whose
+// Code is one of the Code* constants (or a kernel rule id) and whose Field
+// is the JSON path of the offending field.
+//
+// Checks run in this order, and the first failure is reported: size
+// (oversize), UTF-8 (invalid_utf8), JSON syntax, object, depth and duplicate
+// keys at any level (not_json; a \u escape of an unpaired surrogate is
+// invalid_utf8), protocol, id, from, kind, to, ts, context, correlation,
+// payload, then the kind's own payload rules.
+//
+// Decisions beyond the SPEC, so that the canonical form is exact:
+//   - null for an optional field (to, ts, context, correlation, payload and
+//     optional payload members) means absent; null for a required one is
+//     missing_field.
+//   - Control characters (Unicode Cc, including U+0000) are refused
+//     (bad_value) in id, from, to entries and correlation ids; they are
+//     allowed in the payload.
+//   - Duplicate keys are refused at every depth, not only at the top: an
+//     evidence store must not pick one silently.
+//   - Unknown top-level members are allowed and ignored: they stay in the
+//     stored original bytes but are not part of the normalised envelope or
+//     its digest.
+//   - Env.Protocol is always "mew/v0.4" (the canonical form); the dialect
+//     as sent is in Decoded.Dialect.
+//   - An mcpx proposal or request whose method is only in its kind suffix
+//     gets "method" added to Env.Payload, so the normalised envelope is a
+//     complete MEW v0.4 envelope that decodes again to the same event.
+func Decode(raw []byte, opts DecodeOptions) (*Decoded, error) {
+	d, r := decode(raw, opts)
+	if r != nil {
+		return nil, r
+	}
+	return d, nil
+}
+
+// Submittable refuses what only the fold accepts: TypeIgnored (code
+// not_lifecycle, or missing_correlation for an mcp/request or chat without
+// correlation_id) and TypeExpire (code reserved_kind: only the ledger writes
+// ledger/expire). It returns nil for every other type.
+func Submittable(d *Decoded) error {
+	switch d.Type {
+	case TypeIgnored:
+		switch d.Env.Kind {
+		case KindRequest:
+			return refuse(CodeMissingCorrelation, corrField(d.Dialect),
+				"an %s without correlation_id is not part of a proposal's lifecycle: set correlation_id to the proposal it fulfils", d.OrigKind)
+		case KindChat:
+			return refuse(CodeMissingCorrelation, corrField(d.Dialect),
+				"a chat without correlation_id is not part of a proposal's lifecycle: set correlation_id to the proposal, rejection or withdrawal it explains")
+		}
+		return refuse(CodeNotLifecycle, "kind",
+			"kind %q is not part of the proposal lifecycle (accepted: proposal, withdraw, reject, request, response, chat, kernel/proposal, kernel/approve)", d.OrigKind)
+	case TypeExpire:
+		return refuse(CodeReservedKind, "kind", "kind %q is written only by the ledger itself", d.OrigKind)
+	}
+	return nil
+}
+
+// SubmitLimits are the configurable limits of the submit paths (HTTP, submit
+// service, CLI). A zero or negative field means its default.
+type SubmitLimits struct {
+	// MaxBytes is the largest envelope accepted (default 1 MiB; Decode
+	// refuses anything over MaxEnvelopeBytes whatever this says).
+	MaxBytes int
+	// MaxTo is the most to entries accepted (default 64).
+	MaxTo int
+	// MaxCorrelation is the most correlation ids accepted (default 64).
+	MaxCorrelation int
+}
+
+// DefaultSubmitLimits returns the default limits: 1 MiB, 64 to entries, 64
+// correlation ids.
+func DefaultSubmitLimits() SubmitLimits {
+	return SubmitLimits{MaxBytes: MaxEnvelopeBytes, MaxTo: 64, MaxCorrelation: 64}
+}
+
+// Check applies the limits to an envelope's raw size and, when d is not nil,
+// to its decoded to and correlation_id lists. It returns a *RefusalError
+// with code oversize, or too_many with Field "to" or "correlation_id".
+func (l SubmitLimits) Check(raw []byte, d *Decoded) error {
+	def := DefaultSubmitLimits()
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = def.MaxBytes
+	}
+	if l.MaxTo <= 0 {
+		l.MaxTo = def.MaxTo
+	}
+	if l.MaxCorrelation <= 0 {
+		l.MaxCorrelation = def.MaxCorrelation
+	}
+	if len(raw) > l.MaxBytes {
+		return refuse(CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), l.MaxBytes)
+	}
+	if d == nil {
+		return nil
+	}
+	if len(d.Env.To) > l.MaxTo {
+		return refuse(CodeTooMany, "to", "to has %d entries, over the limit of %d", len(d.Env.To), l.MaxTo)
+	}
+	if len(d.Env.CorrelationID) > l.MaxCorrelation {
+		return refuse(CodeTooMany, "correlation_id", "correlation_id has %d entries, over the limit of %d", len(d.Env.CorrelationID), l.MaxCorrelation)
+	}
+	return nil
+}
+
+// ExpireID returns the deterministic id of the expiry event of a proposal:
+// "expire:<space>/<proposal id>".
+func ExpireID(space, proposalID string) string {
+	return "expire:" + space + "/" + proposalID
+}
+
+// ExpireEnvelope returns the raw mew/v0.4 envelope the ledger appends when a
+// proposal's deadline passes:
+//
+//	{"protocol":"mew/v0.4","id":"expire:<space>/<id>","from":"ledger","kind":"ledger/expire","correlation_id":["<id>"],"payload":{"deadline":"<RFC3339Nano UTC>"}}
+//
+// The bytes depend only on the arguments (no ts), so several ledger
+// processes write the same event. It decodes to TypeExpire targeting
+// proposalID when space and proposalID are valid ids (1..MaxIDBytes bytes).
+func ExpireEnvelope(space, proposalID string, deadline time.Time) []byte {
+	b := make([]byte, 0, 160+len(space)+2*len(proposalID))
+	b = append(b, `{"protocol":`...)
+	b = canon.AppendString(b, []byte(DialectMEW04))
+	b = append(b, `,"id":`...)
+	b = canon.AppendString(b, []byte(ExpireID(space, proposalID)))
+	b = append(b, `,"from":`...)
+	b = canon.AppendString(b, []byte(LedgerSender))
+	b = append(b, `,"kind":`...)
+	b = canon.AppendString(b, []byte(KindExpire))
+	b = append(b, `,"correlation_id":[`...)
+	b = canon.AppendString(b, []byte(proposalID))
+	b = append(b, `],"payload":{"deadline":`...)
+	b = canon.AppendString(b, []byte(deadline.UTC().Format(time.RFC3339Nano)))
+	return append(b, "}}"...)
+}
+
+// Field names of the two correlation spellings.
+const (
+	fieldCorrelationID    = "correlation_id"
+	fieldCorrelationIDOld = "correlationId"
+)
+
+// corrField is the correlation field name of a dialect.
+func corrField(dialect string) string {
+	if dialect == DialectMEUP01 {
+		return fieldCorrelationIDOld
+	}
+	return fieldCorrelationID
+}
+
+// fields is an object's members, raw (as sent).
+type fields map[string]json.RawMessage
+
+// get returns a member, treating null as absent.
+func (f fields) get(name string) (json.RawMessage, bool) {
+	v, ok := f[name]
+	if !ok || string(v) == "null" {
+		return nil, false
+	}
+	return v, true
+}
+
+func jsonKind(v json.RawMessage) string {
+	if len(v) == 0 {
+		return "nothing"
+	}
+	switch v[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// str returns an optional string member (present=false when absent/null).
+func (f fields) str(name, path string) (s string, present bool, r *RefusalError) {
+	v, ok := f.get(name)
+	if !ok {
+		return "", false, nil
+	}
+	if v[0] != '"' {
+		return "", false, refuse(CodeWrongType, path, "%s must be a string, not %s", path, jsonKind(v))
+	}
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false, refuse(CodeNotJSON, path, "%s: %v", path, err)
+	}
+	return s, true, nil
+}
+
+// required returns a required non-empty string member.
+func (f fields) required(name string) (string, *RefusalError) {
+	s, ok, r := f.str(name, name)
+	if r != nil {
+		return "", r
+	}
+	if !ok || s == "" {
+		return "", refuse(CodeMissingField, name, "%s is required and must be a non-empty string", name)
+	}
+	return s, nil
+}
+
+// checkID checks an id-like value (id, from, to entry, correlation id).
+func checkID(s, path string, max int) *RefusalError {
+	if s == "" {
+		return refuse(CodeBadValue, path, "%s must not be empty", path)
+	}
+	if len(s) > max {
+		return refuse(CodeTooLong, path, "%s is %d bytes, over the limit of %d", path, len(s), max)
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return refuse(CodeBadValue, path, "%s contains the control character U+%04X at byte %d", path, r, i)
+		}
+	}
+	return nil
+}
+
+// idList parses a string or an array of strings (string allowed only when
+// allowString) into a list of valid ids, de-duplicated in order when dedup
+// is set.
+func idList(v json.RawMessage, path string, allowString, dedup bool) ([]string, *RefusalError) {
+	var list []string
+	switch v[0] {
+	case '"':
+		if !allowString {
+			return nil, refuse(CodeWrongType, path, "%s must be an array of strings, not a string", path)
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, refuse(CodeNotJSON, path, "%s: %v", path, err)
+		}
+		list = []string{s}
+		if r := checkID(s, path, MaxIDBytes); r != nil {
+			return nil, r
+		}
+		return list, nil
+	case '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(v, &items); err != nil {
+			return nil, refuse(CodeNotJSON, path, "%s: %v", path, err)
+		}
+		list = make([]string, 0, len(items))
+		for i, it := range items {
+			ip := path + "[" + strconv.Itoa(i) + "]"
+			if len(it) == 0 || it[0] != '"' {
+				return nil, refuse(CodeWrongType, ip, "%s must be a string, not %s", ip, jsonKind(it))
+			}
+			var s string
+			if err := json.Unmarshal(it, &s); err != nil {
+				return nil, refuse(CodeNotJSON, ip, "%s: %v", ip, err)
+			}
+			if r := checkID(s, ip, MaxIDBytes); r != nil {
+				return nil, r
+			}
+			if !dedup || !slices.Contains(list, s) {
+				list = append(list, s)
+			}
+		}
+		return list, nil
+	default:
+		what := "an array of strings"
+		if allowString {
+			what = "a string or an array of strings"
+		}
+		return nil, refuse(CodeWrongType, path, "%s must be %s, not %s", path, what, jsonKind(v))
+	}
+}
+
+// Kinds by spelling, used to normalise and to detect another dialect's form.
+var (
+	slashKinds = map[string]string{
+		"mcp/proposal": KindProposal, "mcp/withdraw": KindWithdraw, "mcp/reject": KindReject,
+		"mcp/request": KindRequest, "mcp/response": KindResponse, "chat": KindChat,
+	}
+	dotKinds = map[string]string{
+		"mcp.proposal": KindProposal, "mcp.withdraw": KindWithdraw, "mcp.reject": KindReject,
+		"mcp.request": KindRequest, "mcp.response": KindResponse, "chat": KindChat,
+	}
+	mcpxKinds = map[string]string{
+		"proposal/withdraw": KindWithdraw, "proposal-reject": KindReject, "chat": KindChat,
+	}
+	// mcpxSuffixed are the mcpx kinds that take ":METHOD[:CTX]".
+	mcpxSuffixed = map[string]string{
+		"mcp/proposal": KindProposal, "mcp/request": KindRequest, "mcp/response": KindResponse,
+	}
+	commonKinds = map[string]string{
+		KindKernelProposal: KindKernelProposal, KindKernelApprove: KindKernelApprove, KindExpire: KindExpire,
+	}
+)
+
+// isMCPXForm reports whether kind is spelled the mcpx way.
+func isMCPXForm(kind string) bool {
+	if _, ok := mcpxKinds[kind]; ok && kind != "chat" {
+		return true
+	}
+	if base, _, ok := strings.Cut(kind, ":"); ok {
+		_, ok := mcpxSuffixed[base]
+		return ok
+	}
+	return false
+}
+
+// kindInfo is the normalised kind plus what an mcpx suffix carried.
+type kindInfo struct {
+	kind   string // canonical kind, or the kind as sent when not a lifecycle kind
+	method string // mcpx METHOD
+	ctx    string // mcpx CTX
+}
+
+func normKind(dialect, kind string) (kindInfo, *RefusalError) {
+	if k, ok := commonKinds[kind]; ok {
+		return kindInfo{kind: k}, nil
+	}
+	mismatch := func(form string) *RefusalError {
+		return refuse(CodeDialectMismatch, "kind", "kind %q is the %s spelling, not valid under protocol %s", kind, form, dialect)
+	}
+	switch dialect {
+	case DialectMEUP01:
+		if k, ok := dotKinds[kind]; ok {
+			return kindInfo{kind: k}, nil
+		}
+		if _, ok := slashKinds[kind]; ok {
+			return kindInfo{}, mismatch("MEW")
+		}
+		if isMCPXForm(kind) {
+			return kindInfo{}, mismatch("mcpx")
+		}
+	case DialectMCPX01:
+		if k, ok := mcpxKinds[kind]; ok {
+			return kindInfo{kind: k}, nil
+		}
+		base, rest, hasSuffix := strings.Cut(kind, ":")
+		if k, ok := mcpxSuffixed[base]; ok {
+			ki := kindInfo{kind: k}
+			if hasSuffix {
+				var hasCtx bool
+				ki.method, ki.ctx, hasCtx = strings.Cut(rest, ":")
+				if ki.method == "" {
+					return kindInfo{}, refuse(CodeBadValue, "kind", "kind %q has an empty METHOD after ':'", kind)
+				}
+				if hasCtx && ki.ctx == "" {
+					return kindInfo{}, refuse(CodeBadValue, "kind", "kind %q has an empty context after the method", kind)
+				}
+			}
+			return ki, nil
+		}
+		if _, ok := dotKinds[kind]; ok {
+			return kindInfo{}, mismatch("MEUP v0.1")
+		}
+		if _, ok := slashKinds[kind]; ok {
+			return kindInfo{}, mismatch("MEW")
+		}
+	default: // the MEW dialects
+		if k, ok := slashKinds[kind]; ok {
+			return kindInfo{kind: k}, nil
+		}
+		if _, ok := dotKinds[kind]; ok {
+			return kindInfo{}, mismatch("MEUP v0.1")
+		}
+		if isMCPXForm(kind) {
+			return kindInfo{}, mismatch("mcpx")
+		}
+	}
+	return kindInfo{kind: kind}, nil
+}
+
+// refusalFromCanon maps a canon error to a refusal.
+func refusalFromCanon(err error) *RefusalError {
+	var ce *canon.Error
+	if !errors.As(err, &ce) {
+		return refuse(CodeNotJSON, "", "not valid JSON: %v", err)
+	}
+	switch {
+	case errors.Is(err, canon.ErrEncoding):
+		return refuse(CodeInvalidUTF8, ce.Path, "%s at byte %d", ce.Msg, ce.Offset)
+	case errors.Is(err, canon.ErrDuplicateKey):
+		return refuse(CodeNotJSON, ce.Path, "%s at byte %d: an envelope must not repeat a key", ce.Msg, ce.Offset)
+	default:
+		return refuse(CodeNotJSON, ce.Path, "not valid JSON: %s at byte %d", ce.Msg, ce.Offset)
+	}
+}
+
+func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
+	if len(raw) > MaxEnvelopeBytes {
+		return nil, refuse(CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), MaxEnvelopeBytes)
+	}
+	if !utf8.Valid(raw) {
+		return nil, refuse(CodeInvalidUTF8, "", "envelope is not valid UTF-8")
+	}
+	c, err := canon.Canonical(raw)
+	if err != nil {
+		return nil, refusalFromCanon(err)
+	}
+	if c[0] != '{' {
+		return nil, refuse(CodeNotJSON, "", "envelope must be a JSON object, not %s", jsonKind(c))
+	}
+	var top fields
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, refuse(CodeNotJSON, "", "not valid JSON: %v", err)
+	}
+
+	d := &Decoded{}
+	env := &d.Env
+
+	// protocol
+	proto, ok, r := top.str("protocol", "protocol")
+	if r != nil {
+		return nil, r
+	}
+	if !ok || proto == "" {
+		return nil, refuse(CodeMissingField, "protocol", "protocol is required (one of %s)", strings.Join(Dialects, ", "))
+	}
+	if !slices.Contains(Dialects, proto) {
+		return nil, refuse(CodeUnknownProtocol, "protocol", "protocol %q is not accepted (accepted: %s)", proto, strings.Join(Dialects, ", "))
+	}
+	d.Dialect = proto
+	env.Protocol = DialectMEW04
+
+	// id, from, kind
+	if env.ID, r = top.required("id"); r != nil {
+		return nil, r
+	}
+	if env.From, r = top.required("from"); r != nil {
+		return nil, r
+	}
+	if d.OrigKind, r = top.required("kind"); r != nil {
+		return nil, r
+	}
+	ki, r := normKind(proto, d.OrigKind)
+	if r != nil {
+		return nil, r
+	}
+	env.Kind = ki.kind
+	idMax := MaxIDBytes
+	if env.Kind == KindExpire {
+		idMax = MaxExpireIDBytes
+	}
+	if r := checkID(env.ID, "id", idMax); r != nil {
+		return nil, r
+	}
+	if r := checkID(env.From, "from", MaxIDBytes); r != nil {
+		return nil, r
+	}
+
+	// to
+	if v, ok := top.get("to"); ok {
+		if env.To, r = idList(v, "to", false, false); r != nil {
+			return nil, r
+		}
+		if len(env.To) == 0 {
+			env.To = nil // [] and absent both mean broadcast
+		}
+	}
+
+	// ts
+	if ts, ok, r := top.str("ts", "ts"); r != nil {
+		return nil, r
+	} else if ok {
+		if _, err := time.Parse(time.RFC3339, ts); err != nil {
+			return nil, refuse(CodeBadValue, "ts", "ts %q is not an RFC 3339 time", ts)
+		}
+		env.TS = ts
+	}
+
+	// context
+	if cx, ok, r := top.str("context", "context"); r != nil {
+		return nil, r
+	} else if ok {
+		env.Context = cx
+	}
+	if env.Context == "" {
+		env.Context = ki.ctx
+	}
+
+	// correlation
+	native, foreign := fieldCorrelationID, fieldCorrelationIDOld
+	if proto == DialectMEUP01 {
+		native, foreign = foreign, native
+	}
+	if _, ok := top.get(foreign); ok {
+		if _, both := top.get(native); both {
+			return nil, refuse(CodeDialectMismatch, foreign, "both correlation_id and correlationId are set; protocol %s uses %s", proto, native)
+		}
+		return nil, refuse(CodeDialectMismatch, foreign, "%s is not a field of protocol %s; it uses %s", foreign, proto, native)
+	}
+	if v, ok := top.get(native); ok {
+		if env.CorrelationID, r = idList(v, native, true, true); r != nil {
+			return nil, r
+		}
+		if len(env.CorrelationID) == 0 {
+			env.CorrelationID = nil
+		}
+	}
+
+	// payload
+	var pl fields
+	if v, ok := top.get("payload"); ok {
+		if v[0] != '{' {
+			return nil, refuse(CodeWrongType, "payload", "payload must be an object, not %s", jsonKind(v))
+		}
+		env.Payload = v
+		if err := json.Unmarshal(v, &pl); err != nil {
+			return nil, refuse(CodeNotJSON, "payload", "payload: %v", err)
+		}
+	}
+
+	if r := classify(d, ki, pl, opts); r != nil {
+		return nil, r
+	}
+
+	// Key
+	switch {
+	case d.Type == TypeProposal:
+		d.Key = env.ID
+	case len(env.CorrelationID) > 0:
+		d.Key = env.CorrelationID[0]
+	default:
+		d.Key = env.ID
+	}
+
+	d.Digest = digest(env)
+	return d, nil
+}
+
+// digest returns the hex SHA-256 of the canonical JSON of env without its
+// ts and protocol: the identity of an event across dialects and retries.
+func digest(env *Envelope) string {
+	e := *env
+	e.TS = ""
+	e.Protocol = ""
+	b, err := json.Marshal(&e)
+	if err == nil {
+		b, err = canon.Canonical(b)
+	}
+	if err != nil {
+		// Unreachable for an Envelope produced by Decode (its payload is
+		// valid JSON); hash the error so the result is still deterministic.
+		b = []byte("invalid envelope: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// classify sets Type, Targets and the payload-derived fields.
+func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalError {
+	env := &d.Env
+	corr := env.CorrelationID
+	cf := corrField(d.Dialect)
+	needCorr := func() *RefusalError {
+		if len(corr) == 0 {
+			return refuse(CodeMissingCorrelation, cf, "a %s event must name its target in %s", d.OrigKind, cf)
+		}
+		return nil
+	}
+	switch env.Kind {
+	case KindProposal:
+		d.Type = TypeProposal
+		if pl == nil {
+			return refuse(CodeMissingField, "payload", "a proposal requires a payload object with a method")
+		}
+		if r := methodParams(d, ki, pl, true); r != nil {
+			return r
+		}
+		if v, ok := pl.get("ttl_ms"); ok {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil || n <= 0 || n > MaxTTLms {
+				return refuse(CodeBadValue, "payload.ttl_ms", "payload.ttl_ms must be a positive integer number of milliseconds, at most %d (one year), not %s", MaxTTLms, truncate(string(v), 40))
+			}
+			d.TTLms = n
+		}
+
+	case KindKernelProposal:
+		d.Type = TypeProposal
+		if env.Payload == nil {
+			return refuse(CodeMissingField, "payload", "a kernel/proposal requires a payload object (the typed Proposal)")
+		}
+		if err := decodeKernel(d, env.Payload, opts.Now); err != nil {
+			if r, ok := AsRefusal(err); ok {
+				return r
+			}
+			return refuse(CodeBadValue, "payload", "%v", err)
+		}
+
+	case KindWithdraw, KindReject:
+		d.Type = TypeWithdraw
+		if env.Kind == KindReject {
+			d.Type = TypeReject
+		}
+		if d.Dialect == DialectMCPX01 && pl != nil {
+			name := "proposalId"
+			if env.Kind == KindReject {
+				name = "proposal_id"
+			}
+			pid, ok, r := pl.str(name, "payload."+name)
+			if r != nil {
+				return r
+			}
+			if ok && pid != "" {
+				if r := checkID(pid, "payload."+name, MaxIDBytes); r != nil {
+					return r
+				}
+				if len(corr) == 0 {
+					env.CorrelationID = []string{pid}
+					corr = env.CorrelationID
+				} else if !slices.Contains(corr, pid) {
+					return refuse(CodeBadValue, "payload."+name, "payload.%s %q is not among correlation_id %q", name, pid, corr)
+				}
+			}
+		}
+		if r := needCorr(); r != nil {
+			return r
+		}
+		d.Targets = slices.Clone(corr)
+		if r := reason(d, pl); r != nil {
+			return r
+		}
+
+	case KindKernelApprove:
+		d.Type = TypeApprove
+		if r := needCorr(); r != nil {
+			return r
+		}
+		d.Targets = slices.Clone(corr)
+		if r := reason(d, pl); r != nil {
+			return r
+		}
+
+	case KindRequest:
+		if len(corr) == 0 {
+			d.Type = TypeIgnored
+			return nil
+		}
+		d.Type = TypeFulfil
+		d.Targets = []string{corr[0]}
+		return methodParams(d, ki, pl, false)
+
+	case KindResponse:
+		d.Type = TypeResponse
+		if r := needCorr(); r != nil {
+			return r
+		}
+		d.Targets = []string{corr[0]}
+		if v, ok := pl.get("error"); ok && len(v) > 0 {
+			d.Outcome = "failed"
+		} else if _, ok := pl["result"]; ok {
+			d.Outcome = "succeeded"
+		}
+
+	case KindChat:
+		if len(corr) == 0 {
+			d.Type = TypeIgnored
+			return nil
+		}
+		d.Type = TypeNote
+		d.Targets = []string{corr[0]}
+		text, ok, r := pl.str("text", "payload.text")
+		if r != nil {
+			return r
+		}
+		if !ok {
+			if text, _, r = pl.str("message", "payload.message"); r != nil {
+				return r
+			}
+		}
+		d.Text = text
+
+	case KindExpire:
+		d.Type = TypeExpire
+		if r := needCorr(); r != nil {
+			return r
+		}
+		d.Targets = []string{corr[0]}
+		if dl, ok, r := pl.str("deadline", "payload.deadline"); r != nil {
+			return r
+		} else if ok {
+			if _, err := time.Parse(time.RFC3339, dl); err != nil {
+				return refuse(CodeBadValue, "payload.deadline", "payload.deadline %q is not an RFC 3339 time", dl)
+			}
+		}
+
+	default:
+		d.Type = TypeIgnored
+	}
+	return nil
+}
+
+// methodParams sets Method and Params of a proposal (required=true) or a
+// fulfilment from payload.method / payload.params and the mcpx kind suffix.
+// When the method is only in the suffix it is added to Env.Payload.
+func methodParams(d *Decoded, ki kindInfo, pl fields, required bool) *RefusalError {
+	m, ok, r := pl.str("method", "payload.method")
+	if r != nil {
+		return r
+	}
+	switch {
+	case ok && m != "" && ki.method != "" && m != ki.method:
+		return refuse(CodeBadValue, "payload.method", "payload.method %q differs from the method %q in kind %q", m, ki.method, d.OrigKind)
+	case (!ok || m == "") && ki.method != "":
+		m = ki.method
+		delete(pl, "method") // "method": "" or null is replaced
+		d.Env.Payload = withMethod(pl, m)
+	case (!ok || m == "") && required:
+		return refuse(CodeMissingField, "payload.method", "a proposal's payload.method is required and must be a non-empty string")
+	}
+	d.Method = m
+	if v, ok := pl.get("params"); ok {
+		d.Params = v
+	}
+	return nil
+}
+
+// withMethod returns the canonical JSON of the payload members plus method.
+func withMethod(pl fields, method string) json.RawMessage {
+	keys := make([]string, 0, len(pl)+1)
+	for k := range pl {
+		keys = append(keys, k)
+	}
+	keys = append(keys, "method")
+	slices.Sort(keys)
+	b := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = canon.AppendString(b, []byte(k))
+		b = append(b, ':')
+		if k == "method" {
+			b = canon.AppendString(b, []byte(method))
+			continue
+		}
+		var err error
+		if b, err = canon.Append(b, pl[k]); err != nil {
+			// Unreachable: the payload was validated by canon already.
+			b = append(b, "null"...)
+		}
+	}
+	return append(b, '}')
+}
+
+// reason sets Reason from payload.reason (optional string, kept as given).
+func reason(d *Decoded, pl fields) *RefusalError {
+	s, _, r := pl.str("reason", "payload.reason")
+	if r != nil {
+		return r
+	}
+	d.Reason = s
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

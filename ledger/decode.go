@@ -601,7 +601,7 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 	cf := corrField(d.Dialect)
 	needCorr := func() *RefusalError {
 		if len(corr) == 0 {
-			return refuse(CodeMissingCorrelation, cf, "a %s event must name its target in %s", d.OrigKind, cf)
+			return refuse(CodeMissingCorrelation, cf, "kind %q requires %s naming what it refers to", d.OrigKind, cf)
 		}
 		return nil
 	}

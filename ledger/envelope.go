@@ -72,9 +72,14 @@ var Dialects = []string{DialectMEW04, DialectMEW03, DialectMEUP02, DialectMEUP01
 const LedgerSender = "ledger"
 
 // Envelope is the canonical (MEW v0.4) form of a lifecycle envelope after
-// normalisation. Kind is the canonical kind without any mcpx ":METHOD[:CTX]"
-// suffix; CorrelationID is always a list; Payload is the payload exactly as
-// sent (mcpx payload ids are lifted into CorrelationID, never rewritten).
+// normalisation: Protocol is always "mew/v0.4" (the dialect as sent is
+// Decoded.Dialect); Kind is the canonical kind without any mcpx
+// ":METHOD[:CTX]" suffix; CorrelationID is always a de-duplicated list (mcpx
+// payload ids are lifted into it). Payload is the payload as sent, except
+// that an mcpx proposal or request whose method is only in its kind suffix
+// gets that method added, so that the canonical form decodes again and the
+// same proposal has one digest in every dialect. The stored bytes are never
+// rewritten: this is a derived form.
 type Envelope struct {
 	Protocol      string          `json:"protocol"`
 	ID            string          `json:"id"`

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -95,6 +96,8 @@ type Projector struct {
 	store *Store
 	opts  ProjectorOptions
 	log   zerolog.Logger
+
+	importedThrough uint64 // see ledger.MetaImportedThrough
 
 	mu      sync.Mutex
 	paused  bool
@@ -244,6 +247,10 @@ func (p *Projector) session(ctx context.Context) error {
 		}
 		return err
 	}
+	p.importedThrough, err = importedThrough(ctx, p.js)
+	if err != nil {
+		return err
+	}
 	msgs := make(chan jetstream.Msg, 2*p.opts.BatchSize)
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -321,7 +328,7 @@ func (p *Projector) fold(msgs []jetstream.Msg) error {
 			p.log.Info().Uint64(logKeySeq, seq).Uint64("expected", next).Msg("sequence gap in delivery; resubscribing")
 			return errResubscribe
 		}
-		if _, err := p.opts.Folder.Apply(b, Event{Seq: seq, Time: md.Timestamp, Subject: m.Subject(), Raw: m.Data()}); err != nil {
+		if _, err := p.opts.Folder.Apply(b, eventOf(m, md, p.importedThrough)); err != nil {
 			return fmt.Errorf("projections: fold seq %d: %w", seq, err)
 		}
 		if info.Events == 0 {
@@ -352,4 +359,23 @@ func (p *Projector) commit(b *Batch, last jetstream.Msg, info BatchInfo, start t
 		p.opts.OnBatch(info)
 	}
 	return nil
+}
+
+// importedThrough reads the stream's import marker (ledger.MetaImportedThrough).
+func importedThrough(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	stream, err := js.Stream(ctx, subjects.StreamName)
+	if err != nil {
+		return 0, fmt.Errorf("projections: stream %s: %w", subjects.StreamName, err)
+	}
+	return ledger.ImportedThrough(stream.CachedInfo().Config.Metadata), nil
+}
+
+// eventOf turns a stored message into the fold's input.
+func eventOf(m jetstream.Msg, md *jetstream.MsgMetadata, importedThrough uint64) Event {
+	seq := md.Sequence.Stream
+	var hdr string
+	if seq <= importedThrough {
+		hdr = m.Headers().Get(ledger.HeaderOriginalTime)
+	}
+	return Event{Seq: seq, Time: ledger.EventTime(seq, importedThrough, hdr, md.Timestamp), Subject: m.Subject(), Raw: m.Data()}
 }

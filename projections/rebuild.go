@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -49,6 +50,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 	if err != nil {
 		return 0, fmt.Errorf("projections: rebuild: stream info: %w", err)
 	}
+	imported := ledger.ImportedThrough(info.Config.Metadata)
 	target := opts.UpToSeq
 	if target == 0 || target > info.State.LastSeq {
 		if opts.UpToSeq > info.State.LastSeq {
@@ -110,10 +112,11 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 		if seq != last+1 {
 			return last, fmt.Errorf("%w: expected seq %d, got %d", ErrGap, last+1, seq)
 		}
-		if !opts.UpToTime.IsZero() && md.Timestamp.After(opts.UpToTime) {
+		ev := eventOf(m, md, imported)
+		if !opts.UpToTime.IsZero() && ev.Time.After(opts.UpToTime) {
 			break
 		}
-		if _, err := opts.Folder.Apply(b, Event{Seq: seq, Time: md.Timestamp, Subject: m.Subject(), Raw: m.Data()}); err != nil {
+		if _, err := opts.Folder.Apply(b, ev); err != nil {
 			return last, fmt.Errorf("projections: rebuild: fold seq %d: %w", seq, err)
 		}
 		last = seq

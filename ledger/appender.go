@@ -1,0 +1,457 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mewledger/ledger/subjects"
+)
+
+// Appender defaults.
+const (
+	// DefaultSpace is the space of envelopes submitted without one.
+	DefaultSpace = "default"
+	// DefaultMaxInFlight is AppendMany's window of unacknowledged
+	// publishes.
+	DefaultMaxInFlight = 256
+	// DefaultAckTimeout bounds one publish attempt's wait for its PubAck.
+	DefaultAckTimeout = 5 * time.Second
+	// DefaultMaxRetries is how many times a publish is retried after a
+	// transient failure.
+	DefaultMaxRetries = 4
+	// DefaultRetryWait is the first backoff between attempts; it doubles
+	// (with jitter) up to maxRetryWait.
+	DefaultRetryWait = 100 * time.Millisecond
+	maxRetryWait     = 2 * time.Second
+	// MaxSpaceBytes bounds a space name (like ids, SPEC §2).
+	MaxSpaceBytes = MaxIDBytes
+)
+
+var (
+	// ErrPublish is wrapped by every error of an append that was accepted
+	// by Prepare but not acknowledged by the stream. The wrapped cause says
+	// why; when it is a timeout or a cancelled context the envelope may or
+	// may not have been stored, and appending the same bytes again within
+	// the stream's duplicate window is safe (it is stored once).
+	ErrPublish = errors.New("ledger: publish failed")
+	// ErrAppenderOptions is wrapped by AppenderOptions.Validate errors.
+	ErrAppenderOptions = errors.New("ledger: invalid appender options")
+)
+
+// AppenderOptions configures an Appender. The zero value is usable.
+type AppenderOptions struct {
+	// Space is the space of envelopes appended with space "". Default
+	// DefaultSpace.
+	Space string
+	// MaxInFlight is the most publishes AppendMany keeps unacknowledged,
+	// across all concurrent AppendMany calls of the Appender. Default
+	// DefaultMaxInFlight.
+	MaxInFlight int
+	// Limits are the submit limits (size, to and correlation_id entries).
+	// Zero fields mean their defaults (DefaultSubmitLimits).
+	Limits SubmitLimits
+	// Now is the clock for kernel rule V-PROP-010 at submit time. Default
+	// time.Now.
+	Now func() time.Time
+	// AckTimeout bounds each publish attempt. Default DefaultAckTimeout.
+	AckTimeout time.Duration
+	// MaxRetries is how many times a publish is retried after a transient
+	// failure (see IsTransient); 0 means DefaultMaxRetries, negative means
+	// never. RetryWait is the first backoff (default DefaultRetryWait).
+	// The worst-case time of all attempts must stay well inside the
+	// stream's duplicate window, or a retry could store an envelope twice:
+	// Validate refuses a budget over half of DefaultDuplicateWindow.
+	MaxRetries int
+	RetryWait  time.Duration
+}
+
+// Validate fills in defaults and checks the options.
+func (o *AppenderOptions) Validate() error {
+	if o.Space == "" {
+		o.Space = DefaultSpace
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.AckTimeout == 0 {
+		o.AckTimeout = DefaultAckTimeout
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = DefaultMaxRetries
+	} else if o.MaxRetries < 0 {
+		o.MaxRetries = -1
+	}
+	if o.RetryWait == 0 {
+		o.RetryWait = DefaultRetryWait
+	}
+	if err := checkSpace(o.Space); err != nil {
+		return fmt.Errorf("%w: %w", ErrAppenderOptions, err)
+	}
+	switch {
+	case o.MaxInFlight < 1:
+		return fmt.Errorf("%w: MaxInFlight %d, want ≥ 1", ErrAppenderOptions, o.MaxInFlight)
+	case o.AckTimeout < 0 || o.RetryWait < 0:
+		return fmt.Errorf("%w: negative AckTimeout or RetryWait", ErrAppenderOptions)
+	case o.Limits.MaxBytes > MaxEnvelopeBytes:
+		return fmt.Errorf("%w: Limits.MaxBytes %d is over the %d-byte envelope limit", ErrAppenderOptions, o.Limits.MaxBytes, MaxEnvelopeBytes)
+	}
+	if b := o.retryBudget(); b > DefaultDuplicateWindow/2 {
+		return fmt.Errorf("%w: worst-case retry time %v exceeds half the duplicate window (%v)", ErrAppenderOptions, b, DefaultDuplicateWindow)
+	}
+	return nil
+}
+
+// retryBudget is the worst-case time of all attempts of one publish.
+func (o *AppenderOptions) retryBudget() time.Duration {
+	n := max(o.MaxRetries, 0)
+	b := time.Duration(n+1) * o.AckTimeout
+	for i := 1; i <= n; i++ {
+		b += backoff(o.RetryWait, i) * 3 / 2 // with the most jitter
+	}
+	return b
+}
+
+// backoff is the wait before retry n (1-based), without jitter.
+func backoff(base time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < maxRetryWait; i++ {
+		d *= 2
+	}
+	return min(d, maxRetryWait)
+}
+
+// checkSpace refuses a space that is empty, not UTF-8 or too long.
+func checkSpace(space string) error {
+	switch {
+	case space == "":
+		return &RefusalError{Code: CodeMissingField, Field: "space", Message: "space is empty"}
+	case !utf8.ValidString(space):
+		return &RefusalError{Code: CodeInvalidUTF8, Field: "space", Message: "space is not valid UTF-8"}
+	case len(space) > MaxSpaceBytes:
+		return &RefusalError{Code: CodeTooLong, Field: "space",
+			Message: fmt.Sprintf("space is %d bytes, over the limit of %d", len(space), MaxSpaceBytes)}
+	}
+	return nil
+}
+
+// Appender validates envelopes and appends them to the LEDGER stream. It
+// is safe for concurrent use. It publishes on the connection of the
+// JetStream handle it was made from, which the caller owns and keeps open
+// while the Appender is used; Close releases what the Appender holds on
+// that connection.
+type Appender struct {
+	pub  jetstream.JetStream // own publisher: async acks isolated from the caller's
+	opts AppenderOptions
+	sem  chan struct{} // AppendMany's in-flight window, shared by concurrent calls
+}
+
+// NewAppender returns an Appender publishing through js's connection. It
+// does no I/O: the LEDGER stream must exist (EnsureStream) before appends
+// succeed.
+func NewAppender(js jetstream.JetStream, o AppenderOptions) (*Appender, error) {
+	if js == nil {
+		return nil, fmt.Errorf("%w: nil JetStream", ErrAppenderOptions)
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	// A JetStream handle of our own, so that AppendMany's async publishes
+	// have their own ack timeout and window and never mix with the
+	// caller's PublishAsync bookkeeping. Publishing does not use the API
+	// prefix or domain, so nothing of js's options is lost.
+	pub, err := jetstream.New(js.Conn(),
+		jetstream.WithPublishAsyncMaxPending(2*o.MaxInFlight),
+		jetstream.WithPublishAsyncTimeout(o.AckTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: appender: %w", err)
+	}
+	return &Appender{pub: pub, opts: o, sem: make(chan struct{}, o.MaxInFlight)}, nil
+}
+
+// Close releases the Appender's async-ack subscription. Call it after
+// every Append* call has returned; it does not close the connection.
+func (a *Appender) Close() { a.pub.CleanupPublisher() }
+
+// Space returns the default space.
+func (a *Appender) Space() string { return a.opts.Space }
+
+// Prepared is an envelope ready to publish: its decoded form, the space,
+// subject and Nats-Msg-Id it is published with, and the original bytes,
+// which are published untouched.
+type Prepared struct {
+	Decoded *Decoded
+	Space   string
+	Subject string
+	MsgID   string
+	Raw     []byte
+}
+
+// Prepare decodes raw and checks it as the submit paths must (SPEC §8):
+// Decode, Submittable (no ignored kinds, no ledger/expire) and the limits,
+// then builds the subject ledger.<space>.<key>.<type>.<from> and the
+// Nats-Msg-Id <space>/<id>/<digest>. space "" is the default space. The
+// error is a *RefusalError. raw is not copied.
+func (a *Appender) Prepare(space string, raw []byte) (*Prepared, error) {
+	p, _, err := a.prepare(space, raw, true)
+	return p, err
+}
+
+// prepare is Prepare, or AppendSystem's check when !submit. On a refusal
+// it also returns the envelope id when the envelope decoded.
+func (a *Appender) prepare(space string, raw []byte, submit bool) (*Prepared, string, error) {
+	if space == "" {
+		space = a.opts.Space
+	}
+	if err := checkSpace(space); err != nil {
+		return nil, "", err
+	}
+	// Size first, before spending a decode on an oversize body.
+	if err := a.opts.Limits.Check(raw, nil); err != nil {
+		return nil, "", err
+	}
+	d, err := Decode(raw, DecodeOptions{Now: a.opts.Now()})
+	if err != nil {
+		return nil, "", err
+	}
+	if submit {
+		if err := Submittable(d); err != nil {
+			return nil, d.Env.ID, err
+		}
+	} else if !d.Type.Valid() {
+		return nil, d.Env.ID, &RefusalError{Code: CodeNotLifecycle, Field: "kind",
+			Message: fmt.Sprintf("kind %q is not part of the proposal lifecycle", d.OrigKind)}
+	}
+	if err := a.opts.Limits.Check(raw, d); err != nil {
+		return nil, d.Env.ID, err
+	}
+	return &Prepared{
+		Decoded: d,
+		Space:   space,
+		Subject: subjects.Event{Space: space, Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String(),
+		MsgID:   d.MsgID(space),
+		Raw:     raw,
+	}, d.Env.ID, nil
+}
+
+// Result is the outcome of one append.
+type Result struct {
+	// ID is the envelope id ("" when a refused envelope could not be
+	// decoded).
+	ID string
+	// Seq is the stream sequence of the stored envelope: its position in
+	// the ledger. For a duplicate it is the sequence of the copy stored
+	// first.
+	Seq uint64
+	// Duplicate is the stream's answer: an envelope with the same space,
+	// id and digest was already stored within the duplicate window. After
+	// a retry (Attempts > 1) that earlier copy may be this append's own
+	// first attempt.
+	Duplicate bool
+	// Subject is the subject the envelope was (or would have been)
+	// published to ("" when refused).
+	Subject string
+	// Attempts is the number of publish attempts (0 when refused).
+	Attempts int
+	// Err is nil on success, a *RefusalError (errors.Is ErrRefused) when
+	// the envelope was refused before publishing, or an error wrapping
+	// ErrPublish and naming the envelope id.
+	Err error
+}
+
+// Append validates and appends one envelope and waits for the stream's
+// acknowledgement, retrying transient failures (see AppenderOptions). The
+// returned error is Result.Err. raw must not be modified until Append
+// returns.
+func (a *Appender) Append(ctx context.Context, space string, raw []byte) (Result, error) {
+	p, id, err := a.prepare(space, raw, true)
+	if err != nil {
+		return Result{ID: id, Err: err}, err
+	}
+	return a.AppendPrepared(ctx, p)
+}
+
+// AppendSystem appends an envelope the ledger writes itself (ledger/expire)
+// without the Submittable check; it must still decode to a lifecycle type
+// and pass the limits. space "" is the default space.
+func (a *Appender) AppendSystem(ctx context.Context, space string, raw []byte) (Result, error) {
+	p, id, err := a.prepare(space, raw, false)
+	if err != nil {
+		return Result{ID: id, Err: err}, err
+	}
+	return a.AppendPrepared(ctx, p)
+}
+
+// AppendPrepared publishes an envelope from Prepare and waits for its
+// acknowledgement, with retries. The returned error is Result.Err.
+func (a *Appender) AppendPrepared(ctx context.Context, p *Prepared) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		r := a.complete(ctx, p, 0, nil, err)
+		return r, r.Err
+	}
+	ack, err := a.publishOnce(ctx, p)
+	r := a.complete(ctx, p, 1, ack, err)
+	return r, r.Err
+}
+
+// AppendMany appends envelopes in order with at most MaxInFlight
+// acknowledgements outstanding and returns one Result per input, in input
+// order. A refused envelope does not stop the others. Envelopes are sent
+// in input order on one connection, so the stream stores them in that
+// order, except that an envelope retried after a transient failure is
+// stored after the ones sent while it waited; a caller that needs strict
+// causal order across a failure must append one at a time. When ctx is
+// done, the envelopes not yet sent get an error wrapping ErrPublish and
+// ctx.Err(). raws must not be modified until AppendMany returns. Every
+// goroutine it starts has returned when it returns.
+func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) []Result {
+	results := make([]Result, len(raws))
+	var wg sync.WaitGroup
+	for i, raw := range raws {
+		p, id, err := a.prepare(space, raw, true)
+		if err != nil {
+			results[i] = Result{ID: id, Err: err}
+			continue
+		}
+		if err := acquire(ctx, a.sem); err != nil {
+			results[i] = a.complete(ctx, p, 0, nil, err)
+			continue
+		}
+		fut, err := a.pub.PublishMsgAsync(a.msg(p), a.pubOpts(p)...)
+		wg.Add(1)
+		go func(i int, p *Prepared, fut jetstream.PubAckFuture, err error) {
+			defer wg.Done()
+			defer func() { <-a.sem }()
+			var ack *jetstream.PubAck
+			if err == nil {
+				ack, err = await(ctx, fut)
+			}
+			results[i] = a.complete(ctx, p, 1, ack, err)
+		}(i, p, fut, err)
+	}
+	wg.Wait()
+	return results
+}
+
+// acquire takes a slot of sem unless ctx is done (checked first, since
+// select picks at random between ready cases).
+func acquire(ctx context.Context, sem chan struct{}) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// await waits for an async publish's outcome. The Appender's JetStream
+// handle has an ack timeout, so fut always resolves.
+func await(ctx context.Context, fut jetstream.PubAckFuture) (*jetstream.PubAck, error) {
+	select {
+	case ack := <-fut.Ok():
+		return ack, nil
+	case err := <-fut.Err():
+		return nil, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (a *Appender) msg(p *Prepared) *nats.Msg {
+	return &nats.Msg{Subject: p.Subject, Data: p.Raw, Header: nats.Header{}}
+}
+
+func (a *Appender) pubOpts(p *Prepared) []jetstream.PublishOpt {
+	return []jetstream.PublishOpt{
+		jetstream.WithMsgID(p.MsgID),
+		jetstream.WithExpectStream(subjects.StreamName),
+	}
+}
+
+// publishOnce makes one synchronous publish attempt bounded by AckTimeout.
+func (a *Appender) publishOnce(ctx context.Context, p *Prepared) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.opts.AckTimeout)
+	defer cancel()
+	return a.pub.PublishMsg(ctx, a.msg(p), a.pubOpts(p)...)
+}
+
+// complete takes the outcome of the attempts made so far (0 when ctx was
+// done before the first), retries transient failures with backoff (the
+// same message and Nats-Msg-Id each time, so the stream stores it at most
+// once), and builds the Result.
+func (a *Appender) complete(ctx context.Context, p *Prepared, attempts int, ack *jetstream.PubAck, err error) Result {
+retry:
+	for err != nil && attempts > 0 && attempts <= a.opts.MaxRetries && ctx.Err() == nil && IsTransient(err) {
+		wait := backoff(a.opts.RetryWait, attempts)
+		wait += rand.N(wait/2 + 1) // jitter: retries of a batch do not arrive together
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			err = fmt.Errorf("%w (after %w)", ctx.Err(), err)
+			break retry
+		case <-t.C:
+		}
+		ack, err = a.publishOnce(ctx, p)
+		attempts++
+	}
+	r := Result{ID: p.Decoded.Env.ID, Subject: p.Subject, Attempts: attempts}
+	switch {
+	case err != nil:
+		r.Err = fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ErrPublish, p.Decoded.Env.ID, p.Subject, attempts, err)
+	case ack.Stream != subjects.StreamName: // cannot happen with WithExpectStream
+		r.Err = fmt.Errorf("%w: envelope %q: stored in stream %q, not %s", ErrPublish, p.Decoded.Env.ID, ack.Stream, subjects.StreamName)
+	default:
+		r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
+	}
+	return r
+}
+
+// JetStream API error codes that mean "try again shortly".
+const (
+	errCodeClusterNotAvail  jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+	errCodeClusterNotLeader jetstream.ErrorCode = 10009 // cluster can not handle request
+)
+
+// IsTransient reports whether a publish error is worth retrying with the
+// same Nats-Msg-Id: no responders (the stream has no leader, e.g. during
+// an election), a timeout waiting for the ack, a connection that is
+// reconnecting, or JetStream saying it is temporarily unavailable. A
+// refusal, a permission error, an oversize message or a stream mismatch is
+// not.
+func IsTransient(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, context.Canceled):
+		return false
+	case errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout),
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs),
+		errors.Is(err, nats.ErrConnectionReconnecting),
+		errors.Is(err, nats.ErrDisconnected):
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case errCodeClusterNotAvail, errCodeClusterNotLeader:
+			return true
+		}
+	}
+	return false
+}

@@ -365,12 +365,12 @@ func TestDecodeKernel(t *testing.T) {
 	tests := []struct {
 		name, raw, code, field string
 	}{
-		{"id differs from proposal_id", strings.Replace(base, `"id":"550e8400-e29b-41d4-a716-446655440000"`, `"id":"other"`, 1), CodeBadValue, "payload.proposal_id"},
+		{"id differs from proposal_id", strings.Replace(base, `"id":"550e8400-e29b-41d4-a716-446655440000"`, `"id":"other"`, 1), RuleProposalID, "payload.proposal_id"},
 		{"empty proposal_id", strings.Replace(base, `"proposal_id": "550e8400-e29b-41d4-a716-446655440000"`, `"proposal_id": ""`, 1), "V-PROP-001", "payload.proposal_id"},
 		{"missing proposal_id", strings.Replace(base, `"proposal_id": "550e8400-e29b-41d4-a716-446655440000",`, ``, 1), "V-PROP-001", "payload.proposal_id"},
-		{"unknown field", strings.Replace(base, `"approval_class": "none"`, `"approval_class": "none", "zeta": 1, "extra": 2`, 1), CodeBadValue, "payload.extra"},
-		{"wrong type top", strings.Replace(base, `"ts_ms": 1705171200000`, `"ts_ms": "yesterday"`, 1), CodeWrongType, "payload.ts_ms"},
-		{"wrong type nested", strings.Replace(base, `"domain": "salesforce.com"`, `"domain": 5`, 1), CodeWrongType, "payload.target.domain"},
+		{"unknown field", strings.Replace(base, `"approval_class": "none"`, `"approval_class": "none", "zeta": 1, "extra": 2`, 1), CodeUnknownField, "payload.extra"},
+		{"wrong type top", strings.Replace(base, `"ts_ms": 1705171200000`, `"ts_ms": "yesterday"`, 1), RuleTSms, "payload.ts_ms"},
+		{"wrong type nested", strings.Replace(base, `"domain": "salesforce.com"`, `"domain": 5`, 1), RuleTarget, "payload.target.domain"},
 		{"no payload", `{"protocol":"mew/v0.4","id":"k1","from":"a","kind":"kernel/proposal"}`, CodeMissingField, "payload"},
 	}
 	for _, tc := range tests {

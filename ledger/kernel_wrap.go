@@ -1,0 +1,81 @@
+package ledger
+
+import (
+	"bytes"
+	"strings"
+	"time"
+
+	"github.com/mewledger/ledger/internal/canon"
+)
+
+// WrapOptions are the inputs of WrapKernel besides the bare object.
+type WrapOptions struct {
+	// Now is the "current time" of V-PROP-010: the time of the append. A
+	// zero Now refuses any proposal with a time_window (fail closed).
+	Now time.Time
+	// Sender, when not empty, is the authenticated identity of the
+	// submitter; the proposal's actor must equal it (V-PROP-003).
+	Sender string
+}
+
+// WrapKernel wraps a bare kernel submission — a Proposal object, or an older
+// KernelRequest object — into the mew/v0.4 kernel/proposal envelope the
+// ledger stores:
+//
+//	{"protocol":"mew/v0.4","id":<proposal_id>,"from":<actor>,"kind":"kernel/proposal","payload":<bare>}
+//
+// id is the proposal_id (a KernelRequest's request_id), from is the actor,
+// and payload is the bare object's bytes untouched (only whitespace around
+// the object is dropped). There is no ts (the ledger's time is the stream
+// timestamp) and no to, so the output depends only on bare: the same bare
+// object always gives the same envelope, digest and Nats-Msg-Id.
+//
+// It refuses, fail-closed, whatever ValidateKernel refuses (RefusalError
+// Code the V-PROP rule id), with Field relative to the bare object
+// ("target.domain", not "payload.target.domain"), and checks that the
+// envelope decodes (Decode with opts.Now), so an envelope WrapKernel returns
+// is accepted by the append paths at that time. Submit paths (HTTP, submit
+// service, ledger publish --kernel) call it on a bare body and append the
+// result as any envelope:
+//
+//	env, err := ledger.WrapKernel(body, ledger.WrapOptions{Now: time.Now()})
+func WrapKernel(bare []byte, opts WrapOptions) ([]byte, error) {
+	b := bytes.TrimSpace(bare)
+	if len(b) > MaxEnvelopeBytes {
+		return nil, refuse(CodeOversize, "", "the kernel proposal is %d bytes, over the envelope limit of %d", len(b), MaxEnvelopeBytes)
+	}
+	k, r := validateKernel(b, KernelOptions{Now: opts.Now, From: opts.Sender})
+	if r != nil {
+		return nil, r
+	}
+	env := make([]byte, 0, len(b)+len(k.ProposalID)+len(k.Actor)+96)
+	env = append(env, `{"protocol":`...)
+	env = canon.AppendString(env, []byte(DialectMEW04))
+	env = append(env, `,"id":`...)
+	env = canon.AppendString(env, []byte(k.ProposalID))
+	env = append(env, `,"from":`...)
+	env = canon.AppendString(env, []byte(k.Actor))
+	env = append(env, `,"kind":`...)
+	env = canon.AppendString(env, []byte(KindKernelProposal))
+	env = append(env, `,"payload":`...)
+	env = append(env, b...)
+	env = append(env, '}')
+	if _, err := Decode(env, DecodeOptions{Now: opts.Now}); err != nil {
+		if r, ok := AsRefusal(err); ok {
+			rr := *r
+			rr.Field = barePath(rr.Field)
+			return nil, &rr
+		}
+		return nil, err
+	}
+	return env, nil
+}
+
+// barePath turns an envelope path into one relative to the bare object
+// (which is the envelope's payload); envelope-level paths become "".
+func barePath(field string) string {
+	if f, ok := strings.CutPrefix(field, "payload."); ok {
+		return f
+	}
+	return ""
+}

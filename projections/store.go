@@ -250,6 +250,24 @@ func (s *Store) Get(space, id string) (*Proposal, error) {
 	return &p, nil
 }
 
+// GetRaw is Get without decoding: the stored JSON of the proposal, which is
+// exactly json.Marshal of the *Proposal Get returns.
+func (s *Store) GetRaw(space, id string) (json.RawMessage, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	v, closer, err := s.db.Get(proposalKey(space, id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("projections: proposal %q in space %q: %w", id, space, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("projections: get proposal %q in space %q: %w", id, space, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
+
 // History returns the history entries filed under key (a proposal id, or the
 // id an orphan or unattributable event was filed under) in sequence order,
 // or an error wrapping ErrNotFound when there are none.

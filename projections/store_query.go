@@ -2,9 +2,11 @@ package projections
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -70,11 +72,57 @@ type ListPage struct {
 //
 // The whole call reads one consistent snapshot.
 func (s *Store) List(q ListQuery) (ListPage, error) {
+	var page ListPage
+	next, err := s.list(q, func(n int) { page.Proposals = make([]*Proposal, n) }, func(i int, v []byte) error {
+		p := new(Proposal)
+		if err := json.Unmarshal(v, p); err != nil {
+			return err
+		}
+		page.Proposals[i] = p
+		return nil
+	})
+	if err != nil {
+		return ListPage{}, err
+	}
+	page.NextCursor = next
+	return page, nil
+}
+
+// RawPage is a ListPage whose proposals are their stored JSON, which is
+// exactly json.Marshal of the *Proposal.
+type RawPage struct {
+	Proposals  []json.RawMessage
+	NextCursor string
+}
+
+// ListRaw is List without decoding the records: an HTTP handler can write
+// them as they are, which skips a decode and an encode per proposal (most
+// of a page's cost).
+func (s *Store) ListRaw(q ListQuery) (RawPage, error) {
+	var page RawPage
+	next, err := s.list(q, func(n int) { page.Proposals = make([]json.RawMessage, n) }, func(i int, v []byte) error {
+		if !json.Valid(v) {
+			return errors.New("stored record is not JSON")
+		}
+		page.Proposals[i] = bytes.Clone(v)
+		return nil
+	})
+	if err != nil {
+		return RawPage{}, err
+	}
+	page.NextCursor = next
+	return page, nil
+}
+
+// list finds the page of q, calls size with its length, then each with the
+// stored value of each proposal (valid only during the call) and its index
+// in the page, and returns the next cursor.
+func (s *Store) list(q ListQuery, size func(n int), each func(i int, v []byte) error) (string, error) {
 	if q.Space == "" {
-		return ListPage{}, fmt.Errorf("%w: list: space is required", ErrBadQuery)
+		return "", fmt.Errorf("%w: list: space is required", ErrBadQuery)
 	}
 	if q.State != "" && !validState(q.State) {
-		return ListPage{}, fmt.Errorf("%w: list: unknown state %q", ErrBadQuery, q.State)
+		return "", fmt.Errorf("%w: list: unknown state %q", ErrBadQuery, q.State)
 	}
 	limit := q.Limit
 	if limit <= 0 {
@@ -87,7 +135,7 @@ func (s *Store) List(q ListQuery) (ListPage, error) {
 	if q.Cursor != "" {
 		seq, id, err := decodeCursor(q.Cursor)
 		if err != nil {
-			return ListPage{}, fmt.Errorf("list space %q: %w", q.Space, err)
+			return "", fmt.Errorf("list space %q: %w", q.Space, err)
 		}
 		start = indexSuffix(seq, id)
 	}
@@ -101,7 +149,7 @@ func (s *Store) List(q ListQuery) (ListPage, error) {
 	}
 
 	if err := s.acquire(); err != nil {
-		return ListPage{}, err
+		return "", err
 	}
 	defer s.release()
 	snap := s.db.NewSnapshot()
@@ -117,7 +165,7 @@ func (s *Store) List(q ListQuery) (ListPage, error) {
 	for _, p := range prefixes {
 		it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 		if err != nil {
-			return ListPage{}, fmt.Errorf("projections: list space %q: %w", q.Space, err)
+			return "", fmt.Errorf("projections: list space %q: %w", q.Space, err)
 		}
 		iters = append(iters, &indexIter{it: it, prefix: p})
 	}
@@ -168,13 +216,13 @@ func (s *Store) List(q ListQuery) (ListPage, error) {
 		// Every index holds target: a candidate.
 		seq, id, err := readIndexSuffix(target)
 		if err != nil {
-			return ListPage{}, fmt.Errorf("projections: list space %q: index key %q: %w", q.Space, x.it.Key(), err)
+			return "", fmt.Errorf("projections: list space %q: index key %q: %w", q.Space, x.it.Key(), err)
 		}
 		pass := true
 		if checkTime {
 			v := x.it.Value()
 			if len(v) != 8 {
-				return ListPage{}, fmt.Errorf("projections: list space %q: index value of %q: %w", q.Space, id, errBadKey)
+				return "", fmt.Errorf("projections: list space %q: index value of %q: %w", q.Space, id, errBadKey)
 			}
 			c := readNanos(v)
 			pass = c >= sinceN && c < untilN
@@ -193,41 +241,60 @@ func (s *Store) List(q ListQuery) (ListPage, error) {
 	}
 	for _, x := range iters {
 		if err := x.it.Error(); err != nil {
-			return ListPage{}, fmt.Errorf("projections: list space %q: %w", q.Space, err)
+			return "", fmt.Errorf("projections: list space %q: %w", q.Space, err)
 		}
 	}
 
-	page := ListPage{Proposals: make([]*Proposal, 0, len(hits))}
-	for _, h := range hits {
-		p := new(Proposal)
-		found, err := getJSON(snap, proposalKey(q.Space, h.id), p)
+	// Load the records with one iterator, seeking in key order (forward
+	// seeks reuse the iterator's position), then restore the page order.
+	size(len(hits))
+	if len(hits) > 0 {
+		order := make([]int, len(hits))
+		for i := range order {
+			order[i] = i
+		}
+		sort.Slice(order, func(a, b int) bool { return hits[order[a]].id < hits[order[b]].id })
+		pp := appendEsc([]byte{tagProposal}, q.Space)
+		rit, err := snap.NewIter(&pebble.IterOptions{LowerBound: pp, UpperBound: prefixEnd(pp)})
 		if err != nil {
-			return ListPage{}, fmt.Errorf("projections: list space %q: proposal %q: %w", q.Space, h.id, err)
+			return "", fmt.Errorf("projections: list space %q: %w", q.Space, err)
 		}
-		if !found {
-			return ListPage{}, fmt.Errorf("projections: list space %q: index names proposal %q (seq %d) that has no record", q.Space, h.id, h.seq)
+		defer rit.Close()
+		var key []byte
+		for _, i := range order {
+			h := hits[i]
+			key = appendEsc(append(key[:0], pp...), h.id)
+			if !rit.SeekGE(key) || !bytes.Equal(rit.Key(), key) {
+				if err := rit.Error(); err != nil {
+					return "", fmt.Errorf("projections: list space %q: proposal %q: %w", q.Space, h.id, err)
+				}
+				return "", fmt.Errorf("projections: list space %q: index names proposal %q (seq %d) that has no record", q.Space, h.id, h.seq)
+			}
+			if err := each(i, rit.Value()); err != nil {
+				return "", fmt.Errorf("projections: list space %q: decode proposal %q: %w", q.Space, h.id, err)
+			}
 		}
-		page.Proposals = append(page.Proposals, p)
 	}
+	var next string
 	switch {
 	case more:
 		last := hits[len(hits)-1]
-		page.NextCursor = encodeCursor(last.seq, last.id+"\x00")
+		next = encodeCursor(last.seq, last.id+"\x00")
 	case stopped:
 		if len(hits) == limit {
 			last := hits[len(hits)-1]
-			page.NextCursor = encodeCursor(last.seq, last.id+"\x00")
+			next = encodeCursor(last.seq, last.id+"\x00")
 		} else {
 			// target is the lowest undecided position (at least one step
 			// was taken, so it is set): resume there, inclusive.
 			seq, id, err := readIndexSuffix(target)
 			if err != nil {
-				return ListPage{}, fmt.Errorf("projections: list space %q: resume position: %w", q.Space, err)
+				return "", fmt.Errorf("projections: list space %q: resume position: %w", q.Space, err)
 			}
-			page.NextCursor = encodeCursor(seq, id)
+			next = encodeCursor(seq, id)
 		}
 	}
-	return page, nil
+	return next, nil
 }
 
 func validState(st ProposalState) bool {

@@ -534,7 +534,11 @@ func kApproval(top kobj, actor string) (ApprovalClass, *ApprovalParams, *Refusal
 		return class, nil, nil
 	}
 	if class == ApprovalNone {
-		return "", nil, refuse(RuleApproval, "approval", "approval must be absent when approval_class is none")
+		what := "is none"
+		if !ok {
+			what = "is absent (none)"
+		}
+		return "", nil, refuse(RuleApproval, "approval", "approval must be absent when approval_class %s: there is nothing to approve", what)
 	}
 	o, r := kObject(raw, "approval", RuleApproval)
 	if r != nil {

@@ -5,14 +5,16 @@
 //
 // One JSON object per line, one line per stored message, in stream order:
 //
-//	{"seq":12,"time":"2026-01-02T03:04:05.123456789Z","subject":"ledger.default.p1.proposal.alice",
-//	 "headers":{"Nats-Msg-Id":["default/p1/…"]},"raw":"{\"protocol\":…}","hash":"9f86d0…"}
+//	{"seq":12,"time":"2026-01-02T03:04:05.123456789Z","subject":"ledger.default.p1.proposal.alice","headers":{"Nats-Msg-Id":["default/p1/…"]},"raw":"{\"protocol\":…}","hash":"9f86d0…"}
+//
+// The fields:
 //
 //   - seq: the message's stream sequence (its position in the ledger).
 //   - time: the ledger's time for it, RFC 3339 with nanoseconds, UTC: the
 //     stream timestamp, or for a message that was itself imported, the
 //     original time it carries (ledger.EventTime), so that an export of an
-//     imported ledger is the export of the original one.
+//     imported ledger has the seq, time, subject and raw bytes of the
+//     original's (its headers, and so its hashes, differ: see Import).
 //   - subject: the subject it is stored under.
 //   - headers: every header of the stored message, name → values.
 //   - raw: the stored bytes as a JSON string when they are valid UTF-8

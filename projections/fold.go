@@ -401,11 +401,19 @@ func (a *applier) create(c *evctx) error {
 		deadline = &t
 	}
 	if k := d.Kernel; k != nil {
-		kr := &Kernel{ActionType: k.ActionType, Target: k.Target, ApprovalClass: k.ApprovalClass}
+		// SPEC §12. d.Method/d.Params are "kernel/<action_type>" and the
+		// parameters, so fulfilment checks compare against them.
+		kr := &Kernel{ActionType: k.ActionType, Target: k.Target, ApprovalClass: k.ApprovalClass, Form: KernelFormProposal}
 		kr.Required, kr.Approvers = k.RequiredApprovals()
+		kr.Approvers = slices.Clone(kr.Approvers)
 		if kr.ApprovalClass == "" {
 			kr.ApprovalClass = ledger.ApprovalNone
 		}
+		if k.Request != nil {
+			kr.Form, kr.Intent = KernelFormRequest, k.Request.Intent
+		}
+		// time_window.valid_until_ms is the deadline (exclusive: the permit
+		// is valid before it), which the expirer turns into ledger/expire.
 		if w := k.TimeWindow; w != nil {
 			kr.ValidFromMs, kr.ValidUntilMs = w.ValidFromMs, w.ValidUntilMs
 			if w.ValidUntilMs > 0 {
@@ -699,10 +707,20 @@ func (a *applier) reject(c *evctx, p *Proposal) (HistoryEntry, error) {
 }
 
 // fulfilmentChecks returns the never-blocking anomalies of SPEC §5.3 and §12.
+//
+// A kernel proposal's Method is "kernel/<action_type>" and its Params its
+// parameters, so its fulfilment is compared like any other: the mcp/request
+// that fulfils it is expected to carry {"method":"kernel/<action_type>",
+// "params":<parameters>}; anything else is fulfillment_mismatch (the ledger
+// cannot tell that some other call did what the typed proposal asked).
+// unapproved_fulfillment: the proposal's approval class was not satisfied
+// when the fulfilment was folded. fulfilled_before_window: its stream time
+// is before time_window.valid_from_ms (a fulfilment at or after
+// valid_until_ms finds the proposal expired: fulfilled_after_expired).
 func fulfilmentChecks(c *evctx, p *Proposal) []string {
 	d := c.d
 	var an []string
-	if p.Kernel == nil && (d.Method != p.Method || !canon.Equal(nullIfEmpty(d.Params), nullIfEmpty(p.Params))) {
+	if d.Method != p.Method || !canon.Equal(nullIfEmpty(d.Params), nullIfEmpty(p.Params)) {
 		an = append(an, AnomalyFulfillmentMismatch)
 	}
 	if len(p.To) > 0 && !sameSet(p.To, d.Env.To) {
@@ -759,37 +777,46 @@ func (a *applier) fulfil(c *evctx, p *Proposal) (HistoryEntry, error) {
 	return h, nil
 }
 
+// approve folds a kernel/approve (SPEC §12). On a proposal without an
+// approval class (not a kernel proposal) it is only recorded in the history.
+// On a kernel proposal it is always kept in Approvals; it counts when the
+// proposal is pending, the class needs approvals, the approver is not the
+// proposer, is listed when the proposal lists approvers (always for
+// threshold), and has not already been counted. A counted approval is
+// applied and Approved turns true once Counted reaches Required; one that
+// does not count is recorded (late after a terminal state), with Why.
 func (a *applier) approve(c *evctx, p *Proposal) (HistoryEntry, error) {
 	d := c.d
 	if p.Kernel == nil {
-		return a.entryFor(c, EffectRecorded, "the proposal has no approval class"), nil
+		return a.entryFor(c, EffectRecorded, "the proposal has no approval class (not a kernel proposal)"), nil
 	}
-	if p.State != StatePending {
-		return a.entryFor(c, EffectLate, "proposal already "+string(p.State)), nil
-	}
+	k := p.Kernel
 	ap := Approval{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Reason: d.Reason}
+	first := slices.IndexFunc(p.Approvals, func(x Approval) bool { return x.Counted && x.From == d.Env.From })
 	switch {
+	case p.State != StatePending:
+		ap.Late, ap.Why = true, "proposal already "+string(p.State)
+	case k.Required == 0:
+		ap.Why = "approval class " + string(k.ApprovalClass) + " needs no approval"
 	case d.Env.From == p.Proposer:
 		ap.Why = "self-approval does not count"
-	case len(p.Kernel.Approvers) > 0 && !slices.Contains(p.Kernel.Approvers, d.Env.From):
+	case len(k.Approvers) > 0 && !slices.Contains(k.Approvers, d.Env.From):
 		ap.Why = "not a listed approver"
-	case slices.ContainsFunc(p.Approvals, func(x Approval) bool { return x.Counted && x.From == d.Env.From }):
-		ap.Why = "already approved by " + d.Env.From
+	case first >= 0:
+		ap.Why = "already approved by " + d.Env.From + " (" + p.Approvals[first].Event + ")"
 	default:
 		ap.Counted = true
 	}
 	p.Approvals = append(p.Approvals, ap)
-	if !ap.Counted {
+	switch {
+	case ap.Late:
+		return a.entryFor(c, EffectLate, ap.Why), nil
+	case !ap.Counted:
 		return a.entryFor(c, EffectRecorded, ap.Why), nil
 	}
-	n := 0
-	for _, x := range p.Approvals {
-		if x.Counted {
-			n++
-		}
-	}
-	detail := fmt.Sprintf("%d of %d approvals", n, p.Kernel.Required)
-	if n >= p.Kernel.Required && p.Approved != nil && !*p.Approved {
+	k.Counted++
+	detail := fmt.Sprintf("%d of %d approvals", k.Counted, k.Required)
+	if k.Counted >= k.Required && (p.Approved == nil || !*p.Approved) {
 		t := true
 		p.Approved = &t
 		detail += "; approved"

@@ -198,9 +198,26 @@ func formatProposal(p *Proposal) string {
 		fmt.Fprintf(&b, "expires_at: %s\n", p.ExpiresAt.Format(time.RFC3339Nano))
 	}
 	if k := p.Kernel; k != nil {
-		fmt.Fprintf(&b, "kernel: action=%s class=%s required=%d approved=%t\n", k.ActionType, k.ApprovalClass, k.Required, p.Approved != nil && *p.Approved)
+		fmt.Fprintf(&b, "kernel: action=%s class=%s required=%d counted=%d approved=%t form=%s\n", k.ActionType, k.ApprovalClass, k.Required, k.Counted, p.Approved != nil && *p.Approved, k.Form)
+		fmt.Fprintf(&b, "kernel: method=%s params=%s", p.Method, p.Params)
+		if t := k.Target; t != nil {
+			fmt.Fprintf(&b, " target=%s/%s@%s", t.ResourceType, t.ResourceID, t.Domain)
+		}
+		if len(k.Approvers) > 0 {
+			fmt.Fprintf(&b, " approvers=%s", strings.Join(k.Approvers, ","))
+		}
+		if k.ValidFromMs != 0 || k.ValidUntilMs != 0 {
+			fmt.Fprintf(&b, " window=%d..%d", k.ValidFromMs, k.ValidUntilMs)
+		}
+		if k.Intent != "" {
+			fmt.Fprintf(&b, " intent=%q", k.Intent)
+		}
+		b.WriteString("\n")
 		for _, a := range p.Approvals {
 			fmt.Fprintf(&b, "approval: %s from=%s counted=%t", a.Event, a.From, a.Counted)
+			if a.Late {
+				b.WriteString(" late=true")
+			}
 			if a.Why != "" {
 				fmt.Fprintf(&b, " why=%q", a.Why)
 			}

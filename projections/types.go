@@ -84,26 +84,46 @@ type Fulfillment struct {
 	Anomalies []string `json:"anomalies,omitempty"`
 }
 
-// Approval is one kernel/approve event (SPEC §12). Counted is whether it
-// counts toward the approval class.
+// Approval is one kernel/approve event applied to a kernel proposal (SPEC
+// §12), kept whatever its effect. Counted is whether it counts toward the
+// approval class; when it does not, Why says why (self-approval, not a
+// listed approver, already approved by the same approver, no approval
+// needed, or Late: the proposal had already left pending).
 type Approval struct {
 	Event   string `json:"event"`
 	Seq     uint64 `json:"seq"`
 	From    string `json:"from"`
 	Reason  string `json:"reason,omitempty"`
 	Counted bool   `json:"counted"`
+	Late    bool   `json:"late,omitempty"`
 	Why     string `json:"why,omitempty"`
 }
 
-// Kernel is the kernel-proposal part of a proposal record (SPEC §12).
+// Kernel forms (Kernel.Form).
+const (
+	KernelFormProposal = "proposal"       // the payload was a typed Proposal
+	KernelFormRequest  = "kernel_request" // the payload was an older KernelRequest, mapped
+)
+
+// Kernel is the kernel-proposal part of a proposal record (SPEC §12): what
+// the typed proposal asks for and where its approval stands. Required is
+// the number of distinct approvals its class needs (0 for none), Approvers
+// the listed approvers (empty: anyone but the proposer), Counted the
+// approvals counted so far; the proposal's Approved turns true when Counted
+// reaches Required.
 type Kernel struct {
 	ActionType    ledger.ActionType    `json:"action_type"`
 	Target        *ledger.Target       `json:"target,omitempty"`
 	ApprovalClass ledger.ApprovalClass `json:"approval_class"`
 	Required      int                  `json:"approvals_required"`
 	Approvers     []string             `json:"approvers,omitempty"`
+	Counted       int                  `json:"approvals_counted"`
 	ValidFromMs   int64                `json:"valid_from_ms,omitempty"`
 	ValidUntilMs  int64                `json:"valid_until_ms,omitempty"`
+	// Form is KernelFormProposal or KernelFormRequest; Intent is a mapped
+	// KernelRequest's free-text intent (the Proposal has no such member).
+	Form   string `json:"form"`
+	Intent string `json:"intent,omitempty"`
 }
 
 // Proposal is the projected state of one proposal: the SPEC §7 proposal

@@ -778,7 +778,8 @@ func (a *applier) fulfil(c *evctx, p *Proposal) (HistoryEntry, error) {
 }
 
 // approve folds a kernel/approve (SPEC §12). On a proposal without an
-// approval class (not a kernel proposal) it is only recorded in the history.
+// approval class (not a kernel proposal) it is only recorded in the history
+// (late after a terminal state).
 // On a kernel proposal it is always kept in Approvals; it counts when the
 // proposal is pending, the class needs approvals, the approver is not the
 // proposer, is listed when the proposal lists approvers (always for
@@ -788,6 +789,9 @@ func (a *applier) fulfil(c *evctx, p *Proposal) (HistoryEntry, error) {
 func (a *applier) approve(c *evctx, p *Proposal) (HistoryEntry, error) {
 	d := c.d
 	if p.Kernel == nil {
+		if p.State != StatePending {
+			return a.entryFor(c, EffectLate, "proposal already "+string(p.State)+"; it has no approval class (not a kernel proposal)"), nil
+		}
 		return a.entryFor(c, EffectRecorded, "the proposal has no approval class (not a kernel proposal)"), nil
 	}
 	k := p.Kernel

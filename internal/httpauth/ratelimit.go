@@ -1,0 +1,169 @@
+package httpauth
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Defaults of RateConfig.
+const (
+	DefaultWritesPerSecond = 50
+	DefaultWriteBurst      = 100
+	DefaultMaxClients      = 10_000
+	// sweepEvery bounds how often idle clients are forgotten.
+	sweepEvery = time.Second
+)
+
+// RateConfig is a per-client token bucket: PerSecond requests a second on
+// average, bursts of up to Burst. The zero value means the defaults (50/s,
+// burst 100); PerSecond < 0 turns the limit off.
+type RateConfig struct {
+	PerSecond float64 `yaml:"per_second" json:"per_second"`
+	Burst     int     `yaml:"burst" json:"burst"`
+	// MaxClients bounds the clients tracked at once (default 10,000).
+	// Clients whose bucket is full again are forgotten, which changes
+	// nothing for them; when MaxClients clients are all active, a new
+	// client is refused (429) until one goes idle.
+	MaxClients int `yaml:"max_clients" json:"max_clients"`
+}
+
+// Off reports whether the limit is turned off.
+func (c *RateConfig) Off() bool { return c.PerSecond < 0 }
+
+// Validate fills defaults and checks the values.
+func (c *RateConfig) Validate() error {
+	if c.Off() {
+		return nil
+	}
+	if c.PerSecond == 0 {
+		c.PerSecond = DefaultWritesPerSecond
+		if c.Burst == 0 {
+			c.Burst = DefaultWriteBurst
+		}
+	}
+	if c.Burst == 0 {
+		c.Burst = max(1, int(math.Ceil(c.PerSecond)))
+	}
+	if c.MaxClients == 0 {
+		c.MaxClients = DefaultMaxClients
+	}
+	switch {
+	case math.IsNaN(c.PerSecond) || math.IsInf(c.PerSecond, 0):
+		return fmt.Errorf("%w: write limit per_second must be a finite number", ErrConfig)
+	case c.Burst < 1:
+		return fmt.Errorf("%w: write limit burst %d, want ≥ 1", ErrConfig, c.Burst)
+	case c.MaxClients < 1:
+		return fmt.Errorf("%w: write limit max_clients %d, want ≥ 1", ErrConfig, c.MaxClients)
+	}
+	return nil
+}
+
+// Limiter rate-limits requests per client: the authenticated token's name
+// when the request went through a Guard, else the remote IP (the port is
+// ignored). Behind a reverse proxy every unauthenticated request has the
+// proxy's address; give writers tokens.
+type Limiter struct {
+	cfg RateConfig
+	now func() time.Time
+
+	mu        sync.Mutex
+	clients   map[string]*rate.Limiter
+	lastSweep time.Time
+}
+
+// NewLimiter returns a limiter for cfg (validated here).
+func NewLimiter(cfg RateConfig) (*Limiter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Limiter{cfg: cfg, now: time.Now, clients: map[string]*rate.Limiter{}}, nil
+}
+
+// ClientKey returns the key r is limited under: "token:<name>" for an
+// authenticated request, else "ip:<remote address without port>".
+func ClientKey(r *http.Request) string {
+	if p, ok := FromContext(r.Context()); ok {
+		return "token:" + p.Name
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "ip:" + host
+}
+
+// Allow takes one request of key's budget. When over the limit it returns
+// false and how long until a request would be allowed.
+func (l *Limiter) Allow(key string) (bool, time.Duration) {
+	if l.cfg.Off() {
+		return true, 0
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sweep(now, false)
+	lim, ok := l.clients[key]
+	if !ok {
+		if len(l.clients) >= l.cfg.MaxClients {
+			l.sweep(now, true)
+		}
+		if len(l.clients) >= l.cfg.MaxClients {
+			return false, time.Second
+		}
+		lim = rate.NewLimiter(rate.Limit(l.cfg.PerSecond), l.cfg.Burst)
+		l.clients[key] = lim
+	}
+	res := lim.ReserveN(now, 1)
+	if !res.OK() {
+		return false, time.Second
+	}
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// sweep forgets clients whose bucket is full again (a fresh limiter would
+// be the same), at most once a second unless forced.
+func (l *Limiter) sweep(now time.Time, force bool) {
+	if !force && now.Sub(l.lastSweep) < sweepEvery {
+		return
+	}
+	l.lastSweep = now
+	for k, lim := range l.clients {
+		if lim.TokensAt(now) >= float64(l.cfg.Burst) {
+			delete(l.clients, k)
+		}
+	}
+}
+
+// Clients returns the number of clients tracked (for tests and metrics).
+func (l *Limiter) Clients() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.clients)
+}
+
+// Wrap limits next per client (ClientKey): over the limit it answers 429
+// with Retry-After in whole seconds (at least 1).
+func (l *Limiter) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, wait := l.Allow(ClientKey(r))
+		if !ok {
+			secs := max(1, int64(math.Ceil(wait.Seconds())))
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+			writeError(w, http.StatusTooManyRequests, CodeRateLimited,
+				fmt.Sprintf("write rate limit exceeded (%g/s, burst %d); retry after %ds", l.cfg.PerSecond, l.cfg.Burst, secs))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

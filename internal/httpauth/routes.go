@@ -1,0 +1,113 @@
+package httpauth
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Rule says what a route needs. Pattern is a net/http ServeMux pattern
+// ("GET /v1/", "POST /v1/events", "/"), matched with ServeMux's own
+// precedence (the most specific pattern wins; GET patterns also match HEAD).
+type Rule struct {
+	Pattern string
+	// Open routes need no token.
+	Open bool
+	// Roles: a token holding any of them may use the route. Ignored when
+	// Open.
+	Roles []Role
+	// Limit applies the per-client write limit.
+	Limit bool
+}
+
+// Route patterns of DefaultRules. They follow package api's routes.
+const (
+	PatternHealth  = "GET /healthz"
+	PatternReady   = "GET /readyz"
+	PatternMetrics = "GET /metrics"
+	PatternReads   = "GET /v1/"
+	PatternEvents  = "POST /v1/events"
+	PatternOpsGet  = "GET /v1/ops/"
+	PatternDefault = "/"
+)
+
+// DefaultRules is the ledger's route→role table:
+//
+//	GET /healthz, GET /readyz   open (probes)
+//	GET /metrics                open when openMetrics, else metrics or ops
+//	GET /v1/...                 auditor (every read, including future ones)
+//	POST /v1/events             writer, rate limited
+//	GET /v1/ops/...             ops (read-shaped operations)
+//	anything else               ops (rebuild and every route not named here:
+//	                            a new write route is closed until it is listed)
+func DefaultRules(openMetrics bool) []Rule {
+	metrics := Rule{Pattern: PatternMetrics, Roles: []Role{RoleMetrics, RoleOps}}
+	if openMetrics {
+		metrics = Rule{Pattern: PatternMetrics, Open: true}
+	}
+	return []Rule{
+		{Pattern: PatternHealth, Open: true},
+		{Pattern: PatternReady, Open: true},
+		metrics,
+		{Pattern: PatternReads, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true},
+		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
+		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
+	}
+}
+
+// Rules returns DefaultRules with the Guard's OpenMetrics setting.
+func (g *Guard) Rules() []Rule { return DefaultRules(g.openMetrics) }
+
+// Protect wraps next with the rules: each request is matched to its rule
+// (a request no rule matches needs ops), authenticated and checked as the
+// rule says, and rate-limited when the rule has Limit. It returns an error
+// for an invalid or conflicting pattern, or a rule with no roles that is
+// not open.
+func (g *Guard) Protect(rules []Rule, next http.Handler) (http.Handler, error) {
+	mux := http.NewServeMux()
+	type compiled struct {
+		rule  Rule
+		inner http.Handler
+	}
+	idx := make(map[string]*compiled, len(rules))
+	for _, r := range rules {
+		if !r.Open && len(r.Roles) == 0 {
+			return nil, fmt.Errorf("%w: rule %q has no roles and is not open", ErrConfig, r.Pattern)
+		}
+		c := &compiled{rule: r, inner: next}
+		if r.Limit {
+			c.inner = g.limiter.Wrap(next)
+		}
+		if err := register(mux, r.Pattern); err != nil {
+			return nil, err
+		}
+		idx[r.Pattern] = c
+	}
+	fallback := &compiled{rule: Rule{Roles: []Role{RoleOps}}, inner: next}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		c := fallback
+		if _, pattern := mux.Handler(req); pattern != "" {
+			if m, ok := idx[pattern]; ok {
+				c = m
+			}
+		}
+		if !c.rule.Open {
+			if req = g.check(w, req, c.rule.Roles); req == nil {
+				return
+			}
+		}
+		c.inner.ServeHTTP(w, req)
+	}), nil
+}
+
+// register adds a pattern to the matching mux, turning ServeMux's panics
+// (bad or conflicting patterns) into errors.
+func register(mux *http.ServeMux, pattern string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: route pattern %q: %v", ErrConfig, pattern, p)
+		}
+	}()
+	mux.Handle(pattern, http.NotFoundHandler())
+	return nil
+}

@@ -40,20 +40,29 @@ type Difference struct {
 	BSeq uint64 `json:"b_seq"`
 }
 
-// String describes the difference for a person.
-func (d *Difference) String() string {
+// String describes the difference for a person, calling the stores a
+// and b.
+func (d *Difference) String() string { return d.Format("a", "b") }
+
+// Format describes the difference, calling the stores by the given names
+// (e.g. "live" and "rebuild").
+func (d *Difference) Format(aName, bName string) string {
+	key := d.Key.String()
+	if d.Proposal != "" && d.Key.Table != TableProposal {
+		key += fmt.Sprintf(" (proposal %q)", d.Proposal)
+	}
 	var s string
 	switch d.Kind {
 	case MissingInA:
-		s = fmt.Sprintf("%s: missing in a, in b: %s", d.Key, show(d.B))
+		s = fmt.Sprintf("%s: missing in %s, in %s: %s", key, aName, bName, show(d.B))
 	case MissingInB:
-		s = fmt.Sprintf("%s: missing in b, in a: %s", d.Key, show(d.A))
+		s = fmt.Sprintf("%s: missing in %s, in %s: %s", key, bName, aName, show(d.A))
 	default:
-		s = fmt.Sprintf("%s: values differ", d.Key)
+		s = fmt.Sprintf("%s: values differ", key)
 		if len(d.Fields) > 0 {
 			s += fmt.Sprintf(" (fields %v)", d.Fields)
 		}
-		s += fmt.Sprintf(":\n  a: %s\n  b: %s", show(d.A), show(d.B))
+		s += fmt.Sprintf(":\n  %s: %s\n  %s: %s", aName, show(d.A), bName, show(d.B))
 	}
 	return s
 }

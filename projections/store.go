@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -863,7 +864,7 @@ func (b *Batch) Commit(seq uint64) error {
 		return fmt.Errorf("projections: commit seq %d: %w", seq, err)
 	}
 	ops = append(ops, kv{key: checkpointKey, val: appendU64(nil, seq)})
-	sort.Slice(ops, func(i, j int) bool { return bytes.Compare(ops[i].key, ops[j].key) < 0 })
+	slices.SortFunc(ops, func(a, b kv) int { return bytes.Compare(a.key, b.key) })
 
 	size := 0
 	for _, o := range ops {

@@ -302,7 +302,7 @@ func decodeCursor(c string) (seq uint64, id string, err error) {
 		return 0, "", fmt.Errorf("%w: cursor %q: %v", ErrBadQuery, c, err)
 	}
 	if len(b) < 9 || b[0] != cursorVersion {
-		return 0, "", fmt.Errorf("%w: cursor %q: unknown format", ErrBadQuery, c)
+		return 0, "", fmt.Errorf("%w: cursor %q is not a List cursor", ErrBadQuery, c)
 	}
 	return binary.BigEndian.Uint64(b[1:9]), string(b[9:]), nil
 }

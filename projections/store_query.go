@@ -135,7 +135,7 @@ func (s *Store) list(q ListQuery, size func(n int), each func(i int, v []byte) e
 	if q.Cursor != "" {
 		seq, id, err := decodeCursor(q.Cursor)
 		if err != nil {
-			return "", fmt.Errorf("list space %q: %w", q.Space, err)
+			return "", err
 		}
 		start = indexSuffix(seq, id)
 	}

@@ -152,9 +152,10 @@ func (r *Reporter) Func() func(done, total uint64) {
 	return r.Update
 }
 
-// Finish ends the report: the bar is completed (or cleared when the
-// operation stopped short) and one final log line is written with err (nil
-// on success).
+// Finish ends the report: the bar is completed (or left where it stopped)
+// and one final log line is written: "<description> finished" at info, or,
+// when err is not nil, "<description> stopped" at warn (without err, which
+// the caller reports).
 func (r *Reporter) Finish(err error) {
 	if r == nil {
 		return
@@ -181,11 +182,12 @@ func (r *Reporter) Finish(err error) {
 	if r.o.Mode == Off {
 		return
 	}
-	ev := r.o.Logger.Info()
+	// A failure is the caller's to report; the line says where it stopped.
+	ev, what := r.o.Logger.Info(), " finished"
 	if err != nil {
-		ev = r.o.Logger.Error().Err(err)
+		ev, what = r.o.Logger.Warn(), " stopped"
 	}
-	r.line(ev).Dur("took", time.Since(r.start).Round(time.Millisecond)).Msg(r.o.Description + " finished")
+	r.line(ev).Dur("took", time.Since(r.start).Round(time.Millisecond)).Msg(r.o.Description + what)
 }
 
 // line adds the progress fields to ev.

@@ -78,7 +78,7 @@ func TestBarModeAndError(t *testing.T) {
 		t.Fatalf("bar output: %q", out.b.String())
 	}
 	ls := logs.lines()
-	if len(ls) != 1 || ls[0]["level"] != "error" || ls[0]["error"] != "boom" || ls[0]["total"] != float64(20) {
+	if len(ls) != 1 || ls[0]["level"] != "warn" || ls[0]["message"] != "export stopped" || ls[0]["total"] != float64(20) {
 		t.Fatalf("final line: %v", ls)
 	}
 }

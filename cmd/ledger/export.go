@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/mewledger/ledger/internal/archive"
+)
+
+// runExport is `ledger export`: the log as hash-chained JSON lines
+// (internal/archive), to stdout or to a file written atomically (FILE.partial,
+// renamed when complete, so a cut-off export never has the final name).
+// The summary, with the head hash to keep alongside the file, goes to
+// stderr.
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o opsFlags
+	fs := newOpsFlagSet("export", stdout, "export [-o FILE] [--from-seq N] [--to-seq N] [--data DIR | --nats-url URL]")
+	out := fs.String("o", "-", "output file (- for stdout)")
+	from := fs.Uint64("from-seq", 0, "first sequence (default: the first)")
+	to := fs.Uint64("to-seq", 0, "last sequence (default: the last when the export starts)")
+	o.register(fs.FlagSet)
+	if err := fs.parse(args, false); err != nil {
+		return err
+	}
+	log, err := o.logger(stderr)
+	if err != nil {
+		return err
+	}
+	c, err := o.connect(ctx, "export", log, false)
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	defer c.Close()
+
+	w, finish := stdout, func(error) error { return nil }
+	if *out != "-" {
+		f, err := os.Create(*out + ".partial")
+		if err != nil {
+			return fmt.Errorf("%w", err)
+		}
+		w = f
+		finish = func(failed error) error {
+			err := f.Sync()
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if failed == nil && err == nil {
+				err = os.Rename(f.Name(), *out)
+			}
+			if failed != nil || err != nil {
+				_ = os.Remove(f.Name())
+			}
+			return err
+		}
+	}
+	rep, err := o.reporter(stderr, log, "export", "messages")
+	if err != nil {
+		return err
+	}
+	sum, err := archive.Export(ctx, c.js, w, archive.ExportOptions{FromSeq: *from, ToSeq: *to, Progress: rep.Func()})
+	rep.Finish(err)
+	if ferr := finish(err); err == nil && ferr != nil {
+		err = ferr
+	}
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	dest := "stdout"
+	if *out != "-" {
+		dest, _ = filepath.Abs(*out)
+	}
+	fmt.Fprintf(stderr, "exported %d messages (seq %d..%d) to %s\nhead hash %s (keep it: `ledger verify --export` prints it)\n",
+		sum.Lines, sum.FirstSeq, sum.LastSeq, dest, sum.Head)
+	return nil
+}

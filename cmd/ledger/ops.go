@@ -1,0 +1,258 @@
+package main
+
+// Shared plumbing of the ops subcommands (export, import, verify, replay,
+// at, rebuild): flags that read environment variables, the logger, and
+// reaching the ledger's NATS server.
+//
+// Where the NATS server is, in order:
+//  1. --nats-url (LEDGER_NATS_URL): an existing server or cluster;
+//  2. <data>/serve.addr.json: a running `ledger serve`, its embedded server;
+//  3. <data>/nats: the embedded server's store of a stopped `ledger serve`,
+//     which the command starts itself (loopback, random port, in-process
+//     connection) and stops when done.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/natsserver"
+	"github.com/mewledger/ledger/internal/progress"
+	"github.com/mewledger/ledger/internal/wire"
+)
+
+// errOpsUsage marks errors that are the caller's (bad flags or
+// arguments): the dispatcher maps it to its usage exit status.
+var errOpsUsage = errors.New("usage")
+
+// opsUsage returns a usage error.
+func opsUsage(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errOpsUsage, fmt.Sprintf(format, args...))
+}
+
+// opsEnv returns the environment variable name, or def.
+func opsEnv(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// opsFlags are the flags every ops subcommand takes.
+type opsFlags struct {
+	data      string
+	natsURL   string
+	logFormat string
+	logLevel  string
+	progress  string
+}
+
+func (o *opsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.data, "data", opsEnv("LEDGER_DATA", app.DefaultDataDir), "ledger data directory (env LEDGER_DATA)")
+	fs.StringVar(&o.natsURL, "nats-url", opsEnv("LEDGER_NATS_URL", ""), "NATS server URL(s), comma-separated; default: the ledger of --data (env LEDGER_NATS_URL)")
+	fs.StringVar(&o.logFormat, "log-format", opsEnv("LEDGER_LOG_FORMAT", ""), "log format: console or json (env LEDGER_LOG_FORMAT)")
+	fs.StringVar(&o.logLevel, "log-level", opsEnv("LEDGER_LOG_LEVEL", "info"), "log level (env LEDGER_LOG_LEVEL)")
+	fs.StringVar(&o.progress, "progress", opsEnv("LEDGER_PROGRESS", "auto"), "progress: auto (bar on a terminal, log lines otherwise), bar, log or off")
+}
+
+// opsFlagSet is a subcommand's flag set: errors are returned, not
+// printed (the dispatcher prints them), and --help prints the usage on
+// stdout.
+type opsFlagSet struct {
+	*flag.FlagSet
+	usage  string
+	stdout io.Writer
+}
+
+func newOpsFlagSet(name string, stdout io.Writer, usage string) *opsFlagSet {
+	fs := flag.NewFlagSet("ledger "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &opsFlagSet{FlagSet: fs, usage: usage, stdout: stdout}
+}
+
+// parse parses args and refuses positional arguments unless allowed.
+func (fs *opsFlagSet) parse(args []string, positional bool) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(fs.stdout, "usage: ledger %s\n\nflags:\n", fs.usage)
+			fs.SetOutput(fs.stdout)
+			fs.PrintDefaults()
+			return err
+		}
+		return opsUsage("%v", err)
+	}
+	if !positional && fs.NArg() > 0 {
+		return opsUsage("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+func (o *opsFlags) logger(stderr io.Writer) (zerolog.Logger, error) {
+	l, err := logging.New(logging.Options{Format: o.logFormat, Level: o.logLevel, Out: stderr})
+	if err != nil {
+		return l, opsUsage("%v", err)
+	}
+	return l, nil
+}
+
+// reporter returns a progress reporter on stderr per --progress.
+func (o *opsFlags) reporter(stderr io.Writer, log zerolog.Logger, desc, unit string) (*progress.Reporter, error) {
+	var mode progress.Mode
+	switch o.progress {
+	case "auto", "":
+		mode = progress.Auto
+	case "bar":
+		mode = progress.Bar
+	case "log":
+		mode = progress.Log
+	case "off":
+		mode = progress.Off
+	default:
+		return nil, opsUsage("--progress %q: want auto, bar, log or off", o.progress)
+	}
+	return progress.New(0, progress.Options{Description: desc, Unit: unit, Out: stderr, Logger: log, Mode: mode}), nil
+}
+
+func (o *opsFlags) projectionDir() string { return filepath.Join(o.data, app.ProjectionDirName) }
+
+// serveRunning reports whether <data>/serve.addr.json says a `ledger
+// serve` runs on this data directory.
+func (o *opsFlags) serveRunning() (wire.Addr, bool) {
+	b, err := os.ReadFile(filepath.Join(o.data, app.AddrFileName))
+	if err != nil {
+		return wire.Addr{}, false
+	}
+	var a wire.Addr
+	if json.Unmarshal(b, &a) != nil {
+		return wire.Addr{}, false
+	}
+	return a, true
+}
+
+// opsConn is a connection to the ledger's NATS, and the embedded server
+// when the command started one.
+type opsConn struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	srv *natsserver.Server
+	url string
+}
+
+// Close drains the connection and stops the embedded server, if any.
+func (c *opsConn) Close() {
+	if c.nc != nil {
+		closed := make(chan struct{})
+		c.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+		if err := c.nc.Drain(); err != nil {
+			c.nc.Close()
+		}
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			c.nc.Close()
+		}
+	}
+	if c.srv != nil {
+		c.srv.Shutdown()
+	}
+}
+
+// connect reaches the ledger's NATS (see the file comment). create allows
+// starting an embedded server on a <data>/nats that does not exist yet
+// (import into a new ledger).
+func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger, create bool) (*opsConn, error) {
+	opts := []nats.Option{nats.Name("ledger " + name), nats.Timeout(5 * time.Second)}
+	c := &opsConn{}
+	var err error
+	switch addr, running := o.serveRunning(); {
+	case o.natsURL != "":
+		c.url = o.natsURL
+		c.nc, err = nats.Connect(o.natsURL, opts...)
+	case running:
+		c.url = addr.NATS
+		c.nc, err = nats.Connect(addr.NATS, opts...)
+		if err != nil {
+			err = fmt.Errorf("%s names the running `ledger serve` at %s, which does not answer (if it is not running, remove the file): %w",
+				filepath.Join(o.data, app.AddrFileName), addr.NATS, err)
+		}
+	default:
+		dir := filepath.Join(o.data, app.NATSDirName)
+		if _, serr := os.Stat(dir); serr != nil && !create {
+			return nil, fmt.Errorf("no NATS server: %s does not exist and no --nats-url was given (is --data the ledger's data directory?)", dir)
+		}
+		c.srv, err = natsserver.Start(ctx, natsserver.Options{StoreDir: dir, Port: natsserver.RandomPort, Logger: log.With().Str(logging.KeyComponent, "nats").Logger()})
+		if err != nil {
+			return nil, fmt.Errorf("start the embedded NATS server on %s: %w", dir, err)
+		}
+		c.url = c.srv.ClientURL()
+		c.nc, err = nats.Connect("", append(opts, nats.InProcessServer(c.srv.NatsServer()))...)
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	if c.js, err = jetstream.New(c.nc); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	log.Debug().Str(logging.KeyNATSURL, c.url).Bool(logging.KeyEmbedded, c.srv != nil).Msg("connected")
+	return c, nil
+}
+
+// refuseIfServing refuses an offline operation on a data directory that
+// a running `ledger serve` holds.
+func (o *opsFlags) refuseIfServing() error {
+	if addr, ok := o.serveRunning(); ok {
+		return fmt.Errorf("`ledger serve` (HTTP %s) holds the projection of %s open: stop it first (Pebble allows one opener; "+
+			"the online route on the API is not wired yet)", addr.HTTP, o.data)
+	}
+	return nil
+}
+
+// parseSeqOrTime reads a point given as a sequence (digits) or an RFC 3339
+// time (nanoseconds optional; a date YYYY-MM-DD means its midnight UTC).
+func parseSeqOrTime(s string) (uint64, time.Time, error) {
+	if s == "" {
+		return 0, time.Time{}, nil
+	}
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+		if n == 0 {
+			return 0, time.Time{}, errors.New("sequences start at 1")
+		}
+		return n, time.Time{}, nil
+	}
+	t, err := parseOpsTime(s)
+	return 0, t, err
+}
+
+func parseOpsTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t.UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is neither a sequence number nor an RFC 3339 time (2026-01-02T03:04:05Z) or date", s)
+}
+
+// writeOpsJSON writes v as indented JSON and a newline.
+func writeOpsJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

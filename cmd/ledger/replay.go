@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mewledger/ledger/internal/archive"
+	"github.com/mewledger/ledger/internal/repair"
+	"github.com/mewledger/ledger/internal/replay"
+	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections"
+)
+
+// runReplay is `ledger replay`: the log's original envelopes, filtered
+// (internal/replay), as JSON lines on stdout (seq, time, subject, headers,
+// raw: the export format without hash), or republished under another
+// subject prefix, on the ledger's NATS or another server.
+//
+// --since/--until take a sequence or an RFC 3339 time. --proposal ID
+// (in --space, default "default") adds the events chained to it under
+// other keys, found in its history: the command folds the log into a
+// temporary projection for that.
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o opsFlags
+	fs := newOpsFlagSet("replay", stdout, "replay [--since SEQ|TIME] [--until SEQ|TIME] [--space S] [--type T] [--proposal ID] [--republish-to PREFIX [--republish-url URL] [--republish-js]]")
+	since := fs.String("since", "", "first sequence, or earliest time (RFC 3339)")
+	until := fs.String("until", "", "last sequence, or latest time (RFC 3339)")
+	space := fs.String("space", "", "only this space (default: all; with --proposal: default)")
+	typ := fs.String("type", "", "only this event type (proposal, withdraw, reject, fulfil, response, note, approve, expire)")
+	proposal := fs.String("proposal", "", "only this proposal and the events chained to it")
+	prefix := fs.String("republish-to", "", "republish under this subject prefix instead of printing (ledger.<space>... becomes PREFIX.<space>...)")
+	target := fs.String("republish-url", "", "NATS URL to republish to (default: the ledger's NATS)")
+	useJS := fs.Bool("republish-js", false, "republish with JetStream and wait for each acknowledgement (a stream must bind PREFIX.>)")
+	tmp := fs.String("tmp", "", "directory for the temporary projection of --proposal")
+	o.register(fs.FlagSet)
+	if err := fs.parse(args, false); err != nil {
+		return err
+	}
+	f := replay.Filter{Space: *space, Type: *typ, Proposal: *proposal}
+	var err error
+	if f.SinceSeq, f.Since, err = parseSeqOrTime(*since); err != nil {
+		return opsUsage("--since: %v", err)
+	}
+	if f.UntilSeq, f.Until, err = parseSeqOrTime(*until); err != nil {
+		return opsUsage("--until: %v", err)
+	}
+	if f.Proposal != "" && f.Space == "" {
+		f.Space = ledger.DefaultSpace
+	}
+	if *prefix == "" && (*target != "" || *useJS) {
+		return opsUsage("--republish-url and --republish-js need --republish-to")
+	}
+	log, err := o.logger(stderr)
+	if err != nil {
+		return err
+	}
+	c, err := o.connect(ctx, "replay", log, false)
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	defer c.Close()
+
+	if f.Proposal != "" {
+		_, last, _, err := archive.StreamRange(ctx, c.js)
+		if err != nil {
+			return fmt.Errorf("%w", err)
+		}
+		if last > 0 {
+			v, err := repair.At(ctx, c.js, repair.Point{Seq: last}, repair.Options{TempDir: *tmp})
+			if err != nil {
+				return fmt.Errorf("history of %q: %w", f.Proposal, err)
+			}
+			defer v.Close()
+			f.Histories = v
+		} else {
+			f.Histories = noHistory{}
+		}
+	}
+
+	if *prefix == "" {
+		w := bufio.NewWriterSize(stdout, 1<<16)
+		_, err := replay.Read(ctx, c.js, f, replay.JSONWriter(w))
+		if ferr := w.Flush(); err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return fmt.Errorf("%w", err)
+		}
+		return nil
+	}
+
+	nc := c.nc
+	if *target != "" {
+		if nc, err = nats.Connect(*target, nats.Name("ledger replay"), nats.Timeout(5*time.Second)); err != nil {
+			return fmt.Errorf("connect to %s: %w", *target, err)
+		}
+		defer nc.Close()
+	}
+	rp, err := replay.NewRepublisher(nc, *prefix, *useJS)
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	info, err := replay.Read(ctx, c.js, f, rp.Func(ctx))
+	if err == nil {
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = rp.Flush(fctx)
+		cancel()
+	}
+	if err != nil {
+		return fmt.Errorf("after %d messages: %w", rp.Published(), err)
+	}
+	fmt.Fprintf(stderr, "republished %d messages under %s (log at seq %d)\n", rp.Published(), *prefix, info.LastSeq)
+	return nil
+}
+
+// noHistory is the history source of an empty log.
+type noHistory struct{}
+
+func (noHistory) History(string, string) ([]projections.HistoryEntry, error) {
+	return nil, projections.ErrNotFound
+}

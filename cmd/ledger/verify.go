@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/mewledger/ledger/internal/archive"
+	"github.com/mewledger/ledger/internal/repair"
+	"github.com/mewledger/ledger/projections"
+)
+
+// runVerify is `ledger verify`:
+//
+//   - --export FILE checks an export's hash chain and prints its summary
+//     (with the head hash); the error names the first bad line;
+//   - otherwise it folds the log into a temporary store up to the live
+//     projection's checkpoint (<data>/projection) and compares the two,
+//     reporting the first difference and the proposal it concerns. This is
+//     offline: `ledger serve` must be stopped (Pebble allows one opener).
+//
+// The result goes to stdout as JSON; a mismatch is also an error.
+func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o opsFlags
+	fs := newOpsFlagSet("verify", stdout, "verify --export FILE | verify [--data DIR] [--nats-url URL]")
+	export := fs.String("export", "", "check the hash chain of an export file (- for stdin)")
+	tmp := fs.String("tmp", "", "directory for the temporary projection (default: the system's)")
+	o.register(fs.FlagSet)
+	if err := fs.parse(args, false); err != nil {
+		return err
+	}
+	if *export != "" {
+		in := opsStdin
+		if *export != "-" {
+			f, err := os.Open(*export)
+			if err != nil {
+				return fmt.Errorf("%w", err)
+			}
+			defer f.Close()
+			in = f
+		}
+		sum, err := archive.VerifyChain(in)
+		if err != nil {
+			return fmt.Errorf("%s: %w (the %d lines before it verify)", *export, err, sum.Lines)
+		}
+		return writeOpsJSON(stdout, struct {
+			OK bool `json:"ok"`
+			archive.Summary
+		}{true, sum})
+	}
+
+	log, err := o.logger(stderr)
+	if err != nil {
+		return err
+	}
+	if err := o.refuseIfServing(); err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	dir := o.projectionDir()
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("no projection to verify: %w", err)
+	}
+	live, err := projections.OpenStore(projections.StoreOptions{Dir: dir})
+	if err != nil {
+		return fmt.Errorf("%w (is `ledger serve` running on %s?)", err, o.data)
+	}
+	defer live.Close()
+	c, err := o.connect(ctx, "verify", log, false)
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	defer c.Close()
+	rep, err := o.reporter(stderr, log, "verify: rebuild", "events")
+	if err != nil {
+		return err
+	}
+	res, err := repair.Verify(ctx, c.js, live, repair.Options{TempDir: *tmp, Progress: rep.Func()})
+	rep.Finish(err)
+	if err != nil && !errors.Is(err, repair.ErrMismatch) {
+		return fmt.Errorf("%w", err)
+	}
+	out := struct {
+		OK bool `json:"ok"`
+		repair.VerifyResult
+	}{err == nil, res}
+	if werr := writeOpsJSON(stdout, out); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package projections_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mewledger/ledger/projections"
+)
+
+// knownBug skips a test that demonstrates an open bug unless
+// LEDGER_KNOWN_BUGS=1, so that `make test` stays green while the bug is
+// open. Remove the call when the bug is fixed.
+func knownBug(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("LEDGER_KNOWN_BUGS") != "1" {
+		t.Skipf("known bug (run with LEDGER_KNOWN_BUGS=1): %s", what)
+	}
+}
+
+type countingWriter struct{ n int }
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+
+// TestFoldOrphanAmplification: one raw publish (direct NATS publishing is a
+// supported append path, SPEC §8) of a withdrawal naming N proposals that
+// do not exist makes the fold store N orphan copies of the whole envelope:
+// O(N × size) bytes from one message of at most 1 MiB. A 1 MiB withdrawal
+// can name ~150,000 short ids: ~200 GB written (and held in the batch
+// overlay's memory first), and the projector then crash-loops on the same
+// event. Nothing a client sends may stop the projector (SPEC §8).
+func TestFoldOrphanAmplification(t *testing.T) {
+	knownBug(t, "orphan copies of a many-target withdrawal grow as targets × envelope size")
+	const n = 300
+	targets := make([]string, n)
+	for i := range targets {
+		targets[i] = fmt.Sprintf("missing-%d", i)
+	}
+	env := map[string]any{"protocol": "mew/v0.4", "id": "amplifier", "from": "mallory", "kind": "mcp/withdraw",
+		"correlation_id": targets, "payload": map[string]any{"reason": "other", "pad": strings.Repeat("x", 30000)}}
+	raw, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, t.TempDir())
+	b := s.NewBatch()
+	if _, err := projections.NewFolder().Apply(b, projections.Event{Seq: 1, Time: time.Unix(1767225600, 0), Subject: "ledger.default.missing-0.withdraw.mallory", Raw: raw}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	var w countingWriter
+	if err := s.Dump(&w); err != nil {
+		t.Fatal(err)
+	}
+	// A history entry and an index entry per target are fair; a copy of
+	// the envelope per target is not.
+	if limit := 8*len(raw) + n*2048; w.n > limit {
+		t.Fatalf("one %d-byte event naming %d missing proposals stored %d bytes (%.0f× its size), over %d",
+			len(raw), n, w.n, float64(w.n)/float64(len(raw)), limit)
+	}
+}
+
+// TestFoldEventsCountsHistoryFiledBeforeCreation: an event that does not
+// apply (invalid, ignored, duplicate) is filed under the id its subject
+// names; when that id becomes a proposal later, the entry is in the
+// proposal's history but not counted in its events, so events ≠ the
+// length of GET /history (the fold's own rule is "Events always equals
+// the length of its history").
+func TestFoldEventsCountsHistoryFiledBeforeCreation(t *testing.T) {
+	knownBug(t, "events does not count history entries filed under the id before the proposal existed")
+	s := openStore(t, t.TempDir())
+	f := projections.NewFolder()
+	b := s.NewBatch()
+	at := time.Unix(1767225600, 0)
+	if _, err := f.Apply(b, projections.Event{Seq: 1, Time: at, Subject: "ledger.default.k.withdraw.x", Raw: []byte("{")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Apply(b, projections.Event{Seq: 2, Time: at, Subject: "ledger.default.k.proposal.a",
+		Raw: []byte(`{"protocol":"mew/v0.4","id":"k","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(2); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Get("default", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.History("default", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Events != len(h) {
+		t.Fatalf("events %d, history %d entries: %+v", p.Events, len(h), h)
+	}
+}

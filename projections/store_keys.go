@@ -244,8 +244,11 @@ func prefixEnd(p []byte) []byte {
 	return nil
 }
 
-// indexEntries returns the index keys of p (with their values, the created_at
-// of p) and whether p has a deadline entry. A nil p has none.
+// indexEntries returns every secondary key of p with its value: the List
+// index entries (valued with p's created_at) and, when p is pending with an
+// expires_at, its deadline entry (empty value). A nil p has none. Commit
+// deletes the entries of the old version that the new one lacks and writes
+// the new ones that differ.
 func indexEntries(p *Proposal) map[string][]byte {
 	if p == nil {
 		return nil

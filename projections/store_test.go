@@ -1137,3 +1137,63 @@ func TestStoreRawReadsMatchDecoded(t *testing.T) {
 		q.Cursor = pg.NextCursor
 	}
 }
+
+func TestStoreOpenCreatesNestedDir(t *testing.T) {
+	dir := t.TempDir() + "/a/b/projection"
+	s := openDirStore(t, dir)
+	putAll(t, s, 1, mkProp("sp", "a", 1, StatePending, "x"))
+	must(t, s.Close())
+	s = openDirStore(t, dir)
+	defer s.Close()
+	if s.AppliedSeq() != 1 {
+		t.Fatalf("AppliedSeq = %d", s.AppliedSeq())
+	}
+}
+
+// BenchmarkStoreCommit measures the write side: batches of 500 events, each
+// a new proposal with its history entry and event ref, plus the stats, as
+// the projector commits them (with pebble.Sync).
+func BenchmarkStoreCommit(b *testing.B) {
+	s, err := OpenStore(StoreOptions{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	const perBatch = 500
+	seq := uint64(0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		batch := s.NewBatch()
+		st, err := batch.Stats("default")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st == nil {
+			st = NewStats()
+		} else {
+			st = st.Clone()
+		}
+		for j := 0; j < perBatch; j++ {
+			seq++
+			id := fmt.Sprintf("env-req-%08d", seq)
+			if _, err := batch.EventRef("default", id); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := batch.Orphans("default", id); err != nil {
+				b.Fatal(err)
+			}
+			p := mkProp("default", id, seq, StatePending, fmt.Sprintf("agent-%03d", seq%200), fmt.Sprintf("agent-%03d", seq%37))
+			must(b, batch.PutProposal(p))
+			must(b, batch.PutHistory("default", id, &HistoryEntry{Seq: seq, ID: id, Type: "proposal", Kind: ledger.KindProposal, From: p.Proposer, At: p.CreatedAt, Effect: EffectApplied}))
+			must(b, batch.PutEventRef("default", id, &EventRef{Seq: seq, Type: ledger.TypeProposal, Status: EventApplied, Proposals: []string{id}}))
+			st.Proposals++
+			st.Events++
+		}
+		must(b, batch.PutStats("default", st))
+		if err := batch.Commit(seq); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(seq)/b.Elapsed().Seconds(), "events/s")
+}

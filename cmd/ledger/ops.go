@@ -55,6 +55,7 @@ func opsEnv(name, def string) string {
 type opsFlags struct {
 	data      string
 	natsURL   string
+	natsConf  string
 	logFormat string
 	logLevel  string
 	progress  string
@@ -63,6 +64,7 @@ type opsFlags struct {
 func (o *opsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.data, "data", opsEnv("LEDGER_DATA", app.DefaultDataDir), "ledger data directory (env LEDGER_DATA)")
 	fs.StringVar(&o.natsURL, "nats-url", opsEnv("LEDGER_NATS_URL", ""), "NATS server URL(s), comma-separated; default: the ledger of --data (env LEDGER_NATS_URL)")
+	fs.StringVar(&o.natsConf, "nats-config", opsEnv("LEDGER_NATS_CONFIG", ""), "nats-server configuration file for the embedded server started on <data>/nats, as `ledger serve` was given (env LEDGER_NATS_CONFIG)")
 	fs.StringVar(&o.logFormat, "log-format", opsEnv("LEDGER_LOG_FORMAT", ""), "log format: console or json (env LEDGER_LOG_FORMAT)")
 	fs.StringVar(&o.logLevel, "log-level", opsEnv("LEDGER_LOG_LEVEL", "info"), "log level (env LEDGER_LOG_LEVEL)")
 	fs.StringVar(&o.progress, "progress", opsEnv("LEDGER_PROGRESS", "auto"), "progress: auto (bar on a terminal, log lines otherwise), bar, log or off")
@@ -194,7 +196,7 @@ func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger,
 		if _, serr := os.Stat(dir); serr != nil && !create {
 			return nil, fmt.Errorf("no NATS server: %s does not exist and no --nats-url was given (is --data the ledger's data directory?)", dir)
 		}
-		c.srv, err = natsserver.Start(ctx, natsserver.Options{StoreDir: dir, Port: natsserver.RandomPort, Logger: log.With().Str(logging.KeyComponent, "nats").Logger()})
+		c.srv, err = natsserver.Start(ctx, natsserver.Options{StoreDir: dir, Host: natsserver.DefaultHost, Port: natsserver.RandomPort, ConfigFile: o.natsConf, Logger: log.With().Str(logging.KeyComponent, "nats").Logger()})
 		if err != nil {
 			return nil, fmt.Errorf("start the embedded NATS server on %s: %w", dir, err)
 		}

@@ -1,0 +1,66 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mewledger/ledger/internal/submit"
+	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/subjects"
+)
+
+// ErrNoService is wrapped when no submit service answers on the subject.
+var ErrNoService = errors.New("client: no submit service")
+
+// Submitter sends envelopes to the submit service over NATS.
+type Submitter struct {
+	nc      *nats.Conn
+	timeout time.Duration
+}
+
+// DefaultSubmitTimeout bounds one request when ctx has no deadline.
+const DefaultSubmitTimeout = 30 * time.Second
+
+// DialSubmitter connects to NATS (url may be a comma-separated list).
+// Close it when done.
+func DialSubmitter(ctx context.Context, url string) (*Submitter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(url, nats.Name("ledger publish"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	return &Submitter{nc: nc, timeout: DefaultSubmitTimeout}, nil
+}
+
+// Submit sends one envelope to ledger.submit.<space> and returns the
+// reply. A refusal is a result with Error set, not an error; the error is
+// for transport failures (ErrNoService, timeouts).
+func (s *Submitter) Submit(ctx context.Context, space string, envelope []byte) (wire.AppendResult, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	subj := subjects.Submit(space)
+	msg, err := s.nc.RequestWithContext(ctx, subj, envelope)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return wire.AppendResult{}, fmt.Errorf("%w on %s (is `ledger serve` running against this NATS?)", ErrNoService, subj)
+	}
+	if err != nil {
+		return wire.AppendResult{}, fmt.Errorf("client: submit to %s: %w", subj, err)
+	}
+	return submit.ParseReply(msg.Data)
+}
+
+// Close drains and closes the connection.
+func (s *Submitter) Close() {
+	if err := s.nc.Drain(); err != nil {
+		s.nc.Close()
+	}
+}

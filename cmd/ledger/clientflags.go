@@ -1,0 +1,111 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/mewledger/ledger/internal/client"
+)
+
+// unreachableError: no ledger to talk to (exit status 2).
+type unreachableError struct{ msg string }
+
+func (u *unreachableError) Error() string { return u.msg }
+
+// unreachable builds an unreachableError naming the deepest network
+// error of cause (e.g. "dial tcp 127.0.0.1:8080: connect: connection
+// refused").
+func unreachable(what, where string, cause error) error {
+	msg := fmt.Sprintf("cannot reach %s at %s: is `ledger serve` running?", what, where)
+	var op *net.OpError
+	if errors.As(cause, &op) {
+		msg += " (" + op.Error() + ")"
+	} else if cause != nil {
+		msg += " (" + strings.TrimPrefix(cause.Error(), client.ErrUnreachable.Error()+": ") + ")"
+	}
+	return &unreachableError{msg: msg}
+}
+
+// Output formats of the read commands.
+const (
+	outputTable = "table"
+	outputJSON  = "json"
+)
+
+// clientOpts are the flags every client subcommand shares.
+type clientOpts struct {
+	api    string
+	space  string
+	output string
+	minSeq uint64
+}
+
+// addClientFlags registers --api, --space and, for reads, -o/--output and
+// --min-seq.
+func addClientFlags(f *flags, c *clientOpts, read bool) {
+	f.str(&c.api, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
+	f.str(&c.space, "space", "NAME", "", "space (default: the server's default space)", true)
+	if read {
+		f.str(&c.output, "output", "table|json", outputTable, "table, or json for the API's objects exactly", true)
+		f.short("o", "output")
+		f.u64(&c.minSeq, "min-seq", "SEQ", 0, "wait (up to the server's bound) until the projection has applied this stream sequence", false)
+	}
+}
+
+func (c *clientOpts) check() error {
+	if c.output != "" && c.output != outputTable && c.output != outputJSON {
+		return usageError("--output %q: want table or json", c.output)
+	}
+	return nil
+}
+
+func (c *clientOpts) client() (*client.Client, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	cl, err := client.New(client.Options{API: c.api})
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	return cl, nil
+}
+
+func (c *clientOpts) read() client.ReadOptions {
+	return client.ReadOptions{Space: c.space, MinSeq: c.minSeq}
+}
+
+// clientError turns a client error into what the dispatcher reports:
+// unreachable (exit 2) with a hint, or the API's error (exit 1).
+func clientError(api string, err error) error {
+	var ae *client.APIError
+	switch {
+	case errors.Is(err, client.ErrUnreachable):
+		return unreachable("the ledger", api, err)
+	case errors.As(err, &ae):
+		return fmt.Errorf("%s", ae.Error())
+	}
+	return err
+}
+
+// positional parses flags that may come before or after positional
+// arguments ("get ID -o json" and "get -o json ID") and returns the
+// positionals.
+func positional(f *flags, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.parse(args); err != nil {
+			return nil, err
+		}
+		rest := f.fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// envPrefix prefixes the environment variable of every flag.
+const envPrefix = "LEDGER_"
+
+// envName is the variable of a flag: LEDGER_ + UPPER_SNAKE of its name.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// errUsage marks errors that are the caller's (exit status 2).
+var errUsage = errors.New("usage")
+
+// usageError wraps a message as a usage error.
+func usageError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+// flags is a subcommand's flag set whose flags default to their
+// environment variable.
+type flags struct {
+	fs      *flag.FlagSet
+	cmd     *command
+	env     map[string]string // flag name -> env var (flags that read one)
+	meta    map[string]string // flag name -> placeholder (DIR, ADDR, ...)
+	alias   map[string]string // short name -> long name
+	envErrs []error
+	stdout  io.Writer
+}
+
+// newFlags returns the flag set of cmd. Parse errors are returned, not
+// printed (the dispatcher prints them); --help prints the usage on stdout.
+func newFlags(cmd *command, e env) *flags {
+	f := &flags{
+		fs:     flag.NewFlagSet("ledger "+cmd.name, flag.ContinueOnError),
+		cmd:    cmd,
+		env:    map[string]string{},
+		meta:   map[string]string{},
+		alias:  map[string]string{},
+		stdout: e.stdout,
+	}
+	f.fs.SetOutput(io.Discard)
+	f.fs.Usage = func() {}
+	return f
+}
+
+// lookup returns the environment default of a flag that reads one.
+func (f *flags) lookup(name string, env bool) (string, bool) {
+	if !env {
+		return "", false
+	}
+	f.env[name] = envName(name)
+	v, ok := os.LookupEnv(envName(name))
+	return v, ok && v != ""
+}
+
+func (f *flags) envErr(name, v string, err error) {
+	f.envErrs = append(f.envErrs, usageError("%s=%q: %v", envName(name), v, err))
+}
+
+// str registers a string flag; env says whether it reads LEDGER_<NAME>.
+func (f *flags) str(p *string, name, meta, def, usage string, env bool) {
+	if v, ok := f.lookup(name, env); ok {
+		def = v
+	}
+	f.meta[name] = meta
+	f.fs.StringVar(p, name, def, usage)
+}
+
+func (f *flags) integer(p *int, name, meta string, def int, usage string, env bool) {
+	if v, ok := f.lookup(name, env); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			f.envErr(name, v, err)
+		} else {
+			def = n
+		}
+	}
+	f.meta[name] = meta
+	f.fs.IntVar(p, name, def, usage)
+}
+
+func (f *flags) u64(p *uint64, name, meta string, def uint64, usage string, env bool) {
+	if v, ok := f.lookup(name, env); ok {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			f.envErr(name, v, err)
+		} else {
+			def = n
+		}
+	}
+	f.meta[name] = meta
+	f.fs.Uint64Var(p, name, def, usage)
+}
+
+func (f *flags) boolean(p *bool, name string, def bool, usage string, env bool) {
+	if v, ok := f.lookup(name, env); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			f.envErr(name, v, err)
+		} else {
+			def = b
+		}
+	}
+	f.fs.BoolVar(p, name, def, usage)
+}
+
+// short registers a one-letter alias of a registered flag.
+func (f *flags) short(letter, long string) {
+	fl := f.fs.Lookup(long)
+	f.fs.Var(fl.Value, letter, "alias of --"+long)
+	f.alias[letter] = long
+}
+
+// parse parses args; --help is flag.ErrHelp, anything else a usage error.
+func (f *flags) parse(args []string) error {
+	if len(f.envErrs) > 0 {
+		return errors.Join(f.envErrs...)
+	}
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			f.usage(f.stdout)
+			return err
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return nil
+}
+
+// usage prints the command's synopsis and its flags with their
+// environment variables and defaults.
+func (f *flags) usage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: ledger %s\n\n%s\n", f.cmd.synopsis, f.cmd.help)
+	var lines []string
+	shortOf := map[string]string{}
+	for s, l := range f.alias {
+		shortOf[l] = s
+	}
+	f.fs.VisitAll(func(fl *flag.Flag) {
+		if _, isAlias := f.alias[fl.Name]; isAlias {
+			return
+		}
+		name := "--" + fl.Name
+		if s, ok := shortOf[fl.Name]; ok {
+			name = "-" + s + ", " + name
+		}
+		if m := f.meta[fl.Name]; m != "" {
+			name += " " + m
+		}
+		var notes []string
+		if e, ok := f.env[fl.Name]; ok {
+			notes = append(notes, "env "+e)
+		}
+		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" {
+			notes = append(notes, "default "+fl.DefValue)
+		}
+		line := "  " + name + "\n      " + fl.Usage
+		if len(notes) > 0 {
+			line += " (" + strings.Join(notes, "; ") + ")"
+		}
+		lines = append(lines, line)
+	})
+	if len(lines) > 0 {
+		fmt.Fprintf(w, "\nFlags:\n%s\n", strings.Join(lines, "\n"))
+	}
+}
+
+// parseSync parses --sync-interval: "always" (or "") is 0, else a
+// positive duration.
+func parseSync(s string) (time.Duration, error) {
+	if s == "" || strings.EqualFold(s, "always") {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, usageError("--sync-interval %q: want \"always\" or a positive duration such as 1s", s)
+	}
+	return d, nil
+}

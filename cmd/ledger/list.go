@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/projections"
+)
+
+func init() {
+	register(&command{
+		name:     "list",
+		synopsis: "list [filters] [--limit N] [--cursor C | --all] [-o table|json]",
+		short:    "list proposals, newest first, by state / proposer / target / time / anomaly",
+		help: `Lists proposals newest first, one page at a time (--limit, default 50), with
+every filter of GET /v1/proposals. When there are more, the last line says
+which --cursor gives the next page; --all follows the cursors to the end.
+-o json prints the API's list object exactly (with --all: one object with
+every proposal).`,
+		run: runList,
+	})
+}
+
+func runList(ctx context.Context, e env, args []string) error {
+	var (
+		c   clientOpts
+		lf  client.ListFilter
+		all bool
+	)
+	f := newFlags(commands["list"], e)
+	addClientFlags(f, &c, true)
+	f.str(&lf.State, "state", "STATE", "", "pending, fulfilled, withdrawn, rejected or expired", false)
+	f.str(&lf.Proposer, "proposer", "ID", "", "proposals from this participant", false)
+	f.str(&lf.Target, "target", "ID", "", "proposals addressed to this participant (a member of to)", false)
+	f.str(&lf.Since, "since", "TIME", "", "created at or after (RFC 3339 or YYYY-MM-DD)", false)
+	f.str(&lf.Until, "until", "TIME", "", "created before (RFC 3339 or YYYY-MM-DD)", false)
+	f.str(&lf.Anomaly, "anomaly", "NAME", "", "proposals carrying this anomaly (e.g. fulfilled_after_withdrawn)", false)
+	f.str(&lf.ActionType, "action-type", "TYPE", "", "kernel proposals with this action_type", false)
+	f.str(&lf.ResourceType, "resource-type", "TYPE", "", "kernel proposals with this target.resource_type", false)
+	f.str(&lf.Domain, "domain", "DOMAIN", "", "kernel proposals with this target.domain", false)
+	f.integer(&lf.Limit, "limit", "N", 0, "page size, 1..1000 (default 50)", false)
+	f.str(&lf.Cursor, "cursor", "C", "", "the page after this cursor (from the previous page)", false)
+	f.boolean(&all, "all", false, "follow the cursors and list every match", false)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return usageError("unexpected arguments %q", f.fs.Args())
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var (
+		proposals []*projections.Proposal
+		next      string
+	)
+	for {
+		page, raw, err := cl.List(ctx, lf, c.read())
+		if err != nil {
+			return clientError(c.api, err)
+		}
+		if !all && c.output == outputJSON {
+			_, err = fmt.Fprint(e.stdout, string(raw))
+			return err
+		}
+		proposals = append(proposals, page.Proposals...)
+		next = page.NextCursor
+		if !all || next == "" {
+			break
+		}
+		lf.Cursor = next
+	}
+	if c.output == outputJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetEscapeHTML(false)
+		if proposals == nil {
+			proposals = []*projections.Proposal{}
+		}
+		return enc.Encode(wire.List{Proposals: proposals})
+	}
+	if err := renderList(e.stdout, proposals); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(e.stdout, "\nmore: ledger list --cursor %s (same filters)\n", next)
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+// Command ledger is the proposal ledger: `ledger serve` runs it (embedded
+// NATS with JetStream, projector, submit service, expirer, HTTP API), and
+// the client subcommands publish envelopes and query the audit API.
+//
+// Exit status: 0 success; 1 the ledger answered no (a refused line, a
+// proposal not found, a server error); 2 a usage error or no ledger to talk
+// to. main is the only place that exits; each subcommand lives in its own
+// file and returns an error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	exitSignals = 130
+)
+
+// env is what a subcommand gets from the process.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// command is one subcommand.
+type command struct {
+	name     string
+	synopsis string // after "ledger "
+	short    string // one line for `ledger --help`
+	help     string // paragraph for `ledger help CMD`
+	run      func(ctx context.Context, e env, args []string) error
+	// selfHelp: the command prints its own usage on --help.
+	selfHelp bool
+}
+
+// commands is filled by each subcommand's file (init order does not
+// matter: the map is read only in main).
+var commands = map[string]*command{}
+
+func register(c *command) { commands[c.name] = c }
+
+// errFailed is returned by a subcommand that already printed why it
+// failed (exit status 1).
+var errFailed = errors.New("failed")
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel() // first signal: graceful shutdown
+		<-sigs
+		fmt.Fprintln(os.Stderr, "ledger: second signal: exiting without a clean shutdown")
+		os.Exit(exitSignals)
+	}()
+	code := run(ctx, env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
+	cancel()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and maps its error to an exit status.
+func run(ctx context.Context, e env, args []string) int {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return exitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help":
+		usage(e.stdout)
+		return exitOK
+	case "help":
+		if len(rest) == 0 {
+			usage(e.stdout)
+			return exitOK
+		}
+		c, ok := commands[rest[0]]
+		if !ok {
+			fmt.Fprintf(e.stderr, "ledger: no command %q\n\n", rest[0])
+			usage(e.stderr)
+			return exitUsage
+		}
+		name, rest = c.name, []string{"--help"}
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(e.stderr, "ledger: no command %q\n\n", name)
+		usage(e.stderr)
+		return exitUsage
+	}
+	err := c.run(ctx, e, rest)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errFailed):
+		return exitFailed
+	case errors.Is(err, errUsage), errors.Is(err, errOpsUsage):
+		fmt.Fprintf(e.stderr, "ledger %s: %v\nRun 'ledger help %s' for usage.\n", c.name, strings.TrimPrefix(err.Error(), "usage: "), c.name)
+		return exitUsage
+	case errors.As(err, new(*unreachableError)):
+		fmt.Fprintf(e.stderr, "ledger %s: %v\n", c.name, err)
+		return exitUsage
+	default:
+		fmt.Fprintf(e.stderr, "ledger %s: %v\n", c.name, err)
+		return exitFailed
+	}
+}
+
+// group orders the command list: serve, client commands, ops commands.
+func group(name string) int {
+	switch {
+	case name == "serve":
+		return 0
+	case commands[name].selfHelp:
+		return 2
+	}
+	return 1
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `ledger: an append-only, replayable, queryable ledger of MEW protocol proposals, on NATS JetStream.
+
+Usage: ledger COMMAND [flags]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		// serve, then the client commands, then ops, each by name
+		gi, gj := group(names[i]), group(names[j])
+		if gi != gj {
+			return gi < gj
+		}
+		return names[i] < names[j]
+	})
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].short)
+	}
+	fmt.Fprint(w, `
+Every flag also reads an environment variable: --data is LEDGER_DATA,
+--nats-url is LEDGER_NATS_URL, and so on. 'ledger help COMMAND' shows them.
+
+Exit status: 0 ok, 1 refused or not found, 2 usage error or no ledger to talk to.
+`)
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"strings"
+
+	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/internal/logging"
+)
+
+func init() {
+	register(&command{
+		name:     "serve",
+		synopsis: "serve [flags]",
+		short:    "run the ledger: embedded NATS, projector, submit service, expirer, HTTP API",
+		help: `Runs the whole ledger in this process. With no flags: an embedded NATS server
+with JetStream (store in <data>/nats, fsync on every write) listening on
+127.0.0.1:4222, the projection in <data>/projection, the submit service on
+ledger.submit.<space>, the expirer, and the HTTP API on 127.0.0.1:8080.
+With --nats-url it embeds nothing and uses the given servers.
+
+Once serving it writes <data>/serve.addr.json ({"http":..,"nats":..}, the
+actual addresses when a port is 0) and removes it on shutdown. SIGINT or
+SIGTERM shuts down in order (HTTP, submit, expirer, projector commit, store,
+NATS); a second signal exits at once.`,
+		run: runServe,
+	})
+}
+
+func runServe(ctx context.Context, e env, args []string) error {
+	var (
+		o                        app.Options
+		natsURL, sync, logFormat string
+		logLevel                 string
+		readyLag                 int
+	)
+	f := newFlags(commands["serve"], e)
+	f.str(&o.DataDir, "data", "DIR", app.DefaultDataDir, "root of all local state", true)
+	f.str(&o.HTTPAddr, "http", "ADDR", app.DefaultHTTPAddr, "HTTP API listen address (port 0: any free port)", true)
+	f.str(&o.NATSListen, "nats-listen", "ADDR", app.DefaultNATSListen, "embedded NATS client address (port 0 or -1: any free port)", true)
+	f.str(&natsURL, "nats-url", "URL[,URL...]", "", "use these NATS servers instead of embedding one", true)
+	f.str(&o.Space, "space", "NAME", app.DefaultSpace, "default space", true)
+	f.str(&logFormat, "log-format", "console|json", "", "log format (default: console on a terminal, else json)", true)
+	f.str(&logLevel, "log-level", "LEVEL", "info", "log level: debug, info, warn, error", true)
+	f.str(&sync, "sync-interval", "always|DURATION", "always", "embedded server fsync: always (before every ack) or an interval such as 1s, which risks losing acknowledged appends in a machine crash", true)
+	f.integer(&o.Replicas, "replicas", "N", app.DefaultReplicas, "LEDGER stream replicas (3 on a cluster)", true)
+	f.str(&o.Durable, "durable", "NAME", app.DefaultDurable, "projector's durable consumer name (one per projection copy)", true)
+	f.integer(&readyLag, "ready-lag", "EVENTS", app.DefaultReadyLag, "/readyz is 503 when the projection lags more events than this (0: must be caught up)", true)
+	f.str(&o.NATSConfigFile, "nats-config", "FILE", "", "nats-server configuration file for the embedded server (authorization, TLS)", true)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return usageError("unexpected arguments %q", f.fs.Args())
+	}
+	var err error
+	if o.SyncInterval, err = parseSync(sync); err != nil {
+		return err
+	}
+	for _, u := range strings.Split(natsURL, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			o.NATSURLs = append(o.NATSURLs, u)
+		}
+	}
+	switch {
+	case readyLag < 0:
+		return usageError("--ready-lag %d: want ≥ 0", readyLag)
+	case readyLag == 0:
+		o.ReadyLag = app.NoLag
+	default:
+		o.ReadyLag = int64(readyLag)
+	}
+	log, err := logging.New(logging.Options{Format: logFormat, Level: logLevel, Out: e.stderr})
+	if err != nil {
+		return usageError("%v", err)
+	}
+	o.Logger = log
+	if err := o.Validate(); err != nil {
+		return usageError("%v", err)
+	}
+	a, err := app.New(ctx, o)
+	if err != nil {
+		log.Error().Err(err).Str(logging.KeyDataDir, o.DataDir).Msg("ledger cannot start")
+		return errFailed
+	}
+	if err := a.Run(ctx); err != nil {
+		// Run has logged its failure and shutdown.
+		return errFailed
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+func init() {
+	register(&command{
+		name:     "stats",
+		synopsis: "stats [--space S] [-o table|json] [--min-seq N]",
+		short:    "counts by state, rejection and withdrawal reason, anomaly, event type",
+		help:     "Shows the statistics of a space. -o json prints the API's stats object exactly.",
+		run:      runStats,
+	})
+}
+
+func runStats(ctx context.Context, e env, args []string) error {
+	var c clientOpts
+	f := newFlags(commands["stats"], e)
+	addClientFlags(f, &c, true)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return usageError("unexpected arguments %q", f.fs.Args())
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	st, raw, err := cl.Stats(ctx, c.read())
+	if err != nil {
+		return clientError(c.api, err)
+	}
+	if c.output == outputJSON {
+		_, err = fmt.Fprint(e.stdout, string(raw))
+		return err
+	}
+	space := c.space
+	if space == "" {
+		space = "(server default)"
+	}
+	return renderStats(e.stdout, space, st)
+}

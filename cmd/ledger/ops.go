@@ -64,7 +64,7 @@ type opsFlags struct {
 func (o *opsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.data, "data", opsEnv("LEDGER_DATA", app.DefaultDataDir), "ledger data directory (env LEDGER_DATA)")
 	fs.StringVar(&o.natsURL, "nats-url", opsEnv("LEDGER_NATS_URL", ""), "NATS server URL(s), comma-separated; default: the ledger of --data (env LEDGER_NATS_URL)")
-	fs.StringVar(&o.natsConf, "nats-config", opsEnv("LEDGER_NATS_CONFIG", ""), "`FILE`: nats-server configuration for the embedded server started on <data>/nats, the same as ledger serve's (env LEDGER_NATS_CONFIG)")
+	fs.StringVar(&o.natsConf, "nats-config", opsEnv("LEDGER_NATS_CONFIG", ""), "nats-server configuration `FILE` for the embedded server started on <data>/nats, the same as ledger serve's (env LEDGER_NATS_CONFIG)")
 	fs.StringVar(&o.logFormat, "log-format", opsEnv("LEDGER_LOG_FORMAT", ""), "log format: console or json (env LEDGER_LOG_FORMAT)")
 	fs.StringVar(&o.logLevel, "log-level", opsEnv("LEDGER_LOG_LEVEL", "info"), "log level (env LEDGER_LOG_LEVEL)")
 	fs.StringVar(&o.progress, "progress", opsEnv("LEDGER_PROGRESS", "auto"), "progress: auto (bar on a terminal, log lines otherwise), bar, log or off")

@@ -338,3 +338,27 @@ func dumpMem(m *MemState) string {
 	}
 	return b.String()
 }
+
+// TestProposalJSONArrays: the lists SPEC §7 defines as arrays stay arrays
+// (never null) through the fold's clone-and-put cycle.
+func TestProposalJSONArrays(t *testing.T) {
+	s := newFoldScript()
+	for _, line := range []string{
+		`{"protocol":"mew/v0.4","id":"p","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`,
+		`{"protocol":"mew/v0.4","id":"n","from":"b","kind":"chat","correlation_id":["p"],"payload":{"text":"hi"}}`,
+	} {
+		if _, err := s.f.Apply(s.st, s.parseLine(t, "default", line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _ := s.st.Proposal("default", "p")
+	j, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{`"to":[]`, `"rejections":[]`, `"fulfillments":[]`, `"anomalies":[]`} {
+		if !strings.Contains(string(j), field) {
+			t.Errorf("proposal JSON lacks %s: %s", field, j)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package projections
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/mewledger/ledger/ledger"
@@ -175,29 +176,30 @@ func (p *Proposal) Terminal() bool { return p.State != StatePending }
 // Clone returns a deep copy (slices are copied; RawMessages are shared and
 // never mutated).
 func (p *Proposal) Clone() *Proposal {
+	// slices.Clone keeps an empty slice empty (not nil), so the API shows
+	// [] rather than null for the lists SPEC §7 defines as arrays.
 	c := *p
-	c.To = append([]string(nil), p.To...)
-	c.Rejections = append([]Rejection(nil), p.Rejections...)
-	c.Fulfillments = make([]Fulfillment, len(p.Fulfillments))
-	for i, f := range p.Fulfillments {
-		f.Anomalies = append([]string(nil), f.Anomalies...)
-		c.Fulfillments[i] = f
+	c.To = slices.Clone(p.To)
+	c.Rejections = slices.Clone(p.Rejections)
+	c.Fulfillments = slices.Clone(p.Fulfillments)
+	for i := range c.Fulfillments {
+		c.Fulfillments[i].Anomalies = slices.Clone(c.Fulfillments[i].Anomalies)
 	}
 	if p.Withdrawal != nil {
 		w := *p.Withdrawal
 		c.Withdrawal = &w
 	}
-	c.Anomalies = append([]string(nil), p.Anomalies...)
+	c.Anomalies = slices.Clone(p.Anomalies)
 	if p.ExpiresAt != nil {
 		t := *p.ExpiresAt
 		c.ExpiresAt = &t
 	}
 	if p.Kernel != nil {
 		k := *p.Kernel
-		k.Approvers = append([]string(nil), p.Kernel.Approvers...)
+		k.Approvers = slices.Clone(p.Kernel.Approvers)
 		c.Kernel = &k
 	}
-	c.Approvals = append([]Approval(nil), p.Approvals...)
+	c.Approvals = slices.Clone(p.Approvals)
 	if p.Approved != nil {
 		b := *p.Approved
 		c.Approved = &b

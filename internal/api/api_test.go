@@ -52,6 +52,12 @@ func TestGoldenSequence(t *testing.T) {
 			t.Errorf("proposal object has no %q: %s", k, raw)
 		}
 	}
+	// Lists are [] when empty, never null.
+	for _, k := range []string{"rejections", "anomalies"} {
+		if _, ok := m[k].([]any); !ok {
+			t.Errorf("proposal %q is %v, want []", k, m[k])
+		}
+	}
 
 	var h wire.History
 	l.get("/v1/proposals/env-req-1/history", http.StatusOK, &h)

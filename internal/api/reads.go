@@ -139,8 +139,26 @@ func (a *API) getProposal(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.internal(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, p)
+		writeJSON(w, http.StatusOK, normalize(p))
 	}
+}
+
+// normalize gives the list members of the proposal object their SPEC §7
+// shape: [] rather than null when empty.
+func normalize(p *projections.Proposal) *projections.Proposal {
+	if p.To == nil {
+		p.To = []string{}
+	}
+	if p.Rejections == nil {
+		p.Rejections = []projections.Rejection{}
+	}
+	if p.Fulfillments == nil {
+		p.Fulfillments = []projections.Fulfillment{}
+	}
+	if p.Anomalies == nil {
+		p.Anomalies = []string{}
+	}
+	return p
 }
 
 func (a *API) getHistory(w http.ResponseWriter, r *http.Request) {
@@ -265,6 +283,9 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	default:
 		if page.Proposals == nil {
 			page.Proposals = []*projections.Proposal{}
+		}
+		for _, p := range page.Proposals {
+			normalize(p)
 		}
 		writeJSON(w, http.StatusOK, wire.List{Proposals: page.Proposals, NextCursor: page.NextCursor})
 	}

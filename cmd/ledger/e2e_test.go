@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/projections"
 )
@@ -322,6 +325,48 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("proposal via NATS %+v", p)
 	}
 
+	// A plain NATS client publishing straight onto the subject that
+	// `ledger subject` names, with its Nats-Msg-Id: the ledger's own
+	// path then recognises the same envelope as a duplicate (same digest).
+	direct := `{"protocol":"mew/v0.4","id":"prop-direct","from":"agent d","kind":"mcp/proposal","payload":{"method":"m"}}`
+	var target struct {
+		Subject string `json:"subject"`
+		MsgID   string `json:"msg_id"`
+	}
+	if err := json.Unmarshal([]byte(s.ok(direct, "subject", "-o", "json")), &target); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(s.addr.NATS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := js.Publish(t.Context(), target.Subject, []byte(direct), jetstream.WithMsgID(target.MsgID))
+	if err != nil {
+		t.Fatalf("direct publish on %s: %v", target.Subject, err)
+	}
+	res, _ = s.publish(0, direct)
+	if !res[0].Duplicate || res[0].Seq != ack.Sequence {
+		t.Fatalf("the ledger's path after a direct publish: %+v, want a duplicate of seq %d", res[0], ack.Sequence)
+	}
+	// Garbage straight onto a ledger subject: kept, shown as invalid.
+	ack, err = js.Publish(t.Context(), "ledger.default.junk-key.proposal.mallory", []byte("{garbage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h wire.History
+	if err := json.Unmarshal([]byte(s.ok("", "history", "junk-key", "-o", "json", "--min-seq", fmt.Sprint(ack.Sequence))), &h); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 1 || h.Events[0].Effect != projections.EffectInvalid {
+		t.Fatalf("garbage history %+v", h)
+	}
+	lastSeq = ack.Sequence
+
 	// Lists and stats.
 	var lst wire.List
 	if err := json.Unmarshal([]byte(s.ok("", "list", "--state", "withdrawn", "-o", "json", "--min-seq", fmt.Sprint(lastSeq))), &lst); err != nil {
@@ -330,12 +375,12 @@ func TestEndToEnd(t *testing.T) {
 	if len(lst.Proposals) != 1 || lst.Proposals[0].ID != "prop-w" {
 		t.Fatalf("list withdrawn %+v", lst)
 	}
-	if out := s.ok("", "list", "--all", "--limit", "2"); strings.Count(out, "\n") != 6 { // header + 5 proposals
+	if out := s.ok("", "list", "--all", "--limit", "2"); strings.Count(out, "\n") != 7 { // header + 6 proposals
 		t.Errorf("list --all:\n%s", out)
 	}
 	statsBefore := s.ok("", "stats", "-o", "json")
 	var st projections.Stats
-	if err := json.Unmarshal([]byte(statsBefore), &st); err != nil || st.Proposals != 5 || st.ByState["fulfilled"] != 1 ||
+	if err := json.Unmarshal([]byte(statsBefore), &st); err != nil || st.Proposals != 6 || st.ByState["fulfilled"] != 1 ||
 		st.ByState["withdrawn"] != 1 || st.ByState["rejected"] != 1 || st.RejectionReasons["unsafe"] != 1 {
 		t.Fatalf("stats %s (%v)", statsBefore, err)
 	}

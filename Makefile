@@ -1,0 +1,32 @@
+# The proposal ledger. `make run` starts it; `make test` runs every test.
+GO           ?= go
+FUZZTIME     ?= 10s
+TEST_TIMEOUT ?= 30m
+BIN          ?= bin/ledger
+
+.PHONY: run build test lint fuzz clean
+
+## run: start `ledger serve` with the embedded defaults (data in ./data, API on 127.0.0.1:8080)
+run:
+	$(GO) run ./cmd/ledger serve
+
+## build: build the binary into bin/ledger
+build:
+	$(GO) build -o $(BIN) ./cmd/ledger
+
+## test: every test, with the race detector, never cached
+test:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## lint: gofmt and go vet
+lint:
+	@unformatted="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+## fuzz: every fuzz target for FUZZTIME each (make fuzz FUZZTIME=30s)
+fuzz:
+	GO=$(GO) .ci/fuzz $(FUZZTIME)
+
+clean:
+	rm -rf bin

@@ -40,6 +40,13 @@ var (
 	// ErrStaleCommit is returned by Commit when its sequence is not after
 	// the store's checkpoint: committing it would apply events twice.
 	ErrStaleCommit = errors.New("projections: commit sequence not after checkpoint")
+	// ErrStoreFailed is returned by Commit when Pebble could not write or
+	// sync its WAL (a full or failing disk), and by every later Commit:
+	// Pebble's commit pipeline is unusable after such an error. Nothing of
+	// the failed batch is checkpointed; reads still answer. Close the store
+	// and open it again once the cause is gone: the reopened store holds
+	// whole batches only, up to its checkpoint.
+	ErrStoreFailed = errors.New("projections: store failed writing its WAL; close and reopen it")
 )
 
 // StoreOptions configures [OpenStore].
@@ -98,6 +105,7 @@ type Store struct {
 
 	writeMu sync.Mutex // serialises commits
 	spaces  map[string]struct{}
+	failed  error // set (under writeMu) when a commit hit a Pebble fatal error
 }
 
 // OpenStore opens (creating if needed) the store in o.Dir and loads its
@@ -433,10 +441,19 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error().Str("component", "pebble").Msgf(format, args...)
 }
 
+// Fatalf panics with a pebbleFatal. Commit recovers the one of a failed
+// WAL write (see commitPebble); anywhere else (a background flush or
+// compaction that cannot write its MANIFEST) the process stops, as Pebble
+// requires.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error().Str("component", "pebble").Msgf(format, args...)
-	panic(fmt.Sprintf("projections: pebble fatal: "+format, args...))
+	panic(pebbleFatal{msg: fmt.Sprintf(format, args...)})
 }
+
+// pebbleFatal is the panic value of pebbleLogger.Fatalf.
+type pebbleFatal struct{ msg string }
+
+func (f pebbleFatal) String() string { return "projections: pebble fatal: " + f.msg }
 
 // ---------------------------------------------------------------------------
 // The batch overlay.
@@ -852,6 +869,9 @@ func (b *Batch) Commit(seq uint64) error {
 	}
 	defer s.release()
 
+	if s.failed != nil {
+		return fmt.Errorf("projections: commit seq %d: %w", seq, s.failed)
+	}
 	applied := s.applied.Load()
 	if seq <= applied {
 		if seq == applied && b.dirty == 0 {
@@ -885,7 +905,7 @@ func (b *Batch) Commit(seq uint64) error {
 			return fmt.Errorf("projections: commit seq %d: %w", seq, err)
 		}
 	}
-	if err := pb.Commit(pebble.Sync); err != nil {
+	if err := s.commitPebble(pb); err != nil {
 		return fmt.Errorf("projections: commit seq %d: %w", seq, err)
 	}
 	for sp := range b.spaces {
@@ -893,6 +913,26 @@ func (b *Batch) Commit(seq uint64) error {
 	}
 	s.published(seq)
 	return nil
+}
+
+// commitPebble commits pb with pebble.Sync. Pebble reports a WAL write or
+// sync error of a commit through Logger.Fatalf, which pebbleLogger turns
+// into a pebbleFatal panic: that one is recovered here and becomes
+// ErrStoreFailed (sticky), so that a full disk stops the projector with an
+// error instead of killing the process. The caller holds writeMu.
+func (s *Store) commitPebble(pb *pebble.Batch) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			f, ok := v.(pebbleFatal)
+			if !ok {
+				panic(v)
+			}
+			s.failed = fmt.Errorf("%w: %s", ErrStoreFailed, f.msg)
+			s.log.Error().Str("component", "pebble").Msg(f.msg)
+			err = s.failed
+		}
+	}()
+	return pb.Commit(pebble.Sync)
 }
 
 // collect turns the overlay into writes. It reads from Pebble the original

@@ -104,9 +104,11 @@ func New(lag LagFunc) *Metrics {
 // Registry returns the registry, to register more collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Handler serves the registry in the Prometheus exposition format.
+// Handler serves the registry in the Prometheus exposition format. A
+// series that cannot be read (the lag, when the stream does not answer) is
+// left out and the others are served.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, ErrorHandling: promhttp.ContinueOnError})
 }
 
 // Appended counts one acknowledged append on path (duplicate or not).

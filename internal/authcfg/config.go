@@ -73,6 +73,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nkeys"
@@ -132,7 +133,15 @@ type NATS struct {
 	Agents   []Agent   `yaml:"agents" json:"agents"`
 	Auditors []Auditor `yaml:"auditors" json:"auditors"`
 	Gateways []Gateway `yaml:"gateways" json:"gateways"`
+	// AuthTimeout is how long the server waits for a client to
+	// authenticate (nats-server's authorization timeout; 0: its default,
+	// 2s). bcrypt checks count: raise it with high bcrypt costs on slow
+	// machines, or use nkeys.
+	AuthTimeout time.Duration `yaml:"auth_timeout" json:"auth_timeout"`
 }
+
+// MaxAuthTimeout bounds NATS.AuthTimeout.
+const MaxAuthTimeout = time.Minute
 
 // Credentials are what nats-server checks: a user name with a bcrypt
 // password hash, or an nkey public key. User also names the principal
@@ -250,6 +259,9 @@ func (c *Config) Validate() error {
 	}
 	v := &validator{bad: bad, users: map[string]string{}, nkeys: map[string]string{}, senders: map[[2]string]string{}}
 	n := c.NATS
+	if n.AuthTimeout < 0 || n.AuthTimeout > MaxAuthTimeout {
+		return bad("nats.auth_timeout", "%v, want 0 (the server's default) up to %v", n.AuthTimeout, MaxAuthTimeout)
+	}
 
 	// Service.
 	s := &n.Service

@@ -226,6 +226,7 @@ func TestLoadErrors(t *testing.T) {
 		}, "nats.service.password_file", "does not hold the password"},
 		"service seed mismatch": {func(d map[string]any) { at(d, "nats.service")["seed_file"] = "secrets/bob.nk" }, "nats.service.seed_file", "is the seed of " + f.pubs["bob"]},
 		"service seed missing":  {func(d map[string]any) { at(d, "nats.service")["seed_file"] = "secrets/none.nk" }, "nats.service.seed_file", "no such file"},
+		"auth timeout":          {func(d map[string]any) { at(d, "nats")["auth_timeout"] = "2h" }, "nats.auth_timeout", "up to 1m0s"},
 		"bad durable":           {func(d map[string]any) { at(d, "nats.service")["durables"] = []any{"a.b"} }, "nats.service.durables[0]", "not a consumer name"},
 		"http bad token": {func(d map[string]any) {
 			d["http"] = map[string]any{"tokens": []any{map[string]any{"name": "x", "sha256": "secret", "roles": []any{"auditor"}}}}
@@ -288,6 +289,7 @@ func TestNATSConfigRoundTrip(t *testing.T) {
 	at(d, "nats.agents.2")["spaces"] = []any{"ops.eu", "ops"}
 	at(d, "nats.gateways.0")["spaces"] = []any{"*"}
 	at(d, "nats.service")["durables"] = []any{"projector-a", "projector-b"}
+	at(d, "nats")["auth_timeout"] = "2.5s"
 	c, err := authcfg.Load(f.write(t, d))
 	if err != nil {
 		t.Fatal(err)
@@ -306,6 +308,9 @@ func TestNATSConfigRoundTrip(t *testing.T) {
 	}
 	var want server.Options
 	c.ApplyTo(&want)
+	if parsed.AuthTimeout != 2.5 || want.AuthTimeout != 2.5 {
+		t.Errorf("auth timeout: parsed %v, ApplyTo %v, want 2.5", parsed.AuthTimeout, want.AuthTimeout)
+	}
 	if len(parsed.Users) != len(want.Users) || len(parsed.Nkeys) != len(want.Nkeys) {
 		t.Fatalf("parsed %d users %d nkeys, want %d and %d", len(parsed.Users), len(parsed.Nkeys), len(want.Users), len(want.Nkeys))
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -165,6 +166,9 @@ func (p Permissions) ServerPermissions() *server.Permissions {
 // replacing any it had. It is the programmatic twin of NATSConfig.
 func (c *Config) ApplyTo(so *server.Options) {
 	so.Users, so.Nkeys = nil, nil
+	if c.NATS != nil && c.NATS.AuthTimeout > 0 {
+		so.AuthTimeout = c.NATS.AuthTimeout.Seconds()
+	}
 	for _, p := range c.Principals() {
 		if p.Nkey != "" {
 			so.Nkeys = append(so.Nkeys, &server.NkeyUser{Nkey: p.Nkey, Permissions: p.Perms.ServerPermissions()})
@@ -190,7 +194,11 @@ func (c *Config) NATSConfig(include string) []byte {
 	if include != "" {
 		fmt.Fprintf(&b, "\ninclude %s\n", quote(include))
 	}
-	b.WriteString("\nauthorization {\n  users: [\n")
+	b.WriteString("\nauthorization {\n")
+	if c.NATS != nil && c.NATS.AuthTimeout > 0 {
+		fmt.Fprintf(&b, "  timeout: %s\n", strconv.FormatFloat(c.NATS.AuthTimeout.Seconds(), 'f', -1, 64))
+	}
+	b.WriteString("  users: [\n")
 	for _, p := range c.Principals() {
 		fmt.Fprintf(&b, "    # %s %s\n    {\n", p.Kind, p.User)
 		if p.Nkey != "" {
@@ -301,6 +309,13 @@ func (c *Config) ServiceConnectOptions() ([]nats.Option, error) {
 		return nil, fmt.Errorf("authcfg: service seed: %w", err)
 	}
 	return []nats.Option{nats.Nkey(pub, kp.Sign)}, nil
+}
+
+// DurableListed reports whether a projector durable is one of
+// nats.service.durables, which auditors may not touch. A projector running
+// under another name still works, unprotected: warn at start-up.
+func (c *Config) DurableListed(name string) bool {
+	return c.NATS != nil && slices.Contains(c.NATS.Service.Durables, name)
 }
 
 // ClientInbox returns the inbox option every user but the service must

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -545,5 +546,52 @@ func TestStreamProtectedServiceWorks(t *testing.T) {
 	r.waitProjected(t)
 	if p, err := r.store.Get("ops", "g-1"); err != nil || p == nil || p.Proposer != "dave" {
 		t.Fatalf("gateway's envelope: %+v %v", p, err)
+	}
+}
+
+// The wiring of an embedded ledger: the generated file as the embedded
+// server's ConfigFile (including an operator's own file), and the ledger's
+// in-process connection with the service credentials.
+func TestEmbeddedWiring(t *testing.T) {
+	f := newFixture(t)
+	d := f.doc()
+	at(d, "nats.service")["durables"] = []any{"projector", "projector-a"}
+	cfg, err := authcfg.Load(f.write(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.DurableListed("projector-a") || cfg.DurableListed("projector-b") {
+		t.Fatal("DurableListed")
+	}
+	dir := t.TempDir()
+	operator := filepath.Join(t.TempDir(), "operator.conf")
+	if err := os.WriteFile(operator, []byte("max_connections: 77\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "nats-auth.conf")
+	if err := cfg.WriteNATSConfig(conf, operator); err != nil {
+		t.Fatal(err)
+	}
+	o := natstest.Options(t)
+	o.ConfigFile = conf
+	srv := natstest.StartWith(t, o)
+	if v, err := srv.NatsServer().Varz(nil); err != nil || v.MaxConn != 77 {
+		t.Errorf("operator's file not included: %v %v", v.MaxConn, err)
+	}
+	svcOpts, err := cfg.ServiceConnectOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect("", append(svcOpts, nats.InProcessServer(srv.NatsServer()))...)
+	if err != nil {
+		t.Fatalf("in-process service connection: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.EnsureStream(ctxFor(t, 10*time.Second), js, ledger.StreamOptions{}); err != nil {
+		t.Fatalf("EnsureStream in process: %v", err)
 	}
 }

@@ -424,12 +424,17 @@ retry:
 const (
 	errCodeClusterNotAvail  jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
 	errCodeClusterNotLeader jetstream.ErrorCode = 10009 // cluster can not handle request
+	// On a cluster, a copy with a Msg-Id whose first copy is still being
+	// replicated is answered 409/10158; once it is stored, a retry gets a
+	// duplicate ack with the stored sequence.
+	errCodeMsgIDInProcess jetstream.ErrorCode = 10158 // duplicate message id is in process
 )
 
 // IsTransient reports whether a publish error is worth retrying with the
 // same Nats-Msg-Id: no responders (the stream has no leader, e.g. during
 // an election), a timeout waiting for the ack, a connection that is
-// reconnecting, or JetStream saying it is temporarily unavailable. A
+// reconnecting, JetStream saying it is temporarily unavailable, or (on a
+// cluster) that the same Msg-Id is still being stored. A
 // refusal, a permission error, an oversize message or a stream mismatch is
 // not.
 func IsTransient(err error) bool {
@@ -449,7 +454,7 @@ func IsTransient(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
-		case errCodeClusterNotAvail, errCodeClusterNotLeader:
+		case errCodeClusterNotAvail, errCodeClusterNotLeader, errCodeMsgIDInProcess:
 			return true
 		}
 	}

@@ -31,6 +31,12 @@ const (
 	DefaultAckWait   = 2 * time.Minute
 )
 
+// Pull request timing of the projector's consumer.
+const (
+	pullExpiry    = 5 * time.Second
+	pullHeartbeat = 2 * time.Second
+)
+
 // ErrGap is returned by Run when the stream does not hold an event the
 // projection needs next (it starts after the checkpoint + 1): events were
 // removed from an append-only log, or the projection belongs to another
@@ -259,11 +265,15 @@ func (p *Projector) session(ctx context.Context) error {
 		case msgs <- m:
 		case <-sctx.Done():
 		}
-	}, jetstream.PullMaxMessages(p.opts.BatchSize), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-			p.log.Debug().Err(err).Msg("consume")
-		}
-	}))
+	}, jetstream.PullMaxMessages(p.opts.BatchSize),
+		// A pull lost in a leader change is noticed within PullExpiry (the
+		// default, 30 s, stalled the projection after a failover).
+		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+				p.log.Debug().Err(err).Msg("consume")
+			}
+		}))
 	if err != nil {
 		return fmt.Errorf("projections: consume %s: %w", p.opts.Durable, err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/subjects"
 )
 
 // The end-to-end test builds the real binary, runs `ledger serve` as a
@@ -354,7 +355,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("the ledger's path after a direct publish: %+v, want a duplicate of seq %d", res[0], ack.Sequence)
 	}
 	// Garbage straight onto a ledger subject: kept, shown as invalid.
-	ack, err = js.Publish(t.Context(), "ledger.default.junk-key.proposal.mallory", []byte("{garbage"))
+	junk := subjects.Event{Space: "default", Key: "junk-key", Type: "proposal", Sender: "mallory"}.String()
+	ack, err = js.Publish(t.Context(), junk, []byte("{garbage"))
 	if err != nil {
 		t.Fatal(err)
 	}

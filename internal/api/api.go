@@ -231,6 +231,10 @@ func (a *API) unmatched(w http.ResponseWriter, r *http.Request) {
 	h, _ := a.mux.Handler(r)
 	probe := &probeWriter{header: http.Header{}}
 	h.ServeHTTP(probe, r)
+	if probe.status >= 300 && probe.status < 400 {
+		h.ServeHTTP(w, r) // the mux's redirect to the clean path
+		return
+	}
 	if allow := probe.header.Get("Allow"); allow != "" {
 		w.Header().Set("Allow", allow)
 	}

@@ -261,6 +261,11 @@ func TestReadErrors(t *testing.T) {
 		t.Errorf("405 message does not say what is allowed: %s", e.Message)
 	}
 	l.wantError(http.MethodGet, "/v1/events", "", nil, 405, "method_not_allowed", "")
+	// A path that is not clean is redirected to the clean one, as the mux does.
+	status, h, _ := l.do(http.MethodGet, "/v1//stats", "", nil)
+	if status/100 != 3 || h.Get("Location") != "/v1/stats" {
+		t.Errorf("GET /v1//stats: %d Location %q", status, h.Get("Location"))
+	}
 }
 
 func TestHistoryOfOrphansAndGarbage(t *testing.T) {

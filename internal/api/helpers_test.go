@@ -27,6 +27,9 @@ func start(t *testing.T, edits ...func(*app.Options)) *ledgerT {
 	return &ledgerT{t: t, app: a, url: a.HTTPURL()}
 }
 
+// noRedirects shows the API's own answers, redirects included.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 // do sends a request and returns the status, headers and body.
 func (l *ledgerT) do(method, path, contentType string, body []byte) (int, http.Header, []byte) {
 	l.t.Helper()
@@ -37,7 +40,7 @@ func (l *ledgerT) do(method, path, contentType string, body []byte) (int, http.H
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noRedirects.Do(req)
 	if err != nil {
 		l.t.Fatalf("%s %s: %v", method, path, err)
 	}

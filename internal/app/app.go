@@ -363,7 +363,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		a.log.Error().Err(err).Msg("ledger stopped with errors")
 		return err
 	}
-	a.log.Info().Msg("ledger stopped")
+	a.log.Info().Str(logging.KeyHTTPAddr, a.HTTPAddr()).Str(logging.KeyNATSURL, a.natsURL).Msg("ledger stopped")
 	return nil
 }
 

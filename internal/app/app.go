@@ -144,8 +144,15 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if a.ln, err = lc.Listen(ctx, "tcp", o.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("app: HTTP listen: %w", err)
 	}
+	handler := a.api.Handler()
+	if o.HTTPMiddleware != nil {
+		if handler, err = o.HTTPMiddleware(handler); err != nil {
+			return nil, fmt.Errorf("app: HTTP middleware: %w", err)
+		}
+	}
 	a.httpSrv = &http.Server{
-		Handler:           a.api.Handler(),
+		Handler:           handler,
+		TLSConfig:         o.TLSConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          zerologStd(o.Logger.With().Str(logging.KeyComponent, "http").Logger()),
@@ -169,6 +176,7 @@ func (a *App) connect(ctx context.Context) error {
 			a.log.Info().Str(logging.KeyNATSURL, nc.ConnectedUrlRedacted()).Msg("NATS reconnected")
 		}),
 	}
+	opts = append(opts, a.opts.NATSOptions...)
 	var err error
 	if a.opts.Embedded() {
 		host, port, _ := a.opts.natsHostPort() // checked by Validate
@@ -206,8 +214,13 @@ func (a *App) connect(ctx context.Context) error {
 // HTTPAddr is the API's actual listen address (host:port).
 func (a *App) HTTPAddr() string { return a.ln.Addr().String() }
 
-// HTTPURL is http://HTTPAddr.
-func (a *App) HTTPURL() string { return "http://" + a.HTTPAddr() }
+// HTTPURL is http://HTTPAddr (https:// with TLSConfig).
+func (a *App) HTTPURL() string {
+	if a.opts.TLSConfig != nil {
+		return "https://" + a.HTTPAddr()
+	}
+	return "http://" + a.HTTPAddr()
+}
 
 // NATSURL is the URL clients use to reach the ledger's NATS: the embedded
 // server's client URL, or the connected server.
@@ -298,7 +311,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 	expCtx, stopExp := context.WithCancel(base)
 	defer stopExp()
 	httpDone := start("http", func() error {
-		if err := a.httpSrv.Serve(a.ln); !errors.Is(err, http.ErrServerClosed) {
+		serve := func() error { return a.httpSrv.Serve(a.ln) }
+		if a.opts.TLSConfig != nil {
+			serve = func() error { return a.httpSrv.ServeTLS(a.ln, "", "") }
+		}
+		if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil

@@ -1,14 +1,17 @@
 package app
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/internal/api"
@@ -85,6 +88,14 @@ type Options struct {
 	// NATSConfigFile is an optional nats-server configuration file for the
 	// embedded server (authorization, TLS, ...).
 	NATSConfigFile string
+	// NATSOptions are appended to the ledger's own NATS connection
+	// options (credentials when the server requires authentication).
+	NATSOptions []nats.Option
+	// HTTPMiddleware, if set, wraps the API's handler (authentication,
+	// rate limits: package httpauth). It is called once by New.
+	HTTPMiddleware func(http.Handler) (http.Handler, error)
+	// TLSConfig, if set, serves the API over TLS (httpauth.TLSConfig).
+	TLSConfig *tls.Config
 	// Logger receives the start/stop/error lines of every component.
 	Logger zerolog.Logger
 }

@@ -34,6 +34,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -91,7 +92,9 @@ func Canonical(raw []byte) ([]byte, error) {
 // slice. On error dst is returned unchanged (up to its length) with the
 // error.
 func Append(dst, raw []byte) ([]byte, error) {
-	p := parser{in: raw, out: dst}
+	p := parsers.Get().(*parser)
+	defer p.release()
+	p.in, p.pos, p.out = raw, 0, dst
 	base := len(dst)
 	p.ws()
 	if err := p.value(1); err != nil {
@@ -102,6 +105,29 @@ func Append(dst, raw []byte) ([]byte, error) {
 		return dst[:base], p.fail(ErrSyntax, "unexpected data after the JSON value")
 	}
 	return p.out, nil
+}
+
+// parsers recycles the parsers' scratch space (the member and path stacks
+// and the reordering buffer), which would otherwise be most of the
+// allocations of a call.
+var parsers = sync.Pool{New: func() any { return &parser{} }}
+
+// maxPooled bounds the scratch a pooled parser keeps, so that one huge
+// input does not pin its memory for ever.
+const maxPooled = 64 << 10
+
+// release drops the references to the caller's input and output and
+// returns p to the pool.
+func (p *parser) release() {
+	clear(p.members[:cap(p.members)])
+	clear(p.path[:cap(p.path)])
+	p.in, p.out = nil, nil
+	p.members, p.path = p.members[:0], p.path[:0]
+	if cap(p.tmp) > maxPooled || cap(p.members) > maxPooled/32 || cap(p.path) > maxPooled/32 {
+		return // let the GC have it
+	}
+	p.tmp = p.tmp[:0]
+	parsers.Put(p)
 }
 
 // Valid reports whether raw has a canonical form.

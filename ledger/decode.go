@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -193,12 +194,9 @@ func corrField(dialect string) string {
 	return fieldCorrelationID
 }
 
-// fields is an object's members, raw (as sent).
-type fields map[string]json.RawMessage
-
 // get returns a member, treating null as absent.
 func (f fields) get(name string) (json.RawMessage, bool) {
-	v, ok := f[name]
+	v, ok := f.member(name)
 	if !ok || string(v) == "null" {
 		return nil, false
 	}
@@ -234,10 +232,7 @@ func (f fields) str(name, path string) (s string, present bool, r *RefusalError)
 	if v[0] != '"' {
 		return "", false, refuse(CodeWrongType, path, "%s must be a string, not %s", path, jsonKind(v))
 	}
-	if err := json.Unmarshal(v, &s); err != nil {
-		return "", false, refuse(CodeNotJSON, path, "%s: %v", path, err)
-	}
-	return s, true, nil
+	return decodeString(v), true, nil
 }
 
 // required returns a required non-empty string member.
@@ -278,30 +273,21 @@ func idList(v json.RawMessage, path string, allowString, dedup bool) ([]string, 
 		if !allowString {
 			return nil, refuse(CodeWrongType, path, "%s must be an array of strings, not a string", path)
 		}
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
-			return nil, refuse(CodeNotJSON, path, "%s: %v", path, err)
-		}
+		s := decodeString(v)
 		list = []string{s}
 		if r := checkID(s, path, MaxIDBytes); r != nil {
 			return nil, r
 		}
 		return list, nil
 	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(v, &items); err != nil {
-			return nil, refuse(CodeNotJSON, path, "%s: %v", path, err)
-		}
+		items := splitArray(v)
 		list = make([]string, 0, len(items))
 		for i, it := range items {
 			ip := path + "[" + strconv.Itoa(i) + "]"
 			if len(it) == 0 || it[0] != '"' {
 				return nil, refuse(CodeWrongType, ip, "%s must be a string, not %s", ip, jsonKind(it))
 			}
-			var s string
-			if err := json.Unmarshal(it, &s); err != nil {
-				return nil, refuse(CodeNotJSON, ip, "%s: %v", ip, err)
-			}
+			s := decodeString(it)
 			if r := checkID(s, ip, MaxIDBytes); r != nil {
 				return nil, r
 			}
@@ -440,17 +426,24 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 	if !utf8.Valid(raw) {
 		return nil, refuse(CodeInvalidUTF8, "", "envelope is not valid UTF-8")
 	}
-	c, err := canon.Canonical(raw)
+	// The canonical form is only looked at here (it never outlives the
+	// call), so its buffer is recycled.
+	cbuf := canonBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*cbuf) <= maxPooledCanon {
+			canonBufs.Put(cbuf)
+		}
+	}()
+	c, err := canon.Append((*cbuf)[:0], raw)
+	*cbuf = c[:0]
 	if err != nil {
 		return nil, refusalFromCanon(err)
 	}
 	if c[0] != '{' {
 		return nil, refuse(CodeNotJSON, "", "envelope must be a JSON object, not %s", jsonKind(c))
 	}
-	var top fields
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, refuse(CodeNotJSON, "", "not valid JSON: %v", err)
-	}
+	// canon accepted raw: the light scanner splits it (see jsonscan.go).
+	top := splitObject(raw[scanWS(raw, 0):])
 
 	d := &Decoded{}
 	env := &d.Env
@@ -547,14 +540,14 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 
 	// payload
 	var pl fields
+	var sent json.RawMessage // the payload as sent
 	if v, ok := top.get("payload"); ok {
+		sent = v
 		if v[0] != '{' {
 			return nil, refuse(CodeWrongType, "payload", "payload must be an object, not %s", jsonKind(v))
 		}
 		env.Payload = v
-		if err := json.Unmarshal(v, &pl); err != nil {
-			return nil, refuse(CodeNotJSON, "payload", "payload: %v", err)
-		}
+		pl = splitObject(v)
 	}
 
 	if r := classify(d, ki, pl, opts); r != nil {
@@ -571,28 +564,124 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 		d.Key = env.ID
 	}
 
-	d.Digest = digest(env)
+	// The canonical payload: the payload member of c (canon's form of a
+	// value is the same inside the envelope as alone), unless the mcpx
+	// method was added to it.
+	var cp []byte
+	if len(env.Payload) > 0 {
+		rebuilt := len(env.Payload) != len(sent) || &env.Payload[0] != &sent[0]
+		if v, ok := findMember(c, "payload"); ok && !rebuilt {
+			cp = v
+		} else if cp, err = canon.Canonical(env.Payload); err != nil {
+			cp = nil // unreachable: the payload is valid JSON
+		}
+	}
+	d.Digest = digest(env, cp)
 	return d, nil
 }
 
+// canonBufs recycles decode's buffers for the canonical form.
+var canonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// maxPooledCanon bounds the buffers kept in canonBufs.
+const maxPooledCanon = 64 << 10
+
 // digest returns the hex SHA-256 of the canonical JSON of env without its
-// ts and protocol: the identity of an event across dialects and retries.
-func digest(env *Envelope) string {
-	e := *env
-	e.TS = ""
-	e.Protocol = ""
-	b, err := json.Marshal(&e)
-	if err == nil {
-		b, err = canon.Canonical(b)
+// ts and protocol (the identity of an event across dialects and retries):
+// exactly canon.Canonical(json.Marshal(env with TS and Protocol "")), which
+// is what it was first computed as, built directly. canonPayload is the
+// canonical form of env.Payload. The members in canonical (byte) order:
+// context, correlation_id, from, id, kind, payload, protocol (always
+// present: it has no omitempty, so it is ""), to; the omitempty ones only
+// when not empty.
+func digest(env *Envelope, canonPayload []byte) string {
+	n := 64 + len(env.Context) + len(env.From) + len(env.ID) + len(env.Kind) + len(canonPayload)
+	for _, s := range env.CorrelationID {
+		n += len(s) + 4
 	}
-	if err != nil {
-		// Unreachable for an Envelope produced by Decode (its payload is
-		// valid JSON); hash the error so the result is still deterministic.
-		b = []byte("invalid envelope: " + err.Error())
+	for _, s := range env.To {
+		n += len(s) + 4
 	}
+	b := make([]byte, 0, n+32)
+	b = append(b, '{')
+	if env.Context != "" {
+		b = append(b, `"context":`...)
+		b = appendJSONString(b, env.Context)
+		b = append(b, ',')
+	}
+	if len(env.CorrelationID) > 0 {
+		b = append(b, `"correlation_id":`...)
+		b = appendJSONStrings(b, env.CorrelationID)
+		b = append(b, ',')
+	}
+	b = append(b, `"from":`...)
+	b = appendJSONString(b, env.From)
+	b = append(b, `,"id":`...)
+	b = appendJSONString(b, env.ID)
+	b = append(b, `,"kind":`...)
+	b = appendJSONString(b, env.Kind)
+	if len(env.Payload) > 0 {
+		b = append(b, `,"payload":`...)
+		b = append(b, canonPayload...)
+	}
+	b = append(b, `,"protocol":""`...)
+	if len(env.To) > 0 {
+		b = append(b, `,"to":`...)
+		b = appendJSONStrings(b, env.To)
+	}
+	b = append(b, '}')
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// appendJSONStrings appends ss as a canonical JSON array of strings.
+func appendJSONStrings(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, s)
+	}
+	return append(b, ']')
+}
+
+// appendJSONString is canon.AppendString for a string: s must be valid
+// UTF-8.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	last := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[last:i]...)
+		switch c {
+		case '"':
+			dst = append(dst, '\\', '"')
+		case '\\':
+			dst = append(dst, '\\', '\\')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		last = i + 1
+	}
+	dst = append(dst, s[last:]...)
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
 
 // classify sets Type, Targets and the payload-derived fields.
 func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalError {
@@ -695,7 +784,7 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 		d.Targets = []string{corr[0]}
 		if v, ok := pl.get("error"); ok && len(v) > 0 {
 			d.Outcome = "failed"
-		} else if _, ok := pl["result"]; ok {
+		} else if _, ok := pl.member("result"); ok {
 			d.Outcome = "succeeded"
 		}
 
@@ -750,8 +839,7 @@ func methodParams(d *Decoded, ki kindInfo, pl fields, required bool) *RefusalErr
 		return refuse(CodeBadValue, "payload.method", "payload.method %q differs from the method %q in kind %q", m, ki.method, d.OrigKind)
 	case (!ok || m == "") && ki.method != "":
 		m = ki.method
-		delete(pl, "method") // "method": "" or null is replaced
-		d.Env.Payload = withMethod(pl, m)
+		d.Env.Payload = withMethod(pl.without("method"), m) // "method": "" or null is replaced
 	case (!ok || m == "") && required:
 		return refuse(CodeMissingField, "payload.method", "a proposal's payload.method is required and must be a non-empty string")
 	}
@@ -764,25 +852,21 @@ func methodParams(d *Decoded, ki kindInfo, pl fields, required bool) *RefusalErr
 
 // withMethod returns the canonical JSON of the payload members plus method.
 func withMethod(pl fields, method string) json.RawMessage {
-	keys := make([]string, 0, len(pl)+1)
-	for k := range pl {
-		keys = append(keys, k)
-	}
-	keys = append(keys, "method")
-	slices.Sort(keys)
+	ms := append(slices.Clone(pl), jsonMember{name: "method"})
+	slices.SortFunc(ms, func(x, y jsonMember) int { return strings.Compare(x.name, y.name) })
 	b := []byte{'{'}
-	for i, k := range keys {
+	for i, m := range ms {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = canon.AppendString(b, []byte(k))
+		b = canon.AppendString(b, []byte(m.name))
 		b = append(b, ':')
-		if k == "method" {
+		if m.name == "method" {
 			b = canon.AppendString(b, []byte(method))
 			continue
 		}
 		var err error
-		if b, err = canon.Append(b, pl[k]); err != nil {
+		if b, err = canon.Append(b, m.val); err != nil {
 			// Unreachable: the payload was validated by canon already.
 			b = append(b, "null"...)
 		}

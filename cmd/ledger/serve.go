@@ -29,10 +29,11 @@ NATS); a second signal exits at once.`,
 
 func runServe(ctx context.Context, e env, args []string) error {
 	var (
-		o                        app.Options
-		natsURL, sync, logFormat string
-		logLevel                 string
-		readyLag                 int
+		o                         app.Options
+		natsURL, sync, logFormat  string
+		logLevel                  string
+		readyLag                  int
+		authFile, tlsCert, tlsKey string
 	)
 	f := newFlags(commands["serve"], e)
 	f.str(&o.DataDir, "data", "DIR", app.DefaultDataDir, "root of all local state", true)
@@ -47,6 +48,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.str(&o.Durable, "durable", "NAME", app.DefaultDurable, "projector's durable consumer name (one per projection copy)", true)
 	f.integer(&readyLag, "ready-lag", "EVENTS", app.DefaultReadyLag, "/readyz is 503 when the projection lags more events than this (0: must be caught up)", true)
 	f.str(&o.NATSConfigFile, "nats-config", "FILE", "", "nats-server configuration file for the embedded server (authorization, TLS)", true)
+	f.str(&authFile, "auth", "FILE", "", "auth configuration (NATS users and permissions, API tokens and roles); see deploy/auth", true)
+	f.str(&tlsCert, "tls-cert", "FILE", "", "serve the API over TLS with this certificate (PEM)", true)
+	f.str(&tlsKey, "tls-key", "FILE", "", "the TLS certificate's key (PEM)", true)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -77,6 +81,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 	o.Logger = log
 	if err := o.Validate(); err != nil {
 		return usageError("%v", err)
+	}
+	if err := applyAuth(&o, authFile, tlsCert, tlsKey, log); err != nil {
+		return err
 	}
 	a, err := app.New(ctx, o)
 	if err != nil {

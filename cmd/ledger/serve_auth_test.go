@@ -1,0 +1,70 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mewledger/ledger/internal/app/apptest"
+	"github.com/mewledger/ledger/internal/natstest"
+)
+
+// TestServeAuth runs the ledger with deploy/auth's worked example: the
+// embedded server gets its users and permissions, the ledger connects as
+// its service user, and the API wants bearer tokens with roles.
+func TestServeAuth(t *testing.T) {
+	const example = "../../deploy/auth/ledger-auth.yaml"
+	token, err := os.ReadFile("../../deploy/auth/example-secrets/audit-team.token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := apptest.Options(t)
+	if err := applyAuth(&o, example, "", "", natstest.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	a := apptest.StartWith(t, o)
+
+	get := func(path, bearer string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, a.HTTPURL()+path, nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get("/v1/status", ""); got != http.StatusUnauthorized {
+		t.Errorf("status without a token: %d", got)
+	}
+	if got := get("/v1/status", strings.TrimSpace(string(token))); got != http.StatusOK {
+		t.Errorf("status with the auditor's token: %d", got)
+	}
+	if got := get("/healthz", ""); got != http.StatusOK {
+		t.Errorf("healthz: %d", got)
+	}
+	req, _ := http.NewRequest(http.MethodPost, a.HTTPURL()+"/v1/events", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("POST with an auditor's token: %d, want 403", resp.StatusCode)
+	}
+	// NATS: no anonymous clients.
+	if nc, err := nats.Connect(a.NATSURL()); err == nil {
+		nc.Close()
+		t.Errorf("anonymous NATS connection accepted")
+	}
+	if err := applyAuth(&o, "", "cert.pem", "", natstest.Logger(t)); err == nil {
+		t.Errorf("--tls-cert without --tls-key accepted")
+	}
+}

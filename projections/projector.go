@@ -123,8 +123,9 @@ func NewProjector(js jetstream.JetStream, store *Store, opts ProjectorOptions) (
 	return &Projector{js: js, store: store, opts: opts, log: opts.Logger.With().Str(logKeyDurable, opts.Durable).Logger(), resume: make(chan struct{})}, nil
 }
 
-// Pause stops folding after the current batch until Resume; appends go on
-// and the lag grows. For operations and tests of backpressure.
+// Pause stops folding until Resume: no event that is not folded yet is
+// folded (a commit already under way completes). Appends go on and the lag
+// grows. For operations (a consistent verify) and tests of backpressure.
 func (p *Projector) Pause() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -132,6 +133,13 @@ func (p *Projector) Pause() {
 		p.paused = true
 		p.resume = make(chan struct{})
 	}
+}
+
+// Paused reports whether the projector is paused.
+func (p *Projector) Paused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
 }
 
 // Resume undoes Pause.
@@ -305,6 +313,12 @@ func (p *Projector) session(ctx context.Context) error {
 			default:
 				break fill
 			}
+		}
+		// Pause holds every event not yet folded, including the batch in
+		// hand: after Pause returns, AppliedSeq does not move until Resume
+		// (beyond a commit already under way).
+		if err := p.waitResumed(ctx); err != nil {
+			return err
 		}
 		if err := p.fold(batch); err != nil {
 			return err

@@ -159,6 +159,15 @@ func (a *applier) file(space, key string, h HistoryEntry) error {
 		if err := a.st.PutProposal(p); err != nil {
 			return err
 		}
+	} else {
+		// Counted when (if ever) key becomes a proposal.
+		n, err := a.st.Filed(space, key)
+		if err != nil {
+			return err
+		}
+		if err := a.st.PutFiled(space, key, n+1); err != nil {
+			return err
+		}
 	}
 	return a.record(space, key, h)
 }
@@ -306,27 +315,39 @@ func (a *applier) arrive(ev Event) error {
 // drain folds released orphans, lowest sequence first, until none is left.
 func (a *applier) drain() error {
 	for a.released.Len() > 0 {
-		o := heap.Pop(&a.released).(Orphan)
-		subj, err := subjects.ParseEvent(o.Subject)
+		r := heap.Pop(&a.released).(released)
+		space, o := r.space, r.o
+		pk, err := a.st.Parked(space, o.Seq)
 		if err != nil {
-			return fmt.Errorf("projections: orphan seq %d: subject no longer parses: %w", o.Seq, err)
+			return err
 		}
-		at := o.Time.UTC()
-		d, err := ledger.Decode(o.Raw, ledger.DecodeOptions{Now: at})
+		if pk == nil {
+			return fmt.Errorf("projections: orphan seq %d waiting for %q in space %q: parked event missing", o.Seq, o.Target, space)
+		}
+		if pk.Refs--; pk.Refs <= 0 {
+			err = a.st.PutParked(space, o.Seq, nil)
+		} else {
+			err = a.st.PutParked(space, o.Seq, pk)
+		}
+		if err != nil {
+			return err
+		}
+		at := pk.Time.UTC()
+		d, err := ledger.Decode(pk.Raw, ledger.DecodeOptions{Now: at})
 		if err != nil {
 			return fmt.Errorf("projections: orphan seq %d: no longer decodes: %w", o.Seq, err)
 		}
-		if err := a.st.DeleteHistory(subj.Space, o.Target, o.Seq); err != nil {
+		if err := a.st.DeleteHistory(space, o.Target, o.Seq); err != nil {
 			return err
 		}
-		s, err := a.statsFor(subj.Space)
+		s, err := a.statsFor(space)
 		if err != nil {
 			return err
 		}
 		s.OrphansWaiting--
 		s.Effects[string(EffectOrphan)]--
 		c := &evctx{
-			ev: Event{Seq: o.Seq, Time: o.Time, Subject: o.Subject, Raw: o.Raw}, space: subj.Space, d: d, resolved: true,
+			ev: Event{Seq: o.Seq, Time: pk.Time, Subject: pk.Subject, Raw: pk.Raw}, space: space, d: d, resolved: true,
 			entry: HistoryEntry{Seq: o.Seq, At: at, ID: d.Env.ID, Type: string(d.Type), Kind: d.OrigKind, From: d.Env.From, Reason: d.Reason},
 		}
 		if err := a.applyTo(c, o.Target); err != nil {
@@ -428,7 +449,18 @@ func (a *applier) create(c *evctx) error {
 	}
 	p.ExpiresAt = deadline
 	a.touch(p)
-	p.Events = 1
+	// Entries filed under this id before it was a proposal are in its
+	// history: count them (orphans are counted as they are released).
+	filed, err := a.st.Filed(c.space, p.ID)
+	if err != nil {
+		return err
+	}
+	if filed > 0 {
+		if err := a.st.PutFiled(c.space, p.ID, 0); err != nil {
+			return err
+		}
+	}
+	p.Events = 1 + filed
 	s, err := a.statsFor(c.space)
 	if err != nil {
 		return err
@@ -491,7 +523,7 @@ func (a *applier) release(space, id string) error {
 		return err
 	}
 	for _, o := range waiting {
-		heap.Push(&a.released, o)
+		heap.Push(&a.released, released{space: space, o: o})
 	}
 	return nil
 }
@@ -502,7 +534,19 @@ func (a *applier) orphan(c *evctx, target, detail string) error {
 	if err != nil {
 		return err
 	}
-	o := Orphan{Seq: c.ev.Seq, Time: c.ev.Time.UTC(), Subject: c.ev.Subject, Raw: c.ev.Raw, Target: target}
+	// Park the event's bytes once, whatever the number of ids it waits for.
+	pk, err := a.st.Parked(c.space, c.ev.Seq)
+	if err != nil {
+		return err
+	}
+	if pk == nil {
+		pk = &ParkedEvent{Time: c.ev.Time.UTC(), Subject: c.ev.Subject, Raw: c.ev.Raw}
+	}
+	pk.Refs++
+	if err := a.st.PutParked(c.space, c.ev.Seq, pk); err != nil {
+		return err
+	}
+	o := Orphan{Seq: c.ev.Seq, Target: target}
 	waiting = append(slices.Clone(waiting), o)
 	slices.SortStableFunc(waiting, func(x, y Orphan) int { return cmpUint(x.Seq, y.Seq) })
 	if err := a.st.PutOrphans(c.space, target, waiting); err != nil {
@@ -948,18 +992,24 @@ func (a *applier) noteOn(c *evctx, ref *EventRef, target, pid string) error {
 	return a.commitTo(c, p, h)
 }
 
+// released is an orphan released for folding, with its space.
+type released struct {
+	space string
+	o     Orphan
+}
+
 // orphanHeap orders released orphans by sequence, then target.
-type orphanHeap []Orphan
+type orphanHeap []released
 
 func (h orphanHeap) Len() int { return len(h) }
 func (h orphanHeap) Less(i, j int) bool {
-	if h[i].Seq != h[j].Seq {
-		return h[i].Seq < h[j].Seq
+	if h[i].o.Seq != h[j].o.Seq {
+		return h[i].o.Seq < h[j].o.Seq
 	}
-	return h[i].Target < h[j].Target
+	return h[i].o.Target < h[j].o.Target
 }
 func (h orphanHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *orphanHeap) Push(x any)   { *h = append(*h, x.(Orphan)) }
+func (h *orphanHeap) Push(x any)   { *h = append(*h, x.(released)) }
 func (h *orphanHeap) Pop() any {
 	old := *h
 	o := old[len(old)-1]

@@ -329,6 +329,20 @@ func dumpMem(m *MemState) string {
 		space, key, _ := strings.Cut(k, "\x00")
 		fmt.Fprintf(&b, "H %q %s\n", k, enc(m.History(space, key)))
 	}
+	for _, k := range keys(len(m.parked), func(f func(string)) {
+		for k := range m.parked {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "X %q %s\n", k, enc(m.parked[k]))
+	}
+	for _, k := range keys(len(m.filed), func(f func(string)) {
+		for k := range m.filed {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "F %q %d\n", k, m.filed[k])
+	}
 	for _, k := range keys(len(m.stats), func(f func(string)) {
 		for k := range m.stats {
 			f(k)

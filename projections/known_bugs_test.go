@@ -33,7 +33,6 @@ func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return le
 // overlay's memory first), and the projector then crash-loops on the same
 // event. Nothing a client sends may stop the projector (SPEC §8).
 func TestFoldOrphanAmplification(t *testing.T) {
-	knownBug(t, "orphan copies of a many-target withdrawal grow as targets × envelope size")
 	const n = 300
 	targets := make([]string, n)
 	for i := range targets {
@@ -72,7 +71,6 @@ func TestFoldOrphanAmplification(t *testing.T) {
 // length of GET /history (the fold's own rule is "Events always equals
 // the length of its history").
 func TestFoldEventsCountsHistoryFiledBeforeCreation(t *testing.T) {
-	knownBug(t, "events does not count history entries filed under the id before the proposal existed")
 	s := openStore(t, t.TempDir())
 	f := projections.NewFolder()
 	b := s.NewBatch()

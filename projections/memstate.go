@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -12,6 +13,8 @@ type MemState struct {
 	proposals map[string]*Proposal
 	refs      map[string]*EventRef
 	orphans   map[string][]Orphan
+	parked    map[string]*ParkedEvent
+	filed     map[string]int
 	history   map[string]map[uint64]HistoryEntry
 	stats     map[string]*Stats
 }
@@ -22,6 +25,8 @@ func NewMemState() *MemState {
 		proposals: map[string]*Proposal{},
 		refs:      map[string]*EventRef{},
 		orphans:   map[string][]Orphan{},
+		parked:    map[string]*ParkedEvent{},
+		filed:     map[string]int{},
 		history:   map[string]map[uint64]HistoryEntry{},
 		stats:     map[string]*Stats{},
 	}
@@ -61,6 +66,36 @@ func (m *MemState) PutOrphans(space, target string, o []Orphan) error {
 		return nil
 	}
 	m.orphans[mk(space, target)] = o
+	return nil
+}
+
+func parkKey(space string, seq uint64) string { return fmt.Sprintf("%s\x00%020d", space, seq) }
+
+// Parked implements State.
+func (m *MemState) Parked(space string, seq uint64) (*ParkedEvent, error) {
+	return m.parked[parkKey(space, seq)], nil
+}
+
+// PutParked implements State.
+func (m *MemState) PutParked(space string, seq uint64, p *ParkedEvent) error {
+	if p == nil {
+		delete(m.parked, parkKey(space, seq))
+		return nil
+	}
+	m.parked[parkKey(space, seq)] = p
+	return nil
+}
+
+// Filed implements State.
+func (m *MemState) Filed(space, key string) (int, error) { return m.filed[mk(space, key)], nil }
+
+// PutFiled implements State.
+func (m *MemState) PutFiled(space, key string, n int) error {
+	if n <= 0 {
+		delete(m.filed, mk(space, key))
+		return nil
+	}
+	m.filed[mk(space, key)] = n
 	return nil
 }
 

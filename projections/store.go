@@ -508,6 +508,7 @@ type Batch struct {
 	props   map[spaceID]*propSlot
 	refs    map[spaceID]*refSlot
 	orphans map[spaceID]*orphanSlot
+	aux     map[auxID]*auxSlot
 	stats   map[string]*statsSlot
 	history map[historyID]*HistoryEntry // nil value: delete
 	spaces  map[string]struct{}
@@ -520,6 +521,7 @@ func newBatch(s *Store) *Batch {
 		props:   map[spaceID]*propSlot{},
 		refs:    map[spaceID]*refSlot{},
 		orphans: map[spaceID]*orphanSlot{},
+		aux:     map[auxID]*auxSlot{},
 		stats:   map[string]*statsSlot{},
 		history: map[historyID]*HistoryEntry{},
 		spaces:  map[string]struct{}{},
@@ -834,6 +836,7 @@ func (b *Batch) releaseLocked() {
 func (b *Batch) finish() {
 	b.done = true
 	b.props, b.refs, b.orphans, b.stats, b.history, b.spaces = nil, nil, nil, nil, nil, nil
+	b.aux = nil
 	b.dirty = 0
 }
 
@@ -997,6 +1000,17 @@ func (b *Batch) collect() ([]kv, error) {
 			return nil, fmt.Errorf("encode orphans of %q in space %q: %w", k.id, k.space, err)
 		}
 		ops = append(ops, kv{key: orphansKey(k.space, k.id), val: val})
+	}
+	for k, sl := range b.aux {
+		if !sl.dirty {
+			continue
+		}
+		key := auxKey(k.tag, k.space, k.id)
+		if sl.cur == nil {
+			ops = append(ops, kv{key: key, del: true})
+			continue
+		}
+		ops = append(ops, kv{key: key, val: sl.cur})
 	}
 	for sp, sl := range b.stats {
 		if !sl.dirty {

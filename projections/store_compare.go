@@ -21,6 +21,8 @@ const (
 	TableHistory    = "history"
 	TableEventRef   = "event"
 	TableOrphans    = "orphans"
+	TableParked     = "parked"
+	TableFiled      = "filed"
 	TableStats      = "stats"
 	TableIndex      = "index"
 	TableDeadline   = "deadline"
@@ -67,6 +69,10 @@ func (k KeyInfo) String() string {
 		return fmt.Sprintf("event-id index entry %q in space %q", k.ID, k.Space)
 	case TableOrphans:
 		return fmt.Sprintf("orphans waiting for %q in space %q", k.ID, k.Space)
+	case TableParked:
+		return fmt.Sprintf("parked orphan event seq %d in space %q", k.Seq, k.Space)
+	case TableFiled:
+		return fmt.Sprintf("count of entries filed under %q in space %q", k.ID, k.Space)
 	case TableStats:
 		return fmt.Sprintf("statistics of space %q", k.Space)
 	case TableIndex:
@@ -120,6 +126,14 @@ func DecodeKey(key []byte) KeyInfo {
 		return two(TableEventRef)
 	case tagOrphans:
 		return two(TableOrphans)
+	case tagFiled:
+		return two(TableFiled)
+	case tagParked:
+		ki := two(TableParked)
+		if ki.Table == TableParked && len(ki.ID) == 8 {
+			ki.Seq, ki.ID = binary.BigEndian.Uint64([]byte(ki.ID)), ""
+		}
+		return ki
 	case tagHistory:
 		sp, r, err := readEsc(rest)
 		if err != nil {

@@ -210,7 +210,7 @@ func TestStoreBatchReadYourWritesAndDeletes(t *testing.T) {
 	base := mkProp("sp", "p1", 1, StatePending, "alice", "bob")
 	must(t, b.PutProposal(base))
 	must(t, b.PutEventRef("sp", "p1", &EventRef{Seq: 1, Type: ledger.TypeProposal, Status: EventApplied, Proposals: []string{"p1"}}))
-	must(t, b.PutOrphans("sp", "ghost", []Orphan{{Seq: 1, Target: "ghost", Subject: "ledger.sp.ghost.fulfil.x"}}))
+	must(t, b.PutOrphans("sp", "ghost", []Orphan{{Seq: 1, Target: "ghost"}}))
 	must(t, b.PutHistory("sp", "p1", &HistoryEntry{Seq: 1, ID: "p1", Effect: EffectApplied}))
 	must(t, b.PutHistory("sp", "ghost", &HistoryEntry{Seq: 1, ID: "f1", Effect: EffectOrphan}))
 	st := NewStats()
@@ -1196,4 +1196,44 @@ func BenchmarkStoreCommit(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(seq)/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestStoreParkedAndFiled: the fold's small records read through the
+// overlay (read-your-writes, deletes), survive Commit, and are named by
+// DecodeKey.
+func TestStoreParkedAndFiled(t *testing.T) {
+	s := openMemStore(t)
+	b := s.NewBatch()
+	pk := &ParkedEvent{Subject: "ledger.sp.x.reject.a", Raw: []byte(`{"id":"r"}`), Refs: 2}
+	must(t, b.PutParked("sp", 7, pk))
+	must(t, b.PutFiled("sp", "k", 3))
+	if got, _ := b.Parked("sp", 7); got == nil || got.Refs != 2 {
+		t.Fatalf("overlay Parked = %+v", got)
+	}
+	mustCommit(t, b, 1)
+
+	b = s.NewBatch()
+	defer b.Discard()
+	got, err := b.Parked("sp", 7)
+	if err != nil || got == nil || string(got.Raw) != `{"id":"r"}` || got.Refs != 2 {
+		t.Fatalf("committed Parked = %+v, %v", got, err)
+	}
+	if n, err := b.Filed("sp", "k"); err != nil || n != 3 {
+		t.Fatalf("Filed = %d, %v", n, err)
+	}
+	must(t, b.PutParked("sp", 7, nil))
+	must(t, b.PutFiled("sp", "k", 0))
+	if got, _ := b.Parked("sp", 7); got != nil {
+		t.Fatalf("deleted Parked = %+v", got)
+	}
+	if n, _ := b.Filed("sp", "k"); n != 0 {
+		t.Fatalf("deleted Filed = %d", n)
+	}
+	var names []string
+	for _, k := range [][]byte{auxKey(tagParked, "sp", parkedID(7)), auxKey(tagFiled, "sp", "k")} {
+		names = append(names, DecodeKey(k).String())
+	}
+	if names[0] != `parked orphan event seq 7 in space "sp"` || names[1] != `count of entries filed under "k" in space "sp"` {
+		t.Fatalf("DecodeKey: %q", names)
+	}
 }

@@ -261,16 +261,24 @@ type EventRef struct {
 	Proposals []string `json:"proposals,omitempty"`
 }
 
-// Orphan is an event waiting for the id it names. It keeps the whole stored
-// message so that it can be folded later exactly as if it arrived then.
+// Orphan is one event waiting for the id it names (Target); its orphan
+// history entry is filed under Target. The event's bytes are parked once,
+// by sequence (ParkedEvent), however many ids it waits for, so that one
+// message naming many missing proposals costs its size once, not once per
+// name.
 type Orphan struct {
-	Seq     uint64    `json:"seq"`
+	Seq    uint64 `json:"seq"`
+	Target string `json:"target"`
+}
+
+// ParkedEvent is a stored message held for its orphans, so that it can be
+// folded later exactly as if it arrived then. Refs counts the waiting-list
+// entries that still need it; at zero it is deleted.
+type ParkedEvent struct {
 	Time    time.Time `json:"time"`
 	Subject string    `json:"subject"`
 	Raw     []byte    `json:"raw"`
-	// Target is the id it waits for; Key is where its orphan history entry
-	// is filed.
-	Target string `json:"target"`
+	Refs    int       `json:"refs"`
 }
 
 // Stats are the per-space counters of SPEC §7 /v1/stats.
@@ -345,6 +353,14 @@ type State interface {
 	PutOrphans(space, target string, o []Orphan) error
 	// PutHistory files entry h under key (a proposal id, or the id an
 	// orphan or unattributable event was filed under).
+	// Parked returns the event parked at seq, nil if none; PutParked
+	// stores it, or deletes it when p is nil.
+	Parked(space string, seq uint64) (*ParkedEvent, error)
+	PutParked(space string, seq uint64, p *ParkedEvent) error
+	// Filed returns how many history entries (not orphans) were filed
+	// under key while it named no proposal; PutFiled sets it (0 deletes).
+	Filed(space, key string) (int, error)
+	PutFiled(space, key string, n int) error
 	PutHistory(space, key string, h *HistoryEntry) error
 	DeleteHistory(space, key string, seq uint64) error
 	Stats(space string) (*Stats, error)

@@ -1,0 +1,135 @@
+package projections
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Small per-key records of the fold that are neither proposals, history,
+// event refs nor waiting lists: parked orphan events and filed-entry
+// counts. They share one overlay (auxSlot) and are written at Commit like
+// everything else, in sorted key order.
+//
+//	'X' space seq(8 B)  → JSON ParkedEvent (an orphan event's bytes, stored once)
+//	'F' space key       → decimal count of history entries filed under key
+//	                      while it named no proposal
+const (
+	tagParked = 'X'
+	tagFiled  = 'F'
+)
+
+type auxID struct {
+	tag       byte
+	space, id string
+}
+
+type auxSlot struct {
+	cur   []byte // nil: absent (or deleted)
+	dirty bool
+}
+
+func auxKey(tag byte, space, id string) []byte {
+	b := make([]byte, 0, 1+len(space)+len(id)+4)
+	return appendEsc(appendEsc(append(b, tag), space), id)
+}
+
+func parkedID(seq uint64) string { return string(binary.BigEndian.AppendUint64(nil, seq)) }
+
+// getAux reads a small record through the overlay.
+func (b *Batch) getAux(tag byte, space, id string) ([]byte, error) {
+	k := auxID{tag, space, id}
+	if sl, ok := b.aux[k]; ok {
+		if b.done {
+			return nil, ErrBatchDone
+		}
+		return sl.cur, nil
+	}
+	var val []byte
+	err := b.read(func(r pebble.Reader) error {
+		v, closer, err := r.Get(auxKey(tag, space, id))
+		if err == pebble.ErrNotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		val = append([]byte(nil), v...)
+		return closer.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("projections: batch: read %c record %q in space %q: %w", tag, id, space, err)
+	}
+	b.aux[k] = &auxSlot{cur: val}
+	return val, nil
+}
+
+// putAux writes (or, with nil, deletes) a small record in the overlay.
+func (b *Batch) putAux(tag byte, space, id string, val []byte) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	k := auxID{tag, space, id}
+	sl, ok := b.aux[k]
+	if !ok {
+		sl = &auxSlot{}
+		b.aux[k] = sl
+	}
+	if !sl.dirty {
+		sl.dirty = true
+		b.dirty++
+	}
+	sl.cur = val
+	if val != nil {
+		b.spaces[space] = struct{}{}
+	}
+	return nil
+}
+
+// Parked implements State.
+func (b *Batch) Parked(space string, seq uint64) (*ParkedEvent, error) {
+	val, err := b.getAux(tagParked, space, parkedID(seq))
+	if err != nil || val == nil {
+		return nil, err
+	}
+	var p ParkedEvent
+	if err := json.Unmarshal(val, &p); err != nil {
+		return nil, fmt.Errorf("projections: batch: decode parked event seq %d in space %q: %w", seq, space, err)
+	}
+	return &p, nil
+}
+
+// PutParked implements State.
+func (b *Batch) PutParked(space string, seq uint64, p *ParkedEvent) error {
+	if p == nil {
+		return b.putAux(tagParked, space, parkedID(seq), nil)
+	}
+	val, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("projections: batch: encode parked event seq %d: %w", seq, err)
+	}
+	return b.putAux(tagParked, space, parkedID(seq), val)
+}
+
+// Filed implements State.
+func (b *Batch) Filed(space, key string) (int, error) {
+	val, err := b.getAux(tagFiled, space, key)
+	if err != nil || val == nil {
+		return 0, err
+	}
+	var n int
+	if err := json.Unmarshal(val, &n); err != nil {
+		return 0, fmt.Errorf("projections: batch: decode filed count of %q in space %q: %w", key, space, err)
+	}
+	return n, nil
+}
+
+// PutFiled implements State.
+func (b *Batch) PutFiled(space, key string, n int) error {
+	if n <= 0 {
+		return b.putAux(tagFiled, space, key, nil)
+	}
+	return b.putAux(tagFiled, space, key, []byte(fmt.Sprint(n)))
+}

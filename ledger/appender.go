@@ -197,11 +197,10 @@ type Prepared struct {
 	Raw     []byte
 }
 
-// Prepare decodes raw and checks it as the submit paths must (SPEC §8):
-// Decode, Submittable (no ignored kinds, no ledger/expire) and the limits,
-// then builds the subject ledger.<space>.<key>.<type>.<from> and the
-// Nats-Msg-Id <space>/<id>/<digest>. space "" is the default space. The
-// error is a *RefusalError. raw is not copied.
+// Prepare decodes raw and checks it as the submit paths must (SPEC §8),
+// with the Appender's limits and clock: PrepareStandalone. space "" is
+// the Appender's default space. The error is a *RefusalError. raw is not
+// copied.
 func (a *Appender) Prepare(space string, raw []byte) (*Prepared, error) {
 	p, _, err := a.prepare(space, raw, true)
 	return p, err
@@ -213,35 +212,7 @@ func (a *Appender) prepare(space string, raw []byte, submit bool) (*Prepared, st
 	if space == "" {
 		space = a.opts.Space
 	}
-	if err := checkSpace(space); err != nil {
-		return nil, "", err
-	}
-	// Size first, before spending a decode on an oversize body.
-	if err := a.opts.Limits.Check(raw, nil); err != nil {
-		return nil, "", err
-	}
-	d, err := Decode(raw, DecodeOptions{Now: a.opts.Now()})
-	if err != nil {
-		return nil, "", err
-	}
-	if submit {
-		if err := Submittable(d); err != nil {
-			return nil, d.Env.ID, err
-		}
-	} else if !d.Type.Valid() {
-		return nil, d.Env.ID, &RefusalError{Code: CodeNotLifecycle, Field: "kind",
-			Message: fmt.Sprintf("kind %q is not part of the proposal lifecycle", d.OrigKind)}
-	}
-	if err := a.opts.Limits.Check(raw, d); err != nil {
-		return nil, d.Env.ID, err
-	}
-	return &Prepared{
-		Decoded: d,
-		Space:   space,
-		Subject: subjects.Event{Space: space, Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String(),
-		MsgID:   d.MsgID(space),
-		Raw:     raw,
-	}, d.Env.ID, nil
+	return prepare(space, raw, a.opts.Limits, a.opts.Now(), submit)
 }
 
 // Result is the outcome of one append.

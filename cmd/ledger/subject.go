@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/subjects"
 )
 
 func init() {
@@ -58,13 +57,7 @@ func runSubject(_ context.Context, e env, args []string) error {
 	for len(raw) > 0 && (raw[len(raw)-1] == '\n' || raw[len(raw)-1] == '\r') {
 		raw = raw[:len(raw)-1]
 	}
-	d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: time.Now()})
-	if err == nil {
-		err = ledger.Submittable(d)
-	}
-	if err == nil {
-		err = ledger.DefaultSubmitLimits().Check(raw, d)
-	}
+	p, err := ledger.PrepareStandalone(space, raw, ledger.DefaultSubmitLimits(), time.Now())
 	if r, ok := ledger.AsRefusal(err); ok {
 		msg := r.Code + ": " + r.Message
 		if r.Field != "" {
@@ -76,8 +69,7 @@ func runSubject(_ context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	subject := subjects.Event{Space: space, Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()
-	msgID := d.MsgID(space)
+	subject, msgID := p.Subject, p.MsgID
 	if output == outputJSON {
 		return json.NewEncoder(e.stdout).Encode(map[string]string{"subject": subject, "msg_id": msgID})
 	}

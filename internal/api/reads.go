@@ -33,24 +33,6 @@ const (
 	paramCursor       = "cursor"
 )
 
-// Anomalies are the anomaly names the anomaly filter accepts (SPEC §5,
-// §12).
-var Anomalies = []string{
-	projections.AnomalyIDConflict, projections.AnomalyUnauthorizedWithdraw,
-	projections.AnomalyMultipleFulfillments, projections.AnomalyFulfilledAfterWithdrawn,
-	projections.AnomalyFulfilledAfterRejected, projections.AnomalyFulfilledAfterExpired,
-	projections.AnomalyFulfillmentMismatch, projections.AnomalyTargetMismatch,
-	projections.AnomalySelfFulfilled, projections.AnomalyUnapprovedFulfillment,
-	projections.AnomalyFulfilledBeforeWindow,
-}
-
-// ActionTypes are the values the action_type filter accepts (kernel
-// schema).
-var ActionTypes = []ledger.ActionType{
-	ledger.ActionNavigate, ledger.ActionRead, ledger.ActionWrite, ledger.ActionCreate, ledger.ActionDelete,
-	ledger.ActionExecute, ledger.ActionCommunicate, ledger.ActionTransact, ledger.ActionApprove, ledger.ActionCustom,
-}
-
 // badParam is a 400 about one query parameter.
 func badParam(param, format string, args ...any) *wire.Error {
 	return &wire.Error{Code: wire.CodeBadQuery, Field: param, Message: fmt.Sprintf(format, args...)}
@@ -208,10 +190,10 @@ func ListQuery(q url.Values, space string) (projections.ListQuery, *wire.Error) 
 	if lq.State != "" && !slices.Contains(projections.States, lq.State) {
 		return lq, badParam(paramState, "unknown state %q (states: %s)", lq.State, joinStates())
 	}
-	if lq.Anomaly != "" && !slices.Contains(Anomalies, lq.Anomaly) {
-		return lq, badParam(paramAnomaly, "unknown anomaly %q (anomalies: %s)", lq.Anomaly, strings.Join(Anomalies, ", "))
+	if lq.Anomaly != "" && !slices.Contains(projections.AnomalyNames, lq.Anomaly) {
+		return lq, badParam(paramAnomaly, "unknown anomaly %q (anomalies: %s)", lq.Anomaly, strings.Join(projections.AnomalyNames, ", "))
 	}
-	if lq.ActionType != "" && !slices.Contains(ActionTypes, ledger.ActionType(lq.ActionType)) {
+	if lq.ActionType != "" && !slices.Contains(ledger.ActionTypes, ledger.ActionType(lq.ActionType)) {
 		return lq, badParam(paramActionType, "unknown action_type %q (types: %s)", lq.ActionType, joinActionTypes())
 	}
 	if v := q.Get(paramSince); v != "" {
@@ -250,8 +232,8 @@ func joinStates() string {
 }
 
 func joinActionTypes() string {
-	s := make([]string, len(ActionTypes))
-	for i, t := range ActionTypes {
+	s := make([]string, len(ledger.ActionTypes))
+	for i, t := range ledger.ActionTypes {
 		s[i] = string(t)
 	}
 	return strings.Join(s, ", ")

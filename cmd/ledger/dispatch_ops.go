@@ -17,6 +17,11 @@ func init() {
 			short:    short,
 			help:     fmt.Sprintf("Run 'ledger %s --help' for its flags.", name),
 			run: func(ctx context.Context, e env, args []string) error {
+				// `import -f -` and `verify --export -` read the
+				// dispatcher's stdin (main's os.Stdin, a test's reader).
+				if e.stdin != nil {
+					opsStdin = e.stdin
+				}
 				return f(ctx, args, e.stdout, e.stderr)
 			},
 			selfHelp: true,

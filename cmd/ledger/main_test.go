@@ -72,3 +72,16 @@ func TestFlagsReadEnvironment(t *testing.T) {
 		t.Errorf("stats with LEDGER_API: %d %s", code, stderr)
 	}
 }
+
+// TestOpsReadDispatcherStdin: `verify --export -` reads the stdin the
+// dispatcher was given, not the process's.
+func TestOpsReadDispatcherStdin(t *testing.T) {
+	code, _, stderr := runCLI(t, "this is not an export\n", "verify", "--export", "-")
+	if code != exitFailed || !strings.Contains(stderr, "line 1") {
+		t.Fatalf("verify --export - with a bad stdin: %d %s", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "", "verify", "--export", "-")
+	if code != exitOK || !strings.Contains(stdout, `"ok": true`) {
+		t.Fatalf("verify --export - with an empty stdin: %d %s %s", code, stdout, stderr)
+	}
+}

@@ -112,6 +112,9 @@ type Service struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// nc sends the replies (see reply).
+	nc *nats.Conn
+
 	mu      sync.Mutex
 	stopped bool
 	wg      sync.WaitGroup // handler goroutines
@@ -129,7 +132,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Service, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("submit: start: %w", err)
 	}
-	s := &Service{opts: o, sem: make(chan struct{}, o.Concurrency),
+	s := &Service{opts: o, nc: nc, sem: make(chan struct{}, o.Concurrency),
 		log: o.Logger.With().Str(logging.KeyComponent, "submit").Logger()}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	svc, err := micro.AddService(nc, micro.Config{
@@ -221,19 +224,29 @@ func (s *Service) serve(req micro.Request) {
 	}
 }
 
-// reply answers req with the JSON body, as a micro error when status is
-// set.
+// reply answers req with the JSON body, as a micro error (the
+// Nats-Service-Error-Code and Nats-Service-Error headers) when status is
+// set. It publishes on the connection itself rather than through
+// req.Respond or req.Error: those write the request, which micro reads once
+// the handler has returned — and the handler returned long ago, since
+// replies come from handler goroutines (a data race otherwise).
 func (s *Service) reply(req micro.Request, body wire.AppendResult, status string) {
 	data, err := json.Marshal(body)
 	if err != nil { // cannot happen: plain structs
 		s.log.Error().Err(err).Msg("marshal reply")
 		return
 	}
-	if status == "" {
-		err = req.Respond(data)
-	} else {
-		err = req.Error(status, body.Error.Code+": "+body.Error.Message, data)
+	if req.Reply() == "" {
+		return // a publish, not a request: nobody to answer
 	}
+	msg := &nats.Msg{Subject: req.Reply(), Data: data}
+	if status != "" {
+		msg.Header = nats.Header{
+			micro.ErrorCodeHeader: []string{status},
+			micro.ErrorHeader:     []string{body.Error.Code + ": " + body.Error.Message},
+		}
+	}
+	err = s.nc.PublishMsg(msg)
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		s.log.Debug().Err(err).Msg("reply")
 	}

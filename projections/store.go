@@ -27,7 +27,11 @@ import (
 // Defaults of StoreOptions.
 const (
 	DefaultMemTableSize uint64 = 64 << 20
-	DefaultCacheSize    int64  = 128 << 20
+	DefaultCacheSize    int64  = 64 << 20
+	// memTables is Pebble's MemTableStopWritesThreshold: the most
+	// memtables (the mutable one and those waiting to be flushed) before
+	// writes stall. Pebble charges them to the block cache.
+	memTables = 2
 )
 
 // Errors of the store.
@@ -58,7 +62,10 @@ type StoreOptions struct {
 	FS vfs.FS
 	// MemTableSize is Pebble's memtable size; 0 means DefaultMemTableSize.
 	MemTableSize uint64
-	// CacheSize is the block cache size; 0 means DefaultCacheSize.
+	// CacheSize is the block cache size; 0 means DefaultCacheSize. Pebble
+	// charges its memtables to the block cache, so the cache OpenStore
+	// makes holds CacheSize plus room for the memtables: the store's
+	// memory is about CacheSize + 2 × MemTableSize.
 	CacheSize int64
 	// Logger receives Pebble's messages (info at debug level).
 	Logger zerolog.Logger
@@ -120,14 +127,18 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
 	}
-	cache := pebble.NewCache(o.CacheSize)
+	// Pebble reserves each memtable's size in the block cache: a cache of
+	// only CacheSize (it was 128 MiB for two 64 MiB memtables) holds no
+	// blocks at all, and every point read of the fold went to disk.
+	cache := pebble.NewCache(o.CacheSize + memTables*int64(o.MemTableSize))
 	defer cache.Unref()
 	opts := &pebble.Options{
-		FS:                 o.FS,
-		Cache:              cache,
-		MemTableSize:       o.MemTableSize,
-		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{o.Logger},
+		FS:                          o.FS,
+		Cache:                       cache,
+		MemTableSize:                o.MemTableSize,
+		MemTableStopWritesThreshold: memTables,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      pebbleLogger{o.Logger},
 	}
 	// Most point reads of the fold are for keys that do not exist (a new
 	// event id, a target with no orphans): bloom filters make them cheap.

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/internal/hostile"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -95,5 +97,34 @@ func TestFoldEventsCountsHistoryFiledBeforeCreation(t *testing.T) {
 	}
 	if p.Events != len(h) {
 		t.Fatalf("events %d, history %d entries: %+v", p.Events, len(h), h)
+	}
+}
+
+// TestFoldManyTargetsLinear: folding one raw withdrawal that names N
+// missing proposals must cost O(N + size), not O(N × size). The orphan
+// path reads and rewrites the event's parked record (the whole envelope,
+// JSON with base64 bytes) once per target: a 1 MiB withdrawal naming
+// ~150,000 short ids makes the projector decode and encode ~150,000 MiB —
+// it stalls for many minutes on one message. Measured in bytes allocated
+// (deterministic), not in time.
+func TestFoldManyTargetsLinear(t *testing.T) {
+	knownBug(t, "the orphan path re-reads and re-writes the parked envelope once per target: O(targets × size)")
+	const n = 3000
+	raw := hostile.Generators["corr-entries"](n)
+	s := openStore(t, t.TempDir())
+	b := s.NewBatch()
+	defer b.Discard()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := projections.NewFolder().Apply(b, projections.Event{Seq: 1, Time: time.Unix(1767225600, 0),
+		Subject: "ledger.default.p0.withdraw.hostile-agent", Raw: raw}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	if limit := uint64(64*len(raw) + n*8192); alloc > limit {
+		t.Fatalf("folding one %d-byte withdrawal naming %d missing proposals allocated %d bytes (%.0f× its size), over %d: quadratic",
+			len(raw), n, alloc, float64(alloc)/float64(len(raw)), limit)
 	}
 }

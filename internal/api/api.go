@@ -15,10 +15,27 @@
 //     audit query.
 //   - Appends go through an [Appender] (the ledger's), with the same
 //     validation as every other submit path.
+//   - A bare kernel submission (a Proposal or KernelRequest object, SPEC
+//     §12) POSTed to /v1/events is wrapped in its kernel/proposal envelope
+//     (ledger.WrapKernel, the time of the append as V-PROP-010's "now")
+//     and appended: recognised by ledger.MaybeBareKernel (no protocol
+//     member, a proposal_id or request_id member), or forced with
+//     ?kernel=1 (then every body, or NDJSON line, is taken as bare, so a
+//     malformed one gets its V-PROP refusal rather than an envelope's).
+//     Refusals carry the V-PROP rule id as code and the field relative to
+//     the bare object.
+//   - With Options.AsOf, every read but /v1/status takes as_of_seq=N or
+//     as_of=RFC3339 and answers from the projection as of that point
+//     (header Ledger-As-Of-Seq: the last sequence folded); a point beyond
+//     the log is 400 beyond_log.
+//   - With Options.Ops, the online operations are mounted under /v1/ops
+//     (rebuild, its status, verify).
+//   - The live Reader sits behind a RWMutex: [API.SwapReader] puts a new
+//     one in its place while serving (reads wait for the swap, never see
+//     a closed store).
 //   - The API holds no goroutines of its own; the caller owns the
-//     http.Server (see package app). Extra routes (ops: rebuild, as-of
-//     queries) are added with [API.Handle] and get the same error
-//     handling and metrics.
+//     http.Server (see package app). Extra routes are added with
+//     [API.Handle] and get the same error handling and metrics.
 package api
 
 import (
@@ -100,6 +117,14 @@ type Options struct {
 	// Metrics records request durations and append outcomes; nil records
 	// nothing. /metrics is served when it is set.
 	Metrics *metrics.Metrics
+	// WrapKernel wraps a bare kernel submission into its envelope; nil
+	// means the Appender's WrapKernel method when it has one (a
+	// *ledger.Appender does), else bare submissions are not recognised.
+	WrapKernel func(bare []byte) ([]byte, error)
+	// AsOf, if set, answers reads as of a past point (as_of_seq, as_of).
+	AsOf AsOfFunc
+	// Ops, if set, mounts the online operations under /v1/ops.
+	Ops Ops
 	// Logger gets one debug line per request and an error line per
 	// internal failure.
 	Logger zerolog.Logger
@@ -121,6 +146,11 @@ func (o *Options) Validate() error {
 	}
 	if o.ReadyLag == 0 {
 		o.ReadyLag = DefaultReadyLag
+	}
+	if o.WrapKernel == nil {
+		if k, ok := o.Appender.(interface{ WrapKernel([]byte) ([]byte, error) }); ok {
+			o.WrapKernel = k.WrapKernel
+		}
 	}
 	switch {
 	case o.Reader == nil:
@@ -150,9 +180,10 @@ func (o *Options) readyBound() uint64 {
 
 // API is the HTTP API. Create it with New; serve [API.Handler].
 type API struct {
-	opts Options
-	mux  *http.ServeMux
-	log  zerolog.Logger
+	opts   Options
+	mux    *http.ServeMux
+	log    zerolog.Logger
+	reader *swapReader // the live projection
 }
 
 // Route patterns. They are also the route label of the request metrics.
@@ -173,7 +204,7 @@ func New(o Options) (*API, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	a := &API{opts: o, mux: http.NewServeMux(), log: o.Logger.With().Str(logging.KeyComponent, "http").Logger()}
+	a := &API{opts: o, mux: http.NewServeMux(), log: o.Logger.With().Str(logging.KeyComponent, "http").Logger(), reader: newSwapReader(o.Reader)}
 	a.mux.HandleFunc(RouteGet, a.getProposal)
 	a.mux.HandleFunc(RouteHistory, a.getHistory)
 	a.mux.HandleFunc(RouteList, a.list)
@@ -183,6 +214,11 @@ func New(o Options) (*API, error) {
 	a.mux.HandleFunc(RouteReady, a.readyz)
 	if o.Appender != nil {
 		a.mux.HandleFunc(RouteEvents, a.postEvents)
+	}
+	if o.Ops != nil {
+		a.mux.HandleFunc(RouteOpsRebuild, a.postRebuild)
+		a.mux.HandleFunc(RouteOpsRebuildStatus, a.getRebuild)
+		a.mux.HandleFunc(RouteOpsVerify, a.postVerify)
 	}
 	if o.Metrics != nil {
 		a.mux.Handle(RouteMetrics, o.Metrics.Handler())

@@ -64,23 +64,41 @@ func (a *API) space(q url.Values) (string, *wire.Error) {
 	return s, nil
 }
 
-// readPrologue checks the parameters of a read route, waits for min_seq,
-// and returns the space. On false it has answered.
-func (a *API) readPrologue(w http.ResponseWriter, r *http.Request, allowed ...string) (url.Values, string, bool) {
+// readPrologue checks the parameters of a read route and returns what to
+// answer from: the live projection after waiting for min_seq, or a
+// projection as of as_of_seq / as_of (when the API has an AsOf). On false
+// it has answered; otherwise the caller calls rc.release when done.
+func (a *API) readPrologue(w http.ResponseWriter, r *http.Request, allowed ...string) (*readCtx, bool) {
 	q := r.URL.Query()
-	if e := params(q, append(allowed, paramSpace, paramMinSeq)...); e != nil {
+	allowed = append(allowed, paramSpace, paramMinSeq)
+	if a.opts.AsOf != nil {
+		allowed = append(allowed, paramAsOfSeq, paramAsOf)
+	}
+	if e := params(q, allowed...); e != nil {
 		writeError(w, http.StatusBadRequest, e)
-		return nil, "", false
+		return nil, false
 	}
 	space, e := a.space(q)
 	if e != nil {
 		writeError(w, http.StatusBadRequest, e)
-		return nil, "", false
+		return nil, false
+	}
+	p, asOf, e := asOfPoint(q)
+	if e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return nil, false
+	}
+	if asOf {
+		rd, release, ok := a.asOfReader(w, r, p)
+		if !ok {
+			return nil, false
+		}
+		return &readCtx{q: q, space: space, r: rd, release: release}, true
 	}
 	if !a.waitMinSeq(w, r, q) {
-		return nil, "", false
+		return nil, false
 	}
-	return q, space, true
+	return &readCtx{q: q, space: space, r: a.reader, release: func() {}}, true
 }
 
 // waitMinSeq waits for ?min_seq= (bounded); on false it has answered.
@@ -94,26 +112,28 @@ func (a *API) waitMinSeq(w http.ResponseWriter, r *http.Request, q url.Values) b
 		writeError(w, http.StatusBadRequest, badParam(paramMinSeq, "min_seq must be a stream sequence (a non-negative integer), not %q", v))
 		return false
 	}
-	if a.opts.Reader.AppliedSeq() >= seq {
+	if a.reader.AppliedSeq() >= seq {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.MinSeqWait)
 	defer cancel()
-	if err := a.opts.Reader.WaitApplied(ctx, seq); err != nil {
+	if err := a.reader.WaitApplied(ctx, seq); err != nil {
 		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNotCaughtUp, Field: paramMinSeq,
-			Message: fmt.Sprintf("the projection has applied seq %d, not %d, after waiting %v; retry later", a.opts.Reader.AppliedSeq(), seq, a.opts.MinSeqWait)})
+			Message: fmt.Sprintf("the projection has applied seq %d, not %d, after waiting %v; retry later", a.reader.AppliedSeq(), seq, a.opts.MinSeqWait)})
 		return false
 	}
 	return true
 }
 
 func (a *API) getProposal(w http.ResponseWriter, r *http.Request) {
-	_, space, ok := a.readPrologue(w, r)
+	rc, ok := a.readPrologue(w, r)
 	if !ok {
 		return
 	}
+	defer rc.release()
+	space := rc.space
 	id := r.PathValue("id")
-	p, err := a.opts.Reader.Get(space, id)
+	p, err := rc.r.Get(space, id)
 	switch {
 	case errors.Is(err, projections.ErrNotFound):
 		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Field: "id",
@@ -144,12 +164,14 @@ func normalize(p *projections.Proposal) *projections.Proposal {
 }
 
 func (a *API) getHistory(w http.ResponseWriter, r *http.Request) {
-	_, space, ok := a.readPrologue(w, r)
+	rc, ok := a.readPrologue(w, r)
 	if !ok {
 		return
 	}
+	defer rc.release()
+	space := rc.space
 	id := r.PathValue("id")
-	h, err := a.opts.Reader.History(space, id)
+	h, err := rc.r.History(space, id)
 	switch {
 	case errors.Is(err, projections.ErrNotFound):
 		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Field: "id",
@@ -240,17 +262,18 @@ func joinActionTypes() string {
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
-	q, space, ok := a.readPrologue(w, r, paramState, paramProposer, paramTarget, paramSince, paramUntil,
+	rc, ok := a.readPrologue(w, r, paramState, paramProposer, paramTarget, paramSince, paramUntil,
 		paramAnomaly, paramActionType, paramResourceType, paramDomain, paramLimit, paramCursor)
 	if !ok {
 		return
 	}
-	lq, e := ListQuery(q, space)
+	defer rc.release()
+	lq, e := ListQuery(rc.q, rc.space)
 	if e != nil {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
-	page, err := a.opts.Reader.List(lq)
+	page, err := rc.r.List(lq)
 	switch {
 	case errors.Is(err, projections.ErrBadQuery):
 		// Every filter was checked above; what the store can still refuse
@@ -274,11 +297,12 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) stats(w http.ResponseWriter, r *http.Request) {
-	_, space, ok := a.readPrologue(w, r)
+	rc, ok := a.readPrologue(w, r)
 	if !ok {
 		return
 	}
-	st, err := a.opts.Reader.Stats(space)
+	defer rc.release()
+	st, err := rc.r.Stats(rc.space)
 	if err != nil {
 		a.internal(w, r, err)
 		return
@@ -295,7 +319,7 @@ func (a *API) currentStatus(ctx context.Context) (wire.Status, error) {
 	if err != nil {
 		return wire.Status{}, err
 	}
-	st := wire.Status{StreamSeq: last, ProjectedSeq: a.opts.Reader.AppliedSeq()}
+	st := wire.Status{StreamSeq: last, ProjectedSeq: a.reader.AppliedSeq()}
 	if st.StreamSeq > st.ProjectedSeq {
 		st.Lag = st.StreamSeq - st.ProjectedSeq
 	}
@@ -308,7 +332,17 @@ func (a *API) unavailable(w http.ResponseWriter, err error) {
 }
 
 func (a *API) status(w http.ResponseWriter, r *http.Request) {
-	if _, _, ok := a.readPrologue(w, r); !ok {
+	// The live projection's status: min_seq, no as-of.
+	q := r.URL.Query()
+	if e := params(q, paramSpace, paramMinSeq); e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return
+	}
+	if _, e := a.space(q); e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return
+	}
+	if !a.waitMinSeq(w, r, q) {
 		return
 	}
 	st, err := a.currentStatus(r.Context())

@@ -8,12 +8,19 @@
 // acquired when it fails); Run starts the goroutines, each owned by one
 // errgroup, and returns after an orderly shutdown when its ctx is cancelled
 // or Close is called, or when a component fails (then with that error).
-// The shutdown order is: stop accepting HTTP (requests in hand finish,
+// The shutdown order is: cancel an online operation in hand (ops.go) →
+// stop accepting HTTP (requests in hand finish,
 // bounded by ShutdownTimeout) → stop the submit service (requests in hand
 // finish) → stop the expirer → drain the projector (it folds and commits
 // the batch in hand) → close the Pebble store → drain the NATS connection →
 // stop the embedded server. Close is safe to call twice and from any
 // goroutine; after Run returns, everything is released.
+//
+// The projection (Pebble store, projector, expirer) is a pipeline that an
+// online rebuild replaces while the ledger serves (ops.go): the API reads
+// through a swappable reader, and Store and Projector return the current
+// ones. An online rebuild or verify in hand is cancelled first at
+// shutdown.
 package app
 
 import (
@@ -58,15 +65,29 @@ type App struct {
 	natsURL  string
 	js       jetstream.JetStream
 	stream   jetstream.Stream
-	store    *projections.Store
 	appender *ledger.Appender
-	proj     *projections.Projector
-	expirer  *projections.Expirer
 	metrics  *metrics.Metrics
+	asOf     *asOfCache
 	api      *api.API
 	httpSrv  *http.Server
 	ln       net.Listener
 	submit   *submit.Service // set by Run
+
+	pmu  sync.Mutex
+	pipe *pipeline // the current projection; replaced by an online rebuild
+
+	// Online operations (ops.go).
+	opsMu     sync.Mutex
+	opsBusy   string // the operation running ("rebuild", "verify"), or ""
+	opsClosed bool   // shutting down: no new operation
+	rebuild   wire.RebuildStatus
+	rebuildCh chan struct{} // closed when the running rebuild ends
+	opsCtx    context.Context
+	opsCancel context.CancelFunc
+	opsWG     sync.WaitGroup
+
+	// fail is set by Run: a component failure shuts the ledger down.
+	fail func(error)
 
 	mu        sync.Mutex
 	running   bool
@@ -106,36 +127,41 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if a.stream, err = ledger.EnsureStream(ctx, a.js, ledger.StreamOptions{Replicas: o.Replicas}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	if a.store, err = projections.OpenStore(projections.StoreOptions{Dir: o.ProjectionDir(),
-		Logger: o.Logger.With().Str(logging.KeyComponent, "pebble").Logger()}); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+	if err := a.prepareDirs(); err != nil {
+		return nil, err
 	}
-	if a.appender, err = ledger.NewAppender(a.js, ledger.AppenderOptions{Space: o.Space}); err != nil {
+	store, err := a.openStore()
+	if err != nil {
+		return nil, err
+	}
+	if a.appender, err = ledger.NewAppender(a.js, ledger.AppenderOptions{Space: o.Space, Limits: o.Limits}); err != nil {
+		_ = store.Close()
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.metrics = metrics.New(a.lag)
-	if a.proj, err = projections.NewProjector(a.js, a.store, projections.ProjectorOptions{
-		Durable: o.Durable,
-		Logger:  o.Logger.With().Str(logging.KeyComponent, "projector").Logger(),
-		OnBatch: func(b projections.BatchInfo) { a.metrics.Folded(b.Events, b.Took) },
-	}); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+	if a.pipe, err = a.newPipeline(store); err != nil {
+		_ = store.Close()
+		return nil, err
 	}
-	if a.expirer, err = projections.NewExpirer(a.store, a.appender, projections.ExpirerOptions{
-		Interval: o.ExpiryInterval,
-		Logger:   o.Logger.With().Str(logging.KeyComponent, "expirer").Logger(),
-	}); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+	a.asOf = newAsOfCache(a.js, o.TmpDir(), o.Logger.With().Str(logging.KeyComponent, "as-of").Logger())
+	a.opsCtx, a.opsCancel = context.WithCancel(context.Background())
+	a.rebuild = wire.RebuildStatus{Phase: wire.RebuildIdle}
+	maxBody := int64(0)
+	if o.Limits.MaxBytes > 0 {
+		maxBody = int64(o.Limits.MaxBytes)
 	}
 	if a.api, err = api.New(api.Options{
-		Reader:        a.store,
+		Reader:        store,
 		Appender:      a.appender,
 		StreamSeq:     a.streamSeq,
 		Space:         o.Space,
 		MinSeqWait:    o.MinSeqWait,
 		ReadyLag:      o.ReadyLag,
+		MaxBodyBytes:  maxBody,
 		MaxBatchBytes: o.MaxBatchBytes,
 		Metrics:       a.metrics,
+		AsOf:          a.asOf.get,
+		Ops:           a,
 		Logger:        o.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
@@ -231,9 +257,10 @@ func (a *App) Options() Options { return a.opts }
 
 // Store, Projector, Appender, Conn, JetStream and Metrics expose the parts
 // for tests, benchmarks and ops commands. The App owns them: do not close
-// them.
-func (a *App) Store() *projections.Store         { return a.store }
-func (a *App) Projector() *projections.Projector { return a.proj }
+// them. Store and Projector are the current ones: an online rebuild
+// replaces both (and closes the old store).
+func (a *App) Store() *projections.Store         { return a.current().store }
+func (a *App) Projector() *projections.Projector { return a.current().proj }
 func (a *App) Appender() *ledger.Appender        { return a.appender }
 func (a *App) Conn() *nats.Conn                  { return a.nc }
 func (a *App) JetStream() jetstream.JetStream    { return a.js }
@@ -256,7 +283,7 @@ func (a *App) lag(ctx context.Context) (uint64, uint64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return last, a.store.AppliedSeq(), nil
+	return last, a.api.Reader().AppliedSeq(), nil
 }
 
 // Run serves until ctx is cancelled or Close is called (then it returns
@@ -293,6 +320,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	fail := func(err error) {
 		failOnce.Do(func() { failErr = err; close(failed) })
 	}
+	a.fail = fail
 	start := func(name string, f func() error) <-chan struct{} {
 		done := make(chan struct{})
 		g.Go(func() error {
@@ -306,10 +334,6 @@ func (a *App) Run(ctx context.Context) (err error) {
 		})
 		return done
 	}
-	projCtx, stopProj := context.WithCancel(base)
-	defer stopProj()
-	expCtx, stopExp := context.WithCancel(base)
-	defer stopExp()
 	httpDone := start("http", func() error {
 		serve := func() error { return a.httpSrv.Serve(a.ln) }
 		if a.opts.TLSConfig != nil {
@@ -320,8 +344,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		return nil
 	})
-	projDone := start("projector", func() error { return a.proj.Run(projCtx) })
-	expDone := start("expirer", func() error { return a.expirer.Run(expCtx) })
+	a.current().start(base, a.componentFailed)
 
 	if err := a.writeAddrFile(); err != nil {
 		a.log.Error().Err(err).Msg("cannot write the address file")
@@ -336,7 +359,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		Str(logging.KeySync, a.syncString()).
 		Int(logging.KeyReplicas, a.opts.Replicas).
 		Str(logging.KeyDurable, a.opts.Durable).
-		Uint64(logging.KeySeq, a.store.AppliedSeq()).
+		Uint64(logging.KeySeq, a.current().store.AppliedSeq()).
 		Msg("ledger serving")
 	close(a.ready)
 
@@ -350,6 +373,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 	shCtx, cancel := context.WithTimeout(base, a.opts.ShutdownTimeout)
 	defer cancel()
 	var errs []error
+	// 0. Cancel an online rebuild or verify in hand and wait for it (a
+	// rebuild's swap, once begun, completes; a verify's request is
+	// answered 503).
+	a.stopOps()
 	// 1. Stop accepting HTTP; requests in hand finish (bounded).
 	if err := a.httpSrv.Shutdown(shCtx); err != nil {
 		errs = append(errs, fmt.Errorf("app: http shutdown: %w", err))
@@ -360,12 +387,9 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err := a.submit.Stop(shCtx); err != nil {
 		errs = append(errs, fmt.Errorf("app: %w", err))
 	}
-	// 3. The expirer appends: stop it before the projector.
-	stopExp()
-	<-expDone
-	// 4. Drain the projector: it commits the batch in hand.
-	stopProj()
-	<-projDone
+	// 3, 4. Stop the expirer (it appends), then drain the projector: it
+	// commits the batch in hand.
+	a.current().stop()
 	_ = g.Wait() // every goroutine has returned; failures are in failErr
 	// 5..7. Close the store, drain the connection, stop the server.
 	relCtx, cancelRel := context.WithTimeout(base, a.opts.ShutdownTimeout)
@@ -428,11 +452,17 @@ func (a *App) release(ctx context.Context) error {
 		if a.ln != nil {
 			_ = a.ln.Close() // not Serve's yet when Run never served
 		}
+		if a.opsCancel != nil {
+			a.opsCancel()
+		}
+		if a.asOf != nil {
+			a.asOf.close()
+		}
 		if a.appender != nil {
 			a.appender.Close()
 		}
-		if a.store != nil {
-			if err := a.store.Close(); err != nil {
+		if p := a.current(); p != nil {
+			if err := p.store.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("app: %w", err))
 			}
 		}

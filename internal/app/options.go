@@ -39,7 +39,11 @@ const (
 	NATSDirName       = "nats"
 	ProjectionDirName = "projection"
 	AddrFileName      = "serve.addr.json"
+	TmpDirName        = "tmp"
 )
+
+// DefaultRebuildSwapLag is Options.RebuildSwapLag's default.
+const DefaultRebuildSwapLag = 1000
 
 // NoLag as Options.ReadyLag means ready only when fully caught up.
 const NoLag = api.NoLag
@@ -96,6 +100,19 @@ type Options struct {
 	HTTPMiddleware func(http.Handler) (http.Handler, error)
 	// TLSConfig, if set, serves the API over TLS (httpauth.TLSConfig).
 	TLSConfig *tls.Config
+	// Limits are the submit limits of every append path (envelope size,
+	// to and correlation_id entries); zero fields mean the defaults
+	// (ledger.DefaultSubmitLimits). Limits.MaxBytes also bounds a
+	// single-envelope HTTP body and each NDJSON line.
+	Limits ledger.SubmitLimits
+	// OnBatch, if set, is called after each batch the projector commits
+	// (on its goroutine, after the metrics): the live projection is at
+	// BatchInfo.LastSeq while it runs. For tests and instrumentation.
+	OnBatch func(projections.BatchInfo)
+	// RebuildSwapLag is how close (in events) an online rebuild's copy
+	// must be to the end of the log before the projector is paused for
+	// the swap. Default DefaultRebuildSwapLag.
+	RebuildSwapLag int64
 	// Logger receives the start/stop/error lines of every component.
 	Logger zerolog.Logger
 }
@@ -124,6 +141,9 @@ func (o *Options) Validate() error {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if o.RebuildSwapLag == 0 {
+		o.RebuildSwapLag = DefaultRebuildSwapLag
+	}
 	var urls []string
 	for _, u := range o.NATSURLs {
 		if u = strings.TrimSpace(u); u != "" {
@@ -146,6 +166,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: ready lag %d", ErrOptions, o.ReadyLag)
 	case o.MaxBatchBytes < 0:
 		return fmt.Errorf("%w: negative MaxBatchBytes", ErrOptions)
+	case o.Limits.MaxBytes < 0 || o.Limits.MaxTo < 0 || o.Limits.MaxCorrelation < 0:
+		return fmt.Errorf("%w: negative limit", ErrOptions)
+	case o.Limits.MaxBytes > ledger.MaxEnvelopeBytes:
+		return fmt.Errorf("%w: envelope limit %d is over the ledger's %d bytes", ErrOptions, o.Limits.MaxBytes, ledger.MaxEnvelopeBytes)
+	case o.RebuildSwapLag < 0:
+		return fmt.Errorf("%w: negative RebuildSwapLag", ErrOptions)
 	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0:
 		return fmt.Errorf("%w: negative duration", ErrOptions)
 	case len(o.Space) > ledger.MaxSpaceBytes:
@@ -175,10 +201,13 @@ func (o *Options) natsHostPort() (string, int, error) {
 // Embedded reports whether the options run an embedded NATS server.
 func (o Options) Embedded() bool { return len(o.NATSURLs) == 0 }
 
-// NATSDir, ProjectionDir and AddrFile are the paths under DataDir.
+// NATSDir, ProjectionDir, AddrFile and TmpDir are the paths under
+// DataDir. TmpDir holds the temporary projections of as-of reads and
+// online verifies.
 func (o Options) NATSDir() string       { return filepath.Join(o.DataDir, NATSDirName) }
 func (o Options) ProjectionDir() string { return filepath.Join(o.DataDir, ProjectionDirName) }
 func (o Options) AddrFile() string      { return filepath.Join(o.DataDir, AddrFileName) }
+func (o Options) TmpDir() string        { return filepath.Join(o.DataDir, TmpDirName) }
 
 // SyncString describes the fsync policy for logs.
 func (o Options) SyncString() string {

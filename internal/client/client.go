@@ -61,7 +61,12 @@ type Options struct {
 	// API is the base URL. Default DefaultAPI.
 	API string
 	// HTTP is the HTTP client. Default one with a 60 s overall timeout.
+	// The online operations (Rebuild, Verify), which may take longer,
+	// use its transport without the overall timeout: ctx bounds them.
 	HTTP *http.Client
+	// Token, if set, is sent as "Authorization: Bearer <Token>" (the API's
+	// tokens, SPEC §10).
+	Token string
 }
 
 // Validate fills defaults and checks the options.
@@ -100,6 +105,10 @@ func (c *Client) API() string { return c.opts.API }
 type ReadOptions struct {
 	Space  string // "" = the server's default space
 	MinSeq uint64 // 0 = do not wait
+	// AsOfSeq or AsOf ask for the state after that sequence, or at that
+	// time, instead of the live projection's (not with MinSeq).
+	AsOfSeq uint64
+	AsOf    time.Time
 }
 
 func (r ReadOptions) values() url.Values {
@@ -110,11 +119,29 @@ func (r ReadOptions) values() url.Values {
 	if r.MinSeq > 0 {
 		v.Set("min_seq", strconv.FormatUint(r.MinSeq, 10))
 	}
+	if r.AsOfSeq > 0 {
+		v.Set("as_of_seq", strconv.FormatUint(r.AsOfSeq, 10))
+	}
+	if !r.AsOf.IsZero() {
+		v.Set("as_of", r.AsOf.UTC().Format(time.RFC3339Nano))
+	}
 	return v
 }
 
 // do sends a request and decodes a 2xx JSON answer into out.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, contentType string, out any) error {
+	return c.doWith(ctx, c.opts.HTTP, method, path, q, body, contentType, out)
+}
+
+// long is the HTTP client of the long operations: the configured one
+// without its overall timeout.
+func (c *Client) long() *http.Client {
+	hc := *c.opts.HTTP
+	hc.Timeout = 0
+	return &hc
+}
+
+func (c *Client) doWith(ctx context.Context, hc *http.Client, method, path string, q url.Values, body io.Reader, contentType string, out any) error {
 	u := c.opts.API + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -127,7 +154,10 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.opts.HTTP.Do(req)
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		if isUnreachable(err) {
 			return fmt.Errorf("%w: %s: %w", ErrUnreachable, c.opts.API, err)
@@ -259,9 +289,24 @@ func (c *Client) Status(ctx context.Context) (*wire.Status, error) {
 // Publish appends one envelope (POST /v1/events). A refusal is an
 // *APIError with status 400 or 413.
 func (c *Client) Publish(ctx context.Context, space string, envelope []byte) (wire.AppendResult, error) {
+	return c.publish(ctx, space, envelope, false)
+}
+
+// PublishKernel appends one bare kernel submission (a Proposal or
+// KernelRequest object, POST /v1/events?kernel=1): the ledger wraps it in
+// its kernel/proposal envelope. A refusal is an *APIError whose code is
+// the V-PROP rule id.
+func (c *Client) PublishKernel(ctx context.Context, space string, bare []byte) (wire.AppendResult, error) {
+	return c.publish(ctx, space, bare, true)
+}
+
+func (c *Client) publish(ctx context.Context, space string, envelope []byte, kernel bool) (wire.AppendResult, error) {
 	q := url.Values{}
 	if space != "" {
 		q.Set("space", space)
+	}
+	if kernel {
+		q.Set("kernel", "1")
 	}
 	var r wire.AppendResult
 	err := c.do(ctx, http.MethodPost, "/v1/events", q, bytes.NewReader(envelope), "application/json", &r)
@@ -272,9 +317,22 @@ func (c *Client) Publish(ctx context.Context, space string, envelope []byte) (wi
 // per-line results, in order. The line numbers of the results are those
 // the server saw (1-based positions in lines, blank lines counted).
 func (c *Client) PublishLines(ctx context.Context, space string, lines [][]byte) ([]wire.AppendResult, error) {
+	return c.publishLines(ctx, space, lines, false)
+}
+
+// PublishKernelLines is PublishLines for bare kernel submissions, one per
+// line (?kernel=1).
+func (c *Client) PublishKernelLines(ctx context.Context, space string, lines [][]byte) ([]wire.AppendResult, error) {
+	return c.publishLines(ctx, space, lines, true)
+}
+
+func (c *Client) publishLines(ctx context.Context, space string, lines [][]byte, kernel bool) ([]wire.AppendResult, error) {
 	q := url.Values{}
 	if space != "" {
 		q.Set("space", space)
+	}
+	if kernel {
+		q.Set("kernel", "1")
 	}
 	var body bytes.Buffer
 	for _, l := range lines {
@@ -295,4 +353,37 @@ func (c *Client) PublishLines(ctx context.Context, space string, lines [][]byte)
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// StartRebuild starts an online rebuild (POST /v1/ops/rebuild, role ops)
+// and returns its status. Another operation running is an *APIError with
+// status 409 (code busy).
+func (c *Client) StartRebuild(ctx context.Context) (*wire.RebuildStatus, error) {
+	var st wire.RebuildStatus
+	if err := c.do(ctx, http.MethodPost, "/v1/ops/rebuild", nil, nil, "", &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// RebuildStatus returns the running or last online rebuild's status (GET
+// /v1/ops/rebuild).
+func (c *Client) RebuildStatus(ctx context.Context) (*wire.RebuildStatus, error) {
+	var st wire.RebuildStatus
+	if err := c.do(ctx, http.MethodGet, "/v1/ops/rebuild", nil, nil, "", &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Verify runs an online verify (POST /v1/ops/verify, role ops): the live
+// projection compared with a fold of the log. A difference is a result
+// with OK false, not an error. It may take as long as a rebuild: ctx
+// bounds it, not the client's timeout.
+func (c *Client) Verify(ctx context.Context) (*wire.VerifyResult, error) {
+	var res wire.VerifyResult
+	if err := c.doWith(ctx, c.long(), http.MethodPost, "/v1/ops/verify", nil, nil, "", &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }

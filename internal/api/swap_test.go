@@ -1,0 +1,82 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/natstest"
+	"github.com/mewledger/ledger/projections"
+)
+
+// TestSwapReader: a min_seq wait in hand on the old store goes on on the
+// new one when the reader is swapped (and the old store closed) under it,
+// and reads after the swap answer from the new store.
+func TestSwapReader(t *testing.T) {
+	open := func() *projections.Store {
+		s, err := projections.OpenStore(projections.StoreOptions{Dir: t.TempDir(), Logger: natstest.Logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	oldStore, newStore := open(), open()
+	if err := newStore.NewBatch().Commit(5); err != nil {
+		t.Fatal(err)
+	}
+	a, err := api.New(api.Options{
+		Reader:     oldStore,
+		StreamSeq:  func(context.Context) (uint64, error) { return 5, nil },
+		MinSeqWait: 5 * time.Second,
+		Logger:     natstest.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(a.Handler())
+	t.Cleanup(hs.Close)
+
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(hs.URL + "/v1/stats?min_seq=5")
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	time.Sleep(100 * time.Millisecond) // the read waits on the old store
+	select {
+	case code := <-done:
+		t.Fatalf("min_seq=5 answered %d before the swap", code)
+	default:
+	}
+	swapErr := errors.New("reported")
+	err = a.SwapReader(func(old api.Reader) (api.Reader, error) {
+		if old != api.Reader(oldStore) {
+			t.Errorf("SwapReader got %v, want the old store", old)
+		}
+		_ = oldStore.Close()
+		return newStore, swapErr
+	})
+	if !errors.Is(err, swapErr) {
+		t.Fatalf("SwapReader = %v", err)
+	}
+	select {
+	case code := <-done:
+		if code != http.StatusOK {
+			t.Fatalf("min_seq=5 after the swap: %d", code)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the min_seq wait did not move to the new store")
+	}
+	if got := a.Reader().AppliedSeq(); got != 5 {
+		t.Fatalf("AppliedSeq after the swap = %d", got)
+	}
+}

@@ -383,4 +383,3 @@ func q2(q string) string {
 	}
 	return "&" + q[1:]
 }
-

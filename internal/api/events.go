@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 
 	"github.com/mewledger/ledger/internal/metrics"
 	"github.com/mewledger/ledger/internal/ndjson"
@@ -30,10 +31,27 @@ func IsNDJSON(contentType string) bool {
 	return err == nil && ndjsonTypes[mt]
 }
 
+// paramKernel (?kernel=1) takes every body (or NDJSON line) as a bare
+// kernel submission.
+const paramKernel = "kernel"
+
 func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if e := params(q, paramSpace); e != nil {
+	if e := params(q, paramSpace, paramKernel); e != nil {
 		writeError(w, http.StatusBadRequest, e)
+		return
+	}
+	kernel := false
+	if v := q.Get(paramKernel); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, badParam(paramKernel, "kernel must be 1 (or true) or 0 (or false), not %q", v))
+			return
+		}
+		kernel = b
+	}
+	if kernel && a.opts.WrapKernel == nil {
+		writeError(w, http.StatusBadRequest, badParam(paramKernel, "this server does not take bare kernel submissions"))
 		return
 	}
 	// An invalid space is refused by the Appender with field "space", as
@@ -43,10 +61,20 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 		space = a.opts.Space
 	}
 	if IsNDJSON(r.Header.Get("Content-Type")) {
-		a.postNDJSON(w, r, space)
+		a.postNDJSON(w, r, space, kernel)
 		return
 	}
-	a.postOne(w, r, space)
+	a.postOne(w, r, space, kernel)
+}
+
+// envelope returns the envelope to append for a body: the body, or the
+// envelope a bare kernel submission is wrapped in (when kernel is set, or
+// the body is recognised as one). The error is the wrapping's refusal.
+func (a *API) envelope(body []byte, kernel bool) ([]byte, error) {
+	if a.opts.WrapKernel == nil || (!kernel && !ledger.MaybeBareKernel(body)) {
+		return body, nil
+	}
+	return a.opts.WrapKernel(body)
 }
 
 func (a *API) tooLarge(w http.ResponseWriter, limit int64, what string) {
@@ -56,7 +84,7 @@ func (a *API) tooLarge(w http.ResponseWriter, limit int64, what string) {
 
 // postOne appends a single envelope: 202, 400 (refused), 413 (oversize) or
 // 503 (not acknowledged; retrying is safe).
-func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string) {
+func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string, kernel bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
 	var mbe *http.MaxBytesError
 	switch {
@@ -68,7 +96,13 @@ func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string) {
 		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBadRequest, Message: "reading the body: " + err.Error()})
 		return
 	}
-	res, err := a.opts.Appender.Append(r.Context(), space, body)
+	var res ledger.Result
+	env, err := a.envelope(body, kernel)
+	if err != nil {
+		res.Err = err
+	} else {
+		res, err = a.opts.Appender.Append(r.Context(), space, env)
+	}
 	out := wire.FromResult(res)
 	a.count(metrics.PathHTTP, res)
 	switch {
@@ -125,7 +159,7 @@ func readLines(rd io.Reader, maxLine int64) ([]line, error) {
 // postNDJSON appends one envelope per non-blank line and answers 200 with
 // one result per line, in order (blank lines are skipped; line numbers
 // count them). A body over MaxBatchBytes is 413 and nothing is appended.
-func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string) {
+func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, kernel bool) {
 	lines, err := readLines(http.MaxBytesReader(w, r.Body, a.opts.MaxBatchBytes), a.opts.MaxBodyBytes)
 	var mbe *http.MaxBytesError
 	switch {
@@ -135,6 +169,17 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string) {
 	case err != nil:
 		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBadRequest, Message: "reading the body: " + err.Error()})
 		return
+	}
+	for i := range lines {
+		if lines[i].refusal != nil {
+			continue
+		}
+		env, err := a.envelope(lines[i].data, kernel)
+		if err != nil {
+			lines[i].refusal = wire.FromError(err)
+			continue
+		}
+		lines[i].data = env
 	}
 	raws := make([][]byte, 0, len(lines))
 	idx := make([]int, 0, len(lines)) // raws[i] is lines[idx[i]]

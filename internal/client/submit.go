@@ -25,13 +25,14 @@ type Submitter struct {
 // DefaultSubmitTimeout bounds one request when ctx has no deadline.
 const DefaultSubmitTimeout = 30 * time.Second
 
-// DialSubmitter connects to NATS (url may be a comma-separated list).
-// Close it when done.
-func DialSubmitter(ctx context.Context, url string) (*Submitter, error) {
+// DialSubmitter connects to NATS (url may be a comma-separated list),
+// with opts added (credentials and the user's inbox prefix when the
+// server requires authentication: internal/authcfg). Close it when done.
+func DialSubmitter(ctx context.Context, url string, opts ...nats.Option) (*Submitter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(url, nats.Name("ledger publish"), nats.Timeout(5*time.Second))
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("ledger publish"), nats.Timeout(5 * time.Second)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
@@ -42,13 +43,29 @@ func DialSubmitter(ctx context.Context, url string) (*Submitter, error) {
 // reply. A refusal is a result with Error set, not an error; the error is
 // for transport failures (ErrNoService, timeouts).
 func (s *Submitter) Submit(ctx context.Context, space string, envelope []byte) (wire.AppendResult, error) {
+	return s.submit(ctx, space, envelope, false)
+}
+
+// SubmitKernel sends one bare kernel submission (header Ledger-Kernel: 1):
+// the service wraps it in its kernel/proposal envelope. A refusal's code
+// is the V-PROP rule id.
+func (s *Submitter) SubmitKernel(ctx context.Context, space string, bare []byte) (wire.AppendResult, error) {
+	return s.submit(ctx, space, bare, true)
+}
+
+func (s *Submitter) submit(ctx context.Context, space string, envelope []byte, kernel bool) (wire.AppendResult, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
 	subj := subjects.Submit(space)
-	msg, err := s.nc.RequestWithContext(ctx, subj, envelope)
+	req := nats.NewMsg(subj)
+	req.Data = envelope
+	if kernel {
+		req.Header.Set(submit.HeaderKernel, "1")
+	}
+	msg, err := s.nc.RequestMsgWithContext(ctx, req)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return wire.AppendResult{}, fmt.Errorf("%w on %s (is `ledger serve` running against this NATS?)", ErrNoService, subj)
 	}

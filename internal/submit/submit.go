@@ -9,7 +9,15 @@
 //	{"id":"env-req-1","seq":12,"duplicate":false}
 //	{"error":{"code":"missing_field","message":"...","field":"id"}}
 //
-// and an error reply also carries the micro error headers
+// A bare kernel submission (a Proposal or KernelRequest object, SPEC §12)
+// is wrapped in its kernel/proposal envelope (ledger.WrapKernel, the time
+// of the append as V-PROP-010's "now") and appended: recognised by
+// ledger.MaybeBareKernel, or forced with the request header
+// Ledger-Kernel: 1 (then a malformed one gets its V-PROP refusal rather
+// than an envelope's). Refusals carry the rule id as code and the field
+// relative to the bare object.
+//
+// An error reply also carries the micro error headers
 // (Nats-Service-Error-Code: 400 for a refusal, 503 when the stream did not
 // acknowledge and retrying is safe; Nats-Service-Error: "<code>: <message>").
 //
@@ -57,6 +65,10 @@ const (
 	StatusInternal    = "500"
 )
 
+// HeaderKernel set to 1 (or true) on a request marks its body as a bare
+// kernel submission.
+const HeaderKernel = "Ledger-Kernel"
+
 // ErrOptions is wrapped by Options.Validate errors.
 var ErrOptions = errors.New("submit: invalid options")
 
@@ -69,6 +81,10 @@ type Appender interface {
 type Options struct {
 	// Appender appends the envelopes. Required.
 	Appender Appender
+	// WrapKernel wraps a bare kernel submission into its envelope; nil
+	// means the Appender's WrapKernel method when it has one (a
+	// *ledger.Appender does).
+	WrapKernel func(bare []byte) ([]byte, error)
 	// Name and Version identify the micro service. Defaults
 	// "ledger-submit", "0.1.0".
 	Name    string
@@ -91,6 +107,11 @@ func (o *Options) Validate() error {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
+	}
+	if o.WrapKernel == nil {
+		if k, ok := o.Appender.(interface{ WrapKernel([]byte) ([]byte, error) }); ok {
+			o.WrapKernel = k.WrapKernel
+		}
 	}
 	switch {
 	case o.Appender == nil:
@@ -205,7 +226,13 @@ func (s *Service) serve(req micro.Request) {
 			Message: fmt.Sprintf("the subject's space token is not a valid encoding: %v", err)}}, StatusRefused)
 		return
 	}
-	res, err := s.opts.Appender.Append(s.ctx, space, req.Data())
+	var res ledger.Result
+	env, err := s.envelope(req)
+	if err != nil {
+		res.Err = err
+	} else {
+		res, err = s.opts.Appender.Append(s.ctx, space, env)
+	}
 	out := wire.FromResult(res)
 	switch r, refused := ledger.AsRefusal(err); {
 	case err == nil:
@@ -222,6 +249,20 @@ func (s *Service) serve(req micro.Request) {
 		s.log.Error().Err(err).Msg("append failed")
 		s.reply(req, out, StatusInternal)
 	}
+}
+
+// envelope returns the envelope to append for a request: its body, or
+// the envelope a bare kernel submission is wrapped in.
+func (s *Service) envelope(req micro.Request) ([]byte, error) {
+	data := req.Data()
+	if s.opts.WrapKernel == nil {
+		return data, nil
+	}
+	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))
+	if !force && !ledger.MaybeBareKernel(data) {
+		return data, nil
+	}
+	return s.opts.WrapKernel(data)
 }
 
 // reply answers req with the JSON body, as a micro error (the

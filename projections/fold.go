@@ -88,6 +88,7 @@ type applier struct {
 	trigger  Event // the arriving event (released orphans are folded on its behalf)
 	out      []Outcome
 	released orphanHeap
+	decoded  map[released]*ledger.Decoded // released events decoded, by (space, seq)
 	stats    map[string]*Stats
 	spaces   []string // stats keys in first-touch order, for deterministic writes
 }
@@ -333,9 +334,17 @@ func (a *applier) drain() error {
 			return err
 		}
 		at := pk.Time.UTC()
-		d, err := ledger.Decode(pk.Raw, ledger.DecodeOptions{Now: at})
-		if err != nil {
-			return fmt.Errorf("projections: orphan seq %d: no longer decodes: %w", o.Seq, err)
+		// One message waiting for many ids is decoded once, not per id.
+		dk := released{space: space, o: Orphan{Seq: o.Seq}}
+		d, ok := a.decoded[dk]
+		if !ok {
+			if d, err = ledger.Decode(pk.Raw, ledger.DecodeOptions{Now: at}); err != nil {
+				return fmt.Errorf("projections: orphan seq %d: no longer decodes: %w", o.Seq, err)
+			}
+			if a.decoded == nil {
+				a.decoded = map[released]*ledger.Decoded{}
+			}
+			a.decoded[dk] = d
 		}
 		if err := a.st.DeleteHistory(space, o.Target, o.Seq); err != nil {
 			return err

@@ -108,7 +108,6 @@ func TestFoldEventsCountsHistoryFiledBeforeCreation(t *testing.T) {
 // it stalls for many minutes on one message. Measured in bytes allocated
 // (deterministic), not in time.
 func TestFoldManyTargetsLinear(t *testing.T) {
-	knownBug(t, "the orphan path re-reads and re-writes the parked envelope once per target: O(targets × size)")
 	const n = 3000
 	raw := hostile.Generators["corr-entries"](n)
 	s := openStore(t, t.TempDir())

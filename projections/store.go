@@ -1021,7 +1021,11 @@ func (b *Batch) collect() ([]kv, error) {
 			ops = append(ops, kv{key: key, del: true})
 			continue
 		}
-		ops = append(ops, kv{key: key, val: sl.cur})
+		val, err := sl.value()
+		if err != nil {
+			return nil, fmt.Errorf("encode %c record in space %q: %w", k.tag, k.space, err)
+		}
+		ops = append(ops, kv{key: key, val: val})
 	}
 	for sp, sl := range b.stats {
 		if !sl.dirty {

@@ -106,18 +106,34 @@ func (a *applier) statsFor(space string) (*Stats, error) {
 	if s, ok := a.stats[space]; ok {
 		return s, nil
 	}
-	s, err := a.st.Stats(space)
-	if err != nil {
-		return nil, err
-	}
-	if s == nil {
-		s = NewStats()
+	var s *Stats
+	if ms, ok := a.st.(mutableStats); ok {
+		var err error
+		if s, err = ms.MutableStats(space); err != nil {
+			return nil, err
+		}
 	} else {
-		s = s.Clone()
+		var err error
+		if s, err = a.st.Stats(space); err != nil {
+			return nil, err
+		}
+		if s == nil {
+			s = NewStats()
+		} else {
+			s = s.Clone()
+		}
 	}
 	a.stats[space] = s
 	a.spaces = append(a.spaces, space)
 	return s, nil
+}
+
+// mutableStats is implemented by a State that hands out a private copy of a
+// space's stats for the caller to change in place (the store's Batch): the
+// fold then skips cloning them for every event. Written back with PutStats
+// all the same.
+type mutableStats interface {
+	MutableStats(space string) (*Stats, error)
 }
 
 func (a *applier) flushStats() error {

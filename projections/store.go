@@ -496,6 +496,7 @@ type orphanSlot struct {
 type statsSlot struct {
 	cur   *Stats
 	dirty bool
+	owned bool // cur is the batch's private copy (MutableStats)
 }
 
 // Batch is a write overlay over the store implementing [State]: reads see
@@ -791,6 +792,32 @@ func (b *Batch) Stats(space string) (*Stats, error) {
 	return st, nil
 }
 
+// MutableStats returns the stats of space (NewStats() when it has none) as
+// a private copy of the batch that the caller may change in place until the
+// batch ends; PutStats of it records the change. The fold uses it instead of
+// cloning the stats for every event (Stats.Clone copies six maps: it was 6%
+// of the fold's CPU, and more in garbage).
+func (b *Batch) MutableStats(space string) (*Stats, error) {
+	if sl, ok := b.stats[space]; ok && sl.owned {
+		if b.done {
+			return nil, ErrBatchDone
+		}
+		return sl.cur, nil
+	}
+	st, err := b.Stats(space)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		st = NewStats()
+	} else {
+		st = st.Clone()
+	}
+	sl := b.stats[space] // made by Stats
+	sl.cur, sl.owned = st, true
+	return st, nil
+}
+
 // PutStats implements State.
 func (b *Batch) PutStats(space string, st *Stats) error {
 	if err := b.check(); err != nil {
@@ -808,7 +835,9 @@ func (b *Batch) PutStats(space string, st *Stats) error {
 		sl.dirty = true
 		b.dirty++
 	}
-	sl.cur = st
+	if sl.cur != st {
+		sl.cur, sl.owned = st, false
+	}
 	b.spaces[space] = struct{}{}
 	return nil
 }

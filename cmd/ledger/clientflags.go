@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 
 	"github.com/mewledger/ledger/internal/client"
@@ -37,15 +38,18 @@ const (
 // clientOpts are the flags every client subcommand shares.
 type clientOpts struct {
 	api    string
+	token  string
 	space  string
 	output string
 	minSeq uint64
 }
 
-// addClientFlags registers --api, --space and, for reads, -o/--output and
-// --min-seq.
+// addClientFlags registers --api, --token, --space and, for reads,
+// -o/--output and --min-seq.
 func addClientFlags(f *flags, c *clientOpts, read bool) {
 	f.str(&c.api, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
+	f.str(&c.token, "token", "TOKEN", "", "bearer token for an API started with --auth (prefer the environment variable: a flag shows in ps)", true)
+	f.hide("token")
 	f.str(&c.space, "space", "NAME", "", "space (default: the server's default space)", true)
 	if read {
 		f.str(&c.output, "output", "table|json", outputTable, "table, or json for the API's objects exactly", true)
@@ -65,7 +69,7 @@ func (c *clientOpts) client() (*client.Client, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	cl, err := client.New(client.Options{API: c.api})
+	cl, err := client.New(client.Options{API: c.api, Token: c.token})
 	if err != nil {
 		return nil, usageError("%v", err)
 	}
@@ -83,6 +87,8 @@ func clientError(api string, err error) error {
 	switch {
 	case errors.Is(err, client.ErrUnreachable):
 		return unreachable("the ledger", api, err)
+	case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
+		return fmt.Errorf("%s (give the API's bearer token: LEDGER_TOKEN or --token)", ae.Error())
 	case errors.As(err, &ae):
 		return fmt.Errorf("%s", ae.Error())
 	}

@@ -35,6 +35,7 @@ type flags struct {
 	env     map[string]string // flag name -> env var (flags that read one)
 	meta    map[string]string // flag name -> placeholder (DIR, ADDR, ...)
 	alias   map[string]string // short name -> long name
+	secret  map[string]bool   // flags whose value usage must not print
 	envErrs []error
 	stdout  io.Writer
 }
@@ -48,6 +49,7 @@ func newFlags(cmd *command, e env) *flags {
 		env:    map[string]string{},
 		meta:   map[string]string{},
 		alias:  map[string]string{},
+		secret: map[string]bool{},
 		stdout: e.stdout,
 	}
 	f.fs.SetOutput(io.Discard)
@@ -104,6 +106,19 @@ func (f *flags) u64(p *uint64, name, meta string, def uint64, usage string, env 
 	f.fs.Uint64Var(p, name, def, usage)
 }
 
+func (f *flags) float(p *float64, name, meta string, def float64, usage string, env bool) {
+	if v, ok := f.lookup(name, env); ok {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			f.envErr(name, v, err)
+		} else {
+			def = n
+		}
+	}
+	f.meta[name] = meta
+	f.fs.Float64Var(p, name, def, usage)
+}
+
 func (f *flags) boolean(p *bool, name string, def bool, usage string, env bool) {
 	if v, ok := f.lookup(name, env); ok {
 		b, err := strconv.ParseBool(v)
@@ -115,6 +130,10 @@ func (f *flags) boolean(p *bool, name string, def bool, usage string, env bool) 
 	}
 	f.fs.BoolVar(p, name, def, usage)
 }
+
+// hide marks a registered flag as secret: usage says whether it is set,
+// never its value (a token from the environment).
+func (f *flags) hide(name string) { f.secret[name] = true }
 
 // short registers a one-letter alias of a registered flag.
 func (f *flags) short(letter, long string) {
@@ -162,7 +181,10 @@ func (f *flags) usage(w io.Writer) {
 		if e, ok := f.env[fl.Name]; ok {
 			notes = append(notes, "env "+e)
 		}
-		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" {
+		switch {
+		case f.secret[fl.Name] && fl.DefValue != "":
+			notes = append(notes, "set")
+		case fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0":
 			notes = append(notes, "default "+fl.DefValue)
 		}
 		line := "  " + name + "\n      " + fl.Usage

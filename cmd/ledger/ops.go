@@ -4,6 +4,9 @@ package main
 // at, rebuild): flags that read environment variables, the logger, and
 // reaching the ledger's NATS server.
 //
+// rebuild and verify also run online, through a running ledger's API
+// (apiTarget): POST /v1/ops/rebuild and /v1/ops/verify.
+//
 // Where the NATS server is, in order:
 //  1. --nats-url (LEDGER_NATS_URL): an existing server or cluster;
 //  2. <data>/serve.addr.json: a running `ledger serve`, its embedded server;
@@ -28,6 +31,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/internal/client"
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/progress"
@@ -59,6 +63,10 @@ type opsFlags struct {
 	logFormat string
 	logLevel  string
 	progress  string
+	creds     natsCreds
+	// api and token: the online operations' API (registerAPI).
+	api, token string
+	fs         *flag.FlagSet
 }
 
 func (o *opsFlags) register(fs *flag.FlagSet) {
@@ -68,6 +76,48 @@ func (o *opsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.logFormat, "log-format", opsEnv("LEDGER_LOG_FORMAT", ""), "log format: console or json (env LEDGER_LOG_FORMAT)")
 	fs.StringVar(&o.logLevel, "log-level", opsEnv("LEDGER_LOG_LEVEL", "info"), "log level (env LEDGER_LOG_LEVEL)")
 	fs.StringVar(&o.progress, "progress", opsEnv("LEDGER_PROGRESS", "auto"), "progress: auto (bar on a terminal, log lines otherwise), bar, log or off")
+	o.creds.registerOps(fs)
+	o.fs = fs
+}
+
+// registerAPI adds --api and --token (rebuild and verify run online
+// through the API).
+func (o *opsFlags) registerAPI(fs *flag.FlagSet) {
+	fs.StringVar(&o.api, "api", opsEnv("LEDGER_API", ""), "run online through this ledger's HTTP API, e.g. "+client.DefaultAPI+" (env LEDGER_API)")
+	fs.StringVar(&o.token, "token", "", "bearer token (role ops) for an API started with --auth (env LEDGER_TOKEN, which keeps it out of ps)")
+}
+
+// apiTarget returns the API an online operation goes through, or "" to
+// work offline on the data directory: --api when given; else the running
+// `ledger serve` of --data (its address file); else, when --data was not
+// given (flag or LEDGER_DATA) and the default data directory holds no
+// ledger, the default API.
+func (o *opsFlags) apiTarget() string {
+	if o.api != "" {
+		return o.api
+	}
+	if addr, ok := o.serveRunning(); ok {
+		return "http://" + addr.HTTP
+	}
+	given := os.Getenv("LEDGER_DATA") != ""
+	o.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "data" })
+	if _, err := os.Stat(filepath.Join(o.data, app.NATSDirName)); !given && err != nil {
+		return client.DefaultAPI
+	}
+	return ""
+}
+
+// apiClient returns the client of an online operation.
+func (o *opsFlags) apiClient(api string) (*client.Client, error) {
+	token := o.token
+	if token == "" {
+		token = os.Getenv("LEDGER_TOKEN")
+	}
+	cl, err := client.New(client.Options{API: api, Token: token})
+	if err != nil {
+		return nil, opsUsage("%v", err)
+	}
+	return cl, nil
 }
 
 // opsFlagSet is a subcommand's flag set: errors are returned, not
@@ -178,8 +228,12 @@ func (c *opsConn) Close() {
 // (import into a new ledger).
 func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger, create bool) (*opsConn, error) {
 	opts := []nats.Option{nats.Name("ledger " + name), nats.Timeout(5 * time.Second)}
+	creds, err := o.creds.options()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, creds...)
 	c := &opsConn{}
-	var err error
 	switch addr, running := o.serveRunning(); {
 	case o.natsURL != "":
 		c.url = o.natsURL
@@ -219,8 +273,8 @@ func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger,
 // a running `ledger serve` holds.
 func (o *opsFlags) refuseIfServing() error {
 	if addr, ok := o.serveRunning(); ok {
-		return fmt.Errorf("`ledger serve` (HTTP %s) holds the projection of %s open: stop it first (Pebble allows one opener; "+
-			"the online route on the API is not wired yet)", addr.HTTP, o.data)
+		return fmt.Errorf("`ledger serve` (HTTP %s) holds the projection of %s open: stop it first (Pebble allows one opener), "+
+			"or run the command online with --api", addr.HTTP, o.data)
 	}
 	return nil
 }

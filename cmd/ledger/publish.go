@@ -17,11 +17,21 @@ import (
 func init() {
 	register(&command{
 		name:     "publish",
-		synopsis: "publish [--space S] [-f FILE] [--api URL | --nats-url URL]",
+		synopsis: "publish [--space S] [-f FILE] [--kernel] [--api URL [--token T] | --nats-url URL [--nats-user U ...]]",
 		short:    "append envelopes (JSON lines, stdin by default)",
 		help: `Appends MEW lifecycle envelopes, one JSON object per line, read from stdin or
 -f FILE, through the HTTP API (default) or, with --nats-url, the submit
 service on ledger.submit.<space>. Blank lines are skipped.
+
+With --kernel each line is a bare kernel proposal (a Proposal or an older
+KernelRequest object, SPEC §12) that the ledger wraps in its kernel/proposal
+envelope (id = proposal_id, from = actor); refusals carry the V-PROP rule id.
+Without --kernel a line without "protocol" that has a proposal_id or
+request_id is taken as a bare kernel proposal too.
+
+Against a ledger started with --auth: --token (LEDGER_TOKEN) for the API, or
+--nats-user with --nats-password-file or --nats-nkey for the submit service
+(a gateway user of the auth configuration).
 
 Prints one result line per input line on stdout, in order:
   {"line":1,"id":"env-req-1","seq":1,"duplicate":false}
@@ -42,6 +52,8 @@ func runPublish(ctx context.Context, e env, args []string) error {
 		file     string
 		natsURL  string
 		maxLines int
+		kernel   bool
+		creds    natsCreds
 	)
 	f := newFlags(commands["publish"], e)
 	addClientFlags(f, &c, false)
@@ -49,6 +61,8 @@ func runPublish(ctx context.Context, e env, args []string) error {
 	f.short("f", "file")
 	f.str(&natsURL, "nats-url", "URL", "", "publish through the submit service at these NATS servers instead of the HTTP API", true)
 	f.integer(&maxLines, "batch", "N", publishBatch, "lines per HTTP request", false)
+	f.boolean(&kernel, "kernel", false, "each line is a bare kernel proposal, wrapped by the ledger", false)
+	creds.register(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -57,6 +71,9 @@ func runPublish(ctx context.Context, e env, args []string) error {
 	}
 	if maxLines < 1 {
 		return usageError("--batch %d: want ≥ 1", maxLines)
+	}
+	if natsURL == "" && (creds.user != "" || creds.passwordFile != "" || creds.nkeyFile != "") {
+		return usageError("--nats-user, --nats-password-file and --nats-nkey go with --nats-url (the API takes --token)")
 	}
 	in := e.stdin
 	if file != "" && file != "-" {
@@ -70,7 +87,11 @@ func runPublish(ctx context.Context, e env, args []string) error {
 
 	var send func(ctx context.Context, batch []ndjson.Line) ([]wire.AppendResult, error)
 	if natsURL != "" {
-		sub, err := client.DialSubmitter(ctx, natsURL)
+		opts, err := creds.options()
+		if err != nil {
+			return err
+		}
+		sub, err := client.DialSubmitter(ctx, natsURL, opts...)
 		if err != nil {
 			return unreachable("NATS", natsURL, err)
 		}
@@ -81,7 +102,11 @@ func runPublish(ctx context.Context, e env, args []string) error {
 		}
 		maxLines = 1 // one request per envelope, in order
 		send = func(ctx context.Context, batch []ndjson.Line) ([]wire.AppendResult, error) {
-			r, err := sub.Submit(ctx, space, batch[0].Data)
+			submit := sub.Submit
+			if kernel {
+				submit = sub.SubmitKernel
+			}
+			r, err := submit(ctx, space, batch[0].Data)
 			if errors.Is(err, client.ErrNoService) {
 				return nil, &unreachableError{msg: err.Error()}
 			}
@@ -97,7 +122,11 @@ func runPublish(ctx context.Context, e env, args []string) error {
 			for i, l := range batch {
 				raws[i] = l.Data
 			}
-			res, err := cl.PublishLines(ctx, c.space, raws)
+			publish := cl.PublishLines
+			if kernel {
+				publish = cl.PublishKernelLines
+			}
+			res, err := publish(ctx, c.space, raws)
 			if err != nil {
 				return nil, clientError(c.api, err)
 			}

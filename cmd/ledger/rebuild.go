@@ -2,28 +2,46 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/mewledger/ledger/internal/client"
 	"github.com/mewledger/ledger/internal/repair"
+	"github.com/mewledger/ledger/internal/wire"
 )
 
-// runRebuild is `ledger rebuild --data DIR`, offline: it folds the whole
-// log into <data>/projection.new with a progress bar, then exchanges it
-// with <data>/projection atomically and deletes the old one
-// (repair.OfflineRebuild). `ledger serve` must be stopped; rebuilding
-// while it keeps answering is the API's ops route (to be wired).
+const rebuildUsage = "rebuild [--api URL [--token T]] | rebuild --data DIR [--nats-url URL]"
+
+// runRebuild is `ledger rebuild`:
+//
+//   - online, through a running ledger's API (POST /v1/ops/rebuild, role
+//     ops): with --api, when a `ledger serve` runs on --data, or when no
+//     --data is given and the default data directory holds no ledger. The
+//     service folds the log into a new projection while it keeps
+//     answering, then swaps; the command follows the rebuild's progress
+//     (GET /v1/ops/rebuild) until it ends;
+//   - offline on --data otherwise: it folds the whole log into
+//     <data>/projection.new with a progress bar, then exchanges it with
+//     <data>/projection atomically and deletes the old one
+//     (repair.OfflineRebuild).
 func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opsFlags
-	fs := newOpsFlagSet("rebuild", stdout, "rebuild [--data DIR] [--nats-url URL]")
+	fs := newOpsFlagSet("rebuild", stdout, rebuildUsage)
 	o.register(fs.FlagSet)
+	o.registerAPI(fs.FlagSet)
 	if err := fs.parse(args, false); err != nil {
 		return err
 	}
 	log, err := o.logger(stderr)
 	if err != nil {
 		return err
+	}
+	if api := o.apiTarget(); api != "" {
+		return rebuildOnline(ctx, &o, api, stdout, stderr, log)
 	}
 	if err := o.refuseIfServing(); err != nil {
 		return fmt.Errorf("%w", err)
@@ -44,5 +62,60 @@ func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("%w", err)
 	}
 	fmt.Fprintf(stdout, "rebuilt %s from the log up to seq %d in %v\n", o.projectionDir(), seq, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// rebuildPoll is how often an online rebuild's status is read.
+const rebuildPoll = 250 * time.Millisecond
+
+// rebuildOnline starts an online rebuild (or follows the one running) and
+// reports its progress until it ends.
+func rebuildOnline(ctx context.Context, o *opsFlags, api string, stdout, stderr io.Writer, log zerolog.Logger) error {
+	cl, err := o.apiClient(api)
+	if err != nil {
+		return err
+	}
+	rep, err := o.reporter(stderr, log, "rebuild (online)", "events")
+	if err != nil {
+		return err
+	}
+	st, err := cl.StartRebuild(ctx)
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Code == wire.CodeBusy {
+		if cur, serr := cl.RebuildStatus(ctx); serr == nil && cur.Running {
+			fmt.Fprintf(stderr, "a rebuild is already running on %s (since %s); following it\n", api, cur.StartedAt.Format(time.RFC3339))
+			st, err = cur, nil
+		}
+	}
+	if err != nil {
+		rep.Finish(err)
+		return clientError(api, err)
+	}
+	for st.Running {
+		rep.Update(st.Seq, st.Target)
+		select {
+		case <-ctx.Done():
+			rep.Finish(ctx.Err())
+			return fmt.Errorf("stopped following the rebuild, which goes on in the server (GET %s/v1/ops/rebuild shows it): %w", cl.API(), ctx.Err())
+		case <-time.After(rebuildPoll):
+		}
+		if st, err = cl.RebuildStatus(ctx); err != nil {
+			rep.Finish(err)
+			return clientError(api, err)
+		}
+	}
+	rep.Update(st.Seq, st.Target)
+	if st.Phase == wire.RebuildFailed {
+		err := fmt.Errorf("the online rebuild failed; the old projection still serves: %s", st.Error)
+		rep.Finish(err)
+		return err
+	}
+	rep.Finish(nil)
+	took := time.Duration(0)
+	if st.StartedAt != nil && st.FinishedAt != nil {
+		took = st.FinishedAt.Sub(*st.StartedAt).Round(time.Millisecond)
+	}
+	fmt.Fprintf(stdout, "rebuilt the projection of %s online up to seq %d in %v (%.0f events/s); it serves from the new projection\n",
+		cl.API(), st.Seq, took, st.EventsPerSecond)
 	return nil
 }

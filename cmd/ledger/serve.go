@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/internal/httpauth"
 	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/ledger"
 )
 
 func init() {
@@ -18,6 +21,15 @@ with JetStream (store in <data>/nats, fsync on every write) listening on
 127.0.0.1:4222, the projection in <data>/projection, the submit service on
 ledger.submit.<space>, the expirer, and the HTTP API on 127.0.0.1:8080.
 With --nats-url it embeds nothing and uses the given servers.
+
+Limits (SPEC §10): --max-envelope-bytes, --max-to and --max-correlation
+apply to every append path (HTTP, NDJSON lines, submit service); a body
+over the size limit is 413, too many to / correlation_id entries are 400
+too_many with the field. Writes (POST /v1/events, POST /v1/ops/...) are rate
+limited per client (the token's name, else the remote IP): over
+--write-rate/--write-burst the API answers 429 with Retry-After; a negative
+--write-rate turns the limit off. Without these flags the values of --auth's
+http.write_limit, else 50/s with bursts of 100.
 
 Once serving it writes <data>/serve.addr.json ({"http":..,"nats":..}, the
 actual addresses when a port is 0) and removes it on shutdown. SIGINT or
@@ -34,6 +46,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		logLevel                  string
 		readyLag                  int
 		authFile, tlsCert, tlsKey string
+		limits                    limitFlags
 	)
 	f := newFlags(commands["serve"], e)
 	f.str(&o.DataDir, "data", "DIR", app.DefaultDataDir, "root of all local state", true)
@@ -51,6 +64,11 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.str(&authFile, "auth", "FILE", "", "auth configuration (NATS users and permissions, API tokens and roles); see deploy/auth", true)
 	f.str(&tlsCert, "tls-cert", "FILE", "", "serve the API over TLS with this certificate (PEM)", true)
 	f.str(&tlsKey, "tls-key", "FILE", "", "the TLS certificate's key (PEM)", true)
+	f.integer(&limits.maxBytes, "max-envelope-bytes", "BYTES", 0, fmt.Sprintf("largest envelope accepted on every append path (default and maximum %d)", ledger.MaxEnvelopeBytes), true)
+	f.integer(&limits.maxTo, "max-to", "N", 0, fmt.Sprintf("most to entries of an envelope (default %d)", ledger.DefaultSubmitLimits().MaxTo), true)
+	f.integer(&limits.maxCorrelation, "max-correlation", "N", 0, fmt.Sprintf("most correlation_id entries of an envelope (default %d)", ledger.DefaultSubmitLimits().MaxCorrelation), true)
+	f.float(&limits.writeRate, "write-rate", "PER_SECOND", 0, fmt.Sprintf("HTTP writes a second per client, on average (default: --auth's http.write_limit, else %d; negative: no limit)", httpauth.DefaultWritesPerSecond), true)
+	f.integer(&limits.writeBurst, "write-burst", "N", 0, fmt.Sprintf("HTTP writes a client may send at once above the rate (default: --auth's, else %d)", httpauth.DefaultWriteBurst), true)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -59,6 +77,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	var err error
 	if o.SyncInterval, err = parseSync(sync); err != nil {
+		return err
+	}
+	if o.Limits, err = limits.submitLimits(); err != nil {
 		return err
 	}
 	for _, u := range strings.Split(natsURL, ",") {
@@ -82,7 +103,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if err := o.Validate(); err != nil {
 		return usageError("%v", err)
 	}
-	if err := applyAuth(&o, authFile, tlsCert, tlsKey, log); err != nil {
+	if err := applyAuth(&o, authFile, tlsCert, tlsKey, limits, log); err != nil {
 		return err
 	}
 	a, err := app.New(ctx, o)

@@ -12,6 +12,7 @@ import (
 	"github.com/mewledger/ledger/internal/authcfg"
 	"github.com/mewledger/ledger/internal/httpauth"
 	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/ledger"
 )
 
 // natsAuthFile is the nats-server configuration serve generates under
@@ -29,8 +30,11 @@ const natsAuthFile = "nats-auth.conf"
 //   - --tls-cert/--tls-key: the API is served over TLS.
 //
 // Without --auth the API is open (loopback by default) and a warning is
-// logged when it listens beyond loopback.
-func applyAuth(o *app.Options, authFile, certFile, keyFile string, log zerolog.Logger) error {
+// logged when it listens beyond loopback; the write rate limit applies in
+// both cases (per token, else per remote IP), from --write-rate and
+// --write-burst over --auth's http.write_limit over the defaults, on
+// POST /v1/events and POST /v1/ops/... .
+func applyAuth(o *app.Options, authFile, certFile, keyFile string, limits limitFlags, log zerolog.Logger) error {
 	if (certFile == "") != (keyFile == "") {
 		return usageError("--tls-cert and --tls-key go together")
 	}
@@ -43,7 +47,7 @@ func applyAuth(o *app.Options, authFile, certFile, keyFile string, log zerolog.L
 	}
 	if authFile == "" {
 		httpauth.WarnIfExposed(o.HTTPAddr, false, log)
-		return nil
+		return protect(o, httpauth.Config{}, limits, log)
 	}
 	cfg, err := authcfg.Load(authFile)
 	if err != nil {
@@ -70,14 +74,56 @@ func applyAuth(o *app.Options, authFile, certFile, keyFile string, log zerolog.L
 				Msg("the projector's durable is not in nats.service.durables of --auth: auditors are not kept away from it")
 		}
 	}
-	guard, err := httpauth.New(cfg.HTTP)
-	if err != nil {
-		return usageError("--auth: %v", err)
+	return protect(o, cfg.HTTP, limits, log)
+}
+
+// PatternOpsPost are the POST routes of the online operations
+// (/v1/ops/rebuild, /v1/ops/verify): role ops, like every route the
+// default table does not name, and rate limited as writes.
+const patternOpsPost = "POST /v1/ops/"
+
+// protect sets the HTTP middleware: tokens and roles of cfg (none: open
+// mode), and the write limit.
+func protect(o *app.Options, cfg httpauth.Config, limits limitFlags, log zerolog.Logger) error {
+	if limits.writeRate != 0 {
+		cfg.WriteLimit.PerSecond = limits.writeRate
 	}
-	httpauth.WarnIfExposed(o.HTTPAddr, guard.AuthEnabled(), log)
-	httpauth.WarnIfCleartext(o.HTTPAddr, guard.AuthEnabled(), o.TLSConfig != nil, log)
+	if limits.writeBurst != 0 {
+		cfg.WriteLimit.Burst = limits.writeBurst
+	}
+	guard, err := httpauth.New(cfg)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if guard.AuthEnabled() {
+		httpauth.WarnIfExposed(o.HTTPAddr, true, log)
+		httpauth.WarnIfCleartext(o.HTTPAddr, true, o.TLSConfig != nil, log)
+	}
+	rules := append(guard.Rules(), httpauth.Rule{Pattern: patternOpsPost, Roles: []httpauth.Role{httpauth.RoleOps}, Limit: true})
 	o.HTTPMiddleware = func(next http.Handler) (http.Handler, error) {
-		return guard.Protect(guard.Rules(), next)
+		return guard.Protect(rules, next)
 	}
 	return nil
+}
+
+// limitFlags are serve's limit flags (SPEC §10).
+type limitFlags struct {
+	maxBytes, maxTo, maxCorrelation int
+	writeRate                       float64
+	writeBurst                      int
+}
+
+// submitLimits checks the size and count limits.
+func (l limitFlags) submitLimits() (ledger.SubmitLimits, error) {
+	switch {
+	case l.maxBytes < 0 || l.maxBytes > ledger.MaxEnvelopeBytes:
+		return ledger.SubmitLimits{}, usageError("--max-envelope-bytes %d: want 1..%d (0: the default)", l.maxBytes, ledger.MaxEnvelopeBytes)
+	case l.maxTo < 0:
+		return ledger.SubmitLimits{}, usageError("--max-to %d: want ≥ 1 (0: the default)", l.maxTo)
+	case l.maxCorrelation < 0:
+		return ledger.SubmitLimits{}, usageError("--max-correlation %d: want ≥ 1 (0: the default)", l.maxCorrelation)
+	case l.writeBurst < 0:
+		return ledger.SubmitLimits{}, usageError("--write-burst %d: want ≥ 1 (0: the default)", l.writeBurst)
+	}
+	return ledger.SubmitLimits{MaxBytes: l.maxBytes, MaxTo: l.maxTo, MaxCorrelation: l.maxCorrelation}, nil
 }

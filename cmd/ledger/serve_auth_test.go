@@ -22,7 +22,7 @@ func TestServeAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := apptest.Options(t)
-	if err := applyAuth(&o, example, "", "", natstest.Logger(t)); err != nil {
+	if err := applyAuth(&o, example, "", "", limitFlags{}, natstest.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	a := apptest.StartWith(t, o)
@@ -64,7 +64,7 @@ func TestServeAuth(t *testing.T) {
 		nc.Close()
 		t.Errorf("anonymous NATS connection accepted")
 	}
-	if err := applyAuth(&o, "", "cert.pem", "", natstest.Logger(t)); err == nil {
+	if err := applyAuth(&o, "", "cert.pem", "", limitFlags{}, natstest.Logger(t)); err == nil {
 		t.Errorf("--tls-cert without --tls-key accepted")
 	}
 }

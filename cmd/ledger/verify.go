@@ -17,17 +17,21 @@ import (
 //   - --export FILE checks an export's hash chain and prints its summary
 //     (with the head hash); the error names the first bad line;
 //   - otherwise it folds the log into a temporary store up to the live
-//     projection's checkpoint (<data>/projection) and compares the two,
-//     reporting the first difference and the proposal it concerns. This is
-//     offline: `ledger serve` must be stopped (Pebble allows one opener).
+//     projection's checkpoint and compares the two, reporting the first
+//     difference and the proposal it concerns: online through a running
+//     ledger's API (POST /v1/ops/verify, role ops; the projector is paused
+//     meanwhile) with --api, when a `ledger serve` runs on --data, or when
+//     no --data is given and the default data directory holds no ledger;
+//     else offline on <data>/projection.
 //
 // The result goes to stdout as JSON; a mismatch is also an error.
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opsFlags
-	fs := newOpsFlagSet("verify", stdout, "verify --export FILE | verify [--data DIR] [--nats-url URL]")
+	fs := newOpsFlagSet("verify", stdout, "verify --export FILE | verify [--api URL [--token T]] | verify --data DIR [--nats-url URL]")
 	export := fs.String("export", "", "check the hash chain of an export file (- for stdin)")
 	tmp := fs.String("tmp", "", "directory for the temporary projection (default: the system's)")
 	o.register(fs.FlagSet)
+	o.registerAPI(fs.FlagSet)
 	if err := fs.parse(args, false); err != nil {
 		return err
 	}
@@ -54,6 +58,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	log, err := o.logger(stderr)
 	if err != nil {
 		return err
+	}
+	if api := o.apiTarget(); api != "" {
+		return verifyOnline(ctx, &o, api, stdout)
 	}
 	if err := o.refuseIfServing(); err != nil {
 		return fmt.Errorf("%w", err)
@@ -90,6 +97,25 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if err != nil {
 		return fmt.Errorf("%w", err)
+	}
+	return nil
+}
+
+// verifyOnline runs POST /v1/ops/verify and prints its result.
+func verifyOnline(ctx context.Context, o *opsFlags, api string, stdout io.Writer) error {
+	cl, err := o.apiClient(api)
+	if err != nil {
+		return err
+	}
+	res, err := cl.Verify(ctx)
+	if err != nil {
+		return clientError(api, err)
+	}
+	if err := writeOpsJSON(stdout, res); err != nil {
+		return err
+	}
+	if !res.OK {
+		return fmt.Errorf("%w: %s", repair.ErrMismatch, res.Message)
 	}
 	return nil
 }

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mewledger/ledger/internal/app/apptest"
+	"github.com/mewledger/ledger/internal/httpauth"
+	"github.com/mewledger/ledger/internal/natstest"
+	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/projections"
+)
+
+const (
+	authExample = "../../deploy/auth/ledger-auth.yaml"
+	secrets     = "../../deploy/auth/example-secrets/"
+)
+
+func secret(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(secrets + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// runCLIToken runs the CLI in-process with LEDGER_TOKEN set to token ("":
+// unset).
+func runCLIToken(t *testing.T, token, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	t.Setenv("LEDGER_TOKEN", token)
+	return runCLI(t, stdin, args...)
+}
+
+// TestCLIWithAuthAndLimits runs a ledger with deploy/auth's worked example
+// and the limit flags, and drives it through the CLI and HTTP: tokens and
+// roles (401, 403), NATS credentials (a gateway's password, an auditor's
+// nkey), the to limit, the write rate limit (429 with Retry-After), bare
+// kernel proposals with publish --kernel (the README's dual approval), and
+// the online rebuild and verify, which need the ops role.
+func TestCLIWithAuthAndLimits(t *testing.T) {
+	for _, v := range []string{"LEDGER_API", "LEDGER_DATA", "LEDGER_NATS_URL", "LEDGER_SPACE", "LEDGER_NATS_USER", "LEDGER_NATS_PASSWORD_FILE", "LEDGER_NATS_NKEY"} {
+		t.Setenv(v, "")
+	}
+	o := apptest.Options(t)
+	if err := applyAuth(&o, authExample, "", "", limitFlags{maxTo: 2, writeRate: 20, writeBurst: 20}, natstest.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	lim, err := limitFlags{maxTo: 2}.submitLimits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Limits = lim
+	a := apptest.StartWith(t, o)
+	api := a.HTTPURL()
+	audit, writer, ops := secret(t, "audit-team.token"), secret(t, "ci-writer.token"), secret(t, "oncall.token")
+
+	// Tokens and roles.
+	if code, _, stderr := runCLIToken(t, "", "", "stats", "--api", api); code != exitFailed || !strings.Contains(stderr, "unauthorized") || !strings.Contains(stderr, "LEDGER_TOKEN") {
+		t.Errorf("stats without a token: %d %s", code, stderr)
+	}
+	if code, _, stderr := runCLIToken(t, "", "", "stats", "--api", api, "--token", "not-a-token"); code != exitFailed || !strings.Contains(stderr, "unauthorized") {
+		t.Errorf("stats with an unknown token: %d %s", code, stderr)
+	}
+	if code, _, stderr := runCLIToken(t, audit, "", "stats", "--api", api); code != exitOK {
+		t.Errorf("stats with the auditor's token: %d %s", code, stderr)
+	}
+	props, _ := os.ReadFile("../../examples/kernel-proposals.jsonl")
+	if code, _, stderr := runCLIToken(t, audit, string(props), "publish", "--kernel", "--api", api); code != exitFailed || !strings.Contains(stderr, "forbidden") {
+		t.Errorf("publish with the auditor's token: %d %s", code, stderr)
+	}
+
+	// publish --kernel, approvals and fulfilments (the README's walkthrough).
+	code, stdout, stderr := runCLIToken(t, writer, string(props), "publish", "--kernel", "--api", api)
+	if code != exitOK || !strings.Contains(stdout, `"id":"pay-inv-9001"`) {
+		t.Fatalf("publish --kernel: %d %s %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLIToken(t, writer, "", "publish", "-f", "../../examples/kernel-approvals.jsonl", "--api", api)
+	if code != exitOK {
+		t.Fatalf("publish approvals: %d %s %s", code, stdout, stderr)
+	}
+	last := lastSeq(t, stdout)
+	code, stdout, stderr = runCLIToken(t, audit, "", "get", "pay-inv-9001", "-o", "json", "--min-seq", strconv.FormatUint(last, 10), "--api", api)
+	var p projections.Proposal
+	if code != exitOK || json.Unmarshal([]byte(stdout), &p) != nil || p.State != projections.StateFulfilled || p.Approved == nil || !*p.Approved || len(p.Anomalies) != 0 {
+		t.Fatalf("get pay-inv-9001: %d %s %s", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLIToken(t, audit, "", "get", "pay-inv-9002", "-o", "json", "--api", api)
+	if code != exitOK || json.Unmarshal([]byte(stdout), &p) != nil || !p.HasAnomaly(projections.AnomalyUnapprovedFulfillment) {
+		t.Fatalf("get pay-inv-9002: %d %s", code, stdout)
+	}
+	bad, _ := os.ReadFile("../../examples/kernel-bad.jsonl")
+	code, _, stderr = runCLIToken(t, writer, string(bad), "publish", "--kernel", "--api", api)
+	if code != exitFailed || !strings.Contains(stderr, "line 1: V-PROP-004") || !strings.Contains(stderr, "line 2: V-PROP-014") {
+		t.Errorf("publish --kernel of bad proposals: %d %s", code, stderr)
+	}
+
+	// The to limit (--max-to 2).
+	tooMany := `{"protocol":"mew/v0.4","id":"to-3","from":"a","to":["b","c","d"],"kind":"mcp/proposal","payload":{"method":"m","params":{}}}`
+	code, stdout, stderr = runCLIToken(t, writer, tooMany+"\n", "publish", "--api", api)
+	if code != exitFailed || !strings.Contains(stdout, `"code":"too_many"`) || !strings.Contains(stderr, "(field to)") {
+		t.Errorf("publish with 3 to entries: %d %s %s", code, stdout, stderr)
+	}
+
+	// NATS credentials: a gateway's password for the submit service; an
+	// auditor's nkey for export. Without credentials: no connection.
+	nurl := a.NATSURL()
+	code, stdout, stderr = runCLI(t, string(props), "publish", "--kernel", "--space", "research", "--nats-url", nurl,
+		"--nats-user", "gateway", "--nats-password-file", secrets+"gateway.password")
+	if code != exitOK || strings.Count(stdout, `"seq":`) != 2 {
+		t.Errorf("publish --kernel through the submit service as the gateway: %d %s %s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, string(props), "publish", "--nats-url", nurl); code != exitUsage {
+		t.Errorf("publish through NATS without credentials: %d %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "", "publish", "--nats-url", nurl, "--nats-password-file", secrets+"gateway.password"); code != exitUsage || !strings.Contains(stderr, "--nats-user") {
+		t.Errorf("a password without a user: %d %s", code, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "export.jsonl")
+	code, _, stderr = runCLI(t, "", "export", "--progress", "off", "--nats-url", nurl, "--nats-user", "audit", "--nats-nkey", secrets+"audit.nk", "-o", out)
+	if code != exitOK || !strings.Contains(stderr, "exported") {
+		t.Errorf("export as the auditor: %d %s", code, stderr)
+	}
+
+	// The write rate limit: 429 with Retry-After.
+	limited := false
+	for i := 0; i < 60 && !limited; i++ {
+		req, _ := http.NewRequest(http.MethodPost, api+"/v1/events", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+writer)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eb wire.ErrorBody
+		_ = json.NewDecoder(resp.Body).Decode(&eb)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			limited = true
+			if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || eb.Error == nil || eb.Error.Code != httpauth.CodeRateLimited {
+				t.Errorf("429: Retry-After %q, body %+v", resp.Header.Get("Retry-After"), eb.Error)
+			}
+		}
+	}
+	if !limited {
+		t.Error("60 quick writes at --write-rate 20 --write-burst 20: never 429")
+	}
+
+	// Online ops need the ops role.
+	if code, _, stderr := runCLIToken(t, audit, "", "rebuild", "--api", api, "--progress", "off"); code != exitFailed || !strings.Contains(stderr, "forbidden") {
+		t.Errorf("rebuild with the auditor's token: %d %s", code, stderr)
+	}
+	time.Sleep(time.Second) // the write budget refills
+	code, stdout, stderr = runCLIToken(t, ops, "", "rebuild", "--api", api, "--progress", "off", "--log-level", "warn")
+	if code != exitOK || !strings.Contains(stdout, "online up to seq") {
+		t.Fatalf("rebuild --api: %d %s %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLIToken(t, "", "", "verify", "--api", api, "--token", ops, "--progress", "off")
+	var vr wire.VerifyResult
+	if code != exitOK || json.Unmarshal([]byte(stdout), &vr) != nil || !vr.OK || vr.Seq < last {
+		t.Fatalf("verify --api: %d %s %s", code, stdout, stderr)
+	}
+}
+
+// lastSeq is the largest "seq" of publish's result lines.
+func lastSeq(t *testing.T, out string) uint64 {
+	t.Helper()
+	var last uint64
+	dec := json.NewDecoder(bytes.NewReader([]byte(out)))
+	for dec.More() {
+		var r wire.AppendResult
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		last = max(last, r.Seq)
+	}
+	return last
+}
+
+// TestRebuildAndVerifyFollowServe: with no --api and no --data flag, a
+// running serve's data directory is found through LEDGER_DATA (its address
+// file) and the commands go online.
+func TestRebuildAndVerifyFollowServe(t *testing.T) {
+	for _, v := range []string{"LEDGER_API", "LEDGER_NATS_URL", "LEDGER_TOKEN"} {
+		t.Setenv(v, "")
+	}
+	a := apptest.Start(t)
+	t.Setenv("LEDGER_DATA", a.Options().DataDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := a.Appender().Append(ctx, "", []byte(`{"protocol":"mew/v0.4","id":"p-1","from":"a","kind":"mcp/proposal","payload":{"method":"m","params":{}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "", "rebuild", "--progress", "off", "--log-level", "warn")
+	if code != exitOK || !strings.Contains(stdout, "online up to seq 1") {
+		t.Fatalf("rebuild: %d %s %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, "", "verify", "--progress", "off")
+	if code != exitOK || !strings.Contains(stdout, `"ok": true`) {
+		t.Fatalf("verify: %d %s %s", code, stdout, stderr)
+	}
+}

@@ -113,9 +113,10 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		defer cancel()
 	}
 	a = &App{opts: o, log: o.Logger, stop: make(chan struct{}), runDone: make(chan struct{}), ready: make(chan struct{})}
+	self := a // the named result is nil after `return nil, err`
 	defer func() {
 		if err != nil {
-			_ = a.release(context.Background())
+			_ = self.release(context.Background())
 		}
 	}()
 	if err := os.MkdirAll(o.DataDir, 0o750); err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/mewledger/ledger/internal/app"
@@ -170,4 +172,24 @@ func TestExternalNATS(t *testing.T) {
 	if _, _, err := c.Get(context.Background(), "env-req-1", client.ReadOptions{MinSeq: r.Seq}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestNewFailsCleanly: when New fails after acquiring some things (here
+// the HTTP port is taken, after NATS and the store are up), it releases
+// them and returns the error (it used to panic on a nil App).
+func TestNewFailsCleanly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	o := apptest.Options(t)
+	o.HTTPAddr = ln.Addr().String()
+	if _, err := app.New(context.Background(), o); err == nil || !strings.Contains(err.Error(), "HTTP listen") {
+		t.Fatalf("New with the HTTP port taken: %v", err)
+	}
+	// Everything was released: the same data directory starts.
+	apptest.StartWith(t, apptest.Options(t))
+	o.HTTPAddr = "127.0.0.1:0"
+	apptest.StartWith(t, o)
 }

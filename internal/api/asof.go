@@ -3,10 +3,10 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mewledger/ledger/internal/wire"
@@ -87,8 +87,12 @@ func (a *API) asOfReader(w http.ResponseWriter, r *http.Request, p AsOfPoint) (R
 		if p.Seq == 0 {
 			field = paramAsOf
 		}
+		detail := err.Error()
+		if i := strings.Index(detail, ErrBeyondLog.Error()+": "); i >= 0 {
+			detail = detail[i+len(ErrBeyondLog.Error())+2:]
+		}
 		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBeyondLog, Field: field,
-			Message: fmt.Sprintf("the point is beyond the end of the log: %v", err)})
+			Message: "the point is beyond the end of the log: " + detail})
 	case r.Context().Err() != nil:
 		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeUnavailable,
 			Message: "the request ended before the log was folded to the point asked for"})

@@ -328,8 +328,10 @@ func (a *App) Verify(ctx context.Context) (wire.VerifyResult, error) {
 	defer stopOnShutdown()
 
 	p := a.current()
-	p.proj.Pause()
-	defer p.proj.Resume()
+	if !p.proj.Paused() { // paused by someone else: leave it so
+		p.proj.Pause()
+		defer p.proj.Resume()
+	}
 	start := time.Now()
 	var res repair.VerifyResult
 	var err error

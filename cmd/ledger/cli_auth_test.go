@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/mewledger/ledger/internal/app/apptest"
+	"github.com/mewledger/ledger/internal/authcfg"
 	"github.com/mewledger/ledger/internal/httpauth"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/wire"
@@ -52,7 +55,8 @@ func TestCLIWithAuthAndLimits(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	o := apptest.Options(t)
-	if err := applyAuth(&o, authExample, "", "", limitFlags{maxTo: 2, writeRate: 20, writeBurst: 20}, natstest.Logger(t)); err != nil {
+	authFile, gatewayPassword := quickAuth(t)
+	if err := applyAuth(&o, authFile, "", "", limitFlags{maxTo: 2, writeRate: 20, writeBurst: 20}, natstest.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	lim, err := limitFlags{maxTo: 2}.submitLimits()
@@ -115,14 +119,14 @@ func TestCLIWithAuthAndLimits(t *testing.T) {
 	// auditor's nkey for export. Without credentials: no connection.
 	nurl := a.NATSURL()
 	code, stdout, stderr = runCLI(t, string(props), "publish", "--kernel", "--space", "research", "--nats-url", nurl,
-		"--nats-user", "gateway", "--nats-password-file", secrets+"gateway.password")
+		"--nats-user", "gateway", "--nats-password-file", gatewayPassword)
 	if code != exitOK || strings.Count(stdout, `"seq":`) != 2 {
 		t.Errorf("publish --kernel through the submit service as the gateway: %d %s %s", code, stdout, stderr)
 	}
 	if code, _, stderr := runCLI(t, string(props), "publish", "--nats-url", nurl); code != exitUsage {
 		t.Errorf("publish through NATS without credentials: %d %s", code, stderr)
 	}
-	if code, _, stderr := runCLI(t, "", "publish", "--nats-url", nurl, "--nats-password-file", secrets+"gateway.password"); code != exitUsage || !strings.Contains(stderr, "--nats-user") {
+	if code, _, stderr := runCLI(t, "", "publish", "--nats-url", nurl, "--nats-password-file", gatewayPassword); code != exitUsage || !strings.Contains(stderr, "--nats-user") {
 		t.Errorf("a password without a user: %d %s", code, stderr)
 	}
 	out := filepath.Join(t.TempDir(), "export.jsonl")
@@ -168,6 +172,46 @@ func TestCLIWithAuthAndLimits(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(stdout), &vr) != nil || !vr.OK || vr.Seq < last {
 		t.Fatalf("verify --api: %d %s %s", code, stdout, stderr)
 	}
+}
+
+// quickAuth writes deploy/auth's example with the gateway's password
+// hashed at bcrypt's lowest cost, and returns it and the password's file:
+// the example's cost 11 takes seconds per connection under the race
+// detector on a busy machine, longer than a client waits.
+func quickAuth(t *testing.T) (string, string) {
+	t.Helper()
+	doc, err := os.ReadFile(authExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := secret(t, "gateway.password")
+	fast, err := authcfg.HashPassword(pw, bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The gateway's hash is the one following "user: gateway".
+	text := string(doc)
+	i := strings.Index(text, "user: gateway")
+	j := i + strings.Index(text[i:], `password: "`) + len(`password: "`)
+	k := j + strings.Index(text[j:], `"`)
+	if i < 0 || j < i || k < j {
+		t.Fatal("no gateway password in the example")
+	}
+	text = text[:j] + fast + text[k:]
+	abs, err := filepath.Abs(filepath.Dir(authExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = strings.ReplaceAll(text, "seed_file: example-secrets/", "seed_file: "+abs+"/example-secrets/")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "gateway.password"), []byte(pw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "ledger-auth.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, filepath.Join(dir, "gateway.password")
 }
 
 // lastSeq is the largest "seq" of publish's result lines.

@@ -29,6 +29,7 @@ package canon
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -119,14 +120,12 @@ const maxPooled = 64 << 10
 // release drops the references to the caller's input and output and
 // returns p to the pool.
 func (p *parser) release() {
-	clear(p.members[:cap(p.members)])
-	clear(p.path[:cap(p.path)])
 	p.in, p.out = nil, nil
 	p.members, p.path = p.members[:0], p.path[:0]
-	if cap(p.tmp) > maxPooled || cap(p.members) > maxPooled/32 || cap(p.path) > maxPooled/32 {
+	if cap(p.tmp) > maxPooled || cap(p.keys) > maxPooled || cap(p.members) > maxPooled/32 || cap(p.path) > maxPooled/32 {
 		return // let the GC have it
 	}
-	p.tmp = p.tmp[:0]
+	p.tmp, p.keys = p.tmp[:0], p.keys[:0]
 	parsers.Put(p)
 }
 
@@ -151,17 +150,26 @@ func Equal(a, b []byte) bool {
 	return bytes.Equal(ca, cb)
 }
 
+// keyRef locates a decoded object key: in the input when the key has no
+// escapes, else in the parser's key scratch. Keys are offsets, not slices,
+// so that members hold no pointers: sorting them moves plain words (slices
+// made the sort and the stacks pay GC write barriers on every move).
+type keyRef struct {
+	start, end int
+	scratch    bool
+}
+
 // member is one object member written to out: its decoded key and the
 // region [start, end) of out holding `"key":value`.
 type member struct {
-	key        []byte // aliases the input when the key has no escapes
+	key        keyRef
 	start, end int
 	off        int // input offset of the key, for error reports
 }
 
 // pathElem is one step of the path to the value being parsed.
 type pathElem struct {
-	key   []byte
+	key   keyRef
 	index int // -1 for an object key
 }
 
@@ -172,6 +180,15 @@ type parser struct {
 	members []member   // stack shared by all open objects
 	path    []pathElem // only rendered when an error is reported
 	tmp     []byte     // scratch for reordering members
+	keys    []byte     // decoded escaped keys; escaped strings being decoded
+}
+
+// keyBytes returns the decoded key k.
+func (p *parser) keyBytes(k keyRef) []byte {
+	if k.scratch {
+		return p.keys[k.start:k.end]
+	}
+	return p.in[k.start:k.end]
 }
 
 func (p *parser) pathString(extra *pathElem) string {
@@ -186,7 +203,7 @@ func (p *parser) pathString(extra *pathElem) string {
 		if b.Len() > 0 {
 			b.WriteByte('.')
 		}
-		b.Write(e.key)
+		b.Write(p.keyBytes(e.key))
 	}
 	for _, e := range p.path {
 		write(e)
@@ -394,15 +411,15 @@ func (p *parser) object(depth int) error {
 	ms := p.members[base:]
 	sorted := true
 	for i := 1; i < len(ms); i++ {
-		if c := bytes.Compare(ms[i-1].key, ms[i].key); c >= 0 {
+		if c := bytes.Compare(p.keyBytes(ms[i-1].key), p.keyBytes(ms[i].key)); c >= 0 {
 			sorted = false
 			break
 		}
 	}
 	if !sorted {
-		slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+		slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(p.keyBytes(a.key), p.keyBytes(b.key)) })
 		for i := 1; i < len(ms); i++ {
-			if bytes.Equal(ms[i-1].key, ms[i].key) {
+			if bytes.Equal(p.keyBytes(ms[i-1].key), p.keyBytes(ms[i].key)) {
 				later := ms[i]
 				if ms[i-1].off > later.off {
 					later = ms[i-1]
@@ -411,7 +428,7 @@ func (p *parser) object(depth int) error {
 					Kind:   ErrDuplicateKey,
 					Offset: later.off,
 					Path:   p.pathString(&pathElem{key: later.key, index: -1}),
-					Msg:    fmt.Sprintf("duplicate key %q", later.key),
+					Msg:    fmt.Sprintf("duplicate key %q", p.keyBytes(later.key)),
 				}
 			}
 		}
@@ -430,22 +447,23 @@ func (p *parser) object(depth int) error {
 }
 
 // str scans the string at p.pos (which is '"'), writes its canonical form to
-// out and, when wantKey is set, returns its decoded value (a sub-slice of the
-// input when it has no escapes).
-func (p *parser) str(wantKey bool) ([]byte, error) {
+// out and, when wantKey is set, returns where its decoded value is (in the
+// input when it has no escapes, else in p.keys).
+func (p *parser) str(wantKey bool) (keyRef, error) {
 	in := p.in
 	start := p.pos + 1
 	i := start
-	// Fast path: no escapes and nothing that needs escaping.
+	// Fast path: no escapes and nothing that needs escaping; eight bytes at
+	// a time while they are plain printable ASCII.
+	for i+8 <= len(in) && plainASCII8(binary.LittleEndian.Uint64(in[i:])) {
+		i += 8
+	}
 	for i < len(in) {
 		c := in[i]
 		if c == '"' {
 			p.out = append(p.out, in[start-1:i+1]...)
 			p.pos = i + 1
-			if wantKey {
-				return in[start:i:i], nil
-			}
-			return nil, nil
+			return keyRef{start: start, end: i}, nil
 		}
 		if c == '\\' || c < 0x20 {
 			break
@@ -457,34 +475,38 @@ func (p *parser) str(wantKey bool) ([]byte, error) {
 		r, size := utf8.DecodeRune(in[i:])
 		if r == utf8.RuneError && size <= 1 {
 			p.pos = i
-			return nil, p.fail(ErrEncoding, "invalid UTF-8 in string")
+			return keyRef{}, p.fail(ErrEncoding, "invalid UTF-8 in string")
 		}
 		i += size
 	}
-	// Slow path: decode into buf, then write canonically.
-	buf := make([]byte, 0, i-start+16)
-	buf = append(buf, in[start:i]...)
+	// Slow path: decode into p.keys, then write canonically. A value's
+	// decoded bytes are dropped again; a key's stay until the parse ends.
+	mark := len(p.keys)
+	buf := append(p.keys, in[start:i]...)
+	defer func() {
+		p.keys = buf
+		if !wantKey {
+			p.keys = p.keys[:mark]
+		}
+	}()
 	for {
 		if i >= len(in) {
 			p.pos = i
-			return nil, p.fail(ErrSyntax, "unterminated string")
+			return keyRef{}, p.fail(ErrSyntax, "unterminated string")
 		}
 		c := in[i]
 		switch {
 		case c == '"':
 			p.pos = i + 1
-			p.writeString(buf)
-			if wantKey {
-				return buf, nil
-			}
-			return nil, nil
+			p.writeString(buf[mark:])
+			return keyRef{start: mark, end: len(buf), scratch: true}, nil
 		case c < 0x20:
 			p.pos = i
-			return nil, p.fail(ErrSyntax, "control character U+%04X in string must be escaped", c)
+			return keyRef{}, p.fail(ErrSyntax, "control character U+%04X in string must be escaped", c)
 		case c == '\\':
 			if i+1 >= len(in) {
 				p.pos = i
-				return nil, p.fail(ErrSyntax, "unterminated escape")
+				return keyRef{}, p.fail(ErrSyntax, "unterminated escape")
 			}
 			e := in[i+1]
 			switch e {
@@ -510,7 +532,7 @@ func (p *parser) str(wantKey bool) ([]byte, error) {
 				r, ok := hex4(in, i+2)
 				if !ok {
 					p.pos = i
-					return nil, p.fail(ErrSyntax, "invalid \\u escape")
+					return keyRef{}, p.fail(ErrSyntax, "invalid \\u escape")
 				}
 				i += 6
 				if utf16.IsSurrogate(r) {
@@ -521,7 +543,7 @@ func (p *parser) str(wantKey bool) ([]byte, error) {
 					dec := utf16.DecodeRune(r, r2)
 					if !ok2 || dec == utf8.RuneError {
 						p.pos = i - 6
-						return nil, p.fail(ErrEncoding, "unpaired UTF-16 surrogate escape")
+						return keyRef{}, p.fail(ErrEncoding, "unpaired UTF-16 surrogate escape")
 					}
 					r = dec
 					i += 6
@@ -529,7 +551,7 @@ func (p *parser) str(wantKey bool) ([]byte, error) {
 				buf = utf8.AppendRune(buf, r)
 			default:
 				p.pos = i
-				return nil, p.fail(ErrSyntax, "invalid escape \\%c", e)
+				return keyRef{}, p.fail(ErrSyntax, "invalid escape \\%c", e)
 			}
 		case c < utf8.RuneSelf:
 			buf = append(buf, c)
@@ -538,12 +560,24 @@ func (p *parser) str(wantKey bool) ([]byte, error) {
 			r, size := utf8.DecodeRune(in[i:])
 			if r == utf8.RuneError && size <= 1 {
 				p.pos = i
-				return nil, p.fail(ErrEncoding, "invalid UTF-8 in string")
+				return keyRef{}, p.fail(ErrEncoding, "invalid UTF-8 in string")
 			}
 			buf = append(buf, in[i:i+size]...)
 			i += size
 		}
 	}
+}
+
+// plainASCII8 reports whether none of the eight bytes of x is '"', '\\',
+// a control character (< 0x20) or non-ASCII (>= 0x80): the word-at-a-time
+// form of the string scanner's fast-path test (each term is exact about
+// whether any byte matches).
+func plainASCII8(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (lo * '"')
+	b := x ^ (lo * '\\')
+	special := (x-lo*0x20) & ^x | (q-lo) & ^q | (b-lo) & ^b | x
+	return special&hi == 0
 }
 
 func hex4(in []byte, i int) (rune, bool) {

@@ -287,32 +287,100 @@ func (a *Appender) AppendPrepared(ctx context.Context, p *Prepared) (Result, err
 // goroutine it starts has returned when it returns.
 func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) []Result {
 	results := make([]Result, len(raws))
+
+	// One goroutine awaits the acknowledgements, in publish order (the
+	// order they arrive in), and frees each window slot; a transient
+	// failure is retried on a goroutine of its own so that the acks behind
+	// it are not held up. It replaced a goroutine per envelope.
+	type sent struct {
+		i   int
+		p   *Prepared
+		fut jetstream.PubAckFuture
+		err error
+	}
+	inFlight := make(chan sent, cap(a.sem))
 	var wg sync.WaitGroup
-	for i, raw := range raws {
-		p, id, err := a.prepare(space, raw, true)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for s := range inFlight {
+			var ack *jetstream.PubAck
+			err := s.err
+			if err == nil {
+				ack, err = await(ctx, s.fut)
+			}
+			if err != nil && a.opts.MaxRetries > 0 && ctx.Err() == nil && IsTransient(err) {
+				wg.Add(1) // the collector's own count keeps the group positive
+				go func(s sent, err error) {
+					defer wg.Done()
+					defer func() { <-a.sem }()
+					results[s.i] = a.complete(ctx, s.p, 1, nil, err)
+				}(s, err)
+				continue
+			}
+			results[s.i] = a.complete(ctx, s.p, 1, ack, err)
+			<-a.sem
+		}
+	}()
+
+	publish := func(i int, p *Prepared, id string, err error) {
 		if err != nil {
 			results[i] = Result{ID: id, Err: err}
-			continue
+			return
 		}
 		if err := acquire(ctx, a.sem); err != nil {
 			results[i] = a.complete(ctx, p, 0, nil, err)
-			continue
+			return
 		}
 		fut, err := a.pub.PublishMsgAsync(a.msg(p), a.pubOpts(p)...)
-		wg.Add(1)
-		go func(i int, p *Prepared, fut jetstream.PubAckFuture, err error) {
-			defer wg.Done()
-			defer func() { <-a.sem }()
-			var ack *jetstream.PubAck
-			if err == nil {
-				ack, err = await(ctx, fut)
-			}
-			results[i] = a.complete(ctx, p, 1, ack, err)
-		}(i, p, fut, err)
+		inFlight <- sent{i: i, p: p, fut: fut, err: err}
 	}
+
+	if len(raws) <= prepareChunk {
+		for i, raw := range raws {
+			p, id, err := a.prepare(space, raw, true)
+			publish(i, p, id, err)
+		}
+	} else {
+		// Validation (Decode is most of an append's client-side cost)
+		// runs ahead on another goroutine, in input order, a few chunks
+		// ahead of publishing: it overlaps with publishing and with the
+		// server's work. It prepares every envelope, as the loop did,
+		// whatever ctx says, so every refusal is still reported.
+		type prep struct {
+			p   *Prepared
+			id  string
+			err error
+		}
+		ahead := make(chan []prep, 4)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(ahead)
+			for lo := 0; lo < len(raws); lo += prepareChunk {
+				c := make([]prep, min(prepareChunk, len(raws)-lo))
+				for j := range c {
+					c[j].p, c[j].id, c[j].err = a.prepare(space, raws[lo+j], true)
+				}
+				ahead <- c
+			}
+		}()
+		i := 0
+		for c := range ahead {
+			for _, x := range c {
+				publish(i, x.p, x.id, x.err)
+				i++
+			}
+		}
+	}
+	close(inFlight)
 	wg.Wait()
 	return results
 }
+
+// prepareChunk is how many envelopes AppendMany's validation goroutine
+// hands over at a time; calls with no more than that validate inline.
+const prepareChunk = 64
 
 // acquire takes a slot of sem unless ctx is done (checked first, since
 // select picks at random between ready cases).

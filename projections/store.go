@@ -69,6 +69,11 @@ type StoreOptions struct {
 	CacheSize int64
 	// Logger receives Pebble's messages (info at debug level).
 	Logger zerolog.Logger
+
+	// recentCap overrides how many recently committed proposals the store
+	// keeps decoded (0: recentCap; negative: none). Tests compare stores
+	// folded with and without them.
+	recentCap int
 }
 
 // Validate checks the options without touching the disk.
@@ -112,7 +117,20 @@ type Store struct {
 
 	writeMu sync.Mutex // serialises commits
 	spaces  map[string]struct{}
-	failed  error // set (under writeMu) when a commit hit a Pebble fatal error
+
+	// recent holds the proposals written by the last commits, as
+	// committed, up to recentCap of them (the oldest writes go first): the
+	// writer's next batches read them from here instead of Pebble.
+	// Follow-up events mostly name recent proposals, and the projector's
+	// batches are small when it keeps up (a batch is what arrived since the
+	// last one). Values are never modified (the fold puts modified copies).
+	// Kernel proposals are not kept.
+	recentMu    sync.Mutex
+	recent      map[spaceID]recentProposal
+	recentOrder []recentKey // writes, oldest first
+	recentGen   uint64
+	recentCap   int
+	failed      error // set (under writeMu) when a commit hit a Pebble fatal error
 }
 
 // OpenStore opens (creating if needed) the store in o.Dir and loads its
@@ -126,6 +144,9 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	}
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
+	}
+	if o.recentCap == 0 {
+		o.recentCap = recentCap
 	}
 	// Pebble reserves each memtable's size in the block cache: a cache of
 	// only CacheSize (it was 128 MiB for two 64 MiB memtables) holds no
@@ -154,6 +175,8 @@ func OpenStore(o StoreOptions) (*Store, error) {
 		notify: make(chan struct{}),
 		done:   make(chan struct{}),
 		spaces: map[string]struct{}{},
+
+		recentCap: o.recentCap,
 	}
 	v, closer, err := db.Get(checkpointKey)
 	switch {
@@ -183,6 +206,9 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	close(s.done)
+	s.recentMu.Lock()
+	s.recent, s.recentOrder = nil, nil
+	s.recentMu.Unlock()
 	for b := range s.snaps {
 		b.releaseLocked()
 	}
@@ -596,6 +622,18 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 		}
 		return sl.cur, nil
 	}
+	if !b.readOnly {
+		if p := b.s.recentProposal(k); p != nil {
+			if b.done {
+				return nil, ErrBatchDone
+			}
+			// p is the committed value, never modified: it is orig, and the
+			// caller gets a copy (as from Pebble, a value of its own).
+			c := p.Clone()
+			b.props[k] = &propSlot{origKnown: true, orig: p, cur: c}
+			return c, nil
+		}
+	}
 	var p *Proposal
 	err := b.read(func(r pebble.Reader) error {
 		var v Proposal
@@ -951,11 +989,70 @@ func (b *Batch) Commit(seq uint64) error {
 	if err := s.commitPebble(pb); err != nil {
 		return fmt.Errorf("projections: commit seq %d: %w", seq, err)
 	}
+	s.remember(b)
 	for sp := range b.spaces {
 		s.spaces[sp] = struct{}{}
 	}
 	s.published(seq)
 	return nil
+}
+
+// recentCap bounds Store.recent (about 1.5 KiB a proposal).
+const recentCap = 4096
+
+type recentProposal struct {
+	p   *Proposal
+	gen uint64 // recentGen of the write
+}
+
+type recentKey struct {
+	k   spaceID
+	gen uint64
+}
+
+// remember adds the proposals b wrote to Store.recent. The caller holds
+// writeMu, after a successful commit.
+func (s *Store) remember(b *Batch) {
+	if s.recentCap <= 0 {
+		return
+	}
+	s.recentMu.Lock()
+	defer s.recentMu.Unlock()
+	if s.recent == nil {
+		s.recent = make(map[spaceID]recentProposal, s.recentCap)
+	}
+	for k, sl := range b.props {
+		if !sl.dirty {
+			continue
+		}
+		if sl.cur.Kernel != nil {
+			delete(s.recent, k) // not kept; an older version must not be read
+			continue
+		}
+		s.recentGen++
+		s.recent[k] = recentProposal{p: sl.cur, gen: s.recentGen}
+		s.recentOrder = append(s.recentOrder, recentKey{k, s.recentGen})
+	}
+	// Forget the oldest writes; a key written again since stays.
+	drop := 0
+	for len(s.recentOrder)-drop > s.recentCap {
+		o := s.recentOrder[drop]
+		if r, ok := s.recent[o.k]; ok && r.gen == o.gen {
+			delete(s.recent, o.k)
+		}
+		drop++
+	}
+	if drop > 0 {
+		s.recentOrder = append(s.recentOrder[:0], s.recentOrder[drop:]...)
+	}
+}
+
+// recentProposal returns the proposal k as the last commits left it, or
+// nil when it is not in Store.recent.
+func (s *Store) recentProposal(k spaceID) *Proposal {
+	s.recentMu.Lock()
+	defer s.recentMu.Unlock()
+	return s.recent[k].p
 }
 
 // commitPebble commits pb with pebble.Sync. Pebble reports a WAL write or

@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -139,11 +138,24 @@ func (w *jsonWriter) raw(name string, v json.RawMessage) {
 		w.b = append(w.b, "null"...)
 		return
 	}
-	if len(v) == 0 || bytes.ContainsAny(v, " \t\r\n<>&\u2028\u2029") {
+	if len(v) == 0 || !plainRaw(v) {
 		w.ok = false
 		return
 	}
 	w.b = append(w.b, v...)
+}
+
+// plainRaw reports whether json.Marshal would copy the RawMessage v as it
+// is: no white space to compact, nothing to HTML-escape (<, >, &, and
+// U+2028/U+2029, which start with 0xE2).
+func plainRaw(v []byte) bool {
+	for _, c := range v {
+		switch c {
+		case ' ', '\t', '\r', '\n', '<', '>', '&', 0xE2:
+			return false
+		}
+	}
+	return true
 }
 
 func newWriter(b []byte) jsonWriter {

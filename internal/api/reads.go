@@ -273,6 +273,12 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
+	if rl, ok := rc.r.(rawLister); ok {
+		if page, err := rl.ListRaw(lq); !errors.Is(err, errNoRawList) {
+			a.writeList(w, r, lq, err, func() ([]byte, error) { return rawListBody(page) })
+			return
+		}
+	}
 	page, err := rc.r.List(lq)
 	switch {
 	case errors.Is(err, projections.ErrBadQuery):

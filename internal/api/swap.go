@@ -44,6 +44,17 @@ func (s *swapReader) List(q projections.ListQuery) (projections.ListPage, error)
 	return s.r.List(q)
 }
 
+// ListRaw is List's stored records, when the reader in place has them
+// (rawlist.go); errNoRawList otherwise.
+func (s *swapReader) ListRaw(q projections.ListQuery) (projections.RawPage, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if rl, ok := s.r.(rawLister); ok {
+		return rl.ListRaw(q)
+	}
+	return projections.RawPage{}, errNoRawList
+}
+
 func (s *swapReader) Stats(space string) (*projections.Stats, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

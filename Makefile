@@ -4,7 +4,7 @@ FUZZTIME     ?= 10s
 TEST_TIMEOUT ?= 30m
 BIN          ?= bin/ledger
 
-.PHONY: run build test lint fuzz clean
+.PHONY: run build test lint fuzz bench clean
 
 ## run: start `ledger serve` with the embedded defaults (data in ./data, API on 127.0.0.1:8080)
 run:
@@ -23,6 +23,11 @@ lint:
 	@unformatted="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+
+## bench: the performance table of the README (ledger bench; about 15 minutes on 2 cores).
+## make bench BENCHFLAGS=--quick is the CI smoke run (under a minute).
+bench:
+	$(GO) run ./cmd/ledger bench $(BENCHFLAGS)
 
 ## fuzz: every fuzz target for FUZZTIME each (make fuzz FUZZTIME=30s)
 fuzz:

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mewledger/ledger/internal/bench"
+	"github.com/mewledger/ledger/internal/logging"
+)
+
+func init() {
+	register(&command{
+		name:     "bench",
+		synopsis: "bench [--quick] [--reps 3] [--events N] [--proposals N] [--duration D] [--out FILE]",
+		short:    "measure the ledger against raw JetStream and a naive projector, in one run",
+		help: `Measures, in this process tree on this machine, against embedded NATS
+servers and Pebble stores in temporary directories (removed afterwards):
+append and append_sync (the ledger's append path vs raw PublishAsync of the
+same bytes), fold (rebuild vs a naive read-modify-write consumer), live lag
+with the whole ledger running at 80% of the measured append maximum, HTTP
+read latencies over a store of --read-proposals proposals, and peak RSS of
+folding up to 10,000,000 events in a child process. Every figure is the
+median of --reps repetitions with its spread. Prints a markdown table; the
+last line is "ratios: append=X append_sync=Y fold=Z". Progress goes to
+stderr. --quick runs small sizes in well under a minute (CI smoke test).`,
+		run: runBench,
+	})
+}
+
+func runBench(ctx context.Context, e env, args []string) error {
+	// A memory child (internal): not a user-facing flag, so not in --help.
+	if len(args) > 0 && strings.HasPrefix(args[0], "--"+bench.ChildFlag) {
+		return bench.ChildMain(ctx, args, e.stdout)
+	}
+	var (
+		o                            bench.Options
+		out, only, memEvents, cpuOut string
+	)
+	f := newFlags(commands["bench"], e)
+	f.boolean(&o.Quick, "quick", false, "small sizes and short runs (CI smoke test)", false)
+	f.integer(&o.Reps, "reps", "N", bench.DefaultReps, "repetitions of every figure (≥ 3)", false)
+	f.integer(&o.Events, "events", "N", 0, fmt.Sprintf("events the fold figure rebuilds from (default %d, quick %d)", bench.FullEvents, bench.QuickEvents), false)
+	f.integer(&o.Proposals, "proposals", "N", 0, fmt.Sprintf("distinct proposals of the append figure (default %d, quick %d)", bench.FullProposals, bench.QuickProposals), false)
+	f.integer(&o.SyncProposals, "sync-proposals", "N", 0, fmt.Sprintf("distinct proposals of the append_sync figure (default %d, quick %d)", bench.FullSyncProposals, bench.QuickSyncProposals), false)
+	f.integer(&o.ReadProposals, "read-proposals", "N", 0, fmt.Sprintf("proposals in the reads figure's store (default %d, quick %d)", bench.FullReadProposals, bench.QuickReadProposals), false)
+	f.duration(&o.Duration, "duration", "D", 0, fmt.Sprintf("appending time of each live lag repetition (default %v, quick %v)", bench.FullDuration, bench.QuickDuration))
+	f.str(&memEvents, "mem-events", "N,N[,N]", "", "event counts of the memory figure (default 1000000,3000000,10000000; quick 10000,40000)", false)
+	f.duration(&o.MemBudget, "mem-budget", "D", 0, fmt.Sprintf("time budget of each memory child (default %v)", bench.FullMemBudget))
+	f.str(&only, "only", "FIGURE[,FIGURE]", "", "run only these figures: "+strings.Join(bench.Figures, ", "), false)
+	f.str(&out, "out", "FILE", "", "also write the table to FILE", false)
+	f.str(&cpuOut, "cpuprofile", "FILE", "", "write a CPU profile of the whole run to FILE", false)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return usageError("unexpected arguments %q", f.fs.Args())
+	}
+	if only != "" {
+		o.Only = strings.Split(only, ",")
+	}
+	for _, s := range strings.Split(memEvents, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.ReplaceAll(s, "_", ""))
+		if err != nil {
+			return usageError("--mem-events %q: %v", memEvents, err)
+		}
+		o.MemEvents = append(o.MemEvents, n)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: the memory figure runs this binary again: %w", err)
+	}
+	o.ChildCommand = []string{exe, "bench"}
+	o.Progress = e.stderr
+	if o.Logger, err = logging.New(logging.Options{Level: "warn", Out: e.stderr}); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return usageError("%v", err)
+	}
+	if cpuOut != "" {
+		pf, err := os.Create(cpuOut)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, err := bench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	command := strings.TrimSpace("ledger bench " + strings.Join(args, " "))
+	if out != "" {
+		fo, err := os.Create(out)
+		if err != nil {
+			return err
+		}
+		if err := rep.Markdown(fo, command); err != nil {
+			_ = fo.Close()
+			return err
+		}
+		if err := fo.Close(); err != nil {
+			return err
+		}
+	}
+	return rep.Markdown(e.stdout, command)
+}
+
+// durationFlag is a flag.Value for a time.Duration with a zero default
+// that prints as empty.
+type durationFlag struct{ p *time.Duration }
+
+func (d durationFlag) String() string {
+	if d.p == nil || *d.p == 0 {
+		return ""
+	}
+	return d.p.String()
+}
+
+func (d durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d.p = v
+	return nil
+}
+
+// duration registers a duration flag (no environment variable).
+func (f *flags) duration(p *time.Duration, name, meta string, def time.Duration, usage string) {
+	*p = def
+	f.meta[name] = meta
+	f.fs.Var(durationFlag{p}, name, usage)
+}

@@ -1,0 +1,308 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Targets of issue 6 (2-core machine).
+const (
+	TargetAppend     = 0.85
+	TargetAppendSync = 0.85
+	TargetFold       = 1.3
+	TargetLagP99     = 250 * time.Millisecond
+	TargetGetP99     = time.Millisecond
+	TargetListP99    = 5 * time.Millisecond
+	TargetRSSMiB     = 256
+	// FlatGrowth is the largest growth of peak RSS from the smallest to
+	// the largest N that still counts as flat.
+	FlatGrowth = 0.10
+)
+
+// Run measures every figure of o and returns the report. It removes
+// every temporary directory it made and stops every server and child it
+// started before returning.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Report{
+		Mode:      o.mode(),
+		Reps:      o.Reps,
+		Machine:   describeMachine(),
+		LoadStart: loadAvg(),
+		Started:   time.Now(),
+		Ratios:    map[string]float64{},
+	}
+	defer func() {
+		r.LoadEnd = loadAvg()
+		r.Elapsed = time.Since(r.Started)
+	}()
+	progress(&o, "%s mode on %s; load average %s", r.Mode, r.Machine, r.LoadStart)
+
+	var appendMax, syncMax float64 // the ledger's median append rates, for the lag figure
+	if o.runs(FigAppend) {
+		rate, err := r.appendFigure(ctx, &o, false)
+		if err != nil {
+			return r, err
+		}
+		appendMax = rate
+	}
+	if o.runs(FigAppendSync) {
+		rate, err := r.appendFigure(ctx, &o, true)
+		if err != nil {
+			return r, err
+		}
+		syncMax = rate
+	}
+	if o.runs(FigFold) {
+		if err := r.foldFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
+	if o.runs(FigLag) {
+		if err := r.lagFigure(ctx, &o, appendMax, syncMax); err != nil {
+			return r, err
+		}
+	}
+	if o.runs(FigReads) {
+		if err := r.readsFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
+	if o.runs(FigMemory) {
+		if err := r.memoryFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// appendFigure measures append (or append_sync) and returns the ledger's
+// median rate.
+func (r *Report) appendFigure(ctx context.Context, o *Options, syncAlways bool) (float64, error) {
+	name, proposals, target, syncDesc := FigAppend, o.Proposals, TargetAppend, "sync_interval "+DefaultSyncInterval.String()
+	if syncAlways {
+		name, proposals, target, syncDesc = FigAppendSync, o.SyncProposals, TargetAppendSync, "sync_interval always"
+	}
+	evs, err := generate(proposals, 0, o.PadTo)
+	if err != nil {
+		return 0, err
+	}
+	progress(o, "%s: %d events (%d proposals, ~%d bytes each), %s", name, len(evs), proposals, avgSize(evs), syncDesc)
+	vals, base, err := paired(ctx, o, name, o.Reps,
+		func(ctx context.Context) (float64, error) { return appendLedger(ctx, o, evs, syncAlways) },
+		func(ctx context.Context) (float64, error) { return appendRaw(ctx, o, evs, syncAlways) })
+	if err != nil {
+		return 0, err
+	}
+	row := Row{
+		Figure:   fmt.Sprintf("%s: events/s, Appender.AppendMany (%s; %d events, %d proposals, ~%d B, window %d)", name, syncDesc, len(evs), proposals, avgSize(evs), o.Window),
+		Unit:     unitRate,
+		Values:   vals,
+		Baseline: base,
+		BaseName: "raw PublishAsync",
+		Target:   fmt.Sprintf("ratio ≥ %.2f", target),
+	}
+	row.ratios()
+	row.verdict(median(row.Ratios) >= target)
+	r.Rows = append(r.Rows, row)
+	r.Ratios[name] = median(row.Ratios)
+	return median(vals), nil
+}
+
+// foldFigure measures the rebuild against the naive baseline.
+func (r *Report) foldFigure(ctx context.Context, o *Options) error {
+	evs, err := generate(0, o.Events, o.PadTo)
+	if err != nil {
+		return err
+	}
+	e, err := startEnv(ctx, o.TempDir, false, o.Logger)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if err := publishRaw(ctx, e.nc, evs, o.Window); err != nil {
+		return err
+	}
+	n := len(evs)
+	evs = nil // the stream has them
+	progress(o, "fold: %d events in the stream", n)
+	rep := 0
+	vals, base, err := paired(ctx, o, FigFold, o.Reps,
+		func(ctx context.Context) (float64, error) { return foldLedger(ctx, o, e, n) },
+		func(ctx context.Context) (float64, error) {
+			rep++
+			return foldNaive(ctx, o, e, n, fmt.Sprintf("bench-naive-%d", rep))
+		})
+	if err != nil {
+		return err
+	}
+	row := Row{
+		Figure:   fmt.Sprintf("fold: events/s, projections.Rebuild into a fresh store (%d events)", n),
+		Unit:     unitRate,
+		Values:   vals,
+		Baseline: base,
+		BaseName: "naive read-modify-write",
+		Target:   fmt.Sprintf("ratio ≥ %.1f", TargetFold),
+	}
+	row.ratios()
+	row.verdict(median(row.Ratios) >= TargetFold)
+	r.Rows = append(r.Rows, row)
+	r.Ratios[FigFold] = median(row.Ratios)
+	return nil
+}
+
+// lagFigure measures the live lag with the ledger's default durability
+// (fsync on every write) at LagLoad of the append_sync maximum and, in full
+// mode, with nats-server's default sync interval at LagLoad of the append
+// maximum. A maximum the run did not measure is measured once here.
+func (r *Report) lagFigure(ctx context.Context, o *Options, appendMax, syncMax float64) error {
+	if err := r.lagConfig(ctx, o, true, syncMax); err != nil {
+		return err
+	}
+	if o.Quick {
+		return nil
+	}
+	return r.lagConfig(ctx, o, false, appendMax)
+}
+
+func (r *Report) lagConfig(ctx context.Context, o *Options, syncAlways bool, maxRate float64) error {
+	name, syncDesc := "lag, sync_interval always (the default)", "sync_interval always"
+	if !syncAlways {
+		name, syncDesc = "lag, sync_interval "+DefaultSyncInterval.String(), "sync_interval "+DefaultSyncInterval.String()
+	}
+	if maxRate == 0 {
+		proposals := o.Proposals
+		if syncAlways {
+			proposals = o.SyncProposals
+		}
+		evs, err := generate(proposals, 0, o.PadTo)
+		if err != nil {
+			return err
+		}
+		if maxRate, err = appendLedger(ctx, o, evs, syncAlways); err != nil {
+			return fmt.Errorf("%s: maximum append rate: %w", name, err)
+		}
+		progress(o, "%s: maximum append rate %.0f/s (one run)", name, maxRate)
+	}
+	rate := LagLoad * maxRate
+	n := int(math.Ceil(rate * o.Duration.Seconds()))
+	progress(o, "%s: generating %d events to append at %.0f/s for %v", name, n, rate, o.Duration)
+	rs := generateRaws(n, o.PadTo)
+	var p50, p99, rates []float64
+	for rep := range o.Reps {
+		res, err := measureLag(ctx, o, rs, rate, syncAlways)
+		if err != nil {
+			return fmt.Errorf("%s, repetition %d: %w", name, rep+1, err)
+		}
+		progress(o, "%s rep %d/%d: p50 %v p99 %v at %.0f/s (%d events)", name, rep+1, o.Reps, res.p50, res.p99, res.rate, res.events)
+		p50, p99, rates = append(p50, ms(res.p50)), append(p99, ms(res.p99)), append(rates, res.rate)
+	}
+	desc := fmt.Sprintf("whole ledger, %s, %.0f events/s asked = %.0f%% of the measured maximum, achieved %s/s, %v per repetition",
+		syncDesc, rate, LagLoad*100, formatValue(median(rates), unitRate), o.Duration)
+	r.Rows = append(r.Rows,
+		Row{Figure: "live lag p50: folded − acknowledged (" + desc + ")", Unit: unitMs, Values: p50},
+		Row{Figure: "live lag p99 (" + syncDesc + ")", Unit: unitMs, Values: p99, Target: fmt.Sprintf("< %v", TargetLagP99)},
+	)
+	r.Rows[len(r.Rows)-1].verdict(median(p99) < ms(TargetLagP99))
+	return nil
+}
+
+// readsFigure measures GET and list latencies over HTTP.
+func (r *Report) readsFigure(ctx context.Context, o *Options) error {
+	env, err := startReads(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	var gp50, gp99, lp50, lp99 []float64
+	for rep := range o.Reps {
+		res, err := env.measure(ctx, rep, o.Gets, o.Lists)
+		if err != nil {
+			return fmt.Errorf("reads, repetition %d: %w", rep+1, err)
+		}
+		progress(o, "reads rep %d/%d: GET p50 %v p99 %v; list p50 %v p99 %v", rep+1, o.Reps, res.getP50, res.getP99, res.listP50, res.listP99)
+		gp50, gp99 = append(gp50, ms(res.getP50)), append(gp99, ms(res.getP99))
+		lp50, lp99 = append(lp50, ms(res.listP50)), append(lp99, ms(res.listP99))
+	}
+	store := fmt.Sprintf("%d proposals, %d events", o.ReadProposals, env.events)
+	r.Rows = append(r.Rows,
+		Row{Figure: fmt.Sprintf("GET /v1/proposals/{id} p50 (loopback HTTP, %s; %d requests per repetition)", store, o.Gets), Unit: unitMs, Values: gp50},
+		Row{Figure: "GET /v1/proposals/{id} p99", Unit: unitMs, Values: gp99, Target: fmt.Sprintf("< %v", TargetGetP99)},
+		Row{Figure: fmt.Sprintf("list p50 (limit=100, state filter, first 10 pages of each state; %d requests per repetition)", o.Lists), Unit: unitMs, Values: lp50},
+		Row{Figure: "list p99", Unit: unitMs, Values: lp99, Target: fmt.Sprintf("< %v", TargetListP99)},
+	)
+	r.Rows[len(r.Rows)-3].verdict(median(gp99) < ms(TargetGetP99))
+	r.Rows[len(r.Rows)-1].verdict(median(lp99) < ms(TargetListP99))
+	return nil
+}
+
+// memoryFigure measures peak RSS of fold children at each o.MemEvents.
+// The largest N runs once (it may take the whole budget); the others
+// o.Reps times.
+func (r *Report) memoryFigure(ctx context.Context, o *Options) error {
+	var first, last float64
+	for i, n := range o.MemEvents {
+		reps := o.Reps
+		if i == len(o.MemEvents)-1 && len(o.MemEvents) > 1 && !o.Quick {
+			reps = 1
+		}
+		var hwm []float64
+		reached := n
+		for rep := range reps {
+			res, err := runChild(ctx, o, n, o.MemBudget)
+			if err != nil {
+				return fmt.Errorf("memory, %d events, repetition %d: %w", n, rep+1, err)
+			}
+			progress(o, "memory %d events rep %d/%d: VmHWM %.1f MiB, %d events folded in %.1fs", n, rep+1, reps, float64(res.VmHWMKiB)/1024, res.Events, res.Seconds)
+			hwm = append(hwm, float64(res.VmHWMKiB)/1024)
+			reached = min(reached, res.Events)
+		}
+		label := fmt.Sprintf("peak RSS (VmHWM) folding %d events", reached)
+		if reached < n {
+			label += fmt.Sprintf(" (%d asked; the %v budget ran out)", n, o.MemBudget)
+		}
+		if i == 0 {
+			label += ", child process, direct fold into a fresh store"
+		}
+		row := Row{Figure: label, Unit: unitMiB, Values: hwm, Target: fmt.Sprintf("< %d MiB", TargetRSSMiB)}
+		row.verdict(slicesMax(hwm) < TargetRSSMiB)
+		r.Rows = append(r.Rows, row)
+		m := median(hwm)
+		if i == 0 {
+			first = m
+		}
+		last = m
+	}
+	if len(o.MemEvents) > 1 {
+		growth := (last - first) / first
+		row := Row{
+			Figure: fmt.Sprintf("peak RSS growth from %d to %d events", o.MemEvents[0], o.MemEvents[len(o.MemEvents)-1]),
+			Unit:   unitPct, Values: []float64{growth * 100}, Single: true,
+			Target: fmt.Sprintf("flat (≤ %+.0f%%)", FlatGrowth*100),
+		}
+		row.verdict(growth <= FlatGrowth)
+		r.Rows = append(r.Rows, row)
+	}
+	return nil
+}
+
+func slicesMax(xs []float64) float64 {
+	_, m := minMax(xs)
+	return m
+}
+
+// avgSize is the mean envelope size of evs.
+func avgSize(evs []event) int {
+	if len(evs) == 0 {
+		return 0
+	}
+	t := 0
+	for _, e := range evs {
+		t += len(e.raw)
+	}
+	return t / len(evs)
+}

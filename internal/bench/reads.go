@@ -1,0 +1,242 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections"
+)
+
+// foldDirect folds events from sg into store, committing every batch
+// events, until stop says so; it calls seen with each decoded event.
+func foldDirect(ctx context.Context, store *projections.Store, sg *streamGen, batch int, stop func() bool, seen func(*ledger.Decoded)) (uint64, error) {
+	f := projections.NewFolder()
+	b := store.NewBatch()
+	defer func() { b.Discard() }()
+	var last uint64
+	n := 0
+	for !stop() {
+		ev, d, err := sg.next()
+		if err != nil {
+			return last, err
+		}
+		if _, err := f.Apply(b, ev); err != nil {
+			return last, fmt.Errorf("bench: fold seq %d: %w", ev.Seq, err)
+		}
+		if seen != nil {
+			seen(d)
+		}
+		last, n = ev.Seq, n+1
+		if n == batch {
+			if err := ctx.Err(); err != nil {
+				return last, err
+			}
+			if err := b.Commit(last); err != nil {
+				return last, fmt.Errorf("bench: commit: %w", err)
+			}
+			b, n = store.NewBatch(), 0
+		}
+	}
+	if n > 0 {
+		if err := b.Commit(last); err != nil {
+			return last, fmt.Errorf("bench: commit: %w", err)
+		}
+	}
+	return last, nil
+}
+
+// readsEnv is the store of the reads figure served by the real API over a
+// loopback HTTP server.
+type readsEnv struct {
+	dir     string
+	store   *projections.Store
+	srv     *http.Server
+	served  chan error
+	base    string
+	client  *http.Client
+	ids     []string // a sample of proposal ids
+	cursors []string // list queries: state and cursor, as query strings
+	events  uint64
+}
+
+// sampleSize bounds the proposal ids the GETs pick from.
+const sampleSize = 8192
+
+// startReads builds a store with o.ReadProposals proposals (the benchmark
+// mix, folded directly with the real fold) and serves it.
+func startReads(ctx context.Context, o *Options) (r *readsEnv, err error) {
+	r = &readsEnv{}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if r.dir, err = os.MkdirTemp(o.TempDir, "ledger-bench-reads-*"); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if r.store, err = projections.OpenStore(projections.StoreOptions{Dir: r.dir, Logger: o.Logger}); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	proposals := 0
+	start := time.Now()
+	r.events, err = foldDirect(ctx, r.store, newStreamGen(o.PadTo, genChunk), 1000,
+		func() bool { return proposals >= o.ReadProposals },
+		func(d *ledger.Decoded) {
+			if d.Type != ledger.TypeProposal {
+				return
+			}
+			proposals++
+			if len(r.ids) < sampleSize { // reservoir sample
+				r.ids = append(r.ids, d.Env.ID)
+			} else if j := rng.IntN(proposals); j < sampleSize {
+				r.ids[j] = d.Env.ID
+			}
+			if proposals%100_000 == 0 {
+				progress(o, "reads: %d proposals folded (%v)", proposals, time.Since(start).Round(time.Second))
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	progress(o, "reads: store of %d proposals (%d events) built in %v", proposals, r.events, time.Since(start).Round(time.Millisecond))
+
+	a, err := api.New(api.Options{
+		Reader:    r.store,
+		StreamSeq: func(context.Context) (uint64, error) { return r.store.AppliedSeq(), nil },
+		Logger:    o.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	r.srv = &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	r.served = make(chan error, 1)
+	go func() { r.served <- r.srv.Serve(ln) }()
+	r.base = "http://" + ln.Addr().String()
+	r.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
+
+	// List queries: for each state, the first pages' cursors.
+	for _, st := range []projections.ProposalState{projections.StatePending, projections.StateFulfilled, projections.StateWithdrawn, projections.StateRejected} {
+		cursor := ""
+		for range 10 {
+			q := url.Values{"state": {string(st)}, "limit": {"100"}}
+			if cursor != "" {
+				q.Set("cursor", cursor)
+			}
+			r.cursors = append(r.cursors, q.Encode())
+			var page struct {
+				NextCursor string `json:"next_cursor"`
+			}
+			if _, err := r.get(ctx, "/v1/proposals?"+q.Encode(), &page); err != nil {
+				return nil, err
+			}
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+		}
+	}
+	return r, nil
+}
+
+// genChunk is the number of events of each generator of a streamGen.
+const genChunk = 100_000
+
+// get requests path and returns how long it took; into, when not nil,
+// receives the decoded body.
+func (r *readsEnv) get(ctx context.Context, path string, into any) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+path, nil)
+	if err != nil {
+		return 0, fmt.Errorf("bench: %w", err)
+	}
+	start := time.Now()
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("bench: GET %s: %w", path, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	took := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("bench: GET %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("bench: GET %s: %s: %s", path, resp.Status, body)
+	}
+	if into != nil {
+		if err := json.Unmarshal(body, into); err != nil {
+			return 0, fmt.Errorf("bench: GET %s: %w", path, err)
+		}
+	}
+	return took, nil
+}
+
+// readsResult is one repetition of the reads figure.
+type readsResult struct {
+	getP50, getP99, listP50, listP99 time.Duration
+}
+
+// measureReads runs gets GETs of random sampled proposals and lists list
+// pages at random sampled positions, one request at a time.
+func (r *readsEnv) measure(ctx context.Context, rep, gets, lists int) (readsResult, error) {
+	rng := rand.New(rand.NewPCG(seed, uint64(rep)+2))
+	// Warm the connection and the handler's paths.
+	for range 50 {
+		if _, err := r.get(ctx, "/v1/proposals/"+url.PathEscape(r.ids[rng.IntN(len(r.ids))]), nil); err != nil {
+			return readsResult{}, err
+		}
+	}
+	g := make([]time.Duration, gets)
+	for i := range g {
+		d, err := r.get(ctx, "/v1/proposals/"+url.PathEscape(r.ids[rng.IntN(len(r.ids))]), nil)
+		if err != nil {
+			return readsResult{}, err
+		}
+		g[i] = d
+	}
+	l := make([]time.Duration, lists)
+	for i := range l {
+		d, err := r.get(ctx, "/v1/proposals?"+r.cursors[rng.IntN(len(r.cursors))], nil)
+		if err != nil {
+			return readsResult{}, err
+		}
+		l[i] = d
+	}
+	return readsResult{
+		getP50: durQuantile(g, 0.5), getP99: durQuantile(g, 0.99),
+		listP50: durQuantile(l, 0.5), listP99: durQuantile(l, 0.99),
+	}, nil
+}
+
+// close stops the server and removes the store.
+func (r *readsEnv) close() {
+	if r.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = r.srv.Shutdown(ctx)
+		cancel()
+		<-r.served // http.ErrServerClosed, or an error after the figures were taken
+	}
+	if r.client != nil {
+		r.client.CloseIdleConnections()
+	}
+	if r.store != nil {
+		_ = r.store.Close()
+	}
+	if r.dir != "" {
+		_ = os.RemoveAll(r.dir)
+	}
+}

@@ -241,13 +241,13 @@ func (r *Report) readsFigure(ctx context.Context, o *Options) error {
 }
 
 // memoryFigure measures peak RSS of fold children at each o.MemEvents.
-// The largest N runs once (it may take the whole budget); the others
-// o.Reps times.
+// In full mode the smallest N runs o.Reps times and the others once (each
+// may take the whole budget).
 func (r *Report) memoryFigure(ctx context.Context, o *Options) error {
 	var first, last float64
 	for i, n := range o.MemEvents {
 		reps := o.Reps
-		if i == len(o.MemEvents)-1 && len(o.MemEvents) > 1 && !o.Quick {
+		if i > 0 && !o.Quick {
 			reps = 1
 		}
 		var hwm []float64

@@ -119,7 +119,7 @@ func TestOptionsValidate(t *testing.T) {
 	if err := full.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if full.Proposals != FullProposals || full.ReadProposals != FullReadProposals || len(full.MemEvents) != 3 {
+	if full.Proposals != FullProposals || full.ReadProposals != FullReadProposals || len(full.MemEvents) != len(FullMemEvents) {
 		t.Fatalf("full defaults not filled: %+v", full)
 	}
 	for _, bad := range []Options{

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mewledger/ledger/internal/canon"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/subjects"
 )
 
 // Event is one stored message of the log, as the fold sees it.
@@ -20,6 +19,8 @@ type Event struct {
 	Time    time.Time // stream timestamp: the ledger's time for the event
 	Subject string    // the subject it was stored under
 	Raw     []byte    // the original bytes, untouched
+
+	pre *prepared // set by Folder.Prepare: the subject and decoding, worked out ahead
 }
 
 // Outcome reports one history entry the fold wrote while applying an event
@@ -225,7 +226,11 @@ func rawTokens(subject string) (space, key string) {
 // arrive folds a newly arrived event: parse, decode, check, dedup, dispatch.
 func (a *applier) arrive(ev Event) error {
 	at := ev.Time.UTC()
-	subj, serr := subjects.ParseEvent(ev.Subject)
+	pr := ev.pre
+	if pr == nil {
+		pr = decodeEvent(&ev)
+	}
+	subj, serr := pr.subj, pr.serr
 	space, key := subj.Space, subj.Key
 	if serr != nil {
 		space, key = rawTokens(ev.Subject)
@@ -245,7 +250,7 @@ func (a *applier) arrive(ev Event) error {
 	if serr != nil {
 		return invalid(CodeBadSubject, serr.Error())
 	}
-	d, err := ledger.Decode(ev.Raw, ledger.DecodeOptions{Now: at})
+	d, err := pr.d, pr.derr
 	if err != nil {
 		r, ok := ledger.AsRefusal(err)
 		if !ok {

@@ -14,7 +14,7 @@ import (
 
 // benchEvents builds n stored events of the benchmark mix, as the append
 // path would store them.
-func benchEvents(b *testing.B, n int) []projections.Event {
+func benchEvents(b testing.TB, n int) []projections.Event {
 	b.Helper()
 	g := workload.New(workload.Options{Seed: 42, PadTo: 600})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

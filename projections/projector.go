@@ -332,8 +332,13 @@ func (p *Projector) fold(msgs []jetstream.Msg) error {
 	next := p.store.AppliedSeq() + 1
 	b := p.store.NewBatch()
 	defer b.Discard()
-	var last jetstream.Msg
 	var info BatchInfo
+	// Take the messages in order up to a gap, as events, then fold them
+	// prepared (decoded in parallel, their records read in key order).
+	evs := make([]Event, 0, len(msgs))
+	taken := make([]jetstream.Msg, 0, len(msgs))
+	stored := make([]time.Time, 0, len(msgs))
+	gap := uint64(0)
 	for _, m := range msgs {
 		md, err := m.Metadata()
 		if err != nil {
@@ -344,24 +349,37 @@ func (p *Projector) fold(msgs []jetstream.Msg) error {
 			continue // redelivered, already folded
 		}
 		if seq > next {
-			// Out of order: fold nothing beyond the gap; commit what we
-			// have and start a consumer at the checkpoint.
-			if err := p.commit(b, last, info, start); err != nil {
-				return err
-			}
-			p.log.Info().Uint64(logKeySeq, seq).Uint64("expected", next).Msg("sequence gap in delivery; resubscribing")
-			return errResubscribe
+			gap = seq
+			break
 		}
-		if _, err := p.opts.Folder.Apply(b, eventOf(m, md, p.importedThrough)); err != nil {
-			return fmt.Errorf("projections: fold seq %d: %w", seq, err)
+		evs = append(evs, eventOf(m, md, p.importedThrough))
+		taken = append(taken, m)
+		stored = append(stored, md.Timestamp)
+		next++
+	}
+	if err := p.opts.Folder.Prepare(b, evs); err != nil {
+		return fmt.Errorf("projections: prepare seq %d..: %w", next-uint64(len(evs)), err)
+	}
+	var last jetstream.Msg
+	for i, ev := range evs {
+		if _, err := p.opts.Folder.Apply(b, ev); err != nil {
+			return fmt.Errorf("projections: fold seq %d: %w", ev.Seq, err)
 		}
 		if info.Events == 0 {
-			info.FirstSeq = seq
+			info.FirstSeq = ev.Seq
 		}
 		info.Events++
-		info.LastSeq, info.LastStored = seq, md.Timestamp
-		last = m
-		next++
+		info.LastSeq, info.LastStored = ev.Seq, stored[i]
+		last = taken[i]
+	}
+	if gap > 0 {
+		// Out of order: fold nothing beyond the gap; commit what we have
+		// and start a consumer at the checkpoint.
+		if err := p.commit(b, last, info, start); err != nil {
+			return err
+		}
+		p.log.Info().Uint64(logKeySeq, gap).Uint64("expected", next).Msg("sequence gap in delivery; resubscribing")
+		return errResubscribe
 	}
 	return p.commit(b, last, info, start)
 }

@@ -80,55 +80,58 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 	stopCtx := context.AfterFunc(ctx, it.Stop)
 	defer stopCtx()
 
+	// Gather a batch of events, fold it prepared (decoded in parallel, its
+	// records read in key order), commit; again until the target.
 	b := store.NewBatch()
 	defer func() { b.Discard() }()
-	n, last := 0, store.AppliedSeq()
-	commit := func() error {
-		if n == 0 {
-			return nil
-		}
-		if err := b.Commit(last); err != nil {
-			return fmt.Errorf("projections: rebuild: commit through %d: %w", last, err)
-		}
-		b, n = store.NewBatch(), 0
-		if opts.Progress != nil {
-			opts.Progress(last, target)
-		}
-		return nil
-	}
+	last := store.AppliedSeq()
+	evs := make([]Event, 0, opts.BatchSize)
 	for last < target {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return last, ctx.Err()
+		evs = evs[:0]
+		past := false // an event stored after UpToTime was reached
+		for next := last + 1; len(evs) < opts.BatchSize && next <= target; next++ {
+			m, err := it.Next()
+			if err != nil {
+				if ctx.Err() != nil {
+					return last, ctx.Err()
+				}
+				return last, fmt.Errorf("projections: rebuild: next after %d: %w", next-1, err)
 			}
-			return last, fmt.Errorf("projections: rebuild: next after %d: %w", last, err)
+			md, err := m.Metadata()
+			if err != nil {
+				return last, fmt.Errorf("projections: rebuild: metadata: %w", err)
+			}
+			if seq := md.Sequence.Stream; seq != next {
+				return last, fmt.Errorf("%w: expected seq %d, got %d", ErrGap, next, seq)
+			}
+			ev := eventOf(m, md, imported)
+			if !opts.UpToTime.IsZero() && ev.Time.After(opts.UpToTime) {
+				past = true
+				break
+			}
+			evs = append(evs, ev)
 		}
-		md, err := m.Metadata()
-		if err != nil {
-			return last, fmt.Errorf("projections: rebuild: metadata: %w", err)
+		if len(evs) > 0 {
+			if err := opts.Folder.Prepare(b, evs); err != nil {
+				return last, fmt.Errorf("projections: rebuild: prepare seq %d..: %w", evs[0].Seq, err)
+			}
+			for _, ev := range evs {
+				if _, err := opts.Folder.Apply(b, ev); err != nil {
+					return last, fmt.Errorf("projections: rebuild: fold seq %d: %w", ev.Seq, err)
+				}
+			}
+			seq := evs[len(evs)-1].Seq
+			if err := b.Commit(seq); err != nil {
+				return last, fmt.Errorf("projections: rebuild: commit through %d: %w", seq, err)
+			}
+			last, b = seq, store.NewBatch()
+			if opts.Progress != nil {
+				opts.Progress(last, target)
+			}
 		}
-		seq := md.Sequence.Stream
-		if seq != last+1 {
-			return last, fmt.Errorf("%w: expected seq %d, got %d", ErrGap, last+1, seq)
-		}
-		ev := eventOf(m, md, imported)
-		if !opts.UpToTime.IsZero() && ev.Time.After(opts.UpToTime) {
+		if past {
 			break
 		}
-		if _, err := opts.Folder.Apply(b, ev); err != nil {
-			return last, fmt.Errorf("projections: rebuild: fold seq %d: %w", seq, err)
-		}
-		last = seq
-		n++
-		if n >= opts.BatchSize {
-			if err := commit(); err != nil {
-				return last, err
-			}
-		}
-	}
-	if err := commit(); err != nil {
-		return last, err
 	}
 	return last, nil
 }

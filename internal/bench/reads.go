@@ -18,39 +18,45 @@ import (
 )
 
 // foldDirect folds events from sg into store, committing every batch
-// events, until stop says so; it calls seen with each decoded event.
+// events (each batch prepared first, as Rebuild and the projector do),
+// until stop says so; it calls seen with each decoded event.
 func foldDirect(ctx context.Context, store *projections.Store, sg *streamGen, batch int, stop func() bool, seen func(*ledger.Decoded)) (uint64, error) {
 	f := projections.NewFolder()
-	b := store.NewBatch()
-	defer func() { b.Discard() }()
 	var last uint64
-	n := 0
+	evs := make([]projections.Event, 0, batch)
 	for !stop() {
-		ev, d, err := sg.next()
-		if err != nil {
-			return last, err
-		}
-		if _, err := f.Apply(b, ev); err != nil {
-			return last, fmt.Errorf("bench: fold seq %d: %w", ev.Seq, err)
-		}
-		if seen != nil {
-			seen(d)
-		}
-		last, n = ev.Seq, n+1
-		if n == batch {
-			if err := ctx.Err(); err != nil {
+		evs = evs[:0]
+		for len(evs) < batch && !stop() {
+			ev, d, err := sg.next()
+			if err != nil {
 				return last, err
 			}
-			if err := b.Commit(last); err != nil {
+			evs = append(evs, ev)
+			if seen != nil {
+				seen(d)
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return last, err
+		}
+		b := store.NewBatch()
+		if err := f.Prepare(b, evs); err != nil {
+			b.Discard()
+			return last, fmt.Errorf("bench: prepare: %w", err)
+		}
+		for _, ev := range evs {
+			if _, err := f.Apply(b, ev); err != nil {
+				b.Discard()
+				return last, fmt.Errorf("bench: fold seq %d: %w", ev.Seq, err)
+			}
+		}
+		if len(evs) > 0 {
+			if err := b.Commit(evs[len(evs)-1].Seq); err != nil {
 				return last, fmt.Errorf("bench: commit: %w", err)
 			}
-			b, n = store.NewBatch(), 0
+			last = evs[len(evs)-1].Seq
 		}
-	}
-	if n > 0 {
-		if err := b.Commit(last); err != nil {
-			return last, fmt.Errorf("bench: commit: %w", err)
-		}
+		b.Discard()
 	}
 	return last, nil
 }

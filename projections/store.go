@@ -27,11 +27,13 @@ import (
 // Defaults of StoreOptions.
 const (
 	// The store's memory is about CacheSize + 2 × MemTableSize (see
-	// StoreOptions.CacheSize) plus the Go heap: with 48 + 32 MiB, a process
-	// folding 1,000,000 events peaks at 226 MiB (ledger bench, memory
-	// figure); 64 + 64 MiB peaked at 250 MiB, over the 256 MiB budget
-	// once the heap grows, for ~10% less CPU per event.
-	DefaultMemTableSize uint64 = 48 << 20
+	// StoreOptions.CacheSize) plus the Go heap. Peak RSS of a process
+	// folding the bench mix (ledger bench, memory figure): with 48 + 32
+	// MiB, 231 MiB at 1M events but 264 MiB at 9.5M (over the 256 MiB
+	// budget); with 32 + 32 MiB, 206 MiB at 1.5M events, at the same fold
+	// rate (14.5k events/s direct, on 2 cores). 64 + 64 MiB saved ~10% CPU
+	// per event but peaked at 250 MiB by 1M events.
+	DefaultMemTableSize uint64 = 32 << 20
 	DefaultCacheSize    int64  = 32 << 20
 	// memTables is Pebble's MemTableStopWritesThreshold: the most
 	// memtables (the mutable one and those waiting to be flushed) before

@@ -435,6 +435,17 @@ func (s *Store) DueExpiries(now time.Time, limit int) ([]Due, error) {
 	return out, nil
 }
 
+// Metrics returns Pebble's metrics of the store (diagnostics and
+// benchmarks: write volume, compactions, cache). It is safe for concurrent
+// use; it returns ErrClosed after Close.
+func (s *Store) Metrics() (*pebble.Metrics, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	return s.db.Metrics(), nil
+}
+
 // Dump writes every key/value of the store in key order, one pair a line,
 // as two Go-quoted strings separated by a space. Nothing is excluded: every
 // key, the checkpoint included, is a pure function of the log up to the

@@ -1237,3 +1237,36 @@ func TestStoreParkedAndFiled(t *testing.T) {
 		t.Fatalf("DecodeKey: %q", names)
 	}
 }
+
+// TestStoreMetrics checks that Metrics reports the WAL bytes of a commit
+// and refuses a closed store.
+func TestStoreMetrics(t *testing.T) {
+	s, err := OpenStore(StoreOptions{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m0, err := s.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.NewBatch()
+	if err := b.PutStats("default", &Stats{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	m1, err := s.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m1.WAL.BytesIn <= m0.WAL.BytesIn {
+		t.Fatalf("WAL bytes in: %d after a commit, %d before", m1.WAL.BytesIn, m0.WAL.BytesIn)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Metrics(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Metrics after Close: %v, want ErrClosed", err)
+	}
+}

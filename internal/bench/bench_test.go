@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,14 @@ func TestRunPrintsEveryRowAndTheRatiosLine(t *testing.T) {
 	last := lines[len(lines)-1]
 	if !regexp.MustCompile(`^ratios: append=\d+\.\d\d append_sync=\d+\.\d\d fold=\d+\.\d\d$`).MatchString(last) {
 		t.Fatalf("last line %q is not the ratios line\n%s", last, text)
+	}
+	// Both folds wrote something to their WALs, the ledger more per event.
+	m := regexp.MustCompile(`fold write volume \(Pebble WAL bytes per event folded, median\): ledger (\d+) B, naive baseline (\d+) B`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no fold write volume note\n%s", text)
+	}
+	if l, b := atoi(t, m[1]), atoi(t, m[2]); b == 0 || l <= b {
+		t.Fatalf("fold write volume: ledger %d B, baseline %d B per event; want both > 0, the ledger's larger", l, b)
 	}
 	for _, want := range []string{
 		"| figure | median | spread",
@@ -172,4 +181,13 @@ func TestParseProcField(t *testing.T) {
 	if _, ok := parseProcField(status, "VmSwap"); ok {
 		t.Fatal("found an absent field")
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

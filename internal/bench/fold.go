@@ -17,28 +17,32 @@ import (
 
 // foldLedger rebuilds the projection from the whole stream of e into a
 // fresh store (projections.Rebuild, default options) and returns events
-// per second.
-func foldLedger(ctx context.Context, o *Options, e *env, n int) (float64, error) {
+// per second and the bytes written to Pebble's WAL.
+func foldLedger(ctx context.Context, o *Options, e *env, n int) (float64, uint64, error) {
 	dir, err := os.MkdirTemp(o.TempDir, "ledger-bench-fold-*")
 	if err != nil {
-		return 0, fmt.Errorf("bench: %w", err)
+		return 0, 0, fmt.Errorf("bench: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	store, err := projections.OpenStore(projections.StoreOptions{Dir: dir, Logger: o.Logger})
 	if err != nil {
-		return 0, fmt.Errorf("bench: %w", err)
+		return 0, 0, fmt.Errorf("bench: %w", err)
 	}
 	defer store.Close()
 	start := time.Now()
 	last, err := projections.Rebuild(ctx, e.js, store, projections.RebuildOptions{})
 	took := time.Since(start)
 	if err != nil {
-		return 0, fmt.Errorf("bench: rebuild: %w", err)
+		return 0, 0, fmt.Errorf("bench: rebuild: %w", err)
 	}
 	if last != uint64(n) {
-		return 0, fmt.Errorf("bench: rebuild stopped at seq %d, want %d", last, n)
+		return 0, 0, fmt.Errorf("bench: rebuild stopped at seq %d, want %d", last, n)
 	}
-	return float64(n) / took.Seconds(), nil
+	m, err := store.Metrics()
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: %w", err)
+	}
+	return float64(n) / took.Seconds(), m.WAL.BytesIn, nil
 }
 
 // naiveEnvelope is what the naive baseline decodes of an envelope.
@@ -71,16 +75,16 @@ const naiveBatch = 1000
 // record from Pebble (default options, through an indexed batch so that it
 // sees its own uncommitted writes), updates it and writes it back,
 // committing with Sync (and acknowledging) every 1000 events. It returns
-// events per second.
-func foldNaive(ctx context.Context, o *Options, e *env, n int, name string) (float64, error) {
+// events per second and the bytes written to Pebble's WAL.
+func foldNaive(ctx context.Context, o *Options, e *env, n int, name string) (float64, uint64, error) {
 	dir, err := os.MkdirTemp(o.TempDir, "ledger-bench-naive-*")
 	if err != nil {
-		return 0, fmt.Errorf("bench: %w", err)
+		return 0, 0, fmt.Errorf("bench: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
 	if err != nil {
-		return 0, fmt.Errorf("bench: naive: %w", err)
+		return 0, 0, fmt.Errorf("bench: naive: %w", err)
 	}
 	defer db.Close()
 	start := time.Now() // like Rebuild's, the clock includes making the consumer
@@ -91,12 +95,12 @@ func foldNaive(ctx context.Context, o *Options, e *env, n int, name string) (flo
 		MaxAckPending: 4 * naiveBatch,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("bench: naive: consumer: %w", err)
+		return 0, 0, fmt.Errorf("bench: naive: consumer: %w", err)
 	}
 	defer func() { _ = e.stream.DeleteConsumer(context.WithoutCancel(ctx), name) }()
 	it, err := cons.Messages(jetstream.PullMaxMessages(naiveBatch))
 	if err != nil {
-		return 0, fmt.Errorf("bench: naive: messages: %w", err)
+		return 0, 0, fmt.Errorf("bench: naive: messages: %w", err)
 	}
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
@@ -108,17 +112,17 @@ func foldNaive(ctx context.Context, o *Options, e *env, n int, name string) (flo
 		m, err := it.Next()
 		if err != nil {
 			if ctx.Err() != nil {
-				return 0, ctx.Err()
+				return 0, 0, ctx.Err()
 			}
-			return 0, fmt.Errorf("bench: naive: next: %w", err)
+			return 0, 0, fmt.Errorf("bench: naive: next: %w", err)
 		}
 		md, err := m.Metadata()
 		if err != nil {
-			return 0, fmt.Errorf("bench: naive: metadata: %w", err)
+			return 0, 0, fmt.Errorf("bench: naive: metadata: %w", err)
 		}
 		var env naiveEnvelope
 		if err := json.Unmarshal(m.Data(), &env); err != nil {
-			return 0, fmt.Errorf("bench: naive: decode: %w", err)
+			return 0, 0, fmt.Errorf("bench: naive: decode: %w", err)
 		}
 		id := env.ID
 		if env.Kind != "mcp/proposal" && len(env.CorrelationID) > 0 {
@@ -130,12 +134,12 @@ func foldNaive(ctx context.Context, o *Options, e *env, n int, name string) (flo
 		case errors.Is(err, pebble.ErrNotFound):
 			st.ID = id
 		case err != nil:
-			return 0, fmt.Errorf("bench: naive: get: %w", err)
+			return 0, 0, fmt.Errorf("bench: naive: get: %w", err)
 		default:
 			err := json.Unmarshal(v, &st)
 			_ = closer.Close()
 			if err != nil {
-				return 0, fmt.Errorf("bench: naive: state: %w", err)
+				return 0, 0, fmt.Errorf("bench: naive: state: %w", err)
 			}
 		}
 		if s, ok := naiveStates[env.Kind]; ok && (st.State == "" || st.State == "pending") {
@@ -148,28 +152,28 @@ func foldNaive(ctx context.Context, o *Options, e *env, n int, name string) (flo
 		st.LastSeq = md.Sequence.Stream
 		v, err := json.Marshal(&st)
 		if err != nil {
-			return 0, fmt.Errorf("bench: naive: encode: %w", err)
+			return 0, 0, fmt.Errorf("bench: naive: encode: %w", err)
 		}
 		if err := b.Set(key, v, nil); err != nil {
-			return 0, fmt.Errorf("bench: naive: set: %w", err)
+			return 0, 0, fmt.Errorf("bench: naive: set: %w", err)
 		}
 		if i%naiveBatch == 0 || i == n {
 			binary.BigEndian.PutUint64(seqBuf[:], md.Sequence.Stream)
 			if err := b.Set([]byte("checkpoint"), seqBuf[:], nil); err != nil {
-				return 0, fmt.Errorf("bench: naive: set: %w", err)
+				return 0, 0, fmt.Errorf("bench: naive: set: %w", err)
 			}
 			if err := b.Commit(pebble.Sync); err != nil {
-				return 0, fmt.Errorf("bench: naive: commit: %w", err)
+				return 0, 0, fmt.Errorf("bench: naive: commit: %w", err)
 			}
 			_ = b.Close()
 			b = db.NewIndexedBatch()
 			if err := m.Ack(); err != nil {
-				return 0, fmt.Errorf("bench: naive: ack: %w", err)
+				return 0, 0, fmt.Errorf("bench: naive: ack: %w", err)
 			}
 		}
 	}
 	took := time.Since(start)
-	return float64(n) / took.Seconds(), nil
+	return float64(n) / took.Seconds(), db.Metrics().WAL.BytesIn, nil
 }
 
 // quietPebble discards Pebble's informational messages.

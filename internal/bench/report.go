@@ -60,6 +60,9 @@ type Report struct {
 	// Ratios are the ratios line's figures (FigAppend, FigAppendSync,
 	// FigFold); a figure not run is absent.
 	Ratios map[string]float64
+	// Notes are printed under the table, one paragraph each: what a
+	// figure measured besides its row (e.g. the fold's write volume).
+	Notes []string
 }
 
 // RatiosLine is the report's last line:
@@ -111,6 +114,9 @@ func (r *Report) Markdown(w io.Writer, command string) error {
 		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s |\n", row.Figure, formatValue(med, row.Unit), row.Unit, spread, baseline, ratio, target)
 	}
 	b.WriteString("\nEach ratio pairs the ledger and its baseline measured back to back in the same repetition (alternating which runs first); the ratio column is the median of those per-repetition ratios.\n\n")
+	for _, n := range r.Notes {
+		b.WriteString(n + "\n\n")
+	}
 	b.WriteString(r.RatiosLine())
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())

@@ -580,6 +580,9 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 	return d, nil
 }
 
+// digestBufs recycles digest's buffers.
+var digestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
 // canonBufs recycles decode's buffers for the canonical form.
 var canonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
@@ -602,7 +605,14 @@ func digest(env *Envelope, canonPayload []byte) string {
 	for _, s := range env.To {
 		n += len(s) + 4
 	}
-	b := make([]byte, 0, n+32)
+	bp := digestBufs.Get().(*[]byte)
+	b := slices.Grow((*bp)[:0], n+32)
+	defer func() {
+		if cap(b) <= maxPooledCanon {
+			*bp = b[:0]
+			digestBufs.Put(bp)
+		}
+	}()
 	b = append(b, '{')
 	if env.Context != "" {
 		b = append(b, `"context":`...)

@@ -104,7 +104,10 @@ func splitObject(v []byte) fields {
 	}
 	for i < len(v) {
 		end := scanString(v, i)
-		name := decodeString(v[i:end])
+		name, ok := knownName(v[i+1 : end-1])
+		if !ok {
+			name = decodeString(v[i:end])
+		}
 		i = scanWS(v, end)
 		i = scanWS(v, i+1) // ':'
 		end = scanValue(v, i)
@@ -169,6 +172,49 @@ func splitArray(v []byte) []json.RawMessage {
 
 // decodeString decodes the JSON string literal s (quotes included), valid
 // JSON of valid UTF-8: without escapes its bytes are the value.
+// knownName returns the member names envelopes and their payloads use as
+// constant strings (the switch does not allocate), sparing an allocation
+// per member; ok is false for any other name.
+func knownName(b []byte) (string, bool) {
+	switch string(b) {
+	case "protocol":
+		return "protocol", true
+	case "id":
+		return "id", true
+	case "ts":
+		return "ts", true
+	case "from":
+		return "from", true
+	case "to":
+		return "to", true
+	case "kind":
+		return "kind", true
+	case "correlation_id":
+		return "correlation_id", true
+	case "correlationId":
+		return "correlationId", true
+	case "context":
+		return "context", true
+	case "payload":
+		return "payload", true
+	case "method":
+		return "method", true
+	case "params":
+		return "params", true
+	case "jsonrpc":
+		return "jsonrpc", true
+	case "reason":
+		return "reason", true
+	case "result":
+		return "result", true
+	case "error":
+		return "error", true
+	case "message":
+		return "message", true
+	}
+	return "", false
+}
+
 func decodeString(s []byte) string {
 	inner := s[1 : len(s)-1]
 	if bytes.IndexByte(inner, '\\') < 0 {

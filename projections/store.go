@@ -1096,7 +1096,9 @@ func (s *Store) commitPebble(pb *pebble.Batch) (err error) {
 // collect turns the overlay into writes. It reads from Pebble the original
 // version of proposals that were written without being read first.
 func (b *Batch) collect() ([]kv, error) {
-	var ops []kv
+	// About four index entries per proposal written, one key per other
+	// record: sized once instead of grown.
+	ops := make([]kv, 0, b.dirty+4*len(b.props)+len(b.spaces)+1)
 	for k, sl := range b.props {
 		if !sl.dirty {
 			continue

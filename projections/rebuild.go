@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,51 +77,45 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 	if err != nil {
 		return 0, fmt.Errorf("projections: rebuild: messages: %w", err)
 	}
-	defer it.Stop()
 	stopCtx := context.AfterFunc(ctx, it.Stop)
 	defer stopCtx()
 
-	// Gather a batch of events, fold it prepared (decoded in parallel, its
-	// records read in key order), commit; again until the target.
+	// Two stages: a reader goroutine gathers batches of events from the
+	// consumer and decodes them (decoding is pure, so it runs ahead of
+	// the fold); this goroutine prefetches each batch's records, folds it
+	// and commits it, in order.
+	chunks := make(chan rebuildChunk, 1)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(chunks)
+		readChunks(it, chunks, done, store.AppliedSeq()+1, target, imported, opts)
+	}()
+	defer func() {
+		close(done)
+		it.Stop() // unblocks a reader waiting in Next
+		wg.Wait()
+	}()
+
 	b := store.NewBatch()
 	defer func() { b.Discard() }()
 	last := store.AppliedSeq()
-	evs := make([]Event, 0, opts.BatchSize)
-	for last < target {
-		evs = evs[:0]
-		past := false // an event stored after UpToTime was reached
-		for next := last + 1; len(evs) < opts.BatchSize && next <= target; next++ {
-			m, err := it.Next()
-			if err != nil {
-				if ctx.Err() != nil {
-					return last, ctx.Err()
-				}
-				return last, fmt.Errorf("projections: rebuild: next after %d: %w", next-1, err)
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				return last, fmt.Errorf("projections: rebuild: metadata: %w", err)
-			}
-			if seq := md.Sequence.Stream; seq != next {
-				return last, fmt.Errorf("%w: expected seq %d, got %d", ErrGap, next, seq)
-			}
-			ev := eventOf(m, md, imported)
-			if !opts.UpToTime.IsZero() && ev.Time.After(opts.UpToTime) {
-				past = true
-				break
-			}
-			evs = append(evs, ev)
+	for c := range chunks {
+		if err := ctx.Err(); err != nil {
+			return last, err // nothing more is folded once ctx is done
 		}
-		if len(evs) > 0 {
-			if err := opts.Folder.Prepare(b, evs); err != nil {
-				return last, fmt.Errorf("projections: rebuild: prepare seq %d..: %w", evs[0].Seq, err)
+		if len(c.evs) > 0 {
+			if err := opts.Folder.Prepare(b, c.evs); err != nil {
+				return last, fmt.Errorf("projections: rebuild: prepare seq %d..: %w", c.evs[0].Seq, err)
 			}
-			for _, ev := range evs {
+			for _, ev := range c.evs {
 				if _, err := opts.Folder.Apply(b, ev); err != nil {
 					return last, fmt.Errorf("projections: rebuild: fold seq %d: %w", ev.Seq, err)
 				}
 			}
-			seq := evs[len(evs)-1].Seq
+			seq := c.evs[len(c.evs)-1].Seq
 			if err := b.Commit(seq); err != nil {
 				return last, fmt.Errorf("projections: rebuild: commit through %d: %w", seq, err)
 			}
@@ -129,11 +124,67 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 				opts.Progress(last, target)
 			}
 		}
-		if past {
-			break
+		if c.err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, c.err
 		}
 	}
 	return last, nil
+}
+
+// rebuildChunk is a batch of decoded events for Rebuild's fold stage; err
+// (after the events) ends the rebuild.
+type rebuildChunk struct {
+	evs []Event
+	err error
+}
+
+// readChunks is Rebuild's reader stage: it reads sequences next..target
+// (stopping before the first event stored after opts.UpToTime) in batches
+// of opts.BatchSize, decodes each batch and sends it, until the target,
+// an error (sent as the last chunk's err), or done is closed.
+func readChunks(it jetstream.MessagesContext, out chan<- rebuildChunk, done <-chan struct{}, next, target, imported uint64, opts RebuildOptions) {
+	send := func(c rebuildChunk) bool {
+		select {
+		case out <- c:
+			return true
+		case <-done:
+			return false
+		}
+	}
+	for next <= target {
+		evs := make([]Event, 0, min(uint64(opts.BatchSize), target-next+1))
+		var err error
+		past := false // an event stored after UpToTime was reached
+		for ; len(evs) < opts.BatchSize && next <= target; next++ {
+			var m jetstream.Msg
+			if m, err = it.Next(); err != nil {
+				err = fmt.Errorf("projections: rebuild: next after %d: %w", next-1, err)
+				break
+			}
+			md, merr := m.Metadata()
+			if merr != nil {
+				err = fmt.Errorf("projections: rebuild: metadata: %w", merr)
+				break
+			}
+			if seq := md.Sequence.Stream; seq != next {
+				err = fmt.Errorf("%w: expected seq %d, got %d", ErrGap, next, seq)
+				break
+			}
+			ev := eventOf(m, md, imported)
+			if !opts.UpToTime.IsZero() && ev.Time.After(opts.UpToTime) {
+				past = true
+				break
+			}
+			evs = append(evs, ev)
+		}
+		decodeAll(evs)
+		if !send(rebuildChunk{evs: evs, err: err}) || err != nil || past {
+			return
+		}
+	}
 }
 
 // ErrBeyondLog is returned when a point in time or sequence asked for is

@@ -314,7 +314,16 @@ func TestAuthExampleConnects(t *testing.T) {
 		}
 		users[user] = nats.UserInfo(user, pw)
 	}
-	for user, cred := range users {
+	// A fixed order, the auditor last: it reads what the agents published
+	// (ranging over the map let the auditor go first, one run in three,
+	// and find no message 1).
+	order := []string{"alice", "bob", "carol", "gateway", "audit"}
+	published := 0
+	for _, user := range order {
+		cred, ok := users[user]
+		if !ok {
+			continue
+		}
 		nc, js := natstest.ConnectURL(t, s.ClientURL(), cred, authcfg.ClientInbox(user))
 		if !nc.IsConnected() {
 			t.Fatalf("%s not connected", user)
@@ -329,13 +338,20 @@ func TestAuthExampleConnects(t *testing.T) {
 			subj := subjects.Event{Space: space, Key: "p-" + user, Type: "proposal", Sender: id}.String()
 			if _, err := js.Publish(ctx, subj, raw); err != nil {
 				t.Errorf("%s publishing as itself: %v", user, err)
+			} else {
+				published++
 			}
 		case "audit":
+			if published == 0 {
+				t.Fatal("no agent published; the auditor has nothing to read")
+			}
 			st, err := js.Stream(ctx, subjects.StreamName)
 			if err != nil {
 				t.Errorf("auditor stream info: %v", err)
-			} else if _, err := st.GetMsg(ctx, 1); err != nil {
+			} else if m, err := st.GetMsg(ctx, 1); err != nil {
 				t.Errorf("auditor read: %v", err)
+			} else if !bytes.Contains(m.Data, []byte(`"kind":"mcp/proposal"`)) {
+				t.Errorf("auditor read message 1 = %s, want an agent's proposal", m.Data)
 			}
 		}
 	}

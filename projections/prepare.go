@@ -140,6 +140,9 @@ func (b *Batch) prefetch(evs []Event) error {
 		if _, ok := seen[preID{kind, k}]; ok {
 			return
 		}
+		if b.pendingDirty(kind, k) {
+			return // the read methods take it from the pending batch
+		}
 		seen[preID{kind, k}] = struct{}{}
 		pk := preKey{kind: kind, k: k}
 		switch kind {

@@ -99,39 +99,80 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 		wg.Wait()
 	}()
 
-	b := store.NewBatch()
-	defer func() { b.Discard() }()
-	last := store.AppliedSeq()
-	for c := range chunks {
-		if err := ctx.Err(); err != nil {
-			return last, err // nothing more is folded once ctx is done
-		}
-		if len(c.evs) > 0 {
-			if err := opts.Folder.Prepare(b, c.evs); err != nil {
-				return last, fmt.Errorf("projections: rebuild: prepare seq %d..: %w", c.evs[0].Seq, err)
-			}
-			for _, ev := range c.evs {
-				if _, err := opts.Folder.Apply(b, ev); err != nil {
-					return last, fmt.Errorf("projections: rebuild: fold seq %d: %w", ev.Seq, err)
-				}
-			}
-			seq := c.evs[len(c.evs)-1].Seq
-			if err := b.Commit(seq); err != nil {
-				return last, fmt.Errorf("projections: rebuild: commit through %d: %w", seq, err)
-			}
-			last, b = seq, store.NewBatch()
-			if opts.Progress != nil {
-				opts.Progress(last, target)
-			}
-		}
-		if c.err != nil {
-			if ctx.Err() != nil {
-				return last, ctx.Err()
-			}
-			return last, c.err
-		}
+	// The fold of a batch overlaps the commit of the one before it (a
+	// third stage): the folded batch is handed off (Batch.Handoff) and
+	// committed on a goroutine of its own while this one folds the next
+	// batch, which reads the handed-off writes as if committed. One commit
+	// is in flight at a time, and commits land in order. A rebuild
+	// acknowledges nothing, so its commits need not wait for each other's
+	// fsync; each still carries its checkpoint, so a crash leaves a
+	// consistent prefix to resume from.
+	type inflight struct {
+		seq  uint64
+		errc chan error
 	}
-	return last, nil
+	var pending *inflight
+	last := store.AppliedSeq()
+	// settle waits for the commit in flight, if any, and reports it.
+	settle := func() error {
+		if pending == nil {
+			return nil
+		}
+		err := <-pending.errc
+		seq := pending.seq
+		pending = nil
+		if err != nil {
+			return fmt.Errorf("projections: rebuild: commit through %d: %w", seq, err)
+		}
+		last = seq
+		if opts.Progress != nil {
+			opts.Progress(last, target)
+		}
+		return nil
+	}
+	b := store.NewBatch()
+	defer b.Discard()
+	// fold runs the loop; whatever it returns, the commit in flight is
+	// settled before Rebuild returns, so that the sequence returned is the
+	// store's checkpoint.
+	fold := func() error {
+		for c := range chunks {
+			if err := ctx.Err(); err != nil {
+				return err // nothing more is folded once ctx is done
+			}
+			if len(c.evs) > 0 {
+				if err := opts.Folder.Prepare(b, c.evs); err != nil {
+					return fmt.Errorf("projections: rebuild: prepare seq %d..: %w", c.evs[0].Seq, err)
+				}
+				for _, ev := range c.evs {
+					if _, err := opts.Folder.Apply(b, ev); err != nil {
+						return fmt.Errorf("projections: rebuild: fold seq %d: %w", ev.Seq, err)
+					}
+				}
+				if err := settle(); err != nil {
+					return err
+				}
+				if err := b.Handoff(); err != nil {
+					return fmt.Errorf("projections: rebuild: hand off seq %d..: %w", c.evs[0].Seq, err)
+				}
+				pending = &inflight{seq: c.evs[len(c.evs)-1].Seq, errc: make(chan error, 1)}
+				go func(b *Batch, p *inflight) { p.errc <- b.Commit(p.seq) }(b, pending)
+				b = store.NewBatch()
+			}
+			if c.err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return c.err
+			}
+		}
+		return nil
+	}
+	err = fold()
+	if serr := settle(); err == nil {
+		err = serr
+	}
+	return last, err
 }
 
 // rebuildChunk is a batch of decoded events for Rebuild's fold stage; err

@@ -58,6 +58,14 @@ var (
 	// and open it again once the cause is gone: the reopened store holds
 	// whole batches only, up to its checkpoint.
 	ErrStoreFailed = errors.New("projections: store failed writing its WAL; close and reopen it")
+	// ErrPending is returned by Handoff while another handed-off batch
+	// is still being committed.
+	ErrPending = errors.New("projections: another batch is being committed")
+	// ErrParentFailed is returned by Commit of a batch that read the
+	// writes of a handed-off batch whose commit failed (or that was closed
+	// without committing): what it folded rests on writes that are not in
+	// the store.
+	ErrParentFailed = errors.New("projections: a handed-off batch this one read from was not committed")
 )
 
 // StoreOptions configures [OpenStore].
@@ -138,6 +146,14 @@ type Store struct {
 	recentGen   uint64
 	recentCap   int
 	failed      error // set (under writeMu) when a commit hit a Pebble fatal error
+
+	// pending is the batch handed off for commit (Handoff) and not yet
+	// committed: writable batches read its writes before Pebble's. Its
+	// overlay is not changed while it is pending (Handoff freezes it),
+	// and it stops being pending, under pendMu, before Commit or Close
+	// releases it.
+	pendMu  sync.RWMutex
+	pending *Batch
 }
 
 // OpenStore opens (creating if needed) the store in o.Dir and loads its
@@ -569,6 +585,15 @@ type Batch struct {
 	history map[historyID]*HistoryEntry // nil value: delete
 	spaces  map[string]struct{}
 	dirty   int
+
+	// Pipelined commits (Handoff). frozen: b was handed off; its owner
+	// may no longer change it. committed is closed when its Commit (or
+	// Close) ends, commitErr (set before) says how. parents are the
+	// handed-off batches b read writes from.
+	frozen    bool
+	committed chan struct{}
+	commitErr error
+	parents   []*Batch
 }
 
 func newBatch(s *Store) *Batch {
@@ -625,8 +650,117 @@ func (b *Batch) read(f func(r pebble.Reader) error) error {
 }
 
 func (b *Batch) check() error {
-	if b.done {
+	if b.done || b.frozen {
 		return ErrBatchDone
+	}
+	return nil
+}
+
+// Handoff freezes b and makes it the store's pending batch, so that its
+// Commit can run on another goroutine while the next batch is folded:
+// writable batches (NewBatch) read b's writes as if they were committed,
+// until b's Commit ends. The caller must then call b.Commit (from any
+// goroutine) or b.Close; after Handoff every other use of b returns
+// ErrBatchDone. A batch that read from b waits, in its own Commit, for
+// b's to end, and fails with ErrParentFailed if b was not committed.
+// Read-only snapshots and the store's own reads (Get, List, ...) see
+// only committed state.
+//
+// Only one batch is pending at a time: Handoff returns ErrPending while
+// another one is. It returns ErrReadOnly for a snapshot and ErrBatchDone
+// for an ended batch.
+func (b *Batch) Handoff() error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if b.readOnly {
+		return ErrReadOnly
+	}
+	s := b.s
+	s.pendMu.Lock()
+	defer s.pendMu.Unlock()
+	if s.pending != nil {
+		return ErrPending
+	}
+	b.frozen = true
+	b.committed = make(chan struct{})
+	s.pending = b
+	return nil
+}
+
+// endPending ends b's time as the pending batch, with err as its outcome
+// (nil: committed). It is a no-op for a batch that was not handed off or
+// has already ended.
+func (b *Batch) endPending(err error) {
+	if b.committed == nil {
+		return
+	}
+	s := b.s
+	s.pendMu.Lock()
+	if s.pending == b {
+		s.pending = nil
+		b.commitErr = err
+		close(b.committed)
+	}
+	s.pendMu.Unlock()
+}
+
+// fromPending runs f on the pending batch, if there is one that b may read
+// through, under the shared side of pendMu; when f reports that it found
+// the record there, the pending batch becomes one of b's parents.
+func (b *Batch) fromPending(f func(p *Batch) bool) bool {
+	if b.readOnly || b.done {
+		return false
+	}
+	s := b.s
+	s.pendMu.RLock()
+	defer s.pendMu.RUnlock()
+	p := s.pending
+	if p == nil || p == b || !f(p) {
+		return false
+	}
+	if !slices.Contains(b.parents, p) {
+		b.parents = append(b.parents, p)
+	}
+	return true
+}
+
+// pendingDirty reports whether the pending batch wrote the record that
+// prefetch would read as (kind, k); prefetch leaves those to the read
+// methods, which take them from the pending batch.
+func (b *Batch) pendingDirty(kind int, k spaceID) bool {
+	if b.readOnly {
+		return false
+	}
+	s := b.s
+	s.pendMu.RLock()
+	defer s.pendMu.RUnlock()
+	p := s.pending
+	if p == nil || p == b {
+		return false
+	}
+	switch kind {
+	case preProposal:
+		sl, ok := p.props[k]
+		return ok && sl.dirty
+	case preRef:
+		sl, ok := p.refs[k]
+		return ok && sl.dirty
+	case preFiled:
+		sl, ok := p.aux[auxID{tagFiled, k.space, k.id}]
+		return ok && sl.dirty
+	}
+	return false
+}
+
+// waitParents waits for the commits of the handed-off batches b read
+// from and returns ErrParentFailed if any of them was not committed.
+func (b *Batch) waitParents() error {
+	for _, p := range b.parents {
+		<-p.committed
+		if p.commitErr != nil {
+			return fmt.Errorf("%w: %w", ErrParentFailed, p.commitErr)
+		}
 	}
 	return nil
 }
@@ -639,6 +773,21 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 			return nil, ErrBatchDone
 		}
 		return sl.cur, nil
+	}
+	var pp *Proposal
+	if b.fromPending(func(p *Batch) bool {
+		sl, ok := p.props[k]
+		if ok && sl.dirty {
+			pp = sl.cur
+		}
+		return ok && sl.dirty
+	}) {
+		// pp is the pending batch's, never modified again: it is orig
+		// (what Pebble holds once that batch commits), the caller gets a
+		// copy.
+		c := pp.Clone()
+		b.props[k] = &propSlot{origKnown: true, orig: pp, cur: c}
+		return c, nil
 	}
 	if !b.readOnly {
 		if p := b.s.recentProposal(k); p != nil {
@@ -706,6 +855,19 @@ func (b *Batch) EventRef(space, id string) (*EventRef, error) {
 		}
 		return sl.cur, nil
 	}
+	var pref *EventRef
+	if b.fromPending(func(p *Batch) bool {
+		sl, ok := p.refs[k]
+		if ok && sl.dirty {
+			r := *sl.cur
+			r.Proposals = slices.Clone(r.Proposals)
+			pref = &r
+		}
+		return ok && sl.dirty
+	}) {
+		b.refs[k] = &refSlot{cur: pref}
+		return pref, nil
+	}
 	var ref *EventRef
 	err := b.read(func(r pebble.Reader) error {
 		var v EventRef
@@ -753,6 +915,17 @@ func (b *Batch) Orphans(space, target string) ([]Orphan, error) {
 			return nil, ErrBatchDone
 		}
 		return sl.cur, nil
+	}
+	var plist []Orphan
+	if b.fromPending(func(p *Batch) bool {
+		sl, ok := p.orphans[k]
+		if ok && sl.dirty {
+			plist = slices.Clone(sl.cur)
+		}
+		return ok && sl.dirty
+	}) {
+		b.orphans[k] = &orphanSlot{cur: plist}
+		return plist, nil
 	}
 	var list []Orphan
 	err := b.read(func(r pebble.Reader) error {
@@ -832,6 +1005,17 @@ func (b *Batch) Stats(space string) (*Stats, error) {
 		}
 		return sl.cur, nil
 	}
+	var pst *Stats
+	if b.fromPending(func(p *Batch) bool {
+		sl, ok := p.stats[space]
+		if ok && sl.dirty {
+			pst = sl.cur // not owned: MutableStats clones it
+		}
+		return ok && sl.dirty
+	}) {
+		b.stats[space] = &statsSlot{cur: pst}
+		return pst, nil
+	}
 	var st *Stats
 	err := b.read(func(r pebble.Reader) error {
 		v := NewStats()
@@ -909,6 +1093,7 @@ func (b *Batch) Close() error {
 		b.releaseLocked()
 		b.s.mu.RUnlock()
 	}
+	b.endPending(ErrBatchDone) // handed off and closed without a commit
 	b.finish()
 	return nil
 }
@@ -952,7 +1137,7 @@ type kv struct {
 //
 // seq must be greater than AppliedSeq() (ErrStaleCommit otherwise), except
 // that an empty batch at seq == AppliedSeq() is a no-op.
-func (b *Batch) Commit(seq uint64) error {
+func (b *Batch) Commit(seq uint64) (err error) {
 	if b.done {
 		return ErrBatchDone
 	}
@@ -960,6 +1145,10 @@ func (b *Batch) Commit(seq uint64) error {
 		return ErrReadOnly // the snapshot stays usable; Close releases it
 	}
 	defer b.finish()
+	defer func() { b.endPending(err) }() // before finish: readers leave first
+	if err := b.waitParents(); err != nil {
+		return fmt.Errorf("projections: commit seq %d: %w", seq, err)
+	}
 	s := b.s
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -1103,16 +1292,18 @@ func (b *Batch) collect() ([]kv, error) {
 		if !sl.dirty {
 			continue
 		}
+		orig := sl.orig
 		if !sl.origKnown {
+			// Read here, not kept in the slot: a later batch may be
+			// reading this (handed-off) batch's slots.
 			var v Proposal
 			found, err := getJSON(b.s.db, proposalKey(k.space, k.id), &v)
 			if err != nil {
 				return nil, fmt.Errorf("read proposal %q in space %q: %w", k.id, k.space, err)
 			}
 			if found {
-				sl.orig = &v
+				orig = &v
 			}
-			sl.origKnown = true
 		}
 		if sl.cur.Space != k.space || sl.cur.ID != k.id {
 			return nil, fmt.Errorf("proposal %q in space %q was put as %q in %q", k.id, k.space, sl.cur.ID, sl.cur.Space)
@@ -1122,7 +1313,7 @@ func (b *Batch) collect() ([]kv, error) {
 			return nil, fmt.Errorf("encode proposal %q in space %q: %w", k.id, k.space, err)
 		}
 		ops = append(ops, kv{key: proposalKey(k.space, k.id), val: val})
-		oldIdx, newIdx := indexEntries(sl.orig), indexEntries(sl.cur)
+		oldIdx, newIdx := indexEntries(orig), indexEntries(sl.cur)
 		for key := range oldIdx {
 			if _, ok := newIdx[key]; !ok {
 				ops = append(ops, kv{key: []byte(key), del: true})

@@ -59,6 +59,24 @@ func (b *Batch) getAux(tag byte, space, id string) ([]byte, error) {
 		}
 		return sl.cur, nil
 	}
+	var pval []byte
+	var perr error
+	if b.fromPending(func(p *Batch) bool {
+		sl, ok := p.aux[k]
+		if ok && sl.dirty {
+			pval, perr = sl.value() // a parked event: encoded anew, this batch's own copy
+			if sl.cur == nil {
+				pval = nil // deleted
+			}
+		}
+		return ok && sl.dirty
+	}) {
+		if perr != nil {
+			return nil, fmt.Errorf("projections: batch: read %c record %q in space %q from the pending batch: %w", tag, id, space, perr)
+		}
+		b.aux[k] = &auxSlot{cur: pval}
+		return pval, nil
+	}
 	var val []byte
 	err := b.read(func(r pebble.Reader) error {
 		v, closer, err := r.Get(auxKey(tag, space, id))

@@ -1,0 +1,135 @@
+package projections
+
+import (
+	"errors"
+	"github.com/mewledger/ledger/ledger"
+	"testing"
+)
+
+// A handed-off batch's writes are visible to the next writable batch
+// before its commit lands, as copies; snapshots and the store's own reads
+// see only committed state; the next batch commits after it, on top of it.
+func TestStoreHandoffReadsThroughPendingBatch(t *testing.T) {
+	s := openMemStore(t)
+	putAll(t, s, 1, mkProp("sp", "old", 1, StatePending, "alice"))
+
+	parent := s.NewBatch()
+	p, err := parent.Proposal("sp", "old")
+	must(t, err)
+	p = p.Clone()
+	p.State, p.UpdatedSeq = StateFulfilled, 2
+	must(t, parent.PutProposal(p))
+	must(t, parent.PutProposal(mkProp("sp", "new", 3, StatePending, "bob")))
+	must(t, parent.PutEventRef("sp", "e3", &EventRef{Seq: 3, Type: ledger.TypeProposal, Status: EventApplied, Proposals: []string{"new"}}))
+	must(t, parent.PutOrphans("sp", "later", []Orphan{{Seq: 3, Target: "later"}}))
+	must(t, parent.PutFiled("sp", "later", 2))
+	st, err := parent.MutableStats("sp")
+	must(t, err)
+	st.Events = 3
+	must(t, parent.PutStats("sp", st))
+
+	snap, err := s.Snapshot()
+	must(t, err)
+	defer snap.Close()
+
+	must(t, parent.Handoff())
+	if err := parent.PutProposal(mkProp("sp", "x", 4, StatePending, "eve")); !errors.Is(err, ErrBatchDone) {
+		t.Fatalf("PutProposal after Handoff: %v, want ErrBatchDone", err)
+	}
+	if err := s.NewBatch().Handoff(); !errors.Is(err, ErrPending) {
+		t.Fatalf("second Handoff: %v, want ErrPending", err)
+	}
+	if err := snap.Handoff(); !errors.Is(err, ErrPending) && !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("snapshot Handoff: %v, want ErrReadOnly", err)
+	}
+
+	child := s.NewBatch()
+	got, err := child.Proposal("sp", "old")
+	must(t, err)
+	if got == nil || got.State != StateFulfilled {
+		t.Fatalf("child reads old as %+v, want the pending batch's fulfilled version", got)
+	}
+	got.Proposer = "mutated" // the child's own copy
+	if p.Proposer != "alice" {
+		t.Fatal("the child's copy aliases the pending batch's proposal")
+	}
+	if n, err := child.Proposal("sp", "new"); err != nil || n == nil {
+		t.Fatalf("child reads new: %v, %v", n, err)
+	}
+	if r, err := child.EventRef("sp", "e3"); err != nil || r == nil || r.Seq != 3 {
+		t.Fatalf("child reads e3: %+v, %v", r, err)
+	}
+	if o, err := child.Orphans("sp", "later"); err != nil || len(o) != 1 {
+		t.Fatalf("child reads orphans: %v, %v", o, err)
+	}
+	if n, err := child.Filed("sp", "later"); err != nil || n != 2 {
+		t.Fatalf("child reads filed: %d, %v", n, err)
+	}
+	if cs, err := child.Stats("sp"); err != nil || cs == nil || cs.Events != 3 {
+		t.Fatalf("child reads stats: %+v, %v", cs, err)
+	}
+	// Committed readers see none of it yet.
+	if sp, err := snap.Proposal("sp", "old"); err != nil || sp.State != StatePending {
+		t.Fatalf("snapshot reads old as %+v, %v: want the committed pending version", sp, err)
+	}
+	if _, err := s.Get("sp", "new"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("store Get of new before the commit: %v, want ErrNotFound", err)
+	}
+
+	got.State, got.UpdatedSeq, got.Proposer = StateRejected, 5, "alice"
+	must(t, child.PutProposal(got))
+	done := make(chan error, 1)
+	go func() { done <- child.Commit(5) }() // waits for the parent's commit
+	must(t, parent.Commit(3))
+	must(t, <-done)
+
+	if g, err := s.Get("sp", "old"); err != nil || g.State != StateRejected {
+		t.Fatalf("after both commits old is %+v, %v", g, err)
+	}
+	if s.AppliedSeq() != 5 {
+		t.Fatalf("checkpoint %d, want 5", s.AppliedSeq())
+	}
+	// The index follows the last version only: old is listed as rejected,
+	// no longer as fulfilled or pending.
+	for state, want := range map[ProposalState]int{StatePending: 1, StateFulfilled: 0, StateRejected: 1} {
+		if n := len(listAll(t, s, ListQuery{Space: "sp", State: state})); n != want {
+			t.Errorf("%d proposals listed as %s, want %d", n, state, want)
+		}
+	}
+}
+
+// A batch that read from a handed-off batch that was closed without a
+// commit, or whose commit failed, refuses to commit.
+func TestStoreHandoffParentNotCommitted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(parent *Batch) error
+	}{
+		{"closed", func(parent *Batch) error { return parent.Close() }},
+		{"stale", func(parent *Batch) error { return parent.Commit(1) }}, // at the checkpoint: ErrStaleCommit
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openMemStore(t)
+			putAll(t, s, 1, mkProp("sp", "a", 1, StatePending, "alice"))
+			parent := s.NewBatch()
+			must(t, parent.PutProposal(mkProp("sp", "b", 2, StatePending, "bob")))
+			must(t, parent.Handoff())
+			child := s.NewBatch()
+			if p, err := child.Proposal("sp", "b"); err != nil || p == nil {
+				t.Fatalf("child reads b: %v, %v", p, err)
+			}
+			_ = tc.end(parent)
+			if err := child.Commit(3); !errors.Is(err, ErrParentFailed) {
+				t.Fatalf("child commit: %v, want ErrParentFailed", err)
+			}
+			if _, err := s.Get("sp", "b"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("b is in the store: %v", err)
+			}
+			// The store takes new batches again.
+			b := s.NewBatch()
+			must(t, b.PutProposal(mkProp("sp", "c", 4, StatePending, "carol")))
+			must(t, b.Handoff())
+			must(t, b.Commit(4))
+		})
+	}
+}

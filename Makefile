@@ -3,16 +3,21 @@ GO           ?= go
 FUZZTIME     ?= 10s
 TEST_TIMEOUT ?= 30m
 BIN          ?= bin/ledger
+# The binary is pure Go: Pebble then keeps its memtables and block cache on
+# the Go heap, under the process's soft memory limit (LEDGER_MEMORY_LIMIT),
+# instead of in C memory through a cgo call per block. Tests keep cgo: the
+# race detector needs it.
+NOCGO        := CGO_ENABLED=0
 
 .PHONY: run build test lint fuzz bench clean
 
 ## run: start `ledger serve` with the embedded defaults (data in ./data, API on 127.0.0.1:8080)
 run:
-	$(GO) run ./cmd/ledger serve
+	$(NOCGO) $(GO) run ./cmd/ledger serve
 
 ## build: build the binary into bin/ledger
 build:
-	$(GO) build -o $(BIN) ./cmd/ledger
+	$(NOCGO) $(GO) build -o $(BIN) ./cmd/ledger
 
 ## test: every test, with the race detector, never cached
 test:
@@ -27,7 +32,7 @@ lint:
 ## bench: the performance table of the README (ledger bench; about 15 minutes on 2 cores).
 ## make bench BENCHFLAGS=--quick is the CI smoke run (under a minute).
 bench:
-	$(GO) run ./cmd/ledger bench $(BENCHFLAGS)
+	$(NOCGO) $(GO) run ./cmd/ledger bench $(BENCHFLAGS)
 
 ## fuzz: every fuzz target for FUZZTIME each (make fuzz FUZZTIME=30s)
 fuzz:

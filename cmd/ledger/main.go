@@ -19,6 +19,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/mewledger/ledger/internal/memlimit"
 )
 
 // Exit statuses.
@@ -67,6 +69,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ledger: second signal: exiting without a clean shutdown")
 		os.Exit(exitSignals)
 	}()
+	// The process's soft memory limit (LEDGER_MEMORY_LIMIT, default
+	// 200MiB): set here, not in run, which tests call in-process.
+	if _, err := memlimit.Apply(os.LookupEnv); err != nil {
+		fmt.Fprintf(os.Stderr, "ledger: %v\n", err)
+		os.Exit(exitUsage)
+	}
 	code := run(ctx, env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	cancel()
 	os.Exit(code)
@@ -158,6 +166,9 @@ Commands:
 	fmt.Fprint(w, `
 Every flag also reads an environment variable: --data is LEDGER_DATA,
 --nats-url is LEDGER_NATS_URL, and so on. 'ledger help COMMAND' shows them.
+LEDGER_MEMORY_LIMIT is the process's soft memory limit (default 200MiB;
+off for none; GOMEMLIMIT, if set, wins): build with CGO_ENABLED=0, as
+'make build' does, so that it covers the store's memory too.
 
 Exit status: 0 ok, 1 refused or not found, 2 usage error or no ledger to talk to.
 `)

@@ -49,7 +49,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	f.integer(&o.SyncProposals, "sync-proposals", "N", 0, fmt.Sprintf("distinct proposals of the append_sync figure (default %d, quick %d)", bench.FullSyncProposals, bench.QuickSyncProposals), false)
 	f.integer(&o.ReadProposals, "read-proposals", "N", 0, fmt.Sprintf("proposals in the reads figure's store (default %d, quick %d)", bench.FullReadProposals, bench.QuickReadProposals), false)
 	f.duration(&o.Duration, "duration", "D", 0, fmt.Sprintf("appending time of each live lag repetition (default %v, quick %v)", bench.FullDuration, bench.QuickDuration))
-	f.str(&memEvents, "mem-events", "N,N[,N]", "", "event counts of the memory figure (default 1000000,10000000; quick 10000,40000)", false)
+	f.str(&memEvents, "mem-events", "N,N[,N]", "", "event counts of the memory figure (default 1000000,10000000; quick 100000,200000)", false)
 	f.duration(&o.MemBudget, "mem-budget", "D", 0, fmt.Sprintf("time budget of each memory child (default %v)", bench.FullMemBudget))
 	f.str(&only, "only", "FIGURE[,FIGURE]", "", "run only these figures: "+strings.Join(bench.Figures, ", "), false)
 	f.str(&out, "out", "FILE", "", "also write the table to FILE", false)

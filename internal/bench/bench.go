@@ -251,13 +251,13 @@ func (r *Report) readsFigure(ctx context.Context, o *Options) error {
 }
 
 // memoryFigure measures peak RSS of fold children at each o.MemEvents.
-// In full mode the smallest N runs o.Reps times and the others once (each
+// The smallest N runs o.Reps times and the others once (in full mode each
 // may take the whole budget).
 func (r *Report) memoryFigure(ctx context.Context, o *Options) error {
 	var first, last float64
 	for i, n := range o.MemEvents {
 		reps := o.Reps
-		if i > 0 && !o.Quick {
+		if i > 0 {
 			reps = 1
 		}
 		var hwm []float64

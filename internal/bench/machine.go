@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 )
@@ -18,12 +20,24 @@ type Machine struct {
 	MemTotal   int64 // bytes, 0 when unknown
 	OS, Arch   string
 	Go         string
+	// Cgo is the binary's CGO_ENABLED ("" when unknown); MemLimit the Go
+	// runtime's soft memory limit (math.MaxInt64: none).
+	Cgo      string
+	MemLimit int64
 }
 
 // describeMachine reads what it can from /proc (Linux); elsewhere the CPU
 // model and memory are left empty.
 func describeMachine() Machine {
-	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version()}
+	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(),
+		MemLimit: debug.SetMemoryLimit(-1)} // a negative value only reads it
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range bi.Settings {
+			if st.Key == "CGO_ENABLED" {
+				m.Cgo = st.Value
+			}
+		}
+	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {
@@ -49,7 +63,16 @@ func (m Machine) String() string {
 	if m.MemTotal > 0 {
 		s += fmt.Sprintf(", %.1f GiB RAM", float64(m.MemTotal)/(1<<30))
 	}
-	return s + fmt.Sprintf(", %s/%s, %s", m.OS, m.Arch, m.Go)
+	s += fmt.Sprintf(", %s/%s, %s", m.OS, m.Arch, m.Go)
+	if m.Cgo != "" {
+		s += ", CGO_ENABLED=" + m.Cgo
+	}
+	if m.MemLimit > 0 && m.MemLimit < math.MaxInt64 {
+		s += fmt.Sprintf(", Go memory limit %d MiB", m.MemLimit>>20)
+	} else {
+		s += ", no Go memory limit"
+	}
+	return s
 }
 
 // loadAvg returns /proc/loadavg's three figures as text ("" when unknown).

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -29,6 +30,15 @@ type ChildResult struct {
 	VmHWMKiB  int64   `json:"vmhwm_kib"`  // peak resident set
 	VmRSSKiB  int64   `json:"vmrss_kib"`  // resident set at the end
 	BudgetHit bool    `json:"budget_hit"` // stopped by the time budget
+	// Where the memory is at the end of the fold (not at its peak): the
+	// Go heap in use and the runtime's total, Pebble's block cache
+	// (including the memtables it is charged with), its file cache, and
+	// the sstables of the store.
+	GoHeapInuseKiB int64 `json:"go_heap_inuse_kib"`
+	GoSysKiB       int64 `json:"go_sys_kib"`
+	BlockCacheKiB  int64 `json:"block_cache_kib"`
+	FileCacheKiB   int64 `json:"file_cache_kib"`
+	Tables         int64 `json:"tables"`
 }
 
 // childArgs are the arguments a memory child gets after ChildCommand.
@@ -91,13 +101,19 @@ func RunFoldChild(ctx context.Context, w io.Writer, n int, budget time.Duration,
 		},
 		func(*ledger.Decoded) { folded++ })
 	took := time.Since(start)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res := ChildResult{GoHeapInuseKiB: int64(ms.HeapInuse >> 10), GoSysKiB: int64(ms.Sys >> 10)}
+	if m, merr := store.Metrics(); merr == nil {
+		res.BlockCacheKiB, res.FileCacheKiB, res.Tables = m.BlockCache.Size>>10, m.FileCache.Size>>10, m.Total().TablesCount
+	}
 	if cerr := store.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	res := ChildResult{Asked: n, Events: int(last), Seconds: took.Seconds(), BudgetHit: int(last) < n}
+	res.Asked, res.Events, res.Seconds, res.BudgetHit = n, int(last), took.Seconds(), int(last) < n
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return fmt.Errorf("bench: child: %w (the memory figure needs Linux's /proc)", err)

@@ -53,8 +53,10 @@ const (
 
 // Full and quick event counts of the memory figure.
 var (
-	FullMemEvents  = []int{1_000_000, 10_000_000}
-	QuickMemEvents = []int{10_000, 40_000}
+	FullMemEvents = []int{1_000_000, 10_000_000}
+	// Quick sizes are past the point (~60k events) where both memtables
+	// have filled once: below it, RSS measures the store warming up.
+	QuickMemEvents = []int{100_000, 200_000}
 )
 
 // ErrOptions is wrapped by Options.Validate errors.
@@ -86,8 +88,8 @@ type Options struct {
 	// Default 30s (quick 3s).
 	Duration time.Duration
 	// MemEvents are the event counts of the memory figure, ascending.
-	// Default 1M and 10M (quick 10k, 40k). In full mode the smallest runs
-	// Reps times and the others once (each may take the whole budget).
+	// Default 1M and 10M (quick 100k, 200k). The smallest runs Reps times
+	// and the others once (in full mode each may take the whole budget).
 	MemEvents []int
 	// MemBudget bounds each memory child: it stops folding when the
 	// budget is spent and reports the N it reached. Default 10m (quick 20s).

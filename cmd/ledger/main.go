@@ -69,8 +69,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ledger: second signal: exiting without a clean shutdown")
 		os.Exit(exitSignals)
 	}()
-	// The process's soft memory limit (LEDGER_MEMORY_LIMIT, default
-	// 200MiB): set here, not in run, which tests call in-process.
+	// The process's memory policy (GOGC 50 unless GOGC is set, and
+	// LEDGER_MEMORY_LIMIT): set here, not in run, which tests call
+	// in-process.
 	if _, err := memlimit.Apply(os.LookupEnv); err != nil {
 		fmt.Fprintf(os.Stderr, "ledger: %v\n", err)
 		os.Exit(exitUsage)
@@ -166,9 +167,10 @@ Commands:
 	fmt.Fprint(w, `
 Every flag also reads an environment variable: --data is LEDGER_DATA,
 --nats-url is LEDGER_NATS_URL, and so on. 'ledger help COMMAND' shows them.
-LEDGER_MEMORY_LIMIT is the process's soft memory limit (default 200MiB;
-off for none; GOMEMLIMIT, if set, wins): build with CGO_ENABLED=0, as
-'make build' does, so that it covers the store's memory too.
+LEDGER_MEMORY_LIMIT sets a soft Go memory limit (e.g. 1GiB; default off;
+GOMEMLIMIT wins); the collector runs at GOGC=50 unless GOGC is set. Build
+with CGO_ENABLED=0, as 'make build' does: the store's memory is then on
+the Go heap, under that policy.
 
 Exit status: 0 ok, 1 refused or not found, 2 usage error or no ledger to talk to.
 `)

@@ -22,8 +22,9 @@ type Machine struct {
 	Go         string
 	// Cgo is the binary's CGO_ENABLED ("" when unknown); MemLimit the Go
 	// runtime's soft memory limit (math.MaxInt64: none).
-	Cgo      string
-	MemLimit int64
+	Cgo       string
+	MemLimit  int64
+	GCPercent int // GOGC (negative: off)
 }
 
 // describeMachine reads what it can from /proc (Linux); elsewhere the CPU
@@ -31,6 +32,8 @@ type Machine struct {
 func describeMachine() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(),
 		MemLimit: debug.SetMemoryLimit(-1)} // a negative value only reads it
+	m.GCPercent = debug.SetGCPercent(100)
+	debug.SetGCPercent(m.GCPercent)
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, st := range bi.Settings {
 			if st.Key == "CGO_ENABLED" {
@@ -67,6 +70,7 @@ func (m Machine) String() string {
 	if m.Cgo != "" {
 		s += ", CGO_ENABLED=" + m.Cgo
 	}
+	s += fmt.Sprintf(", GOGC %d", m.GCPercent)
 	if m.MemLimit > 0 && m.MemLimit < math.MaxInt64 {
 		s += fmt.Sprintf(", Go memory limit %d MiB", m.MemLimit>>20)
 	} else {

@@ -1,20 +1,24 @@
-// Package memlimit sets the Go runtime's soft memory limit of a ledger
-// process (runtime/debug.SetMemoryLimit) from LEDGER_MEMORY_LIMIT.
+// Package memlimit sets the Go runtime's memory policy of a ledger process:
+// the collector's GOGC (default DefaultGCPercent) and an optional soft
+// memory limit from LEDGER_MEMORY_LIMIT.
 //
 // The Pebble store sizes its own memory (memtables and block cache, about
 // 96 MiB by default, see projections.StoreOptions). In a pure-Go build
 // (CGO_ENABLED=0, as the Makefile and deploy/Dockerfile build the binary)
 // that memory is on the Go heap, and with the runtime's default GOGC=100
-// the heap may grow to twice what is live before a collection: a process
-// folding 10M events peaked at ~300 MiB. A soft limit makes the collector
-// work harder only near it: the same fold peaks at ~218 MiB with the
-// default of 200 MiB, flat in the number of events. (With cgo, Pebble's
-// memory is C memory outside the limit, and glibc's arenas fragment: the
-// peak grew by 17% from 1M to 10M events.)
+// the heap grows to twice what is live before a collection: a process
+// folding 1M events peaked at 297 MiB. With GOGC=50 it peaks at 230 MiB,
+// and at 225 MiB folding 3M: flat in the number of events. The collector
+// runs twice as often, but its work stays proportional to the heap. (With
+// cgo, Pebble's memory is C memory the collector does not see, and glibc's
+// arenas fragment: the peak grew by 17% from 1M to 10M events.)
 //
-// The limit is soft: a process whose live heap is larger keeps working,
-// with the collector using more CPU (the runtime caps it at about half).
-// A busy `ledger serve` with large NATS buffers should raise it.
+// A soft limit (LEDGER_MEMORY_LIMIT, off by default) bounds the heap more
+// tightly, but a process whose live heap is near it collects without end:
+// `ledger serve` holds the embedded NATS server's caches as well as the
+// store, and a 200 MiB limit cut a rebuild beside a busy stream to a third
+// of its speed. Set it from the memory the process is given, well above
+// what it keeps live.
 package memlimit
 
 import (
@@ -26,15 +30,19 @@ import (
 	"strings"
 )
 
-// EnvVar names the setting; GoEnvVar, when set, wins over it (the runtime
-// has already applied it).
+// EnvVar names the limit; GoEnvVar, when set, wins over it, and GOGCEnvVar
+// over DefaultGCPercent (the runtime has already applied them).
 const (
-	EnvVar   = "LEDGER_MEMORY_LIMIT"
-	GoEnvVar = "GOMEMLIMIT"
+	EnvVar     = "LEDGER_MEMORY_LIMIT"
+	GoEnvVar   = "GOMEMLIMIT"
+	GOGCEnvVar = "GOGC"
 )
 
-// Default is the limit when EnvVar is unset: 200 MiB.
-const Default int64 = 200 << 20
+// Default is the limit when EnvVar is unset: none.
+const Default int64 = 0
+
+// DefaultGCPercent is the collector's GOGC unless GOGC is set.
+const DefaultGCPercent = 50
 
 // ErrInvalid is wrapped by Parse errors.
 var ErrInvalid = errors.New("memlimit: invalid size")
@@ -70,27 +78,33 @@ func Parse(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// Apply sets the process's soft memory limit from lookup(EnvVar), Default
-// when unset or empty, unless lookup(GoEnvVar) is set (the runtime
-// applied it at start). It returns the limit in force in bytes (0: none,
-// -1: GOMEMLIMIT's) and an error wrapping ErrInvalid for a bad value, in
-// which case it changes nothing.
+// Apply sets the collector's GOGC to DefaultGCPercent unless
+// lookup(GOGCEnvVar) is set, and the process's soft memory limit from
+// lookup(EnvVar) (Default, none, when unset or empty) unless
+// lookup(GoEnvVar) is set (the runtime applied those at start). It returns
+// the limit in force in bytes (0: none, -1: GOMEMLIMIT's) and an error
+// wrapping ErrInvalid for a bad value, in which case it changes nothing.
 func Apply(lookup func(string) (string, bool)) (int64, error) {
-	if v, ok := lookup(GoEnvVar); ok && v != "" {
-		return -1, nil
-	}
-	limit := Default
-	if v, ok := lookup(EnvVar); ok && v != "" {
-		n, err := Parse(v)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", EnvVar, err)
+	limit := int64(-1)
+	if v, ok := lookup(GoEnvVar); !ok || v == "" {
+		limit = Default
+		if v, ok := lookup(EnvVar); ok && v != "" {
+			n, err := Parse(v)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", EnvVar, err)
+			}
+			limit = n
 		}
-		limit = n
 	}
-	if limit == 0 {
+	if v, ok := lookup(GOGCEnvVar); !ok || v == "" {
+		debug.SetGCPercent(DefaultGCPercent)
+	}
+	switch limit {
+	case -1:
+	case 0:
 		debug.SetMemoryLimit(math.MaxInt64) // the runtime's "no limit"
-		return 0, nil
+	default:
+		debug.SetMemoryLimit(limit)
 	}
-	debug.SetMemoryLimit(limit)
 	return limit, nil
 }

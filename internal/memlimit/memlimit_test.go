@@ -28,27 +28,30 @@ func TestParse(t *testing.T) {
 }
 
 func TestApply(t *testing.T) {
-	orig := debug.SetMemoryLimit(-1)
-	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+	origLimit, origGC := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetMemoryLimit(origLimit); debug.SetGCPercent(origGC) })
 	env := func(kv map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
 	}
-	current := func() int64 { return debug.SetMemoryLimit(-1) } // -1 reads it
+	limit := func() int64 { return debug.SetMemoryLimit(-1) } // a negative value only reads it
+	gc := func() int { p := debug.SetGCPercent(100); debug.SetGCPercent(p); return p }
 
-	if n, err := Apply(env(nil)); err != nil || n != Default || current() != Default {
-		t.Fatalf("unset: %d, %v, limit %d; want the default %d", n, err, current(), Default)
+	debug.SetMemoryLimit(123 << 20)
+	if n, err := Apply(env(nil)); err != nil || n != 0 || limit() != math.MaxInt64 || gc() != DefaultGCPercent {
+		t.Fatalf("unset: %d, %v, limit %d, GOGC %d; want no limit and GOGC %d", n, err, limit(), gc(), DefaultGCPercent)
 	}
-	if n, err := Apply(env(map[string]string{EnvVar: "300MiB"})); err != nil || n != 300<<20 || current() != 300<<20 {
-		t.Fatalf("300MiB: %d, %v, limit %d", n, err, current())
+	if n, err := Apply(env(map[string]string{EnvVar: "300MiB"})); err != nil || n != 300<<20 || limit() != 300<<20 {
+		t.Fatalf("300MiB: %d, %v, limit %d", n, err, limit())
 	}
-	if n, err := Apply(env(map[string]string{EnvVar: "off"})); err != nil || n != 0 || current() != math.MaxInt64 {
-		t.Fatalf("off: %d, %v, limit %d; want no limit", n, err, current())
+	if n, err := Apply(env(map[string]string{EnvVar: "off"})); err != nil || n != 0 || limit() != math.MaxInt64 {
+		t.Fatalf("off: %d, %v, limit %d; want no limit", n, err, limit())
 	}
 	debug.SetMemoryLimit(123 << 20)
-	if n, err := Apply(env(map[string]string{EnvVar: "lots"})); !errors.Is(err, ErrInvalid) || current() != 123<<20 {
-		t.Fatalf("bad value: %d, %v, limit %d; want ErrInvalid and the limit unchanged", n, err, current())
+	debug.SetGCPercent(77)
+	if n, err := Apply(env(map[string]string{EnvVar: "lots"})); !errors.Is(err, ErrInvalid) || limit() != 123<<20 || gc() != 77 {
+		t.Fatalf("bad value: %d, %v, limit %d, GOGC %d; want ErrInvalid and nothing changed", n, err, limit(), gc())
 	}
-	if n, err := Apply(env(map[string]string{GoEnvVar: "1GiB", EnvVar: "300MiB"})); err != nil || n != -1 || current() != 123<<20 {
-		t.Fatalf("GOMEMLIMIT set: %d, %v, limit %d; want it left alone", n, err, current())
+	if n, err := Apply(env(map[string]string{GoEnvVar: "1GiB", EnvVar: "300MiB", GOGCEnvVar: "200"})); err != nil || n != -1 || limit() != 123<<20 || gc() != 77 {
+		t.Fatalf("GOMEMLIMIT and GOGC set: %d, %v, limit %d, GOGC %d; want both left alone", n, err, limit(), gc())
 	}
 }

@@ -131,7 +131,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 		return nil
 	}
 	b := store.NewBatch()
-	defer b.Discard()
+	defer func() { b.Discard() }() // the batch in hand at return, not the first
 	// fold runs the loop; whatever it returns, the commit in flight is
 	// settled before Rebuild returns, so that the sequence returned is the
 	// store's checkpoint.

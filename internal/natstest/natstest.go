@@ -174,30 +174,35 @@ func StartCluster(t testing.TB, n int) []*natsserver.Server {
 }
 
 // WaitMetaLeader waits until one of the running nodes is the JetStream meta
-// leader and all of them are current, or fails the test after timeout.
-// Nodes that are nil are skipped.
+// leader, all of them are current, and the leader counts every one of them
+// as an online peer (as stream placement does), or fails the test after
+// timeout. Nodes that are nil are skipped. Without the last condition an
+// R3 stream created right away could be refused with "no suitable peers
+// for placement, peer offline" (it happened in CI).
 func WaitMetaLeader(t testing.TB, nodes []*natsserver.Server, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		leader, current := false, true
+		leader, current, running, online := false, true, 0, 0
 		for _, s := range nodes {
 			if s == nil {
 				continue
 			}
+			running++
 			ns := s.NatsServer()
 			if ns.JetStreamIsLeader() {
 				leader = true
+				online = len(ns.JetStreamClusterPeers())
 			}
 			if !ns.JetStreamIsCurrent() {
 				current = false
 			}
 		}
-		if leader && current {
+		if leader && current && online == running {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("natstest: no JetStream meta leader after %v", timeout)
+			t.Fatalf("natstest: no JetStream meta leader with all %d nodes current and online after %v (leader %v, current %v, online %d)", running, timeout, leader, current, online)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}

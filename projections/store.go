@@ -609,8 +609,14 @@ func newBatch(s *Store) *Batch {
 	}
 }
 
-// NewBatch returns an empty write overlay over the store's latest state.
-func (s *Store) NewBatch() *Batch { return newBatch(s) }
+// NewBatch returns an empty write overlay over the store's latest state,
+// including a handed-off batch's writes (see [Batch.Handoff]); a batch made
+// while one is pending commits only after it, and only if it committed.
+func (s *Store) NewBatch() *Batch {
+	b := newBatch(s)
+	b.tieToPending()
+	return b
+}
 
 // Snapshot returns a [State] over a consistent point-in-time view of the
 // store that never writes to Pebble: its writes stay in memory and its
@@ -636,7 +642,7 @@ func (b *Batch) Len() int { return b.dirty }
 
 // read runs f against the batch's reader under the store's shared lock.
 func (b *Batch) read(f func(r pebble.Reader) error) error {
-	if b.done {
+	if b.ended() {
 		return ErrBatchDone
 	}
 	if err := b.s.acquire(); err != nil {
@@ -650,11 +656,16 @@ func (b *Batch) read(f func(r pebble.Reader) error) error {
 }
 
 func (b *Batch) check() error {
-	if b.done || b.frozen {
+	if b.ended() {
 		return ErrBatchDone
 	}
 	return nil
 }
+
+// ended reports whether b may no longer be used by its owner: committed,
+// closed, or handed off (its reads would change an overlay that later
+// batches are reading).
+func (b *Batch) ended() bool { return b.done || b.frozen }
 
 // Handoff freezes b and makes it the store's pending batch, so that its
 // Commit can run on another goroutine while the next batch is folded:
@@ -709,7 +720,7 @@ func (b *Batch) endPending(err error) {
 // through, under the shared side of pendMu; when f reports that it found
 // the record there, the pending batch becomes one of b's parents.
 func (b *Batch) fromPending(f func(p *Batch) bool) bool {
-	if b.readOnly || b.done {
+	if b.readOnly || b.ended() {
 		return false
 	}
 	s := b.s
@@ -753,6 +764,18 @@ func (b *Batch) pendingDirty(kind int, k spaceID) bool {
 	return false
 }
 
+// tieToPending makes the pending batch, if any, one of b's parents,
+// whether or not b reads anything it wrote: b's commit must follow it and
+// must not land if it did not.
+func (b *Batch) tieToPending() {
+	s := b.s
+	s.pendMu.RLock()
+	defer s.pendMu.RUnlock()
+	if p := s.pending; p != nil && p != b && !slices.Contains(b.parents, p) {
+		b.parents = append(b.parents, p)
+	}
+}
+
 // waitParents waits for the commits of the handed-off batches b read
 // from and returns ErrParentFailed if any of them was not committed.
 func (b *Batch) waitParents() error {
@@ -762,6 +785,7 @@ func (b *Batch) waitParents() error {
 			return fmt.Errorf("%w: %w", ErrParentFailed, p.commitErr)
 		}
 	}
+	b.parents = nil // committed: nothing to keep them for (a chain of batches would)
 	return nil
 }
 
@@ -769,7 +793,7 @@ func (b *Batch) waitParents() error {
 func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 	k := spaceID{space, id}
 	if sl, ok := b.props[k]; ok {
-		if b.done {
+		if b.ended() {
 			return nil, ErrBatchDone
 		}
 		return sl.cur, nil
@@ -791,7 +815,7 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 	}
 	if !b.readOnly {
 		if p := b.s.recentProposal(k); p != nil {
-			if b.done {
+			if b.ended() {
 				return nil, ErrBatchDone
 			}
 			// p is the committed value, never modified: it is orig, and the
@@ -850,7 +874,7 @@ func (b *Batch) PutProposal(p *Proposal) error {
 func (b *Batch) EventRef(space, id string) (*EventRef, error) {
 	k := spaceID{space, id}
 	if sl, ok := b.refs[k]; ok {
-		if b.done {
+		if b.ended() {
 			return nil, ErrBatchDone
 		}
 		return sl.cur, nil
@@ -911,7 +935,7 @@ func (b *Batch) PutEventRef(space, id string, r *EventRef) error {
 func (b *Batch) Orphans(space, target string) ([]Orphan, error) {
 	k := spaceID{space, target}
 	if sl, ok := b.orphans[k]; ok {
-		if b.done {
+		if b.ended() {
 			return nil, ErrBatchDone
 		}
 		return sl.cur, nil
@@ -1000,7 +1024,7 @@ func (b *Batch) DeleteHistory(space, key string, seq uint64) error {
 // Stats implements State: nil when the space has none.
 func (b *Batch) Stats(space string) (*Stats, error) {
 	if sl, ok := b.stats[space]; ok {
-		if b.done {
+		if b.ended() {
 			return nil, ErrBatchDone
 		}
 		return sl.cur, nil
@@ -1039,7 +1063,7 @@ func (b *Batch) Stats(space string) (*Stats, error) {
 // of the fold's CPU, and more in garbage).
 func (b *Batch) MutableStats(space string) (*Stats, error) {
 	if sl, ok := b.stats[space]; ok && sl.owned {
-		if b.done {
+		if b.ended() {
 			return nil, ErrBatchDone
 		}
 		return sl.cur, nil
@@ -1117,7 +1141,7 @@ func (b *Batch) releaseLocked() {
 func (b *Batch) finish() {
 	b.done = true
 	b.props, b.refs, b.orphans, b.stats, b.history, b.spaces = nil, nil, nil, nil, nil, nil
-	b.aux = nil
+	b.aux, b.parents = nil, nil
 	b.dirty = 0
 }
 
@@ -1146,6 +1170,7 @@ func (b *Batch) Commit(seq uint64) (err error) {
 	}
 	defer b.finish()
 	defer func() { b.endPending(err) }() // before finish: readers leave first
+	b.tieToPending()                     // one pending now, made after b: b follows it
 	if err := b.waitParents(); err != nil {
 		return fmt.Errorf("projections: commit seq %d: %w", seq, err)
 	}

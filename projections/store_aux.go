@@ -54,7 +54,7 @@ func parkedID(seq uint64) string { return string(binary.BigEndian.AppendUint64(n
 func (b *Batch) getAux(tag byte, space, id string) ([]byte, error) {
 	k := auxID{tag, space, id}
 	if sl, ok := b.aux[k]; ok {
-		if b.done {
+		if b.ended() {
 			return nil, ErrBatchDone
 		}
 		return sl.cur, nil

@@ -164,16 +164,25 @@ func TestStoreHandoffFrozenBatchRefusesReads(t *testing.T) {
 	}
 }
 
+// pendingAndBlindChild returns a store with a handed-off batch p (proposal
+// a, seq 2) and a batch c made after it that wrote proposal b (seq 3)
+// without reading anything.
+func pendingAndBlindChild(t *testing.T) (*Store, *Batch, *Batch) {
+	t.Helper()
+	s := openMemStore(t)
+	p := s.NewBatch()
+	must(t, p.PutProposal(mkProp("sp", "a", 2, StatePending, "alice")))
+	must(t, p.Handoff())
+	c := s.NewBatch()
+	must(t, c.PutProposal(mkProp("sp", "b", 3, StatePending, "bob")))
+	return s, p, c
+}
+
 // A batch made while another is pending is tied to it even when it reads
 // nothing it wrote: it commits after it, and not at all if it failed.
 func TestStoreHandoffTiesLaterBatches(t *testing.T) {
 	t.Run("failed parent", func(t *testing.T) {
-		s := openMemStore(t)
-		p := s.NewBatch()
-		must(t, p.PutProposal(mkProp("sp", "a", 2, StatePending, "alice")))
-		must(t, p.Handoff())
-		c := s.NewBatch()
-		must(t, c.PutProposal(mkProp("sp", "b", 3, StatePending, "bob"))) // a blind write
+		s, p, c := pendingAndBlindChild(t)
 		must(t, p.Close())
 		if err := c.Commit(3); !errors.Is(err, ErrParentFailed) {
 			t.Fatalf("commit after the pending batch was closed: %v, want ErrParentFailed", err)
@@ -183,12 +192,7 @@ func TestStoreHandoffTiesLaterBatches(t *testing.T) {
 		}
 	})
 	t.Run("order", func(t *testing.T) {
-		s := openMemStore(t)
-		p := s.NewBatch()
-		must(t, p.PutProposal(mkProp("sp", "a", 2, StatePending, "alice")))
-		must(t, p.Handoff())
-		c := s.NewBatch()
-		must(t, c.PutProposal(mkProp("sp", "b", 3, StatePending, "bob")))
+		s, p, c := pendingAndBlindChild(t)
 		done := make(chan error, 1)
 		go func() { done <- c.Commit(3) }()
 		// c must wait for p's commit, not overtake it. A store that lets

@@ -103,10 +103,9 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 	// third stage): the folded batch is handed off (Batch.Handoff) and
 	// committed on a goroutine of its own while this one folds the next
 	// batch, which reads the handed-off writes as if committed. One commit
-	// is in flight at a time, and commits land in order. A rebuild
-	// acknowledges nothing, so its commits need not wait for each other's
-	// fsync; each still carries its checkpoint, so a crash leaves a
-	// consistent prefix to resume from.
+	// is in flight at a time, and commits land in order. Each is still one
+	// synced Pebble batch with its checkpoint, so a crash leaves whole
+	// batches to resume from; its fsync now overlaps the next fold.
 	type inflight struct {
 		seq  uint64
 		errc chan error

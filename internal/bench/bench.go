@@ -262,11 +262,13 @@ func (r *Report) memoryFigure(ctx context.Context, o *Options) error {
 		}
 		var hwm []float64
 		reached := n
+		var lastRes ChildResult
 		for rep := range reps {
 			res, err := runChild(ctx, o, n, o.MemBudget)
 			if err != nil {
 				return fmt.Errorf("memory, %d events, repetition %d: %w", n, rep+1, err)
 			}
+			lastRes = res
 			progress(o, "memory %d events rep %d/%d: VmHWM %.1f MiB, %d events folded in %.1fs", n, rep+1, reps, float64(res.VmHWMKiB)/1024, res.Events, res.Seconds)
 			hwm = append(hwm, float64(res.VmHWMKiB)/1024)
 			reached = min(reached, res.Events)
@@ -281,6 +283,9 @@ func (r *Report) memoryFigure(ctx context.Context, o *Options) error {
 		row := Row{Figure: label, Unit: unitMiB, Values: hwm, Target: fmt.Sprintf("< %d MiB", TargetRSSMiB)}
 		row.verdict(slicesMax(hwm) < TargetRSSMiB)
 		r.Rows = append(r.Rows, row)
+		r.Notes = append(r.Notes, fmt.Sprintf("memory at the end of folding %d events (last repetition; the peak adds collection headroom and flushes): "+
+			"Go heap in use %.0f MiB of %.0f MiB the runtime holds, Pebble block cache %.0f MiB, %d sstables.",
+			lastRes.Events, float64(lastRes.GoHeapInuseKiB)/1024, float64(lastRes.GoSysKiB)/1024, float64(lastRes.BlockCacheKiB)/1024, lastRes.Tables))
 		m := median(hwm)
 		if i == 0 {
 			first = m

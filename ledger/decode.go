@@ -443,7 +443,8 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 		return nil, refuse(CodeNotJSON, "", "envelope must be a JSON object, not %s", jsonKind(c))
 	}
 	// canon accepted raw: the light scanner splits it (see jsonscan.go).
-	top := splitObject(raw[scanWS(raw, 0):])
+	var topBuf, plBuf [16]jsonMember // envelopes have a handful of members
+	top := splitObjectInto(topBuf[:0], raw[scanWS(raw, 0):])
 
 	d := &Decoded{}
 	env := &d.Env
@@ -547,7 +548,7 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 			return nil, refuse(CodeWrongType, "payload", "payload must be an object, not %s", jsonKind(v))
 		}
 		env.Payload = v
-		pl = splitObject(v)
+		pl = splitObjectInto(plBuf[:0], v)
 	}
 
 	if r := classify(d, ki, pl, opts); r != nil {

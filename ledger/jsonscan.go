@@ -96,8 +96,11 @@ func scanValue(b []byte, i int) int {
 
 // splitObject splits the object v (valid JSON, starting with '{') into its
 // members.
-func splitObject(v []byte) fields {
-	f := make(fields, 0, 10)
+func splitObject(v []byte) fields { return splitObjectInto(make(fields, 0, 10), v) }
+
+// splitObjectInto is splitObject appending to f (a caller's buffer, which
+// spares an allocation on the decode path).
+func splitObjectInto(f fields, v []byte) fields {
 	i := scanWS(v, 1)
 	if i < len(v) && v[i] == '}' {
 		return f

@@ -20,18 +20,30 @@ import (
 
 // marshalProposal is json.Marshal(p).
 func marshalProposal(p *Proposal) ([]byte, error) {
-	if b, ok := appendProposal(make([]byte, 0, 512+len(p.Params)), p); ok {
-		return b, nil
+	return appendMarshalProposal(make([]byte, 0, 512+len(p.Params)), p)
+}
+
+// appendMarshalProposal appends json.Marshal(p) to b.
+func appendMarshalProposal(b []byte, p *Proposal) ([]byte, error) {
+	if out, ok := appendProposal(b, p); ok {
+		return out, nil
 	}
-	return json.Marshal(p)
+	v, err := json.Marshal(p)
+	return append(b, v...), err
 }
 
 // marshalHistory is json.Marshal(h).
 func marshalHistory(h *HistoryEntry) ([]byte, error) {
-	if b, ok := appendHistory(make([]byte, 0, 192+len(h.Detail)+len(h.Text)), h); ok {
-		return b, nil
+	return appendMarshalHistory(make([]byte, 0, 192+len(h.Detail)+len(h.Text)), h)
+}
+
+// appendMarshalHistory appends json.Marshal(h) to b.
+func appendMarshalHistory(b []byte, h *HistoryEntry) ([]byte, error) {
+	if out, ok := appendHistory(b, h); ok {
+		return out, nil
 	}
-	return json.Marshal(h)
+	v, err := json.Marshal(h)
+	return append(b, v...), err
 }
 
 // marshalEventRef is json.Marshal(r).

@@ -101,13 +101,10 @@ type preKey struct {
 	key  []byte
 	kind int
 	k    spaceID
-	val  []byte // the value read, when found
+	val  []byte // the value read, when found (preFiled only)
 	ok   bool   // found
-}
-
-type preID struct {
-	kind int
-	k    spaceID
+	p    *Proposal
+	r    *EventRef
 }
 
 // prefetch loads into the overlay the records the fold of evs reads first
@@ -116,8 +113,10 @@ func (b *Batch) prefetch(evs []Event) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	var keys []preKey
-	seen := map[preID]struct{}{}
+	keys := make([]preKey, 0, 3*len(evs))
+	var a arena
+	a.b = make([]byte, 0, 3*len(evs)*32)
+	var pending *Batch // the handed-off batch, read under pendMu
 	add := func(kind int, space, id string) {
 		k := spaceID{space, id}
 		switch kind {
@@ -137,23 +136,25 @@ func (b *Batch) prefetch(evs []Event) error {
 				return
 			}
 		}
-		if _, ok := seen[preID{kind, k}]; ok {
-			return
-		}
-		if b.pendingDirty(kind, k) {
+		if pending != nil && pending.wrote(kind, k) {
 			return // the read methods take it from the pending batch
 		}
-		seen[preID{kind, k}] = struct{}{}
-		pk := preKey{kind: kind, k: k}
+		st := len(a.b)
 		switch kind {
 		case preProposal:
-			pk.key = proposalKey(space, id)
+			a.b = appendSpaceID(a.b, tagProposal, space, id)
 		case preRef:
-			pk.key = eventRefKey(space, id)
+			a.b = appendSpaceID(a.b, tagEventRef, space, id)
 		case preFiled:
-			pk.key = auxKey(tagFiled, space, id)
+			a.b = appendSpaceID(a.b, tagFiled, space, id)
 		}
-		keys = append(keys, pk)
+		keys = append(keys, preKey{kind: kind, k: k, key: a.take(st)})
+	}
+	if !b.readOnly {
+		b.s.pendMu.RLock()
+		if p := b.s.pending; p != b {
+			pending = p
+		}
 	}
 	for i := range evs {
 		pr := evs[i].pre
@@ -177,10 +178,15 @@ func (b *Batch) prefetch(evs []Event) error {
 			}
 		}
 	}
+	if !b.readOnly {
+		b.s.pendMu.RUnlock()
+	}
 	if len(keys) == 0 {
 		return nil
 	}
+	// In key order, and each key once (the tags tell the kinds apart).
 	slices.SortFunc(keys, func(x, y preKey) int { return bytes.Compare(x.key, y.key) })
+	keys = slices.CompactFunc(keys, func(x, y preKey) bool { return bytes.Equal(x.key, y.key) })
 	err := b.read(func(r pebble.Reader) error {
 		it, err := r.NewIter(nil)
 		if err != nil {
@@ -188,13 +194,31 @@ func (b *Batch) prefetch(evs []Event) error {
 		}
 		for i := range keys {
 			pk := &keys[i]
-			if it.SeekPrefixGE(pk.key) && bytes.Equal(it.Key(), pk.key) {
-				v, err := it.ValueAndErr()
-				if err != nil {
-					_ = it.Close()
-					return err
+			if !it.SeekPrefixGE(pk.key) || !bytes.Equal(it.Key(), pk.key) {
+				continue
+			}
+			v, err := it.ValueAndErr()
+			if err == nil {
+				pk.ok = true
+				// Decoded here: v is valid until the iterator moves.
+				switch pk.kind {
+				case preProposal:
+					pk.p = new(Proposal)
+					if err = json.Unmarshal(v, pk.p); err != nil {
+						err = fmt.Errorf("read proposal %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
+					}
+				case preRef:
+					pk.r = new(EventRef)
+					if err = json.Unmarshal(v, pk.r); err != nil {
+						err = fmt.Errorf("read event ref %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
+					}
+				default:
+					pk.val = bytes.Clone(v)
 				}
-				pk.val, pk.ok = bytes.Clone(v), true
+			}
+			if err != nil {
+				_ = it.Close()
+				return err
 			}
 		}
 		return it.Close()
@@ -205,30 +229,17 @@ func (b *Batch) prefetch(evs []Event) error {
 	// Absent unless found: every key asked for gets a slot.
 	for i := range keys {
 		pk := &keys[i]
-		val, ok := pk.val, pk.ok
 		switch pk.kind {
 		case preProposal:
 			sl := &propSlot{origKnown: true}
-			if ok {
-				var p Proposal
-				if err := json.Unmarshal(val, &p); err != nil {
-					return fmt.Errorf("projections: batch: read proposal %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
-				}
-				sl.cur, sl.orig = &p, p.Clone()
+			if pk.ok {
+				sl.cur, sl.orig = pk.p, pk.p.Clone()
 			}
 			b.props[pk.k] = sl
 		case preRef:
-			sl := &refSlot{}
-			if ok {
-				var r EventRef
-				if err := json.Unmarshal(val, &r); err != nil {
-					return fmt.Errorf("projections: batch: read event ref %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
-				}
-				sl.cur = &r
-			}
-			b.refs[pk.k] = sl
+			b.refs[pk.k] = &refSlot{cur: pk.r}
 		case preFiled:
-			b.aux[auxID{tagFiled, pk.k.space, pk.k.id}] = &auxSlot{cur: val}
+			b.aux[auxID{tagFiled, pk.k.space, pk.k.id}] = &auxSlot{cur: pk.val}
 		}
 	}
 	return nil

@@ -131,6 +131,7 @@ type Store struct {
 	done     chan struct{} // closed by Close
 
 	writeMu sync.Mutex // serialises commits
+	cbuf    commitBuf  // Commit's scratch, under writeMu
 	spaces  map[string]struct{}
 
 	// recent holds the proposals written by the last commits, as
@@ -235,6 +236,7 @@ func (s *Store) Close() error {
 	for b := range s.snaps {
 		b.releaseLocked()
 	}
+	s.cbuf.close() // no commit runs: they hold mu shared
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("projections: close store: %w", err)
 	}
@@ -736,20 +738,11 @@ func (b *Batch) fromPending(f func(p *Batch) bool) bool {
 	return true
 }
 
-// pendingDirty reports whether the pending batch wrote the record that
+// wrote reports whether the pending batch p wrote the record that
 // prefetch would read as (kind, k); prefetch leaves those to the read
-// methods, which take them from the pending batch.
-func (b *Batch) pendingDirty(kind int, k spaceID) bool {
-	if b.readOnly {
-		return false
-	}
-	s := b.s
-	s.pendMu.RLock()
-	defer s.pendMu.RUnlock()
-	p := s.pending
-	if p == nil || p == b {
-		return false
-	}
+// methods, which take them from the pending batch. The caller holds
+// pendMu shared and p is the store's pending batch.
+func (p *Batch) wrote(kind int, k spaceID) bool {
 	switch kind {
 	case preProposal:
 		sl, ok := p.props[k]
@@ -1192,21 +1185,27 @@ func (b *Batch) Commit(seq uint64) (err error) {
 		}
 		return fmt.Errorf("%w: commit seq %d, applied %d", ErrStaleCommit, seq, applied)
 	}
-	ops, err := b.collect()
+	defer s.cbuf.release()
+	ops, err := b.collect(&s.cbuf)
 	if err != nil {
 		return fmt.Errorf("projections: commit seq %d: %w", seq, err)
 	}
 	ops = append(ops, kv{key: checkpointKey, val: appendU64(nil, seq)})
-	slices.SortFunc(ops, func(a, b kv) int { return bytes.Compare(a.key, b.key) })
-
-	size := 0
-	for _, o := range ops {
-		size += len(o.key) + len(o.val) + 16
+	// Sorted, the writes go into the memtable in order (its inserts reuse
+	// the previous position), and a key written twice shows up.
+	// An index is sorted, not the writes: swapping 4-byte ints is cheaper
+	// than swapping kv structs (and their pointers' write barriers).
+	order := s.cbuf.order[:0]
+	for i := range ops {
+		order = append(order, int32(i))
 	}
-	pb := s.db.NewBatchWithSize(size)
-	defer pb.Close()
-	for i, o := range ops {
-		if i > 0 && bytes.Equal(ops[i-1].key, o.key) {
+	s.cbuf.order = order
+	slices.SortFunc(order, func(x, y int32) int { return bytes.Compare(ops[x].key, ops[y].key) })
+
+	pb := s.cbuf.batch(s.db)
+	for i, oi := range order {
+		o := ops[oi]
+		if i > 0 && bytes.Equal(ops[order[i-1]].key, o.key) {
 			return fmt.Errorf("projections: commit seq %d: key %q written twice", seq, o.key)
 		}
 		if o.del {
@@ -1307,12 +1306,69 @@ func (s *Store) commitPebble(pb *pebble.Batch) (err error) {
 	return pb.Commit(pebble.Sync)
 }
 
-// collect turns the overlay into writes. It reads from Pebble the original
-// version of proposals that were written without being read first.
-func (b *Batch) collect() ([]kv, error) {
-	// About four index entries per proposal written, one key per other
-	// record: sized once instead of grown.
-	ops := make([]kv, 0, b.dirty+4*len(b.props)+len(b.spaces)+1)
+// commitBuf is the scratch memory of Commit, reused from commit to commit
+// (a rebuild commits hundreds of batches of thousands of writes): the
+// writes, their keys and values, and the Pebble batch. It belongs to the
+// store and is used under writeMu.
+type commitBuf struct {
+	a        arena
+	ops      []kv
+	old, cur []kv // one proposal's index entries
+	order    []int32
+	pb       *pebble.Batch
+}
+
+// batch returns the reusable Pebble batch, empty.
+func (c *commitBuf) batch(db *pebble.DB) *pebble.Batch {
+	if c.pb == nil {
+		c.pb = db.NewBatch(pebble.WithMaxRetainedSizeBytes(maxRetainedBatch))
+	} else {
+		c.pb.Reset()
+	}
+	return c.pb
+}
+
+// release ends a commit's use of c: what it handed out is no longer
+// referenced, and an unusually large buffer is let go.
+func (c *commitBuf) release() {
+	clear(c.ops) // no pointers into old arenas kept alive
+	c.ops = c.ops[:0]
+	if cap(c.a.b) > maxRetainedBatch {
+		c.a.b = nil
+	}
+	if cap(c.ops) > maxRetainedBatch/64 {
+		c.ops = nil
+	}
+	if c.pb != nil {
+		c.pb.Reset() // drops its buffer when above maxRetainedBatch
+	}
+}
+
+// close releases the Pebble batch; the caller holds the store exclusively.
+func (c *commitBuf) close() {
+	if c.pb != nil {
+		_ = c.pb.Close()
+		c.pb = nil
+	}
+}
+
+// maxRetainedBatch bounds the Pebble batch buffer a store keeps between
+// commits (a batch of 1000 bench events is about 1.3 MiB).
+const maxRetainedBatch = 8 << 20
+
+// collect turns the overlay into writes, encoded into c (valid until its
+// next use). It reads from Pebble the original version of proposals that
+// were written without being read first.
+func (b *Batch) collect(c *commitBuf) ([]kv, error) {
+	c.a.reset()
+	ops := c.ops[:0]
+	put := func(start int, del bool) { // the key is c.a.b[start:], or key then value
+		ops = append(ops, kv{key: c.a.take(start), del: del})
+	}
+	putKV := func(keyStart, valStart int) {
+		ops = append(ops, kv{key: c.a.b[keyStart:valStart:valStart], val: c.a.take(valStart)})
+	}
+	var err error
 	for k, sl := range b.props {
 		if !sl.dirty {
 			continue
@@ -1333,20 +1389,33 @@ func (b *Batch) collect() ([]kv, error) {
 		if sl.cur.Space != k.space || sl.cur.ID != k.id {
 			return nil, fmt.Errorf("proposal %q in space %q was put as %q in %q", k.id, k.space, sl.cur.ID, sl.cur.Space)
 		}
-		val, err := marshalProposal(sl.cur) // json.Marshal's bytes, faster (encode.go)
-		if err != nil {
+		ks := len(c.a.b)
+		c.a.b = appendSpaceID(c.a.b, tagProposal, k.space, k.id)
+		vs := len(c.a.b)
+		// json.Marshal's bytes, faster (encode.go)
+		if c.a.b, err = appendMarshalProposal(c.a.b, sl.cur); err != nil {
 			return nil, fmt.Errorf("encode proposal %q in space %q: %w", k.id, k.space, err)
 		}
-		ops = append(ops, kv{key: proposalKey(k.space, k.id), val: val})
-		oldIdx, newIdx := indexEntries(orig), indexEntries(sl.cur)
-		for key := range oldIdx {
-			if _, ok := newIdx[key]; !ok {
-				ops = append(ops, kv{key: []byte(key), del: true})
-			}
-		}
-		for key, v := range newIdx {
-			if old, ok := oldIdx[key]; !ok || !bytes.Equal(old, v) {
-				ops = append(ops, kv{key: []byte(key), val: v})
+		putKV(ks, vs)
+		// Both lists are in key order: one merge finds the entries the
+		// new version drops and those it adds or changes.
+		c.old = c.a.indexEntries(c.old[:0], orig)
+		c.cur = c.a.indexEntries(c.cur[:0], sl.cur)
+		i, j := 0, 0
+		for i < len(c.old) || j < len(c.cur) {
+			switch {
+			case j == len(c.cur) || (i < len(c.old) && bytes.Compare(c.old[i].key, c.cur[j].key) < 0):
+				ops = append(ops, kv{key: c.old[i].key, del: true})
+				i++
+			case i == len(c.old) || bytes.Compare(c.old[i].key, c.cur[j].key) > 0:
+				ops = append(ops, c.cur[j])
+				j++
+			default:
+				if !bytes.Equal(c.old[i].val, c.cur[j].val) {
+					ops = append(ops, c.cur[j])
+				}
+				i++
+				j++
 			}
 		}
 	}
@@ -1354,40 +1423,47 @@ func (b *Batch) collect() ([]kv, error) {
 		if !sl.dirty {
 			continue
 		}
-		val, err := marshalEventRef(sl.cur)
-		if err != nil {
-			return nil, fmt.Errorf("encode event ref %q in space %q: %w", k.id, k.space, err)
-		}
-		ops = append(ops, kv{key: eventRefKey(k.space, k.id), val: val})
+		ks := len(c.a.b)
+		c.a.b = appendSpaceID(c.a.b, tagEventRef, k.space, k.id)
+		vs := len(c.a.b)
+		c.a.b = appendEventRef(c.a.b, sl.cur)
+		putKV(ks, vs)
 	}
 	for k, sl := range b.orphans {
 		if !sl.dirty {
 			continue
 		}
+		ks := len(c.a.b)
+		c.a.b = appendSpaceID(c.a.b, tagOrphans, k.space, k.id)
 		if sl.cur == nil {
-			ops = append(ops, kv{key: orphansKey(k.space, k.id), del: true})
+			put(ks, true)
 			continue
 		}
 		val, err := json.Marshal(sl.cur)
 		if err != nil {
 			return nil, fmt.Errorf("encode orphans of %q in space %q: %w", k.id, k.space, err)
 		}
-		ops = append(ops, kv{key: orphansKey(k.space, k.id), val: val})
+		vs := len(c.a.b)
+		c.a.b = append(c.a.b, val...)
+		putKV(ks, vs)
 	}
 	for k, sl := range b.aux {
 		if !sl.dirty {
 			continue
 		}
-		key := auxKey(k.tag, k.space, k.id)
+		ks := len(c.a.b)
+		c.a.b = appendSpaceID(c.a.b, k.tag, k.space, k.id)
 		if sl.cur == nil {
-			ops = append(ops, kv{key: key, del: true})
+			put(ks, true)
 			continue
 		}
 		val, err := sl.value()
 		if err != nil {
 			return nil, fmt.Errorf("encode %c record in space %q: %w", k.tag, k.space, err)
 		}
-		ops = append(ops, kv{key: key, val: val})
+		vs := len(c.a.b)
+		c.a.b = append(c.a.b, val...)
+		putKV(ks, vs)
 	}
 	for sp, sl := range b.stats {
 		if !sl.dirty {
@@ -1400,16 +1476,17 @@ func (b *Batch) collect() ([]kv, error) {
 		ops = append(ops, kv{key: statsKey(sp), val: val})
 	}
 	for k, h := range b.history {
-		key := historyKey(k.space, k.key, k.seq)
+		ks := len(c.a.b)
+		c.a.b = appendU64(appendSpaceID(c.a.b, tagHistory, k.space, k.key), k.seq)
 		if h == nil {
-			ops = append(ops, kv{key: key, del: true})
+			put(ks, true)
 			continue
 		}
-		val, err := marshalHistory(h)
-		if err != nil {
+		vs := len(c.a.b)
+		if c.a.b, err = appendMarshalHistory(c.a.b, h); err != nil {
 			return nil, fmt.Errorf("encode history seq %d under %q in space %q: %w", k.seq, k.key, k.space, err)
 		}
-		ops = append(ops, kv{key: key, val: val})
+		putKV(ks, vs)
 	}
 	for sp := range b.spaces {
 		if _, ok := b.s.spaces[sp]; ok {
@@ -1417,5 +1494,6 @@ func (b *Batch) collect() ([]kv, error) {
 		}
 		ops = append(ops, kv{key: spaceKey(sp), val: []byte{}})
 	}
+	c.ops = ops
 	return ops, nil
 }

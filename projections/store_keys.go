@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -152,13 +153,17 @@ func spaceKey(space string) []byte {
 }
 
 func proposalKey(space, id string) []byte {
-	b := make([]byte, 0, 1+len(space)+len(id)+4)
-	return appendEsc(appendEsc(append(b, tagProposal), space), id)
+	return appendSpaceID(make([]byte, 0, 1+len(space)+len(id)+4), tagProposal, space, id)
+}
+
+// appendSpaceID appends the key tag space id (proposals, event refs,
+// orphans, aux records).
+func appendSpaceID(b []byte, tag byte, space, id string) []byte {
+	return appendEsc(appendEsc(append(b, tag), space), id)
 }
 
 func historyPrefix(space, key string) []byte {
-	b := make([]byte, 0, 1+len(space)+len(key)+4+8)
-	return appendEsc(appendEsc(append(b, tagHistory), space), key)
+	return appendSpaceID(make([]byte, 0, 1+len(space)+len(key)+4+8), tagHistory, space, key)
 }
 
 func historyKey(space, key string, seq uint64) []byte {
@@ -166,8 +171,7 @@ func historyKey(space, key string, seq uint64) []byte {
 }
 
 func eventRefKey(space, id string) []byte {
-	b := make([]byte, 0, 1+len(space)+len(id)+4)
-	return appendEsc(appendEsc(append(b, tagEventRef), space), id)
+	return appendSpaceID(make([]byte, 0, 1+len(space)+len(id)+4), tagEventRef, space, id)
 }
 
 func orphansKey(space, target string) []byte {
@@ -182,7 +186,10 @@ func statsKey(space string) []byte {
 // indexPrefix is the prefix of one index of a space: for idxAll value is
 // ignored.
 func indexPrefix(space string, kind byte, value string) []byte {
-	b := make([]byte, 0, 1+len(space)+2+1+len(value)+2)
+	return appendIndexPrefix(make([]byte, 0, 1+len(space)+2+1+len(value)+2), space, kind, value)
+}
+
+func appendIndexPrefix(b []byte, space string, kind byte, value string) []byte {
 	b = appendEsc(append(b, tagIndex), space)
 	b = append(b, kind)
 	if kind != idxAll {
@@ -210,7 +217,10 @@ func readIndexSuffix(b []byte) (seq uint64, id string, err error) {
 }
 
 func deadlineKey(nanos int64, space, id string) []byte {
-	b := make([]byte, 0, 1+8+len(space)+len(id)+4)
+	return appendDeadlineKey(make([]byte, 0, 1+8+len(space)+len(id)+4), nanos, space, id)
+}
+
+func appendDeadlineKey(b []byte, nanos int64, space, id string) []byte {
 	b = appendNanos(append(b, tagDeadline), nanos)
 	return appendEsc(appendEsc(b, space), id)
 }
@@ -250,18 +260,41 @@ func prefixEnd(p []byte) []byte {
 // deletes the entries of the old version that the new one lacks and writes
 // the new ones that differ.
 func indexEntries(p *Proposal) map[string][]byte {
-	if p == nil {
-		return nil
+	var a arena
+	out := map[string][]byte{}
+	for _, e := range a.indexEntries(nil, p) {
+		out[string(e.key)] = e.val
 	}
-	suffix := indexSuffix(p.CreatedSeq, p.ID)
-	val := appendNanos(nil, clampNanos(p.CreatedAt))
-	out := make(map[string][]byte, 8+len(p.To)+len(p.Anomalies))
+	return out
+}
+
+// arena is scratch memory that keys and values are appended to; the slices
+// it hands out stay valid (and unchanged) until reset, even when it grows.
+type arena struct{ b []byte }
+
+// take returns the bytes appended since len start.
+func (a *arena) take(start int) []byte { return a.b[start:len(a.b):len(a.b)] }
+
+// reset forgets everything handed out; the memory is reused.
+func (a *arena) reset() { a.b = a.b[:0] }
+
+// indexEntries appends to dst the entries of indexEntries(p), in key order
+// (without duplicates), their keys and values in a.
+func (a *arena) indexEntries(dst []kv, p *Proposal) []kv {
+	if p == nil {
+		return dst
+	}
+	first := len(dst)
+	st := len(a.b)
+	a.b = appendNanos(a.b, clampNanos(p.CreatedAt))
+	val := a.take(st)
 	add := func(kind byte, value string) {
 		if kind != idxAll && value == "" {
 			return
 		}
-		k := append(indexPrefix(p.Space, kind, value), suffix...)
-		out[string(k)] = val
+		st := len(a.b)
+		a.b = appendEsc(appendU64(appendIndexPrefix(a.b, p.Space, kind, value), ^p.CreatedSeq), p.ID)
+		dst = append(dst, kv{key: a.take(st), val: val})
 	}
 	add(idxAll, "")
 	add(idxState, string(p.State))
@@ -269,8 +302,8 @@ func indexEntries(p *Proposal) map[string][]byte {
 	for _, t := range p.To {
 		add(idxTarget, t)
 	}
-	for _, a := range p.Anomalies {
-		add(idxAnomaly, a)
+	for _, an := range p.Anomalies {
+		add(idxAnomaly, an)
 	}
 	if k := p.Kernel; k != nil {
 		add(idxActionType, string(k.ActionType))
@@ -280,9 +313,15 @@ func indexEntries(p *Proposal) map[string][]byte {
 		}
 	}
 	if p.State == StatePending && p.ExpiresAt != nil {
-		out[string(deadlineKey(clampNanos(*p.ExpiresAt), p.Space, p.ID))] = nil
+		st := len(a.b)
+		a.b = appendDeadlineKey(a.b, clampNanos(*p.ExpiresAt), p.Space, p.ID)
+		dst = append(dst, kv{key: a.take(st)})
 	}
-	return out
+	es := dst[first:]
+	slices.SortFunc(es, func(x, y kv) int { return bytes.Compare(x.key, y.key) })
+	// A repeated `to` member or anomaly is one entry.
+	es = slices.CompactFunc(es, func(x, y kv) bool { return bytes.Equal(x.key, y.key) })
+	return dst[:first+len(es)]
 }
 
 // Cursors are base64url (no padding) of: version byte 1, created_seq (8 B BE),

@@ -21,6 +21,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/subjects"
 )
 
 // --- helpers ---------------------------------------------------------------
@@ -1268,5 +1269,103 @@ func TestStoreMetrics(t *testing.T) {
 	}
 	if _, err := s.Metrics(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Metrics after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestValueSeparation checks that large proposal records go to Pebble blob
+// files once flushed (OpenStore's value separation policy) and that every
+// read path returns the same bytes from there as from the memtable: Get,
+// GetRaw, List, the fold's prefetch and a batch's Proposal.
+func TestValueSeparation(t *testing.T) {
+	// No recent cache: every read goes to Pebble.
+	s, err := OpenStore(StoreOptions{FS: vfs.NewMem(), recentCap: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	pad := strings.Repeat("x", 2*valueSeparationMinSize)
+	var ps []*Proposal
+	for i := range 50 {
+		p := mkProp("sp", fmt.Sprintf("p-%02d", i), uint64(i+1), StatePending, "alice", "bob")
+		p.Params = json.RawMessage(`{"name":"write_file","content":"` + pad + `"}`)
+		ps = append(ps, p)
+	}
+	putAll(t, s, 50, ps...)
+	read := func() (raws [][]byte, page []byte) {
+		t.Helper()
+		for _, p := range ps {
+			raw, err := s.GetRaw("sp", p.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Get("sp", p.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, p) {
+				t.Fatalf("Get(%s) = %+v, want %+v", p.ID, got, p)
+			}
+			b := s.NewBatch()
+			bp, err := b.Proposal("sp", p.ID)
+			b.Discard()
+			if err != nil || !reflect.DeepEqual(bp, p) {
+				t.Fatalf("Batch.Proposal(%s) = %+v, %v", p.ID, bp, err)
+			}
+			raws = append(raws, raw)
+		}
+		lp, err := s.List(ListQuery{Space: "sp", State: StatePending, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ = json.Marshal(lp)
+		return raws, page
+	}
+	memRaws, memPage := read()
+	if m, _ := s.Metrics(); m.BlobFiles.LiveCount != 0 {
+		t.Fatalf("blob files before any flush: %d", m.BlobFiles.LiveCount)
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.BlobFiles.LiveCount == 0 || m.BlobFiles.ReferencedValueSize < uint64(len(ps)*len(pad)) {
+		t.Fatalf("proposals not separated: %d blob files, %d value bytes referenced", m.BlobFiles.LiveCount, m.BlobFiles.ReferencedValueSize)
+	}
+	blobRaws, blobPage := read()
+	for i := range memRaws {
+		if !bytes.Equal(memRaws[i], blobRaws[i]) {
+			t.Fatalf("GetRaw(%s) differs after flush:\n%s\n%s", ps[i].ID, memRaws[i], blobRaws[i])
+		}
+	}
+	if !bytes.Equal(memPage, blobPage) {
+		t.Fatal("List page differs after flush")
+	}
+	// The fold's prefetch reads them in key order through one iterator.
+	b := s.NewBatch()
+	defer b.Discard()
+	var evs []Event
+	for i, p := range ps {
+		raw := fmt.Sprintf(`{"protocol":"mew/v0.4","id":"f-%d","from":"bob","kind":"mcp/request","correlation_id":[%q],"payload":{"method":"tools/call","params":{"name":"write_file"}}}`, i, p.ID)
+		subj := subjects.Event{Space: "sp", Key: p.ID, Type: string(ledger.TypeFulfil), Sender: "bob"}.String()
+		evs = append(evs, Event{Seq: uint64(51 + i), Time: t0, Subject: subj, Raw: []byte(raw)})
+	}
+	decodeAll(evs)
+	if pr := evs[0].pre; pr.serr != nil || pr.derr != nil {
+		t.Fatalf("test event: %v %v", pr.serr, pr.derr)
+	}
+	if err := b.prefetch(evs); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		sl := b.props[spaceID{"sp", p.ID}]
+		if sl == nil || !reflect.DeepEqual(sl.cur, p) {
+			t.Fatalf("prefetch of %s: %+v", p.ID, sl)
+		}
 	}
 }

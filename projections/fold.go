@@ -70,7 +70,7 @@ const (
 // ignored, ...) — so the only errors are st's storage errors, after which the
 // caller must discard everything written through st for this batch.
 func (f *Folder) Apply(st State, ev Event) ([]Outcome, error) {
-	a := &applier{st: st, trigger: ev, stats: map[string]*Stats{}}
+	a := &applier{st: st, trigger: ev}
 	if err := a.arrive(ev); err != nil {
 		return nil, err
 	}
@@ -90,8 +90,13 @@ type applier struct {
 	out      []Outcome
 	released orphanHeap
 	decoded  map[released]*ledger.Decoded // released events decoded, by (space, seq)
-	stats    map[string]*Stats
-	spaces   []string // stats keys in first-touch order, for deterministic writes
+	stats    []spaceStats                 // in first-touch order, for deterministic writes (an event touches one space, rarely two)
+}
+
+// spaceStats is the statistics of one space an Apply call changes.
+type spaceStats struct {
+	space string
+	s     *Stats
 }
 
 // ctx is one event being applied: decoded, with its space and history base.
@@ -104,8 +109,10 @@ type evctx struct {
 }
 
 func (a *applier) statsFor(space string) (*Stats, error) {
-	if s, ok := a.stats[space]; ok {
-		return s, nil
+	for _, ss := range a.stats {
+		if ss.space == space {
+			return ss.s, nil
+		}
 	}
 	var s *Stats
 	if ms, ok := a.st.(mutableStats); ok {
@@ -124,8 +131,7 @@ func (a *applier) statsFor(space string) (*Stats, error) {
 			s = s.Clone()
 		}
 	}
-	a.stats[space] = s
-	a.spaces = append(a.spaces, space)
+	a.stats = append(a.stats, spaceStats{space, s})
 	return s, nil
 }
 
@@ -138,8 +144,8 @@ type mutableStats interface {
 }
 
 func (a *applier) flushStats() error {
-	for _, sp := range a.spaces {
-		if err := a.st.PutStats(sp, a.stats[sp]); err != nil {
+	for _, ss := range a.stats {
+		if err := a.st.PutStats(ss.space, ss.s); err != nil {
 			return err
 		}
 	}

@@ -107,15 +107,35 @@ type preKey struct {
 	r    *EventRef
 }
 
+// prefetchBuf is prefetch's scratch, recycled (a rebuild prefetches every
+// batch): its keys and their bytes.
+type prefetchBuf struct {
+	keys []preKey
+	a    arena
+}
+
+var prefetchBufs = sync.Pool{New: func() any { return new(prefetchBuf) }}
+
+// put returns buf to the pool, holding no records, unless it grew unusually large.
+func (buf *prefetchBuf) put() {
+	clear(buf.keys)
+	if cap(buf.keys) > 1<<16 || cap(buf.a.b) > 4<<20 {
+		return
+	}
+	buf.keys = buf.keys[:0]
+	prefetchBufs.Put(buf)
+}
+
 // prefetch loads into the overlay the records the fold of evs reads first
 // (see Prepare), in key order.
 func (b *Batch) prefetch(evs []Event) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	keys := make([]preKey, 0, 3*len(evs))
-	var a arena
-	a.b = make([]byte, 0, 3*len(evs)*32)
+	buf := prefetchBufs.Get().(*prefetchBuf)
+	defer buf.put()
+	keys, a := buf.keys[:0], &buf.a
+	a.reset()
 	var pending *Batch // the handed-off batch, read under pendMu
 	add := func(kind int, space, id string) {
 		k := spaceID{space, id}
@@ -187,6 +207,7 @@ func (b *Batch) prefetch(evs []Event) error {
 	// In key order, and each key once (the tags tell the kinds apart).
 	slices.SortFunc(keys, func(x, y preKey) int { return bytes.Compare(x.key, y.key) })
 	keys = slices.CompactFunc(keys, func(x, y preKey) bool { return bytes.Equal(x.key, y.key) })
+	buf.keys = keys
 	err := b.read(func(r pebble.Reader) error {
 		it, err := r.NewIter(nil)
 		if err != nil {

@@ -42,6 +42,9 @@ const (
 	// valueSeparationMinSize is the smallest value Pebble stores in a blob
 	// file (see OpenStore).
 	valueSeparationMinSize = 512
+	// l0CompactionThreshold is Pebble's L0CompactionThreshold (see
+	// OpenStore).
+	l0CompactionThreshold = 8
 )
 
 // Errors of the store.
@@ -206,6 +209,14 @@ func OpenStore(o StoreOptions) (*Store, error) {
 			TargetGarbageRatio:    0.2,
 		}
 	}
+	// The fold writes keys spread over the whole key space (ids), so
+	// every L0 → Lbase compaction rewrites most of Lbase: compacting
+	// twice as much L0 at a time halves those rewrites. Paired with the
+	// naive baseline on the bench's rebuild, 8 (Pebble's default is 4)
+	// took the fold ratio from 1.28 to 1.38. Reads check up to 8 L0 files'
+	// bloom filters instead of 4.
+	opts.L0CompactionThreshold = l0CompactionThreshold
+	opts.L0StopWritesThreshold = 3 * l0CompactionThreshold
 	db, err := pebble.Open(o.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("projections: open store %q: %w", o.Dir, err)

@@ -642,7 +642,9 @@ func digest(env *Envelope, canonPayload []byte) string {
 	}
 	b = append(b, '}')
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	var h [2 * sha256.Size]byte // one allocation (the string), not two
+	hex.Encode(h[:], sum[:])
+	return string(h[:])
 }
 
 // appendJSONStrings appends ss as a canonical JSON array of strings.

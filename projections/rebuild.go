@@ -129,7 +129,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 		}
 		return nil
 	}
-	b := store.NewBatch()
+	b := store.newBatchFor(opts.BatchSize)
 	defer func() { b.Discard() }() // the batch in hand at return, not the first
 	// fold runs the loop; whatever it returns, the commit in flight is
 	// settled before Rebuild returns, so that the sequence returned is the
@@ -156,7 +156,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 				}
 				pending = &inflight{seq: c.evs[len(c.evs)-1].Seq, errc: make(chan error, 1)}
 				go func(b *Batch, p *inflight) { p.errc <- b.Commit(p.seq) }(b, pending)
-				b = store.NewBatch()
+				b = store.newBatchFor(opts.BatchSize)
 			}
 			if c.err != nil {
 				if ctx.Err() != nil {

@@ -627,15 +627,19 @@ type Batch struct {
 	parents   []*Batch
 }
 
-func newBatch(s *Store) *Batch {
+func newBatch(s *Store) *Batch { return newBatchSized(s, 0) }
+
+// newBatchSized is newBatch with room for the records of about events
+// events (a rebuild's batches are large: growing the maps was measurable).
+func newBatchSized(s *Store, events int) *Batch {
 	return &Batch{
 		s:       s,
-		props:   map[spaceID]*propSlot{},
-		refs:    map[spaceID]*refSlot{},
+		props:   make(map[spaceID]*propSlot, events),
+		refs:    make(map[spaceID]*refSlot, events),
 		orphans: map[spaceID]*orphanSlot{},
-		aux:     map[auxID]*auxSlot{},
+		aux:     make(map[auxID]*auxSlot, events),
 		stats:   map[string]*statsSlot{},
-		history: map[historyID]*HistoryEntry{},
+		history: make(map[historyID]*HistoryEntry, events),
 		spaces:  map[string]struct{}{},
 	}
 }
@@ -643,8 +647,11 @@ func newBatch(s *Store) *Batch {
 // NewBatch returns an empty write overlay over the store's latest state,
 // including a handed-off batch's writes (see [Batch.Handoff]); a batch made
 // while one is pending commits only after it, and only if it committed.
-func (s *Store) NewBatch() *Batch {
-	b := newBatch(s)
+func (s *Store) NewBatch() *Batch { return s.newBatchFor(0) }
+
+// newBatchFor is NewBatch sized for about events events.
+func (s *Store) newBatchFor(events int) *Batch {
+	b := newBatchSized(s, events)
 	b.tieToPending()
 	return b
 }

@@ -116,26 +116,44 @@ type prefetchBuf struct {
 
 var prefetchBufs = sync.Pool{New: func() any { return new(prefetchBuf) }}
 
+// reset empties buf for a pass; the records of the last one are let go.
+func (buf *prefetchBuf) reset() {
+	clear(buf.keys)
+	buf.keys = buf.keys[:0]
+	buf.a.reset()
+}
+
 // put returns buf to the pool, holding no records, unless it grew unusually large.
 func (buf *prefetchBuf) put() {
-	clear(buf.keys)
+	buf.reset()
 	if cap(buf.keys) > 1<<16 || cap(buf.a.b) > 4<<20 {
 		return
 	}
-	buf.keys = buf.keys[:0]
 	prefetchBufs.Put(buf)
 }
 
 // prefetch loads into the overlay the records the fold of evs reads first
-// (see Prepare), in key order.
+// (see Prepare), in key order. A second pass loads the proposals of the
+// fulfilments that responses name, once the first has read their event refs.
 func (b *Batch) prefetch(evs []Event) error {
 	if err := b.check(); err != nil {
 		return err
 	}
 	buf := prefetchBufs.Get().(*prefetchBuf)
 	defer buf.put()
-	keys, a := buf.keys[:0], &buf.a
-	a.reset()
+	for pass := 1; pass <= 2; pass++ {
+		if err := b.prefetchPass(buf, evs, pass); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prefetchPass collects the keys of one pass of prefetch that the
+// overlay does not hold yet and loads them.
+func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
+	buf.reset()
+	keys, a := buf.keys, &buf.a
 	var pending *Batch // the handed-off batch, read under pendMu
 	add := func(kind int, space, id string) {
 		k := spaceID{space, id}
@@ -182,6 +200,19 @@ func (b *Batch) prefetch(evs []Event) error {
 			continue // rare paths read what they need themselves
 		}
 		space, d := pr.subj.Space, pr.d
+		if pass == 2 {
+			if d.Type != ledger.TypeResponse {
+				continue
+			}
+			for _, t := range d.Targets {
+				// Only a ref this batch read (the first pass) is
+				// looked at: one the fold will write is not known yet.
+				if sl, ok := b.refs[spaceID{space, t}]; ok && sl.cur != nil && !sl.dirty && len(sl.cur.Proposals) > 0 {
+					add(preProposal, space, sl.cur.Proposals[0])
+				}
+			}
+			continue
+		}
 		add(preRef, space, d.Env.ID)
 		switch d.Type {
 		case ledger.TypeProposal:
@@ -201,6 +232,7 @@ func (b *Batch) prefetch(evs []Event) error {
 	if !b.readOnly {
 		b.s.pendMu.RUnlock()
 	}
+	buf.keys = keys
 	if len(keys) == 0 {
 		return nil
 	}

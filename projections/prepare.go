@@ -174,6 +174,18 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 				return
 			}
 		}
+		if b.neverWritten(kind, space, id) {
+			// Absent, without a read (most keys: new ids).
+			switch kind {
+			case preProposal:
+				b.props[k] = &propSlot{origKnown: true}
+			case preRef:
+				b.refs[k] = &refSlot{}
+			case preFiled:
+				b.aux[auxID{tagFiled, space, id}] = &auxSlot{}
+			}
+			return
+		}
 		if pending != nil && pending.wrote(kind, k) {
 			return // the read methods take it from the pending batch
 		}

@@ -95,6 +95,10 @@ type StoreOptions struct {
 	// keeps decoded (0: recentCap; negative: none). Tests compare stores
 	// folded with and without them.
 	recentCap int
+	// writtenBits overrides the size of an empty store's written filter
+	// (0: writtenFilterBits; negative: none; else a power of two ≥ 64).
+	// Tests compare folds with, without and with a filter that fills up.
+	writtenBits int
 }
 
 // Validate checks the options without touching the disk.
@@ -161,6 +165,11 @@ type Store struct {
 	// releases it.
 	pendMu  sync.RWMutex
 	pending *Batch
+
+	// written rules out reads of records never written, while the store
+	// is young (see writtenFilter); nil once full, or for a store that was
+	// not empty when opened.
+	written atomic.Pointer[writtenFilter]
 }
 
 // OpenStore opens (creating if needed) the store in o.Dir and loads its
@@ -234,6 +243,13 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	v, closer, err := db.Get(checkpointKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
+		// Nothing was ever committed: the store is empty.
+		switch bits := o.writtenBits; {
+		case bits == 0:
+			s.written.Store(newWrittenFilter(writtenFilterBits))
+		case bits > 0:
+			s.written.Store(newWrittenFilter(uint64(bits)))
+		}
 	case err != nil:
 		_ = db.Close()
 		return nil, fmt.Errorf("projections: open store %q: read checkpoint: %w", o.Dir, err)
@@ -258,6 +274,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.written.Store(nil) // reads after Close go to Pebble, which refuses them
 	close(s.done)
 	s.recentMu.Lock()
 	s.recent, s.recentOrder = nil, nil
@@ -854,6 +871,13 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 			return c, nil
 		}
 	}
+	if b.neverWritten(preProposal, space, id) {
+		if err := b.check(); err != nil {
+			return nil, err
+		}
+		b.props[k] = &propSlot{origKnown: true}
+		return nil, nil
+	}
 	var p *Proposal
 	err := b.read(func(r pebble.Reader) error {
 		var v Proposal
@@ -885,6 +909,7 @@ func (b *Batch) PutProposal(p *Proposal) error {
 		return errors.New("projections: batch: put nil proposal")
 	}
 	k := spaceID{p.Space, p.ID}
+	b.noteWrite(preProposal, p.Space, p.ID)
 	sl, ok := b.props[k]
 	if !ok {
 		sl = &propSlot{}
@@ -921,6 +946,13 @@ func (b *Batch) EventRef(space, id string) (*EventRef, error) {
 		b.refs[k] = &refSlot{cur: pref}
 		return pref, nil
 	}
+	if b.neverWritten(preRef, space, id) {
+		if err := b.check(); err != nil {
+			return nil, err
+		}
+		b.refs[k] = &refSlot{}
+		return nil, nil
+	}
 	var ref *EventRef
 	err := b.read(func(r pebble.Reader) error {
 		var v EventRef
@@ -946,6 +978,7 @@ func (b *Batch) PutEventRef(space, id string, r *EventRef) error {
 		return fmt.Errorf("projections: batch: put nil event ref %q in space %q", id, space)
 	}
 	k := spaceID{space, id}
+	b.noteWrite(preRef, space, id)
 	sl, ok := b.refs[k]
 	if !ok {
 		sl = &refSlot{}

@@ -77,6 +77,13 @@ func (b *Batch) getAux(tag byte, space, id string) ([]byte, error) {
 		b.aux[k] = &auxSlot{cur: pval}
 		return pval, nil
 	}
+	if tag == tagFiled && b.neverWritten(preFiled, space, id) {
+		if err := b.check(); err != nil {
+			return nil, err
+		}
+		b.aux[k] = &auxSlot{}
+		return nil, nil
+	}
 	var val []byte
 	err := b.read(func(r pebble.Reader) error {
 		v, closer, err := r.Get(auxKey(tag, space, id))
@@ -102,6 +109,9 @@ func (b *Batch) putAux(tag byte, space, id string, val []byte) error {
 		return err
 	}
 	k := auxID{tag, space, id}
+	if tag == tagFiled {
+		b.noteWrite(preFiled, space, id)
+	}
 	sl, ok := b.aux[k]
 	if !ok {
 		sl = &auxSlot{}

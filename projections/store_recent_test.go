@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,7 +19,11 @@ import (
 // TestRecentProposalsChangeNothing folds the same log into a store that
 // reads recently committed proposals from memory and into one that reads
 // everything from Pebble, committing at random boundaries, and requires
-// byte-identical stores: the cache must hold exactly what Pebble holds.
+// byte-identical stores: the cache must hold exactly what Pebble holds. The
+// same goes for the written filter of an empty store (records it rules out
+// are read as absent without Pebble): with it, with one so small that it
+// fills up and is dropped half-way, and without it, through Prepare's
+// prefetch and through the read methods alone.
 func TestRecentProposalsChangeNothing(t *testing.T) {
 	var raws [][]byte
 	g := workload.New(workload.Options{Seed: 9, PadTo: 300, Disorder: 15, Duplicates: 5, Foreign: 10,
@@ -52,38 +57,62 @@ func TestRecentProposalsChangeNothing(t *testing.T) {
 		}
 		evs[i] = Event{Seq: uint64(i + 1), Time: t0.Add(time.Duration(i) * time.Second), Subject: subj, Raw: raw}
 	}
-	fold := func(keep int) string {
-		s, err := OpenStore(StoreOptions{FS: vfs.NewMem(), MemTableSize: 4 << 20, CacheSize: 8 << 20, recentCap: keep})
+	type variant struct {
+		name            string
+		recent, written int
+		prepare         bool
+	}
+	fold := func(v variant) string {
+		s, err := OpenStore(StoreOptions{FS: vfs.NewMem(), MemTableSize: 4 << 20, CacheSize: 8 << 20, recentCap: v.recent, writtenBits: v.written})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
 		rng := rand.New(rand.NewPCG(1, 1))
 		f := NewFolder()
-		b := s.NewBatch()
-		for i, ev := range evs {
-			if _, err := f.Apply(b, ev); err != nil {
-				t.Fatal(err)
+		// Batches of 1 to ~400 events, as the projector's.
+		for lo := 0; lo < len(evs); {
+			hi := lo + 1
+			for hi < len(evs) && rng.IntN(1+hi%400) != 0 {
+				hi++
 			}
-			// Batches of 1 to ~400 events, as the projector's.
-			if rng.IntN(1+i%400) == 0 || i == len(evs)-1 {
-				if err := b.Commit(ev.Seq); err != nil {
+			batch := slices.Clone(evs[lo:hi]) // Prepare keeps its decoding in them
+			b := s.NewBatch()
+			if v.prepare {
+				if err := f.Prepare(b, batch); err != nil {
 					t.Fatal(err)
 				}
-				b = s.NewBatch()
 			}
+			for _, ev := range batch {
+				if _, err := f.Apply(b, ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Commit(batch[len(batch)-1].Seq); err != nil {
+				t.Fatal(err)
+			}
+			lo = hi
 		}
-		b.Discard()
+		if v.written == 1<<12 && s.written.Load() != nil {
+			t.Fatalf("%s: the small written filter did not fill up", v.name)
+		}
 		d, err := s.Digest()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	}
-	without := fold(-1)
-	for _, keep := range []int{0, 37} {
-		if with := fold(keep); with != without {
-			t.Fatalf("store digest keeping %d recent proposals (0: the default) %s, keeping none %s", keep, with, without)
+	without := fold(variant{name: "no recent, no filter", recent: -1, written: -1})
+	for _, v := range []variant{
+		{name: "defaults", prepare: true},
+		{name: "defaults, Apply only"},
+		{name: "37 recent, no filter", recent: 37, written: -1, prepare: true},
+		{name: "no recent, filter", recent: -1, prepare: true},
+		{name: "no recent, filter, Apply only", recent: -1},
+		{name: "filter that fills up", recent: -1, written: 1 << 12, prepare: true},
+	} {
+		if with := fold(v); with != without {
+			t.Fatalf("store digest %s: %s, with no recent proposals and no filter %s", v.name, with, without)
 		}
 	}
 }

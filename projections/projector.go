@@ -96,7 +96,9 @@ func (o *ProjectorOptions) Validate() error {
 // its last sequence are committed in one Pebble batch, and only then is the
 // batch acknowledged to JetStream, so a crash at any point neither loses nor
 // double-applies an event (a redelivered event at or below the checkpoint is
-// skipped). Run must be called at most once at a time.
+// skipped). The next batch folds while the previous one commits (see
+// [Batch.Handoff]); commits and acknowledgements stay in order. Run must be
+// called at most once at a time.
 type Projector struct {
 	js    jetstream.JetStream
 	store *Store
@@ -197,11 +199,14 @@ func (p *Projector) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("projections: consumer %s: %w", p.opts.Durable, err)
 	}
 	cfg := jetstream.ConsumerConfig{
-		Durable:       p.opts.Durable,
-		Description:   "proposal ledger projector",
-		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       p.opts.AckWait,
-		MaxAckPending: 4 * p.opts.BatchSize,
+		Durable:     p.opts.Durable,
+		Description: "proposal ledger projector",
+		AckPolicy:   jetstream.AckAllPolicy,
+		AckWait:     p.opts.AckWait,
+		// Unacknowledged at once: the batch committing, the one folding,
+		// the two the session buffers and the one nats.go pulls ahead,
+		// with room to spare: a stall at this bound waits for a commit.
+		MaxAckPending: 8 * p.opts.BatchSize,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
 	}
@@ -253,7 +258,7 @@ var errResubscribe = errors.New("projections: resubscribe")
 
 // session runs one consumer subscription until ctx ends, an error, or a
 // sequence gap that needs a fresh consumer.
-func (p *Projector) session(ctx context.Context) error {
+func (p *Projector) session(ctx context.Context) (rerr error) {
 	c, err := p.consumer(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -293,15 +298,58 @@ func (p *Projector) session(ctx context.Context) error {
 		<-cc.Closed()
 	}()
 
+	// The fold of a batch overlaps the commit of the one before it, as in
+	// Rebuild: a folded batch is handed off (Batch.Handoff) and committed
+	// on a goroutine while the next one folds, reading its writes. One
+	// commit is in flight at a time; it is acknowledged (and reported to
+	// OnBatch) only once it has committed, and settled before the session
+	// ends, whatever ends it.
+	var inflight *projCommit
+	settle := func(err error) error {
+		f := inflight
+		inflight = nil
+		if err != nil {
+			return fmt.Errorf("projections: commit through seq %d: %w", f.info.LastSeq, err)
+		}
+		p.acked(f)
+		return nil
+	}
+	defer func() {
+		if inflight != nil {
+			if err := settle(<-inflight.errc); err != nil && rerr == nil {
+				rerr = err
+			}
+		}
+	}()
+	// waitResumed settles the commit in flight before it waits out a
+	// Pause (its acknowledgement must not wait for Resume).
+	waitResumed := func() error {
+		if inflight != nil && p.Paused() {
+			if err := settle(<-inflight.errc); err != nil {
+				return err
+			}
+		}
+		return p.waitResumed(ctx)
+	}
+	next := p.store.AppliedSeq() + 1 // nothing is in flight yet
 	batch := make([]jetstream.Msg, 0, p.opts.BatchSize)
 	for {
-		if err := p.waitResumed(ctx); err != nil {
+		if err := waitResumed(); err != nil {
 			return err
 		}
 		batch = batch[:0]
+		var done chan error // the commit in flight, settled as soon as it ends
+		if inflight != nil {
+			done = inflight.errc
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case err := <-done:
+			if err := settle(err); err != nil {
+				return err
+			}
+			continue
 		case m := <-msgs:
 			batch = append(batch, m)
 		}
@@ -317,32 +365,81 @@ func (p *Projector) session(ctx context.Context) error {
 		// Pause holds every event not yet folded, including the batch in
 		// hand: after Pause returns, AppliedSeq does not move until Resume
 		// (beyond a commit already under way).
-		if err := p.waitResumed(ctx); err != nil {
+		if err := waitResumed(); err != nil {
 			return err
 		}
-		if err := p.fold(batch); err != nil {
+		c, gap, err := p.fold(batch, next)
+		if err != nil {
+			// A commit that failed under this fold is the cause: what the
+			// fold read through it stopped being there half-way.
+			if inflight != nil {
+				if serr := settle(<-inflight.errc); serr != nil {
+					return serr
+				}
+			}
 			return err
+		}
+		if inflight != nil {
+			if err := settle(<-inflight.errc); err != nil {
+				c.b.Discard()
+				return err
+			}
+		}
+		if c.last != nil {
+			next = c.info.LastSeq + 1
+			if err := c.b.Handoff(); err != nil {
+				c.b.Discard()
+				return fmt.Errorf("projections: hand off seq %d..: %w", c.info.FirstSeq, err)
+			}
+			c.errc = make(chan error, 1)
+			go func() { c.errc <- c.b.Commit(c.info.LastSeq) }()
+			inflight = c
+		} else {
+			c.b.Discard()
+		}
+		if gap > 0 {
+			// Out of order: nothing beyond the gap was folded; what was
+			// is committed, and a consumer starts at the checkpoint.
+			if inflight != nil {
+				if err := settle(<-inflight.errc); err != nil {
+					return err
+				}
+			}
+			p.log.Info().Uint64(logKeySeq, gap).Uint64("expected", next).Msg("sequence gap in delivery; resubscribing")
+			return errResubscribe
 		}
 	}
 }
 
-// fold applies a batch of messages and commits it, then acknowledges.
-func (p *Projector) fold(msgs []jetstream.Msg) error {
-	start := time.Now()
-	next := p.store.AppliedSeq() + 1
-	b := p.store.NewBatch()
-	defer b.Discard()
-	var info BatchInfo
+// projCommit is a folded batch of the projector: committed on its own
+// goroutine (errc), then acknowledged.
+type projCommit struct {
+	b     *Batch
+	last  jetstream.Msg // acknowledged (AckAll) once b committed
+	info  BatchInfo
+	start time.Time
+	errc  chan error
+}
+
+// fold applies the messages of a batch from sequence next on, up to a gap
+// (returned, 0 if none), into a new batch, which the caller commits (when
+// it folded anything: last is set) or discards.
+func (p *Projector) fold(msgs []jetstream.Msg, next uint64) (c *projCommit, gap uint64, err error) {
+	c = &projCommit{b: p.store.NewBatch(), start: time.Now()}
+	defer func() {
+		if err != nil {
+			c.b.Discard()
+		}
+	}()
 	// Take the messages in order up to a gap, as events, then fold them
 	// prepared (decoded in parallel, their records read in key order).
 	evs := make([]Event, 0, len(msgs))
 	taken := make([]jetstream.Msg, 0, len(msgs))
 	stored := make([]time.Time, 0, len(msgs))
-	gap := uint64(0)
 	for _, m := range msgs {
 		md, err := m.Metadata()
 		if err != nil {
-			return fmt.Errorf("projections: message metadata: %w", err)
+			return c, 0, fmt.Errorf("projections: message metadata: %w", err)
 		}
 		seq := md.Sequence.Stream
 		if seq < next {
@@ -357,50 +454,34 @@ func (p *Projector) fold(msgs []jetstream.Msg) error {
 		stored = append(stored, md.Timestamp)
 		next++
 	}
-	if err := p.opts.Folder.Prepare(b, evs); err != nil {
-		return fmt.Errorf("projections: prepare seq %d..: %w", next-uint64(len(evs)), err)
+	if err := p.opts.Folder.Prepare(c.b, evs); err != nil {
+		return c, 0, fmt.Errorf("projections: prepare seq %d..: %w", next-uint64(len(evs)), err)
 	}
-	var last jetstream.Msg
 	for i, ev := range evs {
-		if _, err := p.opts.Folder.Apply(b, ev); err != nil {
-			return fmt.Errorf("projections: fold seq %d: %w", ev.Seq, err)
+		if _, err := p.opts.Folder.Apply(c.b, ev); err != nil {
+			return c, 0, fmt.Errorf("projections: fold seq %d: %w", ev.Seq, err)
 		}
-		if info.Events == 0 {
-			info.FirstSeq = ev.Seq
+		if c.info.Events == 0 {
+			c.info.FirstSeq = ev.Seq
 		}
-		info.Events++
-		info.LastSeq, info.LastStored = ev.Seq, stored[i]
-		last = taken[i]
+		c.info.Events++
+		c.info.LastSeq, c.info.LastStored = ev.Seq, stored[i]
+		c.last = taken[i]
 	}
-	if gap > 0 {
-		// Out of order: fold nothing beyond the gap; commit what we have
-		// and start a consumer at the checkpoint.
-		if err := p.commit(b, last, info, start); err != nil {
-			return err
-		}
-		p.log.Info().Uint64(logKeySeq, gap).Uint64("expected", next).Msg("sequence gap in delivery; resubscribing")
-		return errResubscribe
-	}
-	return p.commit(b, last, info, start)
+	return c, gap, nil
 }
 
-func (p *Projector) commit(b *Batch, last jetstream.Msg, info BatchInfo, start time.Time) error {
-	if last == nil {
-		return nil
-	}
-	if err := b.Commit(info.LastSeq); err != nil {
-		return fmt.Errorf("projections: commit through seq %d: %w", info.LastSeq, err)
-	}
+// acked acknowledges a committed batch and reports it.
+func (p *Projector) acked(c *projCommit) {
 	// AckAll: acknowledging the last message acknowledges the batch. A lost
 	// ack only means a redelivery, which the checkpoint skips.
-	if err := last.Ack(); err != nil {
-		p.log.Debug().Err(err).Uint64(logKeySeq, info.LastSeq).Msg("ack")
+	if err := c.last.Ack(); err != nil {
+		p.log.Debug().Err(err).Uint64(logKeySeq, c.info.LastSeq).Msg("ack")
 	}
-	info.Took = time.Since(start)
+	c.info.Took = time.Since(c.start)
 	if p.opts.OnBatch != nil {
-		p.opts.OnBatch(info)
+		p.opts.OnBatch(c.info)
 	}
-	return nil
 }
 
 // importedThrough reads the stream's import marker (ledger.MetaImportedThrough).

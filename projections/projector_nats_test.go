@@ -232,8 +232,8 @@ func TestTwoStoresFoldIdentically(t *testing.T) {
 // the one before it commits, the next batch reading the handed-off writes;
 // at batch sizes from 1 (every read of a follow-up crosses the pending
 // batch) to 1000, over a log with orphans, duplicates and foreign
-// withdrawals, it ends byte-identical to the live projector, which commits
-// one batch at a time.
+// withdrawals, it ends byte-identical to the live projector (which
+// pipelines its batches the same way, at batch size 100).
 func TestPipelinedRebuildEqualsLiveProjector(t *testing.T) {
 	r := newRig(t)
 	g := workload.New(workload.Options{Seed: 11, Disorder: 15, Duplicates: 5, Foreign: 30, Mix: workload.Mix{Fulfil: 20, Withdraw: 10, Reject: 10, Response: 5, Chat: 5}})

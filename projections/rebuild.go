@@ -168,7 +168,10 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 		return nil
 	}
 	err = fold()
-	if serr := settle(); err == nil {
+	// A failed commit wins over the fold's error: the batch folding while
+	// it failed read its writes until they were gone, and may have failed
+	// for that.
+	if serr := settle(); serr != nil {
 		err = serr
 	}
 	return last, err

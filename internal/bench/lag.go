@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -35,14 +34,15 @@ type lagResult struct {
 // every write when syncAlways else every DefaultSyncInterval, projector,
 // expirer, submit service, HTTP API) in a fresh directory and appends raws
 // at rate events per second for o.Duration: each envelope validated by the
-// app's Appender (Prepare, before the clock starts) and published
+// app's Appender (Prepare, before the clock starts; only its subject and
+// Nats-Msg-Id are kept, packed) and published
 // asynchronously on the app's connection with its Nats-Msg-Id, at most
 // o.Window unacknowledged. It returns the percentiles of, per event, the
 // time its sequence was folded (the store's checkpoint reached it) minus
 // the time its acknowledgement arrived, leaving out the first warmUp. A
 // sequence folded before its ack was seen counts as 0.
-func measureLag(ctx context.Context, o *Options, raws [][]byte, rate float64, syncAlways bool) (lagResult, error) {
-	n := min(len(raws), int(rate*o.Duration.Seconds()))
+func measureLag(ctx context.Context, o *Options, raws *packed, rate float64, syncAlways bool) (lagResult, error) {
+	n := min(raws.len(), int(rate*o.Duration.Seconds()))
 	if n < 1 {
 		return lagResult{}, errors.New("bench: lag: no events to append")
 	}
@@ -79,11 +79,15 @@ func measureLag(ctx context.Context, o *Options, raws [][]byte, rate float64, sy
 		return lagResult{}, ctx.Err()
 	}
 	store := a.Store()
-	prepared := make([]*ledger.Prepared, n)
-	for i := range prepared {
-		if prepared[i], err = a.Appender().Prepare("", raws[i]); err != nil {
+	// What publishing needs of each prepared envelope, packed (see packed).
+	var subjs, ids packed
+	for i := range n {
+		p, err := a.Appender().Prepare("", raws.at(i))
+		if err != nil {
 			return lagResult{}, fmt.Errorf("bench: lag: envelope %d refused: %w", i, err)
 		}
+		subjs.add([]byte(p.Subject))
+		ids.add([]byte(p.MsgID))
 	}
 	js, err := jetstream.New(a.Conn(), jetstream.WithPublishAsyncMaxPending(o.Window))
 	if err != nil {
@@ -157,7 +161,7 @@ func measureLag(ctx context.Context, o *Options, raws [][]byte, rate float64, sy
 	stall := jetstream.WithStallWait(time.Minute)
 	var pubErr error
 pace:
-	for i, p := range prepared {
+	for i := range n {
 		if d := time.Until(start.Add(time.Duration(i) * interval)); d > time.Millisecond {
 			t := time.NewTimer(d)
 			select {
@@ -167,8 +171,8 @@ pace:
 				break pace
 			}
 		}
-		m := &nats.Msg{Subject: p.Subject, Data: p.Raw, Header: nats.Header{}}
-		fut, err := js.PublishMsgAsync(m, jetstream.WithMsgID(p.MsgID), jetstream.WithExpectStream(subjects.StreamName), stall)
+		m := &nats.Msg{Subject: string(subjs.at(i)), Data: raws.at(i), Header: nats.Header{}}
+		fut, err := js.PublishMsgAsync(m, jetstream.WithMsgID(string(ids.at(i))), jetstream.WithExpectStream(subjects.StreamName), stall)
 		if err != nil {
 			pubErr = fmt.Errorf("publish %d: %w", i, err)
 			break

@@ -42,11 +42,13 @@ const minParallelDecode = 64
 // Prepare readies evs, which are about to be applied to st in this order,
 // for a fast fold. It decodes them (on up to GOMAXPROCS goroutines:
 // decoding is pure, and Apply reuses the result kept in each Event); when
-// st is a store [Batch], it then reads into the batch's overlay, in key order with one Pebble iterator, the
-// records their fold will look up first: the event ref of each envelope id,
-// the proposal (and filed count) each event is about. Point reads in key
-// order cost a third of random ones, and the fold then finds them in
-// memory.
+// st is a store [Batch], it then reads into the batch's overlay, in key
+// order with one Pebble iterator, the records their fold will look up
+// first: the event ref of each envelope id, the proposal (and filed count)
+// each event is about, and in a second pass the proposals of the
+// fulfilments that responses name. Point reads in key order cost a third
+// of random ones, and the fold then finds them in memory. Records that the
+// store's written filter rules out are not read at all (see writtenFilter).
 //
 // Prepare changes nothing the fold computes: Apply of a prepared event
 // returns and writes exactly what Apply of the unprepared one would (the

@@ -242,8 +242,9 @@ func (p *Projector) Run(ctx context.Context) error {
 	defer func() { p.log.Info().Uint64(logKeySeq, p.store.AppliedSeq()).Msg("projector stopped") }()
 	for {
 		err := p.session(ctx)
+		var ce *commitError
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil && !errors.As(err, &ce):
 			return nil
 		case errors.Is(err, errResubscribe):
 			continue
@@ -309,27 +310,45 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 		f := inflight
 		inflight = nil
 		if err != nil {
-			return fmt.Errorf("projections: commit through seq %d: %w", f.info.LastSeq, err)
+			return &commitError{seq: f.info.LastSeq, err: err}
 		}
 		p.acked(f)
 		return nil
 	}
 	defer func() {
 		if inflight != nil {
-			if err := settle(<-inflight.errc); err != nil && rerr == nil {
+			// A failed commit outranks whatever ended the session,
+			// cancellation included: Run reports it.
+			if err := settle(<-inflight.errc); err != nil {
 				rerr = err
 			}
 		}
 	}()
-	// waitResumed settles the commit in flight before it waits out a
-	// Pause (its acknowledgement must not wait for Resume).
+	// waitResumed waits out a Pause, settling the commit in flight as
+	// soon as it ends (its acknowledgement must not wait for Resume).
 	waitResumed := func() error {
-		if inflight != nil && p.Paused() {
-			if err := settle(<-inflight.errc); err != nil {
-				return err
+		for {
+			p.mu.Lock()
+			paused, resumed := p.paused, p.resume
+			p.mu.Unlock()
+			if !paused {
+				return nil
+			}
+			var done chan error
+			if inflight != nil {
+				done = inflight.errc
+			}
+			select {
+			case <-resumed:
+				return nil
+			case err := <-done:
+				if err := settle(err); err != nil {
+					return err
+				}
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		}
-		return p.waitResumed(ctx)
 	}
 	next := p.store.AppliedSeq() + 1 // nothing is in flight yet
 	batch := make([]jetstream.Msg, 0, p.opts.BatchSize)
@@ -392,7 +411,11 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 				return fmt.Errorf("projections: hand off seq %d..: %w", c.info.FirstSeq, err)
 			}
 			c.errc = make(chan error, 1)
-			go func() { c.errc <- c.b.Commit(c.info.LastSeq) }()
+			go func() {
+				err := c.b.Commit(c.info.LastSeq)
+				c.committed = time.Now() // before the send: read after the receive
+				c.errc <- err
+			}()
 			inflight = c
 		} else {
 			c.b.Discard()
@@ -414,12 +437,25 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 // projCommit is a folded batch of the projector: committed on its own
 // goroutine (errc), then acknowledged.
 type projCommit struct {
-	b     *Batch
-	last  jetstream.Msg // acknowledged (AckAll) once b committed
-	info  BatchInfo
-	start time.Time
-	errc  chan error
+	b         *Batch
+	last      jetstream.Msg // acknowledged (AckAll) once b committed
+	info      BatchInfo
+	start     time.Time
+	committed time.Time // set by the commit goroutine before it sends on errc
+	errc      chan error
 }
+
+// commitError is a batch commit of the projector that failed.
+type commitError struct {
+	seq uint64
+	err error
+}
+
+func (e *commitError) Error() string {
+	return fmt.Sprintf("projections: commit through seq %d: %v", e.seq, e.err)
+}
+
+func (e *commitError) Unwrap() error { return e.err }
 
 // fold applies the messages of a batch from sequence next on, up to a gap
 // (returned, 0 if none), into a new batch, which the caller commits (when
@@ -478,7 +514,7 @@ func (p *Projector) acked(c *projCommit) {
 	if err := c.last.Ack(); err != nil {
 		p.log.Debug().Err(err).Uint64(logKeySeq, c.info.LastSeq).Msg("ack")
 	}
-	c.info.Took = time.Since(c.start)
+	c.info.Took = c.committed.Sub(c.start) // fold + commit, not the wait to settle
 	if p.opts.OnBatch != nil {
 		p.opts.OnBatch(c.info)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/subjects"
 )
 
 // rig is a real JetStream server with the LEDGER stream and an appender.
@@ -360,6 +361,15 @@ func TestProjectorPauseHoldsEvents(t *testing.T) {
 	}
 	if _, err := s.Get("default", "env-req-1"); err != nil {
 		t.Fatalf("reads must answer while paused: %v", err)
+	}
+	// What was committed is acknowledged while paused too: acks do not
+	// wait for Resume (a pause longer than AckWait would redeliver).
+	c, err := r.js.Consumer(context.Background(), subjects.StreamName, projections.DefaultDurable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci, err := c.Info(context.Background()); err != nil || ci.AckFloor.Stream != first {
+		t.Fatalf("ack floor while paused: %+v, %v; want %d (the checkpoint)", ci.AckFloor, err, first)
 	}
 	p.Resume()
 	waitApplied(t, s, last)

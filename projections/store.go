@@ -87,7 +87,7 @@ type StoreOptions struct {
 	// charges its memtables to the block cache, so the cache OpenStore
 	// makes holds CacheSize plus room for the memtables: the store's
 	// memory is about CacheSize + 2 × MemTableSize, plus 8 MiB for a
-	// store opened empty until it has written 32M keys (writtenFilter).
+	// store opened empty until it has taken 32M writes (writtenFilter).
 	CacheSize int64
 	// Logger receives Pebble's messages (info at debug level).
 	Logger zerolog.Logger

@@ -16,9 +16,9 @@ import (
 // A false positive costs the read it would have cost anyway; there are no
 // false negatives, because every write of the store goes through a batch's
 // Put methods, which add the key before Commit can write it. It is safe for
-// concurrent use (atomics), and a filter that has taken in more keys than
-// it can tell apart is dropped (Store.written becomes nil) rather than kept
-// answering "maybe".
+// concurrent use (atomics), and a filter that has taken in more writes
+// than it can tell keys apart for is dropped (Store.written becomes nil)
+// rather than kept answering "maybe".
 type writtenFilter struct {
 	bits  []atomic.Uint64
 	mask  uint64 // number of bits - 1 (a power of two)
@@ -29,7 +29,8 @@ type writtenFilter struct {
 
 // writtenFilterBits is the filter's size: 2^26 bits, 8 MiB, about 4 bits
 // per key (a false positive rate of 16% with 4 probes) at 16M keys, some 7M
-// events of the bench's mix; at 32M keys it is dropped.
+// events of the bench's mix; after 32M writes (a key written again counts
+// again) it is dropped.
 const writtenFilterBits = 1 << 26
 
 // writtenKey names a record the filter tracks.
@@ -54,7 +55,8 @@ func (f *writtenFilter) probes(k writtenKey) [4]uint64 {
 	return [4]uint64{h1 & f.mask, (h1 + h2) & f.mask, (h1 + 2*h2) & f.mask, (h1 + 3*h2) & f.mask}
 }
 
-// add records that k may exist; it reports false once the filter is full.
+// add records that k may exist; it reports false once the filter has
+// taken max writes.
 func (f *writtenFilter) add(k writtenKey) bool {
 	for _, p := range f.probes(k) {
 		f.bits[p/64].Or(1 << (p % 64))

@@ -99,6 +99,9 @@ const (
 	preFiled
 )
 
+// preTags is the key tag of each prefetched record kind.
+var preTags = [...]byte{preProposal: tagProposal, preRef: tagEventRef, preFiled: tagFiled}
+
 type preKey struct {
 	key  []byte
 	kind int
@@ -192,14 +195,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 			return // the read methods take it from the pending batch
 		}
 		st := len(a.b)
-		switch kind {
-		case preProposal:
-			a.b = appendSpaceID(a.b, tagProposal, space, id)
-		case preRef:
-			a.b = appendSpaceID(a.b, tagEventRef, space, id)
-		case preFiled:
-			a.b = appendSpaceID(a.b, tagFiled, space, id)
-		}
+		a.b = appendSpaceID(a.b, preTags[kind], space, id)
 		keys = append(keys, preKey{kind: kind, k: k, key: a.take(st)})
 	}
 	if !b.readOnly {

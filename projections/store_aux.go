@@ -44,8 +44,7 @@ func (sl *auxSlot) value() ([]byte, error) {
 }
 
 func auxKey(tag byte, space, id string) []byte {
-	b := make([]byte, 0, 1+len(space)+len(id)+4)
-	return appendEsc(appendEsc(append(b, tag), space), id)
+	return appendSpaceID(make([]byte, 0, 1+len(space)+len(id)+4), tag, space, id)
 }
 
 func parkedID(seq uint64) string { return string(binary.BigEndian.AppendUint64(nil, seq)) }

@@ -254,20 +254,6 @@ func prefixEnd(p []byte) []byte {
 	return nil
 }
 
-// indexEntries returns every secondary key of p with its value: the List
-// index entries (valued with p's created_at) and, when p is pending with an
-// expires_at, its deadline entry (empty value). A nil p has none. Commit
-// deletes the entries of the old version that the new one lacks and writes
-// the new ones that differ.
-func indexEntries(p *Proposal) map[string][]byte {
-	var a arena
-	out := map[string][]byte{}
-	for _, e := range a.indexEntries(nil, p) {
-		out[string(e.key)] = e.val
-	}
-	return out
-}
-
 // arena is scratch memory that keys and values are appended to; the slices
 // it hands out stay valid (and unchanged) until reset, even when it grows.
 type arena struct{ b []byte }
@@ -278,8 +264,12 @@ func (a *arena) take(start int) []byte { return a.b[start:len(a.b):len(a.b)] }
 // reset forgets everything handed out; the memory is reused.
 func (a *arena) reset() { a.b = a.b[:0] }
 
-// indexEntries appends to dst the entries of indexEntries(p), in key order
-// (without duplicates), their keys and values in a.
+// indexEntries appends to dst every secondary key of p with its value, in
+// key order (without duplicates), their bytes in a: the List index entries
+// (valued with p's created_at) and, when p is pending with an expires_at,
+// its deadline entry (empty value). A nil p has none. Commit deletes the
+// entries of the old version that the new one lacks and writes the new ones
+// that differ.
 func (a *arena) indexEntries(dst []kv, p *Proposal) []kv {
 	if p == nil {
 		return dst

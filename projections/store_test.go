@@ -452,7 +452,8 @@ func TestStoreIndexDiffOnStateChange(t *testing.T) {
 				t.Fatalf("deadline entry left after fulfil: %+v", due)
 			}
 			// The index holds exactly the new version's entries.
-			want := len(indexEntries(np)) + len(indexEntries(mkProp("sp", "q", 2, StatePending, "alice")))
+			var a arena
+			want := len(a.indexEntries(nil, np)) + len(a.indexEntries(nil, mkProp("sp", "q", 2, StatePending, "alice")))
 			got := 0
 			for _, line := range strings.Split(dump(t, s), "\n") {
 				if strings.HasPrefix(line, `"I`) || strings.HasPrefix(line, `"D`) {

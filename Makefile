@@ -23,11 +23,14 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## lint: gofmt and go vet
+STATICCHECK  ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+## lint: gofmt, go vet and staticcheck
 lint:
 	@unformatted="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 ## bench: the performance table of the README (ledger bench; about 15 minutes on 2 cores).
 ## make bench BENCHFLAGS=--quick is the CI smoke run (under a minute).

@@ -660,9 +660,9 @@ func (a *applier) applyTo(c *evctx, target string) error {
 			return a.record(c.space, p.ID, h)
 		}
 	} else {
-		detail, err := a.expireIfDue(c, p)
-		if err != nil {
-			return err
+		detail, derr := a.expireIfDue(c, p)
+		if derr != nil {
+			return derr
 		}
 		switch c.d.Type {
 		case ledger.TypeWithdraw:

@@ -3,7 +3,6 @@ package projections_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,16 +11,6 @@ import (
 	"github.com/mewledger/ledger/internal/hostile"
 	"github.com/mewledger/ledger/projections"
 )
-
-// knownBug skips a test that demonstrates an open bug unless
-// LEDGER_KNOWN_BUGS=1, so that `make test` stays green while the bug is
-// open. Remove the call when the bug is fixed.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("LEDGER_KNOWN_BUGS") != "1" {
-		t.Skipf("known bug (run with LEDGER_KNOWN_BUGS=1): %s", what)
-	}
-}
 
 type countingWriter struct{ n int }
 

@@ -154,21 +154,6 @@ func (p *Projector) Resume() {
 	}
 }
 
-func (p *Projector) waitResumed(ctx context.Context) error {
-	p.mu.Lock()
-	paused, ch := p.paused, p.resume
-	p.mu.Unlock()
-	if !paused {
-		return nil
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // consumer returns the durable consumer positioned right after the store's
 // checkpoint: the existing one when its acknowledged floor agrees with the
 // checkpoint, else a new one (the checkpoint wins: for instance a projection

@@ -166,10 +166,6 @@ func historyPrefix(space, key string) []byte {
 	return appendSpaceID(make([]byte, 0, 1+len(space)+len(key)+4+8), tagHistory, space, key)
 }
 
-func historyKey(space, key string, seq uint64) []byte {
-	return appendU64(historyPrefix(space, key), seq)
-}
-
 func eventRefKey(space, id string) []byte {
 	return appendSpaceID(make([]byte, 0, 1+len(space)+len(id)+4), tagEventRef, space, id)
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,9 +44,11 @@ func buildBinary(t *testing.T, dir string) string {
 		args = append(args, "-race")
 	}
 	args = append(args, ".")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
+	goTool := "go"
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		if p := filepath.Join(strings.TrimSpace(string(out)), "bin", "go"); fileExists(p) {
+			goTool = p
+		}
 	}
 	cmd := exec.Command(goTool, args...)
 	cmd.Env = cleanEnv()
@@ -89,15 +90,14 @@ func (s *syncBuffer) String() string {
 
 // server is a running `ledger serve` process.
 type server struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	logs   *syncBuffer
-	done   chan struct{}
-	err    error
-	addr   wire.Addr
-	api    string
-	bin    string
-	reaped bool
+	t    *testing.T
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan struct{}
+	err  error
+	addr wire.Addr
+	api  string
+	bin  string
 }
 
 func startServer(t *testing.T, bin, data string) *server {
@@ -423,4 +423,9 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("first append after restart at seq %d, want %d", res[0].Seq, lastSeq+1)
 	}
 	s2.stop()
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

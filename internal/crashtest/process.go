@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,9 +62,11 @@ func BuildPkg(t testing.TB, dir, pkg, name string, race bool) string {
 		args = append(args, "-race")
 	}
 	args = append(args, pkg)
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
+	goTool := "go"
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		if p := filepath.Join(strings.TrimSpace(string(out)), "bin", "go"); fileExists(p) {
+			goTool = p
+		}
 	}
 	cmd := exec.Command(goTool, args...)
 	cmd.Dir = ModuleRoot(t)
@@ -230,3 +231,8 @@ func NATSListen(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
 // String describes the process.
 func (s *Serve) String() string { return fmt.Sprintf("ledger serve pid %d (%s)", s.Pid(), s.Data) }
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package crashtest_test
-
-const raceEnabled = false

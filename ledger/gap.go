@@ -1,0 +1,68 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// KindGap is the kind of the event the ledger writes when a bridge lost its
+// connection to a recorded space (SPEC §3, §14): whatever the space carried
+// while it was disconnected may be missing from the log.
+const KindGap = "ledger/gap"
+
+// Gap describes one recording gap of a bridge. Every time is UTC.
+type Gap struct {
+	// Bridge is the bridge's participant name in the recorded space; it is
+	// the subject key of the gap event.
+	Bridge string `json:"bridge"`
+	// MEWSpace is the recorded MEW space's id, Gateway the address the
+	// bridge connects to.
+	MEWSpace string `json:"mew_space,omitempty"`
+	Gateway  string `json:"gateway,omitempty"`
+	// LastEnvelope is the id of the last envelope the bridge received
+	// before the connection dropped ("" when it had received none).
+	LastEnvelope string `json:"last_envelope,omitempty"`
+	// DisconnectedAt is when the bridge noticed the connection was gone,
+	// ReconnectedAt when it was joined again (zero when it is still
+	// disconnected, for a gap written on shutdown).
+	DisconnectedAt time.Time `json:"disconnected_at"`
+	ReconnectedAt  time.Time `json:"reconnected_at,omitzero"`
+	// Reason says why the connection ended (e.g. "evicted: another
+	// participant joined as <name>", "read: EOF").
+	Reason string `json:"reason,omitempty"`
+}
+
+// GapID is the id of a gap event: "gap:<bridge>/<disconnected_at as Unix
+// nanoseconds>". A bridge that reports the same gap twice (a retry) writes
+// one event.
+func GapID(g Gap) string {
+	return fmt.Sprintf("gap:%s/%d", g.Bridge, g.DisconnectedAt.UnixNano())
+}
+
+// GapEnvelope returns the raw mew/v0.4 envelope of a gap:
+//
+//	{"protocol":"mew/v0.4","id":"gap:<bridge>/<ns>","from":"ledger","kind":"ledger/gap","payload":{...Gap}}
+//
+// It is appended with sender LedgerSender under the subject key g.Bridge.
+// It fails when g has no bridge or no disconnection time.
+func GapEnvelope(g Gap) ([]byte, error) {
+	if g.Bridge == "" {
+		return nil, fmt.Errorf("ledger: gap without a bridge name")
+	}
+	if g.DisconnectedAt.IsZero() {
+		return nil, fmt.Errorf("ledger: gap of %q without a disconnection time", g.Bridge)
+	}
+	g.DisconnectedAt = g.DisconnectedAt.UTC()
+	if !g.ReconnectedAt.IsZero() {
+		g.ReconnectedAt = g.ReconnectedAt.UTC()
+	}
+	env := struct {
+		Protocol string `json:"protocol"`
+		ID       string `json:"id"`
+		From     string `json:"from"`
+		Kind     string `json:"kind"`
+		Payload  Gap    `json:"payload"`
+	}{DialectMEW04, GapID(g), LedgerSender, KindGap, g}
+	return json.Marshal(env)
+}

@@ -13,11 +13,11 @@ NOCGO        := CGO_ENABLED=0
 
 ## run: start `ledger serve` with the embedded defaults (data in ./data, API on 127.0.0.1:8080)
 run:
-	$(NOCGO) $(GO) run ./cmd/ledger serve
+	$(NOCGO) $(GO) run -buildvcs=auto ./cmd/ledger serve
 
 ## build: build the binary into bin/ledger
 build:
-	$(NOCGO) $(GO) build -o $(BIN) ./cmd/ledger
+	$(NOCGO) $(GO) build -buildvcs=auto -o $(BIN) ./cmd/ledger
 
 ## test: every test, with the race detector, never cached
 test:

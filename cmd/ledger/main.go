@@ -97,6 +97,10 @@ func run(ctx context.Context, e env, args []string) int {
 			usage(e.stdout)
 			return exitOK
 		}
+		if rest[0] == "help" {
+			fmt.Fprint(e.stdout, "Usage: ledger help [COMMAND]\n\nShows the usage of COMMAND (the same as 'ledger COMMAND --help'), or the\nlist of commands.\n")
+			return exitOK
+		}
 		c, ok := commands[rest[0]]
 		if !ok {
 			fmt.Fprintf(e.stderr, "ledger: no command %q\n\n", rest[0])
@@ -162,7 +166,7 @@ Commands:
 		return names[i] < names[j]
 	})
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].short)
+		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].short)
 	}
 	fmt.Fprint(w, `
 Every flag also reads an environment variable: --data is LEDGER_DATA,

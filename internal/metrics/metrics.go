@@ -13,6 +13,7 @@
 //	projector_lag_events                   stream last seq minus projected seq (read at scrape time)
 //	stream_seq, projected_seq              the two sides of the lag
 //	http_request_duration_seconds{route,status}  by ServeMux pattern ("GET /v1/proposals/{id}")
+//	build_info{version,revision,goversion} 1: the running build (package buildinfo)
 //
 // plus the Go runtime and process collectors.
 package metrics
@@ -26,6 +27,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mewledger/ledger/internal/buildinfo"
 )
 
 // Append paths (the path label).
@@ -95,6 +98,12 @@ func New(lag LagFunc) *Metrics {
 	}
 	m.reg.MustRegister(m.appended, m.duplicates, m.refused, m.appendErrs, m.folded, m.foldBatch, m.httpDur,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	bi := buildinfo.Get()
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "build_info",
+		Help:        "The running build: module version, VCS revision and Go version as labels; always 1.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
+	}, func() float64 { return 1 }))
 	if lag != nil {
 		m.reg.MustRegister(&lagCollector{f: lag})
 	}

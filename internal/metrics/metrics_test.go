@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ func TestSeries(t *testing.T) {
 		`ledger_events_refused_total{code="not_json",path="submit"} 1`,
 		`ledger_append_errors_total{path="http_ndjson"} 1`,
 		`ledger_events_folded_total 5`,
+		`ledger_build_info{goversion="` + runtime.Version() + `",revision="unknown",version=`,
 		`ledger_fold_batch_duration_seconds_count 1`,
 		`ledger_projector_lag_events 3`,
 		`ledger_stream_seq 10`,

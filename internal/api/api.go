@@ -181,7 +181,7 @@ func (o *Options) readyBound() uint64 {
 // API is the HTTP API. Create it with New; serve [API.Handler].
 type API struct {
 	opts   Options
-	mux    *http.ServeMux
+	mux    *routeMux
 	log    zerolog.Logger
 	reader *swapReader // the live projection
 }
@@ -204,7 +204,7 @@ func New(o Options) (*API, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	a := &API{opts: o, mux: http.NewServeMux(), log: o.Logger.With().Str(logging.KeyComponent, "http").Logger(), reader: newSwapReader(o.Reader)}
+	a := &API{opts: o, mux: newRouteMux(), log: o.Logger.With().Str(logging.KeyComponent, "http").Logger(), reader: newSwapReader(o.Reader)}
 	a.mux.HandleFunc(RouteGet, a.getProposal)
 	a.mux.HandleFunc(RouteHistory, a.getHistory)
 	a.mux.HandleFunc(RouteList, a.list)
@@ -212,6 +212,7 @@ func New(o Options) (*API, error) {
 	a.mux.HandleFunc(RouteStatus, a.status)
 	a.mux.HandleFunc(RouteHealth, a.healthz)
 	a.mux.HandleFunc(RouteReady, a.readyz)
+	a.mux.HandleFunc(RouteOpenAPI, a.openAPI)
 	if o.Appender != nil {
 		a.mux.HandleFunc(RouteEvents, a.postEvents)
 	}

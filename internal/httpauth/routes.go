@@ -24,6 +24,7 @@ const (
 	PatternHealth  = "GET /healthz"
 	PatternReady   = "GET /readyz"
 	PatternMetrics = "GET /metrics"
+	PatternOpenAPI = "GET /openapi.json"
 	PatternReads   = "GET /v1/"
 	PatternEvents  = "POST /v1/events"
 	PatternOpsGet  = "GET /v1/ops/"
@@ -33,6 +34,7 @@ const (
 // DefaultRules is the ledger's route→role table:
 //
 //	GET /healthz, GET /readyz   open (probes)
+//	GET /openapi.json           open (the API's description)
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones)
 //	POST /v1/events             writer, rate limited
@@ -47,6 +49,7 @@ func DefaultRules(openMetrics bool) []Rule {
 	return []Rule{
 		{Pattern: PatternHealth, Open: true},
 		{Pattern: PatternReady, Open: true},
+		{Pattern: PatternOpenAPI, Open: true},
 		metrics,
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true},

@@ -1,0 +1,144 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+)
+
+// Ack is the acknowledgement of one stored envelope: its id, the stream
+// sequence it is stored at (its position in the ledger; pass it as
+// ReadOptions.MinSeq to read your own write), and whether it was a retry
+// of an envelope already stored (then Seq is where the first one is).
+type Ack struct {
+	ID        string `json:"id"`
+	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// Result is the answer for one line of a bulk append: an Ack, or the
+// *Error refusing that line (Err.Line is the line number, from 1, blank
+// lines counted).
+type Result struct {
+	Line int
+	Ack  Ack
+	Err  *Error
+}
+
+// AppendOptions are the options of an append.
+type AppendOptions struct {
+	// Space overrides the client's space.
+	Space string
+	// Kernel takes every body (or line) as a bare kernel proposal (a
+	// Proposal or KernelRequest object) for the ledger to wrap in its
+	// kernel/proposal envelope; refusals then carry the V-PROP rule id.
+	Kernel bool
+}
+
+func (c *Client) appendValues(o *AppendOptions) url.Values {
+	q := url.Values{}
+	space := c.opts.Space
+	if o != nil && o.Space != "" {
+		space = o.Space
+	}
+	if space != "" {
+		q.Set("space", space)
+	}
+	if o != nil && o.Kernel {
+		q.Set("kernel", "1")
+	}
+	return q
+}
+
+// Append stores one envelope (any dialect the ledger reads) and returns
+// its acknowledgement once the ledger has stored it durably. A refusal is
+// an *Error matching ErrRefused; ErrUnavailable means the ledger could not
+// confirm the append, and sending the same envelope again is safe.
+func (c *Client) Append(ctx context.Context, envelope []byte, o *AppendOptions) (Ack, error) {
+	var a Ack
+	err := c.do(ctx, c.opts.HTTP, http.MethodPost, "/v1/events", c.appendValues(o), bytes.NewReader(envelope), "application/json", &a)
+	return a, err
+}
+
+// AppendMany stores envelopes in one request and returns one Result per
+// envelope, in order. The ledger commits concurrent and bulk appends
+// together, so this is the fast way to load many. A refused envelope does
+// not stop the others. The error is for the request as a whole.
+func (c *Client) AppendMany(ctx context.Context, envelopes [][]byte, o *AppendOptions) ([]Result, error) {
+	var body bytes.Buffer
+	for _, e := range envelopes {
+		body.Write(bytes.TrimRight(e, "\r\n"))
+		body.WriteByte('\n')
+	}
+	out := make([]Result, 0, len(envelopes))
+	err := c.AppendStream(ctx, &body, o, func(r Result) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// AppendStream sends r, JSON lines of envelopes, as one streamed request
+// and calls fn with each line's Result as the ledger answers it, in input
+// order, while the rest is still being sent: memory stays bounded however
+// much r holds. Blank lines are counted in line numbers but get no
+// result. fn returning an error stops the call with that error (lines
+// already sent may still be stored). ctx alone bounds the call.
+func (c *Client) AppendStream(ctx context.Context, r io.Reader, o *AppendOptions, fn func(Result) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.CloseWithError(err)
+	}()
+	resp, err := c.send(ctx, c.streaming(), http.MethodPost, "/v1/events", c.appendValues(o), pr, "application/x-ndjson")
+	if err != nil {
+		pr.CloseWithError(err)
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	n := 0
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		n++
+		var w struct {
+			Line      int    `json:"line"`
+			ID        string `json:"id"`
+			Seq       uint64 `json:"seq"`
+			Duplicate bool   `json:"duplicate"`
+			Error     *Error `json:"error"`
+		}
+		if err := json.Unmarshal(line, &w); err != nil {
+			pr.CloseWithError(err)
+			return fmt.Errorf("client: NDJSON answer %d: %w", n, err)
+		}
+		res := Result{Line: w.Line, Ack: Ack{ID: w.ID, Seq: w.Seq, Duplicate: w.Duplicate}}
+		if w.Error != nil {
+			w.Error.Status, w.Error.Line = http.StatusBadRequest, w.Line
+			if w.Error.Code == "unavailable" {
+				w.Error.Status = http.StatusServiceUnavailable
+			}
+			res.Err = w.Error
+		}
+		if err := fn(res); err != nil {
+			pr.CloseWithError(err)
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		pr.CloseWithError(err)
+		return fmt.Errorf("client: reading the NDJSON answer: %w", err)
+	}
+	return nil
+}

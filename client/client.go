@@ -1,0 +1,206 @@
+// Package client is the Go client of the proposal ledger's HTTP API, for
+// agents and tools written outside this module:
+//
+//	c, err := client.New(client.Options{API: "http://127.0.0.1:8080", Space: "team-a"})
+//	ack, err := c.Append(ctx, envelope)            // one envelope, durably stored
+//	p, err := c.Get(ctx, "env-req-1", &client.ReadOptions{MinSeq: ack.Seq})
+//	for p, err := range c.List(ctx, client.ListFilter{State: "pending"}) { ... }
+//
+// It depends on the ledger's record types (package model) and the standard
+// library only: no NATS, no Pebble, no server code.
+//
+// Contract:
+//   - Every call takes ctx first and is safe for concurrent use.
+//   - An answer of the ledger that says no (a refused envelope, a proposal
+//     not found, a missing role) is an *Error carrying the HTTP status and
+//     the ledger's stable code and field; match it with errors.As, or with
+//     errors.Is against ErrRefused, ErrNotFound, ErrUnauthorized,
+//     ErrForbidden, ErrRateLimited and ErrUnavailable.
+//   - No ledger answering at all is an error wrapping ErrUnreachable, so a
+//     caller can tell "the ledger said no" from "there is no ledger".
+//   - Appends are durable when acknowledged (the ledger's default), and
+//     idempotent: sending the same envelope again is answered as a
+//     duplicate with the sequence it was first stored at.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultAPI is the address of a default `ledger serve`.
+const DefaultAPI = "http://127.0.0.1:8080"
+
+// DefaultTimeout bounds a call that is not streaming (see Options.HTTP).
+const DefaultTimeout = 60 * time.Second
+
+// Options configures a Client. The zero value talks to DefaultAPI.
+type Options struct {
+	// API is the ledger's base URL. Default DefaultAPI.
+	API string
+	// Space is the space of every call that does not name one; "" is the
+	// server's default space.
+	Space string
+	// Token, if set, is sent as "Authorization: Bearer <Token>" (a token
+	// of the ledger's --auth file).
+	Token string
+	// HTTP is the HTTP client. Default: one whose calls time out after
+	// DefaultTimeout. Streaming calls (AppendStream, Watch) and Verify use
+	// its transport without the overall timeout: ctx bounds them.
+	HTTP *http.Client
+}
+
+// Validate fills in the defaults and checks the options. It returns an
+// error wrapping ErrOptions.
+func (o *Options) Validate() error {
+	if o.API == "" {
+		o.API = DefaultAPI
+	}
+	if o.HTTP == nil {
+		o.HTTP = &http.Client{Timeout: DefaultTimeout}
+	}
+	u, err := url.Parse(o.API)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: API %q is not an http(s) URL such as %s", ErrOptions, o.API, DefaultAPI)
+	}
+	o.API = strings.TrimRight(o.API, "/")
+	return nil
+}
+
+// Client talks to one ledger. Create it with New. It holds no goroutines
+// and needs no closing.
+type Client struct {
+	opts Options
+}
+
+// New returns a client, or an error wrapping ErrOptions.
+func New(o Options) (*Client, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return &Client{opts: o}, nil
+}
+
+// API returns the base URL the client talks to.
+func (c *Client) API() string { return c.opts.API }
+
+// ReadOptions are the parameters every read takes. A nil *ReadOptions
+// reads the live projection of the client's space.
+type ReadOptions struct {
+	// Space overrides the client's space.
+	Space string
+	// MinSeq waits (bounded by the server, then an ErrUnavailable) until
+	// the projection has folded this sequence: pass an Ack's Seq to read
+	// your own write.
+	MinSeq uint64
+	// AsOfSeq or AsOf answer as of that point of the log instead of now.
+	AsOfSeq uint64
+	AsOf    time.Time
+}
+
+func (c *Client) readValues(ro *ReadOptions) url.Values {
+	v := url.Values{}
+	space := c.opts.Space
+	if ro != nil && ro.Space != "" {
+		space = ro.Space
+	}
+	if space != "" {
+		v.Set("space", space)
+	}
+	if ro == nil {
+		return v
+	}
+	if ro.MinSeq > 0 {
+		v.Set("min_seq", strconv.FormatUint(ro.MinSeq, 10))
+	}
+	if ro.AsOfSeq > 0 {
+		v.Set("as_of_seq", strconv.FormatUint(ro.AsOfSeq, 10))
+	}
+	if !ro.AsOf.IsZero() {
+		v.Set("as_of", ro.AsOf.UTC().Format(time.RFC3339Nano))
+	}
+	return v
+}
+
+// streaming is the HTTP client of calls ctx alone bounds.
+func (c *Client) streaming() *http.Client {
+	hc := *c.opts.HTTP
+	hc.Timeout = 0
+	return &hc
+}
+
+// send sends a request and returns the response of a 2xx answer; any
+// other answer is read and returned as an *Error.
+func (c *Client) send(ctx context.Context, hc *http.Client, method, path string, q url.Values, body io.Reader, contentType string) (*http.Response, error) {
+	u := c.opts.API + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if isUnreachable(err) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, c.opts.API, err)
+		}
+		return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		e := errorFrom(resp.StatusCode, data, c.opts.API)
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			e.RetryAfter = time.Duration(s) * time.Second
+		}
+		return nil, e
+	}
+	return resp, nil
+}
+
+// do sends a request and decodes a 2xx JSON answer into out (a *[]byte
+// gets the bytes as sent).
+func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, q url.Values, body io.Reader, contentType string, out any) error {
+	resp, err := c.send(ctx, hc, method, path, q, body, contentType)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("client: %s %s: read answer: %w", method, path, err)
+	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw = data
+		return nil
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("client: %s %s: the answer is not the expected JSON: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// isUnreachable reports whether err means no server answered.
+func isUnreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns)
+}

@@ -1,0 +1,150 @@
+package client
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/mewledger/ledger/projections"
+)
+
+// Proposal is a proposal's projected state (the API's proposal object).
+type Proposal = projections.Proposal
+
+// HistoryEntry is one event's effect on a proposal.
+type HistoryEntry = projections.HistoryEntry
+
+// Stats are a space's statistics.
+type Stats = projections.Stats
+
+// History is every event filed under one id, in stream order.
+type History struct {
+	ID     string         `json:"id"`
+	Space  string         `json:"space"`
+	Events []HistoryEntry `json:"events"`
+}
+
+// Page is one page of a list: NextCursor is "" on the last page.
+type Page struct {
+	Proposals  []*Proposal `json:"proposals"`
+	NextCursor string      `json:"next_cursor"`
+}
+
+// Status is both sides of the projection's lag.
+type Status struct {
+	StreamSeq    uint64 `json:"stream_seq"`
+	ProjectedSeq uint64 `json:"projected_seq"`
+	Lag          uint64 `json:"lag"`
+}
+
+// Get returns one proposal. A proposal that does not exist is an *Error
+// matching ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string, ro *ReadOptions) (*Proposal, error) {
+	var p Proposal
+	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id), c.readValues(ro), nil, "", &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// GetRaw returns one proposal's JSON exactly as the ledger sent it.
+func (c *Client) GetRaw(ctx context.Context, id string, ro *ReadOptions) ([]byte, error) {
+	var raw []byte
+	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id), c.readValues(ro), nil, "", &raw)
+	return raw, err
+}
+
+// History returns every event filed under id, in stream order, with its
+// effect.
+func (c *Client) History(ctx context.Context, id string, ro *ReadOptions) (*History, error) {
+	var h History
+	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id)+"/history", c.readValues(ro), nil, "", &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// ListFilter holds the list filters; empty fields do not filter.
+type ListFilter struct {
+	State    string // pending, fulfilled, withdrawn, rejected, expired
+	Proposer string
+	Target   string // a participant the proposal targets
+	Anomaly  string
+	// Since and Until bound the creation time: RFC 3339 or YYYY-MM-DD,
+	// since inclusive, until exclusive.
+	Since, Until string
+	// Kernel proposals: by action type, target resource type, domain.
+	ActionType, ResourceType, Domain string
+	// Limit is the page size (server default when 0).
+	Limit int
+}
+
+func (c *Client) listValues(f ListFilter, cursor string, ro *ReadOptions) url.Values {
+	q := c.readValues(ro)
+	for k, v := range map[string]string{"state": f.State, "proposer": f.Proposer, "target": f.Target, "anomaly": f.Anomaly,
+		"since": f.Since, "until": f.Until, "action_type": f.ActionType, "resource_type": f.ResourceType, "domain": f.Domain, "cursor": cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	return q
+}
+
+// ListPage returns one page of proposals, newest first, starting at
+// cursor ("" for the first page).
+func (c *Client) ListPage(ctx context.Context, f ListFilter, cursor string, ro *ReadOptions) (*Page, error) {
+	var p Page
+	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals", c.listValues(f, cursor, ro), nil, "", &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// List iterates over every proposal the filter selects, newest first,
+// fetching one page at a time as the loop goes on (it never holds more
+// than a page). An error ends the iteration after it is yielded.
+func (c *Client) List(ctx context.Context, f ListFilter, ro *ReadOptions) iter.Seq2[*Proposal, error] {
+	return func(yield func(*Proposal, error) bool) {
+		cursor := ""
+		for {
+			page, err := c.ListPage(ctx, f, cursor, ro)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, p := range page.Proposals {
+				if !yield(p, nil) {
+					return
+				}
+			}
+			if page.NextCursor == "" {
+				return
+			}
+			cursor = page.NextCursor
+		}
+	}
+}
+
+// Stats returns the statistics of a space.
+func (c *Client) Stats(ctx context.Context, ro *ReadOptions) (*Stats, error) {
+	st := projections.NewStats()
+	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/stats", c.readValues(ro), nil, "", st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Status returns the stream's last sequence, the projection's, and the
+// lag between them.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var st Status
+	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/status", nil, nil, "", &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/mewledger/ledger/internal/repair"
@@ -13,19 +14,23 @@ import (
 	"github.com/mewledger/ledger/projections"
 )
 
-const atUsage = "at --seq N | --time T [--space S] <get ID | history ID | list [--state S] [--proposer P] [--target T] [--anomaly A] [--since T] [--until T] [--limit N] [--cursor C] | stats>"
+const atUsage = "at --seq N | --time T [--space S] [-o table|json] <get ID | history ID | list [--state S] [--proposer P] [--target T] [--anomaly A] [--since T] [--until T] [--limit N] [--cursor C] | stats>"
 
 // runAt is `ledger at`: answer get, history, list or stats as of a past
 // sequence or time, by folding the log up to that point into a temporary
 // projection (repair.At), removed afterwards. The answer is the API's JSON
 // object on stdout; the point it reflects (the last sequence folded) goes
-// to stderr. A point beyond the log is an error.
+// to stderr. A point beyond the log is an error. -o table|json (env
+// LEDGER_OUTPUT, default table) and --space (env LEDGER_SPACE) work as in
+// the client commands.
 func runAt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opsFlags
 	fs := newOpsFlagSet("at", stdout, atUsage)
 	seq := fs.Uint64("seq", 0, "the state after this sequence")
 	at := fs.String("time", "", "the state at this time (RFC 3339): after every event up to the first one after it")
-	space := fs.String("space", ledger.DefaultSpace, "space")
+	space := fs.String("space", envOr("LEDGER_SPACE", ledger.DefaultSpace), "space (env LEDGER_SPACE)")
+	output := fs.String("output", envOr("LEDGER_OUTPUT", outputTable), "table, or json for the API's objects exactly (env LEDGER_OUTPUT)")
+	fs.StringVar(output, "o", *output, "alias of --output")
 	tmp := fs.String("tmp", "", "directory for the temporary projection (default: the system's)")
 	o.register(fs.FlagSet)
 	if err := fs.parse(args, true); err != nil {
@@ -43,10 +48,13 @@ func runAt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if (p.Seq == 0) == p.Time.IsZero() {
 		return opsUsage("give exactly one of --seq N and --time T")
 	}
+	if *output != outputTable && *output != outputJSON {
+		return opsUsage("--output %q: want table or json", *output)
+	}
 	if fs.NArg() == 0 {
 		return opsUsage("which query? get ID, history ID, list or stats")
 	}
-	query, err := parseAtQuery(fs.Arg(0), fs.Args()[1:], *space)
+	query, err := parseAtQuery(fs.Arg(0), fs.Args()[1:], space)
 	if err != nil {
 		return err
 	}
@@ -75,15 +83,50 @@ func runAt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("as of %s: %w", p, err)
 	}
 	fmt.Fprintf(stderr, "as of %s (log folded through seq %d)\n", p, v.AppliedSeq())
-	return writeOpsJSON(stdout, answer)
+	if *output == outputJSON {
+		return writeOpsJSON(stdout, answer)
+	}
+	return renderAt(stdout, answer, *space)
+}
+
+// renderAt prints an answer of `ledger at` as the client commands'
+// tables.
+func renderAt(w io.Writer, answer any, space string) error {
+	switch a := answer.(type) {
+	case *projections.Proposal:
+		return renderProposal(w, a)
+	case wire.History:
+		return renderHistory(w, &a)
+	case wire.List:
+		if err := renderList(w, a.Proposals); err != nil {
+			return err
+		}
+		if a.NextCursor != "" {
+			_, err := fmt.Fprintf(w, "next page: --cursor %s\n", a.NextCursor)
+			return err
+		}
+		return nil
+	case *projections.Stats:
+		return renderStats(w, space, a)
+	}
+	return writeOpsJSON(w, answer)
+}
+
+// envOr returns the environment variable name, or def when it is unset
+// or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // parseAtQuery parses the query after `ledger at ...` and returns the
 // function that answers it from a projection.
-func parseAtQuery(name string, args []string, space string) (func(*repair.View) (any, error), error) {
+func parseAtQuery(name string, args []string, spaceFlag *string) (func(*repair.View) (any, error), error) {
 	qfs := flag.NewFlagSet("at "+name, flag.ContinueOnError)
 	qfs.SetOutput(io.Discard)
-	qfs.StringVar(&space, "space", space, "space")
+	qfs.StringVar(spaceFlag, "space", *spaceFlag, "space")
 	needID := func() (string, error) {
 		if err := qfs.Parse(args); err != nil {
 			return "", opsUsage("at %s: %v", name, err)
@@ -99,24 +142,24 @@ func parseAtQuery(name string, args []string, space string) (func(*repair.View) 
 		if err != nil {
 			return nil, err
 		}
-		return func(v *repair.View) (any, error) { return v.Get(space, id) }, nil
+		return func(v *repair.View) (any, error) { return v.Get(*spaceFlag, id) }, nil
 	case "history":
 		id, err := needID()
 		if err != nil {
 			return nil, err
 		}
 		return func(v *repair.View) (any, error) {
-			h, err := v.History(space, id)
+			h, err := v.History(*spaceFlag, id)
 			if err != nil {
 				return nil, err
 			}
-			return wire.History{ID: id, Space: space, Events: h}, nil
+			return wire.History{ID: id, Space: *spaceFlag, Events: h}, nil
 		}, nil
 	case "stats":
 		if err := qfs.Parse(args); err != nil {
 			return nil, opsUsage("at %s: %v", name, err)
 		}
-		return func(v *repair.View) (any, error) { return v.Stats(space) }, nil
+		return func(v *repair.View) (any, error) { return v.Stats(*spaceFlag) }, nil
 	case "list":
 		var q projections.ListQuery
 		var state, since, until string
@@ -149,7 +192,7 @@ func parseAtQuery(name string, args []string, space string) (func(*repair.View) 
 			*x.t = t
 		}
 		return func(v *repair.View) (any, error) {
-			q.Space = space
+			q.Space = *spaceFlag
 			page, err := v.List(q)
 			if err != nil {
 				return nil, err

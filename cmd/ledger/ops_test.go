@@ -131,28 +131,40 @@ func TestOpsCommands(t *testing.T) {
 
 	// at --seq N get / history / list / stats, against the original at N
 	at9 := src.Fold(t, 9)
-	out, errs = opsMustRun(t, runAt, "--data", data, "--seq", "9", "get", "chained-2")
+	out, errs = opsMustRun(t, runAt, "--data", data, "-o", "json", "--seq", "9", "get", "chained-2")
 	var p projections.Proposal
 	want, _ := at9.Get("default", "chained-2")
 	if err := json.Unmarshal([]byte(out), &p); err != nil || p.State != projections.StateRejected || p.Rejections[0].Explanation != "outside the sandbox" ||
 		!p.UpdatedAt.Equal(want.UpdatedAt) || !strings.Contains(errs, "seq 9") {
 		t.Fatalf("at --seq 9 get: %s %s (%v)", out, errs, err)
 	}
-	out, _ = opsMustRun(t, runAt, "--data", data, "--seq", "8", "history", "chained-2")
+	out, _ = opsMustRun(t, runAt, "--data", data, "--output", "json", "--seq", "8", "history", "chained-2")
 	var h wire.History
 	if err := json.Unmarshal([]byte(out), &h); err != nil || len(h.Events) != 2 {
 		t.Fatalf("at --seq 8 history: %s (%v)", out, err)
 	}
-	out, _ = opsMustRun(t, runAt, "--data", data, "--seq", "5", "list", "--state", "pending")
+	out, _ = opsMustRun(t, runAt, "--data", data, "-o", "json", "--seq", "5", "list", "--state", "pending")
 	var l wire.List
 	if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Proposals) != 5 {
 		t.Fatalf("at --seq 5 list: %s (%v)", out, err)
 	}
-	out, _ = opsMustRun(t, runAt, "--data", data, "--time", time.Now().UTC().Format(time.RFC3339Nano), "stats", "--space", "other")
+	out, _ = opsMustRun(t, runAt, "--data", data, "-o", "json", "--time", time.Now().UTC().Format(time.RFC3339Nano), "stats", "--space", "other")
 	var st projections.Stats
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Events != 20 {
 		t.Fatalf("at --time now stats: %s (%v)", out, err)
 	}
+	// The default output is the client commands' table; LEDGER_SPACE is
+	// the space when --space is not given.
+	out, _ = opsMustRun(t, runAt, "--data", data, "--seq", "9", "get", "chained-2")
+	if !strings.Contains(out, "State      rejected") || !strings.Contains(out, "outside the sandbox") {
+		t.Fatalf("at get, table: %s", out)
+	}
+	t.Setenv("LEDGER_SPACE", "other")
+	out, _ = opsMustRun(t, runAt, "--data", data, "--time", time.Now().UTC().Format(time.RFC3339Nano), "stats")
+	if !strings.HasPrefix(out, "Space other: ") || !strings.Contains(out, " 20 events") {
+		t.Fatalf("at stats with LEDGER_SPACE=other, table: %s", out)
+	}
+	t.Setenv("LEDGER_SPACE", "")
 	if _, _, err := opsRun(t, runAt, "--data", data, "--seq", strconv.FormatUint(last+1, 10), "stats"); !errors.Is(err, projections.ErrBeyondLog) {
 		t.Fatalf("at beyond the log: %v", err)
 	}

@@ -187,11 +187,11 @@ func Import(ctx context.Context, js jetstream.JetStream, r io.Reader, o ImportOp
 	empty := info.State.Msgs == 0 && last == 0
 	switch {
 	case !empty && !o.Append:
-		return res, fmt.Errorf("%w: it holds %d messages up to seq %d; import with Append to add after them", ErrNotEmpty, info.State.Msgs, last)
+		return res, fmt.Errorf("%w: it holds %d messages up to seq %d; import with --append to add after them", ErrNotEmpty, info.State.Msgs, last)
 	case empty && !o.Append && sum.FirstSeq != 1:
-		return res, fmt.Errorf("%w: the file starts at seq %d, not 1; import with Append to write it from seq 1", ErrNotReproducible, sum.FirstSeq)
+		return res, fmt.Errorf("%w: the file starts at seq %d, not 1; import with --append to write it from seq 1", ErrNotReproducible, sum.FirstSeq)
 	case empty && !o.Append && !sum.Contiguous:
-		return res, fmt.Errorf("%w: the file's sequences %d..%d have gaps (%d lines); import with Append to write them contiguously", ErrNotReproducible, sum.FirstSeq, sum.LastSeq, sum.Lines)
+		return res, fmt.Errorf("%w: the file's sequences %d..%d have gaps (%d lines); import with --append to write them contiguously", ErrNotReproducible, sum.FirstSeq, sum.LastSeq, sum.Lines)
 	}
 	if !o.AllowActiveConsumers {
 		if err := checkConsumers(ctx, stream); err != nil {

@@ -92,8 +92,17 @@ func (o *opsFlags) registerAPI(fs *flag.FlagSet) {
 // `ledger serve` of --data (its address file); else, when --data was not
 // given (flag or LEDGER_DATA) and the default data directory holds no
 // ledger, the default API.
+//
+// An explicit flag beats an environment variable: --data on the command
+// line works offline on that directory even when LEDGER_API is set (only
+// an --api flag then goes online).
 func (o *opsFlags) apiTarget() string {
-	if o.api != "" {
+	apiFlag, dataFlag := false, false
+	o.fs.Visit(func(f *flag.Flag) {
+		apiFlag = apiFlag || f.Name == "api"
+		dataFlag = dataFlag || f.Name == "data"
+	})
+	if o.api != "" && (apiFlag || !dataFlag) {
 		return o.api
 	}
 	if addr, ok := o.serveRunning(); ok {

@@ -116,6 +116,14 @@ func TestOpsCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &vr); err != nil || !vr.OK || vr.Seq != last {
 		t.Fatalf("verify: %s (%v)", out, err)
 	}
+	// An explicit --data beats LEDGER_API: verify works offline on it
+	// instead of on the (here unreachable) API of the environment.
+	t.Setenv("LEDGER_API", "http://127.0.0.1:1")
+	out, _ = opsMustRun(t, runVerify, "--data", data)
+	if err := json.Unmarshal([]byte(out), &vr); err != nil || !vr.OK || vr.Seq != last {
+		t.Fatalf("verify --data with LEDGER_API set: %s (%v)", out, err)
+	}
+	t.Setenv("LEDGER_API", "")
 	// The rebuilt projection of the imported copy is the original's.
 	s, err := projections.OpenStore(projections.StoreOptions{Dir: filepath.Join(data, "projection")})
 	if err != nil {

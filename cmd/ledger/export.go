@@ -17,13 +17,19 @@ import (
 // stderr.
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opsFlags
-	fs := newOpsFlagSet("export", stdout, "export [-o FILE] [--from-seq N] [--to-seq N] [--data DIR | --nats-url URL]")
-	out := fs.String("o", "-", "output file (- for stdout)")
+	fs := newOpsFlagSet("export", stdout, "export [-f FILE] [-o jsonl] [--from-seq N] [--to-seq N] [--data DIR | --nats-url URL]")
+	out := fs.String("file", "-", "output `FILE`, written atomically (- for stdout)")
+	fs.StringVar(out, "f", "-", "alias of --file")
+	format := fs.String("output", "jsonl", "output format: jsonl, the only one (as everywhere, -o is a format, not a file)")
+	fs.StringVar(format, "o", "jsonl", "alias of --output")
 	from := fs.Uint64("from-seq", 0, "first sequence (default: the first)")
 	to := fs.Uint64("to-seq", 0, "last sequence (default: the last when the export starts)")
 	o.register(fs.FlagSet)
 	if err := fs.parse(args, false); err != nil {
 		return err
+	}
+	if *format != "jsonl" {
+		return opsUsage("-o %q: the only export format is jsonl (-o is a format everywhere; write to a file with -f FILE)", *format)
 	}
 	log, err := o.logger(stderr)
 	if err != nil {

@@ -55,7 +55,10 @@ func TestOpsCommands(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "ledger.jsonl")
 
 	// export
-	_, errs := opsMustRun(t, runExport, "--nats-url", url, "-o", file)
+	_, errs := opsMustRun(t, runExport, "--nats-url", url, "-f", file)
+	if _, _, err := opsRun(t, runExport, "--nats-url", url, "-o", file); !errors.Is(err, errOpsUsage) || !strings.Contains(err.Error(), "-f FILE") {
+		t.Fatalf("export -o FILE: %v, want a usage error pointing to -f", err)
+	}
 	if !strings.Contains(errs, "exported "+strconv.FormatUint(last, 10)+" messages") || !strings.Contains(errs, "head hash ") {
 		t.Fatalf("export summary: %s", errs)
 	}

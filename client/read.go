@@ -7,17 +7,17 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/model"
 )
 
 // Proposal is a proposal's projected state (the API's proposal object).
-type Proposal = projections.Proposal
+type Proposal = model.Proposal
 
 // HistoryEntry is one event's effect on a proposal.
-type HistoryEntry = projections.HistoryEntry
+type HistoryEntry = model.HistoryEntry
 
 // Stats are a space's statistics.
-type Stats = projections.Stats
+type Stats = model.Stats
 
 // History is every event filed under one id, in stream order.
 type History struct {
@@ -132,7 +132,7 @@ func (c *Client) List(ctx context.Context, f ListFilter, ro *ReadOptions) iter.S
 
 // Stats returns the statistics of a space.
 func (c *Client) Stats(ctx context.Context, ro *ReadOptions) (*Stats, error) {
-	st := projections.NewStats()
+	st := model.NewStats()
 	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/stats", c.readValues(ro), nil, "", st); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package ledger
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/mewledger/ledger/projections/model"
+)
 
 // Kernel proposals (SPEC §12, seeds/kernel-proposal-schema-v0.1.md).
 //
@@ -40,61 +44,42 @@ const (
 	MaxApprovers = 64
 )
 
-// ActionType is the category of a kernel proposal's action
-// (seeds/kernel-proposal-schema-v0.1.md).
-type ActionType string
+// ActionType, ApprovalClass and Target are the kernel types a proposal
+// record shows; they live in package model (no NATS, no Pebble) with
+// their values and methods.
+type (
+	ActionType    = model.ActionType
+	ApprovalClass = model.ApprovalClass
+	Target        = model.Target
+)
 
 // The ActionType values of the kernel schema.
 const (
-	ActionNavigate    ActionType = "navigate"
-	ActionRead        ActionType = "read"
-	ActionWrite       ActionType = "write"
-	ActionCreate      ActionType = "create"
-	ActionDelete      ActionType = "delete"
-	ActionExecute     ActionType = "execute"
-	ActionCommunicate ActionType = "communicate"
-	ActionTransact    ActionType = "transact"
-	ActionApprove     ActionType = "approve"
-	ActionCustom      ActionType = "custom"
+	ActionNavigate    = model.ActionNavigate
+	ActionRead        = model.ActionRead
+	ActionWrite       = model.ActionWrite
+	ActionCreate      = model.ActionCreate
+	ActionDelete      = model.ActionDelete
+	ActionExecute     = model.ActionExecute
+	ActionCommunicate = model.ActionCommunicate
+	ActionTransact    = model.ActionTransact
+	ActionApprove     = model.ActionApprove
+	ActionCustom      = model.ActionCustom
 )
-
-// ActionTypes lists the ActionType values in the seed's order.
-var ActionTypes = []ActionType{ActionNavigate, ActionRead, ActionWrite, ActionCreate, ActionDelete,
-	ActionExecute, ActionCommunicate, ActionTransact, ActionApprove, ActionCustom}
-
-// Valid reports whether a is one of the ActionType values.
-func (a ActionType) Valid() bool {
-	for _, x := range ActionTypes {
-		if a == x {
-			return true
-		}
-	}
-	return false
-}
-
-// ApprovalClass is the human approval requirement of a kernel proposal.
-type ApprovalClass string
 
 // The ApprovalClass values.
 const (
-	ApprovalNone      ApprovalClass = "none"
-	ApprovalSingle    ApprovalClass = "single"
-	ApprovalDual      ApprovalClass = "dual"
-	ApprovalThreshold ApprovalClass = "threshold"
+	ApprovalNone      = model.ApprovalNone
+	ApprovalSingle    = model.ApprovalSingle
+	ApprovalDual      = model.ApprovalDual
+	ApprovalThreshold = model.ApprovalThreshold
 )
 
-// ApprovalClasses lists the ApprovalClass values.
-var ApprovalClasses = []ApprovalClass{ApprovalNone, ApprovalSingle, ApprovalDual, ApprovalThreshold}
-
-// Valid reports whether c is one of the ApprovalClass values.
-func (c ApprovalClass) Valid() bool {
-	for _, x := range ApprovalClasses {
-		if c == x {
-			return true
-		}
-	}
-	return false
-}
+// ActionTypes and ApprovalClasses list the values in the seed's order.
+var (
+	ActionTypes     = model.ActionTypes
+	ApprovalClasses = model.ApprovalClasses
+)
 
 // PreconditionOperators are the operators a Precondition may use (the
 // seed's list).
@@ -102,15 +87,6 @@ var PreconditionOperators = []string{"eq", "ne", "gt", "lt", "contains", "matche
 
 // RollbackStrategies are the values of RollbackSpec.Strategy.
 var RollbackStrategies = []string{"none", "inverse_action", "restore_snapshot", "manual"}
-
-// Target is the resource a kernel proposal acts on. Constraints is a
-// free-form JSON object (type-specific constraints), nil when absent.
-type Target struct {
-	ResourceType string          `json:"resource_type"`
-	ResourceID   string          `json:"resource_id"`
-	Domain       string          `json:"domain"`
-	Constraints  json.RawMessage `json:"constraints,omitempty"`
-}
 
 // Precondition is a fact that must hold in the referenced evidence.
 // EvidenceRef names an EvidenceBinding of the same proposal by its Ref

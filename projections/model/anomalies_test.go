@@ -1,4 +1,4 @@
-package projections
+package model
 
 import (
 	"go/ast"

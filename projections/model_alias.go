@@ -1,0 +1,54 @@
+package projections
+
+// The records live in package model (no Pebble, no NATS); these aliases keep
+// their projections names.
+
+import "github.com/mewledger/ledger/projections/model"
+
+type (
+	Approval      = model.Approval
+	Effect        = model.Effect
+	Fulfillment   = model.Fulfillment
+	HistoryEntry  = model.HistoryEntry
+	Kernel        = model.Kernel
+	Proposal      = model.Proposal
+	ProposalState = model.ProposalState
+	Rejection     = model.Rejection
+	Stats         = model.Stats
+	Withdrawal    = model.Withdrawal
+)
+
+const (
+	StatePending                   = model.StatePending
+	StateFulfilled                 = model.StateFulfilled
+	StateWithdrawn                 = model.StateWithdrawn
+	StateRejected                  = model.StateRejected
+	StateExpired                   = model.StateExpired
+	EffectApplied                  = model.EffectApplied
+	EffectRecorded                 = model.EffectRecorded
+	EffectDuplicate                = model.EffectDuplicate
+	EffectLate                     = model.EffectLate
+	EffectUnauthorized             = model.EffectUnauthorized
+	EffectInvalid                  = model.EffectInvalid
+	EffectOrphan                   = model.EffectOrphan
+	EffectIgnored                  = model.EffectIgnored
+	AnomalyIDConflict              = model.AnomalyIDConflict
+	AnomalyUnauthorizedWithdraw    = model.AnomalyUnauthorizedWithdraw
+	AnomalyMultipleFulfillments    = model.AnomalyMultipleFulfillments
+	AnomalyFulfilledAfterWithdrawn = model.AnomalyFulfilledAfterWithdrawn
+	AnomalyFulfilledAfterRejected  = model.AnomalyFulfilledAfterRejected
+	AnomalyFulfilledAfterExpired   = model.AnomalyFulfilledAfterExpired
+	AnomalyFulfillmentMismatch     = model.AnomalyFulfillmentMismatch
+	AnomalyTargetMismatch          = model.AnomalyTargetMismatch
+	AnomalySelfFulfilled           = model.AnomalySelfFulfilled
+	AnomalyUnapprovedFulfillment   = model.AnomalyUnapprovedFulfillment
+	AnomalyFulfilledBeforeWindow   = model.AnomalyFulfilledBeforeWindow
+	KernelFormProposal             = model.KernelFormProposal
+	KernelFormRequest              = model.KernelFormRequest
+)
+
+var (
+	AnomalyNames = model.AnomalyNames
+	States       = model.States
+	NewStats     = model.NewStats
+)

@@ -50,7 +50,7 @@ const (
 type (
 	ActionType    = model.ActionType
 	ApprovalClass = model.ApprovalClass
-	Target        = model.Target
+	Target        = model.KernelTarget
 )
 
 // The ActionType values of the kernel schema.

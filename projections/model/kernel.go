@@ -58,9 +58,9 @@ func (c ApprovalClass) Valid() bool {
 	return false
 }
 
-// Target is the resource a kernel proposal acts on. Constraints is a
+// KernelTarget is the resource a kernel proposal acts on (ledger.Target). Constraints is a
 // free-form JSON object (type-specific constraints), nil when absent.
-type Target struct {
+type KernelTarget struct {
 	ResourceType string          `json:"resource_type"`
 	ResourceID   string          `json:"resource_id"`
 	Domain       string          `json:"domain"`

@@ -134,7 +134,7 @@ const (
 // reaches Required.
 type Kernel struct {
 	ActionType    ActionType    `json:"action_type"`
-	Target        *Target       `json:"target,omitempty"`
+	Target        *KernelTarget `json:"target,omitempty"`
 	ApprovalClass ApprovalClass `json:"approval_class"`
 	Required      int           `json:"approvals_required"`
 	Approvers     []string      `json:"approvers,omitempty"`

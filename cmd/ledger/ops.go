@@ -23,7 +23,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -149,9 +151,7 @@ func newOpsFlagSet(name string, stdout io.Writer, usage string) *opsFlagSet {
 func (fs *opsFlagSet) parse(args []string, positional bool) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(fs.stdout, "usage: ledger %s\n\nflags:\n", fs.usage)
-			fs.SetOutput(fs.stdout)
-			fs.PrintDefaults()
+			fs.printUsage()
 			return err
 		}
 		return opsUsage("%v", err)
@@ -160,6 +160,79 @@ func (fs *opsFlagSet) parse(args []string, positional bool) error {
 		return opsUsage("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
+}
+
+// opsEnvNote matches the "(env LEDGER_X)" an ops flag's usage ends with.
+var opsEnvNote = regexp.MustCompile(`\s*\(env (LEDGER_[A-Z_]+)[^)]*\)`)
+
+// opsMeta are the placeholders of the ops commands' string flags.
+var opsMeta = map[string]string{"data": "DIR", "nats-url": "URL", "log-format": "FORMAT", "log-level": "LEVEL",
+	"progress": "MODE", "nats-user": "USER", "nats-password-file": "FILE", "nats-nkey": "SEEDFILE", "output": "FORMAT",
+	"space": "NAME", "api": "URL", "token": "TOKEN", "tmp": "DIR", "time": "TIME", "since": "TIME", "until": "TIME",
+	"type": "TYPE", "proposal": "ID", "republish-to": "SUBJECT", "republish-url": "URL", "export": "FILE", "head": "HASH"}
+
+// printUsage prints the command's usage in the style of every other
+// subcommand (flags.usage): the synopsis, what it does, and each flag
+// with its placeholder, short alias, environment variable and default.
+func (fs *opsFlagSet) printUsage() {
+	name := strings.Fields(fs.usage)[0]
+	about := ""
+	if c := commands[name]; c != nil {
+		about = c.short
+		if about != "" {
+			about = strings.ToUpper(about[:1]) + about[1:] + "."
+		}
+	}
+	fmt.Fprintf(fs.stdout, "Usage: ledger %s\n\n%s\n", fs.usage, about)
+	short := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if long, ok := strings.CutPrefix(f.Usage, "alias of --"); ok {
+			short[long] = f.Name
+		}
+	})
+	var lines []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, "alias of --") {
+			return
+		}
+		meta, usage := flag.UnquoteUsage(f)
+		switch meta {
+		case "string":
+			meta = "VALUE"
+			if m, ok := opsMeta[f.Name]; ok {
+				meta = m
+			}
+		case "uint", "int":
+			meta = "N"
+		case "duration":
+			meta = "DURATION"
+		case "float":
+			meta = "X"
+		}
+		head := "--" + f.Name
+		if s, ok := short[f.Name]; ok {
+			head = "-" + s + ", " + head
+		}
+		if meta != "" {
+			head += " " + meta
+		}
+		var notes []string
+		if m := opsEnvNote.FindStringSubmatch(usage); m != nil {
+			notes = append(notes, "env "+m[1])
+			usage = opsEnvNote.ReplaceAllString(usage, "")
+		}
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			notes = append(notes, "default "+f.DefValue)
+		}
+		line := "  " + head + "\n      " + usage
+		if len(notes) > 0 {
+			line += " (" + strings.Join(notes, "; ") + ")"
+		}
+		lines = append(lines, line)
+	})
+	if len(lines) > 0 {
+		fmt.Fprintf(fs.stdout, "\nFlags:\n%s\n", strings.Join(lines, "\n"))
+	}
 }
 
 func (o *opsFlags) logger(stderr io.Writer) (zerolog.Logger, error) {

@@ -58,3 +58,32 @@ func TestHelpOneStyle(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagBeatsEnvironment: in both flag layers an explicit flag wins over
+// its environment variable, which wins over the default; exit statuses
+// follow the documented rule (2: usage, or no ledger to talk to).
+func TestFlagBeatsEnvironment(t *testing.T) {
+	t.Setenv("LEDGER_API", "http://127.0.0.1:1")
+	// The environment's API is unreachable; the flag's is another
+	// unreachable one, and the error names the flag's.
+	code, _, stderr := runCLI(t, "", "stats", "--api", "http://127.0.0.1:2")
+	if code != exitUsage || !strings.Contains(stderr, "http://127.0.0.1:2") || strings.Contains(stderr, "127.0.0.1:1") {
+		t.Errorf("stats --api over LEDGER_API: %d %s", code, stderr)
+	}
+	// Ops layer: --data over LEDGER_DATA.
+	t.Setenv("LEDGER_DATA", t.TempDir())
+	other := t.TempDir()
+	code, _, stderr = runCLI(t, "", "export", "--data", other)
+	if code != exitUsage || !strings.Contains(stderr, other) {
+		t.Errorf("export --data over LEDGER_DATA (no ledger there: exit 2): %d %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "", "export", "--nats-url", "nats://127.0.0.1:1"); code != exitUsage {
+		t.Errorf("export from an unreachable NATS: exit %d, want %d (%s)", code, exitUsage, stderr)
+	}
+	// A usage error is 2 everywhere.
+	for _, args := range [][]string{{"get"}, {"export", "--no-such-flag"}, {"version", "x"}, {"list", "--limit", "many"}} {
+		if code, _, stderr := runCLI(t, "", args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr)
+		}
+	}
+}

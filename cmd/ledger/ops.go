@@ -330,7 +330,7 @@ func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger,
 	default:
 		dir := filepath.Join(o.data, app.NATSDirName)
 		if _, serr := os.Stat(dir); serr != nil && !create {
-			return nil, fmt.Errorf("no NATS server: %s does not exist and no --nats-url was given (is --data the ledger's data directory?)", dir)
+			return nil, &unreachableError{msg: fmt.Sprintf("no NATS server: %s does not exist and no --nats-url was given (is --data the ledger's data directory?)", dir)}
 		}
 		c.srv, err = natsserver.Start(ctx, natsserver.Options{StoreDir: dir, Host: natsserver.DefaultHost, Port: natsserver.RandomPort, ConfigFile: o.natsConf, Logger: log.With().Str(logging.KeyComponent, "nats").Logger()})
 		if err != nil {
@@ -341,6 +341,9 @@ func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger,
 	}
 	if err != nil {
 		c.Close()
+		if c.srv == nil { // a server of --nats-url or of a running serve: no ledger to talk to
+			return nil, &unreachableError{msg: "connect to NATS: " + err.Error()}
+		}
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
 	if c.js, err = jetstream.New(c.nc); err != nil {

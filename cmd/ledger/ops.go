@@ -196,12 +196,12 @@ func (fs *opsFlagSet) printUsage() {
 			return
 		}
 		meta, usage := flag.UnquoteUsage(f)
+		if m, ok := opsMeta[f.Name]; ok {
+			meta = m
+		}
 		switch meta {
 		case "string":
 			meta = "VALUE"
-			if m, ok := opsMeta[f.Name]; ok {
-				meta = m
-			}
 		case "uint", "int":
 			meta = "N"
 		case "duration":

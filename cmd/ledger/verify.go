@@ -65,6 +65,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := o.refuseIfServing(); err != nil {
 		return fmt.Errorf("%w", err)
 	}
+	defer o.unlockData()
 	dir := o.projectionDir()
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("no projection to verify: %w", err)

@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/datalock"
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/metrics"
 	"github.com/mewledger/ledger/internal/natsserver"
@@ -58,6 +59,9 @@ var ErrClosed = errors.New("app: closed")
 type App struct {
 	opts Options
 	log  zerolog.Logger
+
+	lock      *datalock.Lock // <data> is ours while held
+	addrWrote bool           // the address file is ours to remove
 
 	srv      *natsserver.Server // nil with NATSURLs
 	nc       *nats.Conn
@@ -119,7 +123,10 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 			_ = self.release(context.Background())
 		}
 	}()
-	if err := os.MkdirAll(o.DataDir, 0o750); err != nil {
+	// The lock comes before anything else in <data> is touched: a second
+	// process on the same directory must not start a NATS server on the
+	// live JetStream store, nor touch its projection or address file.
+	if a.lock, err = datalock.Acquire(o.DataDir); err != nil {
 		return nil, fmt.Errorf("app: data directory: %w", err)
 	}
 	if err := a.connect(ctx); err != nil {
@@ -438,12 +445,14 @@ func (a *App) writeAddrFile() error {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("app: address file: %w", err)
 	}
+	a.addrWrote = true
 	return nil
 }
 
 // release closes what New acquired, in order, once: the HTTP listener, the
 // appender, the store, the NATS connection (drained, bounded by ctx), the
-// embedded server; and removes the address file.
+// embedded server; removes the address file (when this process wrote it)
+// and releases the data directory's lock.
 func (a *App) release(ctx context.Context) error {
 	a.closeOnce.Do(func() {
 		var errs []error
@@ -481,8 +490,15 @@ func (a *App) release(ctx context.Context) error {
 		if a.srv != nil {
 			a.srv.Shutdown()
 		}
-		if err := os.Remove(a.opts.AddrFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("app: remove address file: %w", err))
+		// Only the file this process wrote: never another's.
+		if a.addrWrote {
+			if err := os.Remove(a.opts.AddrFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("app: remove address file: %w", err))
+			}
+		}
+		// Last: nothing of ours is left in <data>.
+		if err := a.lock.Release(); err != nil {
+			errs = append(errs, fmt.Errorf("app: %w", err))
 		}
 		a.closeErr = errors.Join(errs...)
 	})

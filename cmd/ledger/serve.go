@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/httpauth"
@@ -47,6 +48,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		readyLag                  int
 		authFile, tlsCert, tlsKey string
 		limits                    limitFlags
+		logCheck                  string
 	)
 	f := newFlags(commands["serve"], e)
 	f.str(&o.DataDir, "data", "DIR", app.DefaultDataDir, "root of all local state", true)
@@ -60,6 +62,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.integer(&o.Replicas, "replicas", "N", app.DefaultReplicas, "LEDGER stream replicas (3 on a cluster)", true)
 	f.str(&o.Durable, "durable", "NAME", app.DefaultDurable, "projector's durable consumer name (one per projection copy)", true)
 	f.integer(&readyLag, "ready-lag", "EVENTS", app.DefaultReadyLag, "/readyz is 503 when the projection lags more events than this (0: must be caught up)", true)
+	f.str(&logCheck, "log-check-interval", "DURATION", app.DefaultLogCheckInterval.String(), "how often the LEDGER stream and the projection are checked against each other while serving", true)
 	f.str(&o.NATSConfigFile, "nats-config", "FILE", "", "nats-server configuration file for the embedded server (authorization, TLS)", true)
 	f.str(&authFile, "auth", "FILE", "", "auth configuration (NATS users and permissions, API tokens and roles); see deploy/auth", true)
 	f.str(&tlsCert, "tls-cert", "FILE", "", "serve the API over TLS with this certificate (PEM)", true)
@@ -81,6 +84,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	if o.Limits, err = limits.submitLimits(); err != nil {
 		return err
+	}
+	if o.LogCheckInterval, err = time.ParseDuration(logCheck); err != nil || o.LogCheckInterval <= 0 {
+		return usageError("--log-check-interval %q: want a positive duration such as 5s", logCheck)
 	}
 	for _, u := range strings.Split(natsURL, ",") {
 		if u = strings.TrimSpace(u); u != "" {

@@ -80,6 +80,8 @@ type App struct {
 	pmu  sync.Mutex
 	pipe *pipeline // the current projection; replaced by an online rebuild
 
+	logState logState // logcheck.go
+
 	// Online operations (ops.go).
 	opsMu     sync.Mutex
 	opsBusy   string // the operation running ("rebuild", "verify"), or ""
@@ -132,14 +134,17 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if err := a.connect(ctx); err != nil {
 		return nil, err
 	}
-	if a.stream, err = ledger.EnsureStream(ctx, a.js, ledger.StreamOptions{Replicas: o.Replicas}); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
-	}
 	if err := a.prepareDirs(); err != nil {
 		return nil, err
 	}
 	store, err := a.openStore()
 	if err != nil {
+		return nil, err
+	}
+	// The stream, checked against the projection (logcheck.go): never
+	// created afresh under a projection that has folded events.
+	if err := a.openStream(ctx, store); err != nil {
+		_ = store.Close()
 		return nil, err
 	}
 	if a.appender, err = ledger.NewAppender(a.js, ledger.AppenderOptions{Space: o.Space, Limits: o.Limits}); err != nil {
@@ -162,6 +167,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		Reader:        store,
 		Appender:      a.appender,
 		StreamSeq:     a.streamSeq,
+		LogProblem:    a.LogProblem,
 		Space:         o.Space,
 		MinSeqWait:    o.MinSeqWait,
 		ReadyLag:      o.ReadyLag,
@@ -353,6 +359,13 @@ func (a *App) Run(ctx context.Context) (err error) {
 		return nil
 	})
 	a.current().start(base, a.componentFailed)
+	checkCtx, stopCheck := context.WithCancel(base)
+	defer stopCheck()
+	checkDone := make(chan struct{})
+	go func() {
+		defer close(checkDone)
+		a.runLogCheck(checkCtx)
+	}()
 
 	if err := a.writeAddrFile(); err != nil {
 		a.log.Error().Err(err).Msg("cannot write the address file")
@@ -395,8 +408,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err := a.submit.Stop(shCtx); err != nil {
 		errs = append(errs, fmt.Errorf("app: %w", err))
 	}
-	// 3, 4. Stop the expirer (it appends), then drain the projector: it
-	// commits the batch in hand.
+	// 3, 4. Stop the log check, the expirer (it appends), then drain the
+	// projector: it commits the batch in hand.
+	stopCheck()
+	<-checkDone
 	a.current().stop()
 	_ = g.Wait() // every goroutine has returned; failures are in failErr
 	// 5..7. Close the store, drain the connection, stop the server.

@@ -89,6 +89,10 @@ type Options struct {
 	// ExpiryInterval is the expirer's scan interval. Default the
 	// expirer's (1s).
 	ExpiryInterval time.Duration
+	// LogCheckInterval is how often the log and the projection are checked
+	// against each other while serving (logcheck.go). Default
+	// DefaultLogCheckInterval.
+	LogCheckInterval time.Duration
 	// NATSConfigFile is an optional nats-server configuration file for the
 	// embedded server (authorization, TLS, ...).
 	NATSConfigFile string
@@ -144,6 +148,9 @@ func (o *Options) Validate() error {
 	if o.RebuildSwapLag == 0 {
 		o.RebuildSwapLag = DefaultRebuildSwapLag
 	}
+	if o.LogCheckInterval == 0 {
+		o.LogCheckInterval = DefaultLogCheckInterval
+	}
 	var urls []string
 	for _, u := range o.NATSURLs {
 		if u = strings.TrimSpace(u); u != "" {
@@ -172,7 +179,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: envelope limit %d is over the ledger's %d bytes", ErrOptions, o.Limits.MaxBytes, ledger.MaxEnvelopeBytes)
 	case o.RebuildSwapLag < 0:
 		return fmt.Errorf("%w: negative RebuildSwapLag", ErrOptions)
-	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0:
+	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0 || o.LogCheckInterval < 0:
 		return fmt.Errorf("%w: negative duration", ErrOptions)
 	case len(o.Space) > ledger.MaxSpaceBytes:
 		return fmt.Errorf("%w: space is over %d bytes", ErrOptions, ledger.MaxSpaceBytes)

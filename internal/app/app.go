@@ -184,17 +184,23 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if a.ln, err = lc.Listen(ctx, "tcp", o.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("app: HTTP listen: %w", err)
 	}
+	if o.MaxConns > 0 {
+		a.ln = newLimitListener(a.ln, o.MaxConns)
+	}
 	handler := a.api.Handler()
 	if o.HTTPMiddleware != nil {
 		if handler, err = o.HTTPMiddleware(handler); err != nil {
 			return nil, fmt.Errorf("app: HTTP middleware: %w", err)
 		}
 	}
+	// Outermost: the body deadlines cover whatever reads the body
+	// (httpserver.go).
+	handler = bodyDeadlines(handler, o.BodyIdleTimeout, o.BodyTimeout)
 	a.httpSrv = &http.Server{
 		Handler:           handler,
 		TLSConfig:         o.TLSConfig,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       DefaultHTTPIdleTimeout,
 		ErrorLog:          zerologStd(o.Logger.With().Str(logging.KeyComponent, "http").Logger()),
 	}
 	return a, nil

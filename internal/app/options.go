@@ -89,6 +89,20 @@ type Options struct {
 	// ExpiryInterval is the expirer's scan interval. Default the
 	// expirer's (1s).
 	ExpiryInterval time.Duration
+	// ReadHeaderTimeout bounds the wait for a request's headers. Default
+	// DefaultReadHeaderTimeout (10s).
+	ReadHeaderTimeout time.Duration
+	// BodyIdleTimeout bounds the wait for each read of a request body;
+	// BodyTimeout bounds reading the whole body. A client that sends
+	// nothing for BodyIdleTimeout, or is not done after BodyTimeout, is
+	// cut off. Defaults DefaultBodyIdleTimeout (15s) and
+	// DefaultBodyTimeout (5m).
+	BodyIdleTimeout time.Duration
+	BodyTimeout     time.Duration
+	// MaxConns caps the HTTP connections open at once; more wait in the
+	// kernel's accept queue until one closes. Default DefaultMaxConns
+	// (512); negative: no cap.
+	MaxConns int
 	// LogCheckInterval is how often the log and the projection are checked
 	// against each other while serving (logcheck.go). Default
 	// DefaultLogCheckInterval.
@@ -151,6 +165,18 @@ func (o *Options) Validate() error {
 	if o.LogCheckInterval == 0 {
 		o.LogCheckInterval = DefaultLogCheckInterval
 	}
+	if o.ReadHeaderTimeout == 0 {
+		o.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if o.BodyIdleTimeout == 0 {
+		o.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
 	var urls []string
 	for _, u := range o.NATSURLs {
 		if u = strings.TrimSpace(u); u != "" {
@@ -179,7 +205,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: envelope limit %d is over the ledger's %d bytes", ErrOptions, o.Limits.MaxBytes, ledger.MaxEnvelopeBytes)
 	case o.RebuildSwapLag < 0:
 		return fmt.Errorf("%w: negative RebuildSwapLag", ErrOptions)
-	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0 || o.LogCheckInterval < 0:
+	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0 || o.LogCheckInterval < 0 ||
+		o.ReadHeaderTimeout < 0 || o.BodyIdleTimeout < 0 || o.BodyTimeout < 0:
 		return fmt.Errorf("%w: negative duration", ErrOptions)
 	case len(o.Space) > ledger.MaxSpaceBytes:
 		return fmt.Errorf("%w: space is over %d bytes", ErrOptions, ledger.MaxSpaceBytes)

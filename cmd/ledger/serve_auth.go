@@ -12,6 +12,7 @@ import (
 	"github.com/mewledger/ledger/internal/authcfg"
 	"github.com/mewledger/ledger/internal/httpauth"
 	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -47,6 +48,7 @@ func applyAuth(o *app.Options, authFile, certFile, keyFile string, limits limitF
 	}
 	if authFile == "" {
 		httpauth.WarnIfExposed(o.HTTPAddr, false, log)
+		warnIfNATSExposed(*o, log)
 		return protect(o, httpauth.Config{}, limits, log)
 	}
 	cfg, err := authcfg.Load(authFile)
@@ -75,6 +77,23 @@ func applyAuth(o *app.Options, authFile, certFile, keyFile string, limits limitF
 		}
 	}
 	return protect(o, cfg.HTTP, limits, log)
+}
+
+// warnIfNATSExposed logs at error level when the embedded NATS server
+// listens beyond loopback with no client authentication (neither --auth
+// nor authorization in --nats-config): anyone who reaches the port may
+// append as anyone, and delete or edit the LEDGER stream. It reports
+// whether it warned.
+func warnIfNATSExposed(o app.Options, log zerolog.Logger) bool {
+	if !o.Embedded() || httpauth.IsLoopback(o.NATSListen) {
+		return false
+	}
+	if has, err := natsserver.ConfigHasAuth(o.NATSConfigFile); err == nil && has {
+		return false
+	}
+	log.Error().Str(logging.KeyNATSAddr, o.NATSListen).
+		Msg("embedded NATS listens beyond loopback without authentication: anyone who can reach it can append as any sender, and delete or edit the LEDGER stream; use --auth (deploy/auth) or bind 127.0.0.1")
+	return true
 }
 
 // PatternOpsPost are the POST routes of the online operations

@@ -3,10 +3,14 @@ package main
 import (
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/mewledger/ledger/internal/app"
 
 	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/natstest"
@@ -66,5 +70,33 @@ func TestServeAuth(t *testing.T) {
 	}
 	if err := applyAuth(&o, "", "cert.pem", "", limitFlags{}, natstest.Logger(t)); err == nil {
 		t.Errorf("--tls-cert without --tls-key accepted")
+	}
+}
+
+// Issue 15, item 7: a non-loopback NATS listener without authentication
+// is said loudly; loopback, or authorization in --nats-config, is not.
+func TestWarnIfNATSExposed(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(conf, []byte("authorization { user: a, password: b }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		listen, conf string
+		urls         []string
+		want         bool
+	}{
+		{"0.0.0.0:4222", "", nil, true},
+		{"192.0.2.1:4222", "", nil, true},
+		{"127.0.0.1:4222", "", nil, false},
+		{"localhost:4222", "", nil, false},
+		{"0.0.0.0:4222", conf, nil, false},
+		{"0.0.0.0:4222", "", []string{"nats://elsewhere:4222"}, false},
+	} {
+		var logs strings.Builder
+		log := zerolog.New(&logs)
+		got := warnIfNATSExposed(app.Options{NATSListen: c.listen, NATSConfigFile: c.conf, NATSURLs: c.urls}, log)
+		if got != c.want || (got && !strings.Contains(logs.String(), `"level":"error"`)) {
+			t.Errorf("%s conf=%q urls=%v: warned %v (%s), want %v", c.listen, c.conf, c.urls, got, logs.String(), c.want)
+		}
 	}
 }

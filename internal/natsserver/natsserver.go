@@ -296,3 +296,18 @@ func (l *logAdapter) Fatalf(format string, v ...any) {
 }
 func (l *logAdapter) Debugf(format string, v ...any) { l.log.Debug().Msgf(format, v...) }
 func (l *logAdapter) Tracef(format string, v ...any) { l.log.Trace().Msgf(format, v...) }
+
+// ConfigHasAuth reports whether a nats-server configuration file sets up
+// client authentication (users, nkeys, a token, accounts with users, or
+// an auth callout). An empty path has none.
+func ConfigHasAuth(configFile string) (bool, error) {
+	if configFile == "" {
+		return false, nil
+	}
+	so, err := server.ProcessConfigFile(configFile)
+	if err != nil {
+		return false, fmt.Errorf("natsserver: config file %s: %w", configFile, err)
+	}
+	return len(so.Users) > 0 || len(so.Nkeys) > 0 || so.Authorization != "" || so.Username != "" ||
+		so.AuthCallout != nil || len(so.TrustedOperators) > 0, nil
+}

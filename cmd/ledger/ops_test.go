@@ -75,6 +75,18 @@ func TestOpsCommands(t *testing.T) {
 	}
 	b, _ := os.ReadFile(file)
 	lines := strings.SplitAfter(string(b), "\n")
+	// Issue 15, item 7: a file whose chain holds by itself but is not the
+	// export (here: its last lines cut off, the chain of a prefix) is
+	// caught only against the head hash kept apart: --head.
+	cut := filepath.Join(t.TempDir(), "cut.jsonl")
+	if err := os.WriteFile(cut, []byte(strings.Join(lines[:len(lines)-3], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opsMustRun(t, runVerify, "--export", cut)
+	if _, _, err := opsRun(t, runVerify, "--export", cut, "--head", vs.Head); !errors.Is(err, errHeadMismatch) || !strings.Contains(err.Error(), vs.Head) {
+		t.Fatalf("verify --head of a cut export: %v, want a head mismatch", err)
+	}
+	opsMustRun(t, runVerify, "--export", file, "--head", strings.ToUpper(vs.Head))
 	lines[4] = strings.Replace(lines[4], `"seq":5,`, `"seq":6,`, 1)
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	if err := os.WriteFile(bad, []byte(strings.Join(lines, "")), 0o644); err != nil {

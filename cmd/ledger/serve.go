@@ -29,8 +29,10 @@ over the size limit is 413, too many to / correlation_id entries are 400
 too_many with the field. Writes (POST /v1/events, POST /v1/ops/...) are rate
 limited per client (the token's name, else the remote IP): over
 --write-rate/--write-burst the API answers 429 with Retry-After; a negative
---write-rate turns the limit off. Without these flags the values of --auth's
-http.write_limit, else 50/s with bursts of 100.
+--write-rate turns the limit off. Without these flags: with --auth, a
+token's own http.tokens[].write_limit, else http.write_limit, else 50/s
+with bursts of 100; without --auth, no limit (all local clients would
+share one budget).
 
 Slow and idle clients (SPEC §10): a request's headers must arrive within
 --http-header-timeout, its body must keep coming (--http-body-idle-timeout

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -97,6 +98,28 @@ func TestWarnIfNATSExposed(t *testing.T) {
 		got := warnIfNATSExposed(app.Options{NATSListen: c.listen, NATSConfigFile: c.conf, NATSURLs: c.urls}, log)
 		if got != c.want || (got && !strings.Contains(logs.String(), `"level":"error"`)) {
 			t.Errorf("%s conf=%q urls=%v: warned %v (%s), want %v", c.listen, c.conf, c.urls, got, logs.String(), c.want)
+		}
+	}
+}
+
+// Issue 15, item 7: without --auth every local client has the loopback
+// address, so a write limit would be one budget shared by all of them:
+// it is off unless --write-rate asks for one.
+func TestNoWriteLimitWithoutAuth(t *testing.T) {
+	o := apptest.Options(t)
+	if err := applyAuth(&o, "", "", "", limitFlags{}, natstest.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	a := apptest.StartWith(t, o)
+	for i := range 150 { // over the default burst of 100
+		body := strings.NewReader(strings.Replace(`{"protocol":"mew/v0.4","id":"ID","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`, "ID", "p"+strconv.Itoa(i), 1))
+		resp, err := http.Post(a.HTTPURL()+"/v1/events", "application/json", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			t.Fatalf("write %d: 429 without --auth and without --write-rate", i+1)
 		}
 	}
 }

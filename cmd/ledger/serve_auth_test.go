@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -121,5 +125,32 @@ func TestNoWriteLimitWithoutAuth(t *testing.T) {
 		if resp.StatusCode == http.StatusTooManyRequests {
 			t.Fatalf("write %d: 429 without --auth and without --write-rate", i+1)
 		}
+	}
+}
+
+// Issue 15, item 6: authentication comes before the body is read: a
+// request without a token whose body never comes is answered 401 at
+// once, not held waiting for the body.
+func TestAuthBeforeBody(t *testing.T) {
+	o := apptest.Options(t)
+	o.BodyIdleTimeout = time.Hour // only authentication can answer in time
+	if err := applyAuth(&o, "../../deploy/auth/ledger-auth.yaml", "", "", limitFlags{}, natstest.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	a := apptest.StartWith(t, o)
+	c, err := net.Dial("tcp", a.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/events HTTP/1.1\r\nHost: ledger\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to an unauthenticated request whose body never comes: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", resp.StatusCode)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,24 +30,52 @@ const (
 
 // bodyDeadlines wraps next so that every read of a request body extends
 // the connection's read deadline by idle, never beyond start+total.
+//
+// An error answered before the body was read to its end (a 401 of the
+// authentication, a 429, a 413) closes the connection: net/http would
+// otherwise read up to 256 KiB of the body before sending the answer,
+// waiting on a client that never sends it.
 func bodyDeadlines(next http.Handler, idle, total time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
 			rc := http.NewResponseController(w)
 			b := &deadlineBody{rc: rc, body: r.Body, idle: idle, end: time.Now().Add(total)}
-			if b.extend() == nil { // HTTP/2 or a test recorder: no deadlines to set
+			if b.extend() == nil { // else HTTP/2 or a test recorder: no deadlines to set
 				r.Body = b
+				w = &closeOnEarlyError{ResponseWriter: w, body: b}
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// closeOnEarlyError adds Connection: close to an error answer written
+// while the request body is not read to its end.
+type closeOnEarlyError struct {
+	http.ResponseWriter
+	body *deadlineBody
+}
+
+func (c *closeOnEarlyError) WriteHeader(status int) {
+	if status >= 400 && !c.body.eof.Load() {
+		c.Header().Set("Connection", "close")
+	}
+	c.ResponseWriter.WriteHeader(status)
+}
+
+// Flush flushes the server's writer (for handlers that assert
+// http.Flusher).
+func (c *closeOnEarlyError) Flush() { _ = http.NewResponseController(c.ResponseWriter).Flush() }
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (c *closeOnEarlyError) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
 type deadlineBody struct {
 	rc   *http.ResponseController
 	body io.ReadCloser
 	idle time.Duration
 	end  time.Time
+	eof  atomic.Bool // read to its end
 }
 
 func (b *deadlineBody) extend() error {
@@ -59,7 +88,11 @@ func (b *deadlineBody) extend() error {
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	_ = b.extend()
-	return b.body.Read(p)
+	n, err := b.body.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.eof.Store(true)
+	}
+	return n, err
 }
 
 func (b *deadlineBody) Close() error { return b.body.Close() }

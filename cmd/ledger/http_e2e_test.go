@@ -42,7 +42,9 @@ func TestServeSlowClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "POST /v1/events HTTP/1.1\r\nHost: ledger\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"protocol\":")
+	if _, err := c.Write(hostileHTTP(t, "http-body-never-comes.http")); err != nil {
+		t.Fatal(err)
+	}
 	_ = c.SetReadDeadline(time.Now().Add(time.Minute)) // the test's bound, 120 times the server's
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	switch {
@@ -85,4 +87,15 @@ func TestServeSlowClients(t *testing.T) {
 	if got := openFDs(t, pid); got > base+maxConns+4 {
 		t.Fatalf("%d descriptors open with %d slow connections, %d before: the cap of %d connections does not hold", got, len(slow), base, maxConns)
 	}
+}
+
+// hostileHTTP reads a raw HTTP input of the hostile corpus
+// (testdata/hostile/*.http: requests that broke the server once).
+func hostileHTTP(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "hostile", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -143,7 +142,9 @@ func TestAuthBeforeBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "POST /v1/events HTTP/1.1\r\nHost: ledger\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+	if _, err := c.Write(hostileHTTP(t, "http-body-never-comes.http")); err != nil {
+		t.Fatal(err)
+	}
 	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {

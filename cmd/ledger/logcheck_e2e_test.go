@@ -75,6 +75,7 @@ func TestServeNoticesStreamEditAndRemoval(t *testing.T) {
 	if !strings.Contains(string(b), `"log_problem":"stream LEDGER is missing`) {
 		t.Fatalf("/v1/status without log_problem: %d %s", resp.StatusCode, b)
 	}
+	t.Logf("/v1/status: %s", b)
 	if r := s.cli("", "verify"); r.code == 0 || !strings.Contains(r.stderr, "is missing") {
 		t.Fatalf("online verify on a removed stream: exit %d, stderr %s", r.code, r.stderr)
 	}

@@ -330,6 +330,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return errors.Join(fmt.Errorf("app: %w", err), a.release(context.Background()))
 	}
+	// The service's subscriptions reach the server before Ready says the
+	// ledger serves (a request right after could find no responders).
+	if err := a.nc.FlushTimeout(5 * time.Second); err != nil {
+		a.log.Warn().Err(err).Msg("flush after starting the submit service")
+	}
 
 	var (
 		g        errgroup.Group

@@ -82,7 +82,11 @@ func (a *App) openStream(ctx context.Context, store *projections.Store) error {
 	if err != nil {
 		return fmt.Errorf("app: %w", err)
 	}
-	a.logRestored(st.Restored)
+	for _, r := range st.Restored {
+		// At start this is also an operator's new flag (--replicas).
+		a.log.Warn().Str(logging.KeyComponent, "log-check").Str("setting", r).
+			Msg("the LEDGER stream's settings differed from the ledger's; brought to the ledger's")
+	}
 	problem, err := a.compareLog(st, store)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/internal/datalock"
 	"github.com/mewledger/ledger/internal/httpauth"
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/ledger"
@@ -143,11 +144,19 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if err := o.Validate(); err != nil {
 		return usageError("%v", err)
 	}
+	// <data> is ours before anything is written into it (--auth writes
+	// the embedded server's configuration there).
+	if o.DataLock, err = datalock.Acquire(o.DataDir); err != nil {
+		log.Error().Err(err).Str(logging.KeyDataDir, o.DataDir).Msg("ledger cannot start")
+		return errFailed
+	}
 	if err := applyAuth(&o, authFile, tlsCert, tlsKey, limits, log); err != nil {
+		_ = o.DataLock.Release()
 		return err
 	}
 	a, err := app.New(ctx, o)
 	if err != nil {
+		_ = o.DataLock.Release() // New released it unless it failed before taking it over
 		log.Error().Err(err).Str(logging.KeyDataDir, o.DataDir).Msg("ledger cannot start")
 		return errFailed
 	}

@@ -128,8 +128,10 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	// The lock comes before anything else in <data> is touched: a second
 	// process on the same directory must not start a NATS server on the
 	// live JetStream store, nor touch its projection or address file.
-	if a.lock, err = datalock.Acquire(o.DataDir); err != nil {
-		return nil, fmt.Errorf("app: data directory: %w", err)
+	if a.lock = o.DataLock; a.lock == nil {
+		if a.lock, err = datalock.Acquire(o.DataDir); err != nil {
+			return nil, fmt.Errorf("app: data directory: %w", err)
+		}
 	}
 	if err := a.connect(ctx); err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/datalock"
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
@@ -131,6 +132,11 @@ type Options struct {
 	// must be to the end of the log before the projector is paused for
 	// the swap. Default DefaultRebuildSwapLag.
 	RebuildSwapLag int64
+	// DataLock, if set, is DataDir's lock already held by the caller
+	// (serve takes it before writing its generated NATS configuration
+	// there); New takes it over and the App releases it. Otherwise New
+	// takes the lock itself.
+	DataLock *datalock.Lock
 	// Logger receives the start/stop/error lines of every component.
 	Logger zerolog.Logger
 }

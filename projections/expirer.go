@@ -38,7 +38,8 @@ type ExpirerOptions struct {
 	// Now is the clock; default time.Now. (The expirer decides when to
 	// write; the fold decides, from stream time alone, what it means.)
 	Now func() time.Time
-	// Batch bounds the expiries appended per scan. Default 1000.
+	// Batch is the page size of a scan's reads of the deadline index (a
+	// scan pages through all of it). Default 1000.
 	Batch  int
 	Logger zerolog.Logger
 }
@@ -114,38 +115,50 @@ func (e *Expirer) Run(ctx context.Context) error {
 }
 
 // Scan appends the expiries that are due now and returns how many it
-// appended.
+// appended. It pages through every due deadline of every space, Batch at a
+// time: proposals whose expiry was appended less than Retry ago (not folded
+// yet, or refused by the fold) are skipped, never a reason to stop, so no
+// number of them starves the others.
 func (e *Expirer) Scan(ctx context.Context) (int, error) {
 	now := e.opts.Now()
-	due, err := e.store.DueExpiries(now.Add(-e.opts.Grace), e.opts.Batch)
-	if err != nil {
-		return 0, err
-	}
-	live := make(map[string]bool, len(due))
+	live := map[string]bool{}
 	n := 0
 	var firstErr error
-	for _, d := range due {
-		k := d.Space + "\x00" + d.ID
-		live[k] = true
-		if last, ok := e.tried[k]; ok && now.Sub(last) < e.opts.Retry {
-			continue
+	var after *Due
+	for {
+		due, err := e.store.DueExpiriesAfter(now.Add(-e.opts.Grace), after, e.opts.Batch)
+		if err != nil {
+			return n, err
 		}
-		if _, err := e.app.AppendSystem(ctx, d.Space, ledger.ExpireEnvelope(d.Space, d.ID, d.Deadline)); err != nil {
-			if firstErr == nil {
-				firstErr = fmt.Errorf("projections: expire %s/%s: %w", d.Space, d.ID, err)
+		for _, d := range due {
+			k := d.Space + "\x00" + d.ID
+			live[k] = true
+			if last, ok := e.tried[k]; ok && now.Sub(last) < e.opts.Retry {
+				continue
 			}
-			continue
+			if _, err := e.app.AppendSystem(ctx, d.Space, ledger.ExpireEnvelope(d.Space, d.ID, d.Deadline)); err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("projections: expire %s/%s: %w", d.Space, d.ID, err)
+				}
+				if ctx.Err() != nil {
+					return n, firstErr
+				}
+				continue
+			}
+			e.tried[k] = now
+			n++
+			e.opts.Logger.Debug().Str(logKeySpace, d.Space).Str(logKeyID, d.ID).Msg("expiry appended")
 		}
-		e.tried[k] = now
-		n++
-		e.opts.Logger.Debug().Str(logKeySpace, d.Space).Str(logKeyID, d.ID).Msg("expiry appended")
+		if len(due) < e.opts.Batch {
+			break
+		}
+		after = &due[len(due)-1]
 	}
-	// Forget proposals that are no longer due (folded as expired).
-	if len(due) < e.opts.Batch {
-		for k := range e.tried {
-			if !live[k] {
-				delete(e.tried, k)
-			}
+	// Forget proposals that are no longer due (folded as expired): every
+	// due one was seen.
+	for k := range e.tried {
+		if !live[k] {
+			delete(e.tried, k)
 		}
 	}
 	return n, firstErr

@@ -272,6 +272,10 @@ func (a *applier) arrive(ev Event) error {
 	base.ID, base.Type, base.Kind, base.From, base.Reason = d.Env.ID, string(d.Type), d.OrigKind, d.Env.From, d.Reason
 	c := &evctx{ev: ev, space: space, d: d, entry: base}
 
+	// The sender first, whatever the kind (an ignored kind too).
+	if subj.Sender != d.Env.From {
+		return invalid(CodeSpoofedSender, fmt.Sprintf("subject sender %q but the envelope is from %q", subj.Sender, d.Env.From))
+	}
 	if d.Type == ledger.TypeIgnored {
 		s.EventsByType[string(ledger.TypeIgnored)]++
 		// Indexed, so that a retry is a duplicate and a response to it is ignored.

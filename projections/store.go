@@ -512,15 +512,16 @@ func (s *Store) Metrics() (*pebble.Metrics, error) {
 }
 
 // Dump writes every key/value of the store in key order, one pair a line,
-// as two Go-quoted strings separated by a space. Nothing is excluded: every
-// key, the checkpoint included, is a pure function of the log up to the
-// checkpoint, so a rebuild and the live projection dump byte-for-byte equal.
+// as two Go-quoted strings separated by a space. Only the meta keys
+// (store_meta.go) are left out: every other key, the checkpoint included,
+// is a pure function of the log up to the checkpoint, so a rebuild and
+// the live projection dump byte-for-byte equal.
 func (s *Store) Dump(w io.Writer) error {
 	if err := s.acquire(); err != nil {
 		return err
 	}
 	defer s.release()
-	it, err := s.db.NewIter(nil)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: metaLowerBound}) // not the meta keys (store_meta.go)
 	if err != nil {
 		return fmt.Errorf("projections: dump: %w", err)
 	}

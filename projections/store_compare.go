@@ -188,7 +188,8 @@ func (s *Store) rawIter() (*rawIter, error) {
 		return nil, err
 	}
 	snap := s.db.NewSnapshot()
-	it, err := snap.NewIter(nil)
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: metaLowerBound}) // not the meta keys
+
 	if err != nil {
 		_ = snap.Close()
 		s.release()

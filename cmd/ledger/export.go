@@ -78,7 +78,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *out != "-" {
 		dest, _ = filepath.Abs(*out)
 	}
-	fmt.Fprintf(stderr, "exported %d messages (seq %d..%d) to %s\nhead hash %s (keep it: `ledger verify --export` prints it)\n",
-		sum.Lines, sum.FirstSeq, sum.LastSeq, dest, sum.Head)
+	fmt.Fprintf(stderr, "exported %d messages (seq %d..%d) to %s\nhead hash %s (keep it apart from the file: `ledger verify --export FILE --head %s` checks the file against it)\n",
+		sum.Lines, sum.FirstSeq, sum.LastSeq, dest, sum.Head, sum.Head)
 	return nil
 }

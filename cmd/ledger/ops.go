@@ -34,6 +34,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/datalock"
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/progress"
@@ -69,6 +70,37 @@ type opsFlags struct {
 	// api and token: the online operations' API (registerAPI).
 	api, token string
 	fs         *flag.FlagSet
+	// lock holds <data> while the command works on it offline (lockData);
+	// locks counts the holds (released at zero).
+	lock  *datalock.Lock
+	locks int
+}
+
+// lockData takes <data>'s lock (datalock) before an offline command
+// touches anything in it: a `ledger serve` or another offline command
+// on the same directory makes it fail at once, naming the holder's pid.
+// Each call must be matched by unlockData.
+func (o *opsFlags) lockData() error {
+	if o.locks == 0 {
+		l, err := datalock.Acquire(o.data)
+		if err != nil {
+			return err
+		}
+		o.lock = l
+	}
+	o.locks++
+	return nil
+}
+
+// unlockData undoes one lockData; the last releases the lock.
+func (o *opsFlags) unlockData() {
+	if o.locks == 0 {
+		return
+	}
+	if o.locks--; o.locks == 0 {
+		_ = o.lock.Release()
+		o.lock = nil
+	}
 }
 
 func (o *opsFlags) register(fs *flag.FlagSet) {
@@ -264,10 +296,17 @@ func (o *opsFlags) reporter(stderr io.Writer, log zerolog.Logger, desc, unit str
 func (o *opsFlags) projectionDir() string { return filepath.Join(o.data, app.ProjectionDirName) }
 
 // serveRunning reports whether <data>/serve.addr.json says a `ledger
-// serve` runs on this data directory.
+// serve` runs on this data directory: the file is there and someone holds
+// the directory's lock (a file left by a killed process is not believed).
 func (o *opsFlags) serveRunning() (wire.Addr, bool) {
 	b, err := os.ReadFile(filepath.Join(o.data, app.AddrFileName))
 	if err != nil {
+		return wire.Addr{}, false
+	}
+	if o.locks > 0 {
+		return wire.Addr{}, false // we hold it: no serve runs
+	}
+	if _, held := datalock.Holder(o.data); !held {
 		return wire.Addr{}, false
 	}
 	var a wire.Addr
@@ -280,10 +319,11 @@ func (o *opsFlags) serveRunning() (wire.Addr, bool) {
 // opsConn is a connection to the ledger's NATS, and the embedded server
 // when the command started one.
 type opsConn struct {
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	srv *natsserver.Server
-	url string
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	srv    *natsserver.Server
+	url    string
+	unlock func() // releases the data lock taken for srv
 }
 
 // Close drains the connection and stops the embedded server, if any.
@@ -302,6 +342,10 @@ func (c *opsConn) Close() {
 	}
 	if c.srv != nil {
 		c.srv.Shutdown()
+	}
+	if c.unlock != nil {
+		c.unlock()
+		c.unlock = nil
 	}
 }
 
@@ -332,8 +376,13 @@ func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger,
 		if _, serr := os.Stat(dir); serr != nil && !create {
 			return nil, &unreachableError{msg: fmt.Sprintf("no NATS server: %s does not exist and no --nats-url was given (is --data the ledger's data directory?)", dir)}
 		}
+		if err := o.lockData(); err != nil {
+			return nil, err
+		}
+		c.unlock = o.unlockData
 		c.srv, err = natsserver.Start(ctx, natsserver.Options{StoreDir: dir, Host: natsserver.DefaultHost, Port: natsserver.RandomPort, ConfigFile: o.natsConf, Logger: log.With().Str(logging.KeyComponent, "nats").Logger()})
 		if err != nil {
+			c.Close()
 			return nil, fmt.Errorf("start the embedded NATS server on %s: %w", dir, err)
 		}
 		c.url = c.srv.ClientURL()
@@ -355,13 +404,17 @@ func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger,
 }
 
 // refuseIfServing refuses an offline operation on a data directory that
-// a running `ledger serve` holds.
+// a running `ledger serve` (or another offline command) holds, and
+// otherwise takes its lock: the caller must unlockData when done.
 func (o *opsFlags) refuseIfServing() error {
 	if addr, ok := o.serveRunning(); ok {
 		return fmt.Errorf("`ledger serve` (HTTP %s) holds the projection of %s open: stop it first (Pebble allows one opener), "+
 			"or run the command online with --api", addr.HTTP, o.data)
 	}
-	return nil
+	if _, err := os.Stat(o.data); err != nil {
+		return fmt.Errorf("no ledger data directory: %w", err)
+	}
+	return o.lockData()
 }
 
 // parseSeqOrTime reads a point given as a sequence (digits) or an RFC 3339

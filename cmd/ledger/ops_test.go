@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mewledger/ledger/internal/archive"
+	"github.com/mewledger/ledger/internal/datalock"
 	"github.com/mewledger/ledger/internal/opstest"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/projections"
@@ -77,6 +78,18 @@ func TestOpsCommands(t *testing.T) {
 	}
 	b, _ := os.ReadFile(file)
 	lines := strings.SplitAfter(string(b), "\n")
+	// Issue 15, item 7: a file whose chain holds by itself but is not the
+	// export (here: its last lines cut off, the chain of a prefix) is
+	// caught only against the head hash kept apart: --head.
+	cut := filepath.Join(t.TempDir(), "cut.jsonl")
+	if err := os.WriteFile(cut, []byte(strings.Join(lines[:len(lines)-3], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opsMustRun(t, runVerify, "--export", cut)
+	if _, _, err := opsRun(t, runVerify, "--export", cut, "--head", vs.Head); !errors.Is(err, errHeadMismatch) || !strings.Contains(err.Error(), vs.Head) {
+		t.Fatalf("verify --head of a cut export: %v, want a head mismatch", err)
+	}
+	opsMustRun(t, runVerify, "--export", file, "--head", strings.ToUpper(vs.Head))
 	lines[4] = strings.Replace(lines[4], `"seq":5,`, `"seq":6,`, 1)
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	if err := os.WriteFile(bad, []byte(strings.Join(lines, "")), 0o644); err != nil {
@@ -227,15 +240,28 @@ func TestOpsCommands(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "serve.addr.json"), []byte(`{"http":"127.0.0.1:1","nats":"nats://127.0.0.1:1"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A running `ledger serve` on --data: rebuild and verify go online,
-	// through its API (which does not answer here).
+	// A running `ledger serve` on --data (its address file, and its lock
+	// held): rebuild and verify go online, through its API (which does
+	// not answer here).
+	held, err := datalock.Acquire(data)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, cmd := range []func(context.Context, []string, io.Writer, io.Writer) error{runRebuild, runVerify} {
 		if _, _, err := opsRun(t, cmd, "--data", data); !errors.As(err, new(*unreachableError)) || !strings.Contains(err.Error(), "http://127.0.0.1:1") {
 			t.Fatalf("rebuild/verify with serve running: %v, want its API unreachable", err)
 		}
 	}
 	if _, _, err := opsRun(t, runExport, "--data", data); err == nil || !strings.Contains(err.Error(), "does not answer") {
-		t.Fatalf("export with a stale address file: %v", err)
+		t.Fatalf("export with an unanswering server: %v", err)
+	}
+	if err := held.Release(); err != nil {
+		t.Fatal(err)
+	}
+	// The same address file without a holder of the lock is a killed
+	// serve's leftover: not believed, the commands work offline.
+	if _, errs := opsMustRun(t, runExport, "--data", data, "-o", filepath.Join(t.TempDir(), "e.ndjson")); !strings.Contains(errs, "head") {
+		t.Fatalf("export with a stale address file: %s", errs)
 	}
 }
 

@@ -46,6 +46,7 @@ func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := o.refuseIfServing(); err != nil {
 		return fmt.Errorf("%w", err)
 	}
+	defer o.unlockData()
 	c, err := o.connect(ctx, "rebuild", log, false)
 	if err != nil {
 		return fmt.Errorf("%w", err)

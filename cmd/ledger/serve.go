@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/internal/datalock"
 	"github.com/mewledger/ledger/internal/httpauth"
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/ledger"
@@ -28,8 +30,25 @@ over the size limit is 413, too many to / correlation_id entries are 400
 too_many with the field. Writes (POST /v1/events, POST /v1/ops/...) are rate
 limited per client (the token's name, else the remote IP): over
 --write-rate/--write-burst the API answers 429 with Retry-After; a negative
---write-rate turns the limit off. Without these flags the values of --auth's
-http.write_limit, else 50/s with bursts of 100.
+--write-rate turns the limit off. Without these flags: with --auth, a
+token's own http.tokens[].write_limit, else http.write_limit, else 50/s
+with bursts of 100; without --auth, no limit (all local clients would
+share one budget).
+
+Slow and idle clients (SPEC §10): a request's headers must arrive within
+--http-header-timeout, its body must keep coming (--http-body-idle-timeout
+per read) and be complete within --http-body-timeout; authentication comes
+before any body is read; at most --http-max-conns connections are open at
+once (more wait in the kernel's accept queue, costing no descriptor).
+
+<data> is locked (<data>/ledger.lock, holding the pid) before anything in
+it is touched: a second serve, or an offline command, on the same
+directory fails at once naming the holder. The LEDGER stream and the
+projection are checked against each other at start and every
+--log-check-interval: a deleted or recreated stream, lost history or a
+checkpoint beyond the log stops the start, or while serving makes /readyz
+503 with log_problem in /v1/status; the ledger's own stream settings
+changed by someone else are put back and logged.
 
 Once serving it writes <data>/serve.addr.json ({"http":..,"nats":..}, the
 actual addresses when a port is 0) and removes it on shutdown. SIGINT or
@@ -47,6 +66,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 		readyLag                  int
 		authFile, tlsCert, tlsKey string
 		limits                    limitFlags
+		logCheck                  string
+		headerTO, bodyIdleTO      string
+		bodyTO                    string
 	)
 	f := newFlags(commands["serve"], e)
 	f.str(&o.DataDir, "data", "DIR", app.DefaultDataDir, "root of all local state", true)
@@ -60,6 +82,11 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.integer(&o.Replicas, "replicas", "N", app.DefaultReplicas, "LEDGER stream replicas (3 on a cluster)", true)
 	f.str(&o.Durable, "durable", "NAME", app.DefaultDurable, "projector's durable consumer name (one per projection copy)", true)
 	f.integer(&readyLag, "ready-lag", "EVENTS", app.DefaultReadyLag, "/readyz is 503 when the projection lags more events than this (0: must be caught up)", true)
+	f.str(&headerTO, "http-header-timeout", "DURATION", app.DefaultReadHeaderTimeout.String(), "a request's headers must arrive within this", true)
+	f.str(&bodyIdleTO, "http-body-idle-timeout", "DURATION", app.DefaultBodyIdleTimeout.String(), "a request body that sends nothing for this long is cut off", true)
+	f.str(&bodyTO, "http-body-timeout", "DURATION", app.DefaultBodyTimeout.String(), "a request body must be complete within this", true)
+	f.integer(&o.MaxConns, "http-max-conns", "N", app.DefaultMaxConns, "most HTTP connections open at once (more wait to be accepted; negative: no cap)", true)
+	f.str(&logCheck, "log-check-interval", "DURATION", app.DefaultLogCheckInterval.String(), "how often the LEDGER stream and the projection are checked against each other while serving", true)
 	f.str(&o.NATSConfigFile, "nats-config", "FILE", "", "nats-server configuration file for the embedded server (authorization, TLS)", true)
 	f.str(&authFile, "auth", "FILE", "", "auth configuration (NATS users and permissions, API tokens and roles); see deploy/auth", true)
 	f.str(&tlsCert, "tls-cert", "FILE", "", "serve the API over TLS with this certificate (PEM)", true)
@@ -82,6 +109,20 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if o.Limits, err = limits.submitLimits(); err != nil {
 		return err
 	}
+	for _, d := range []struct {
+		name string
+		v    string
+		p    *time.Duration
+	}{
+		{"log-check-interval", logCheck, &o.LogCheckInterval},
+		{"http-header-timeout", headerTO, &o.ReadHeaderTimeout},
+		{"http-body-idle-timeout", bodyIdleTO, &o.BodyIdleTimeout},
+		{"http-body-timeout", bodyTO, &o.BodyTimeout},
+	} {
+		if *d.p, err = time.ParseDuration(d.v); err != nil || *d.p <= 0 {
+			return usageError("--%s %q: want a positive duration such as 5s", d.name, d.v)
+		}
+	}
 	for _, u := range strings.Split(natsURL, ",") {
 		if u = strings.TrimSpace(u); u != "" {
 			o.NATSURLs = append(o.NATSURLs, u)
@@ -103,11 +144,19 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if err := o.Validate(); err != nil {
 		return usageError("%v", err)
 	}
+	// <data> is ours before anything is written into it (--auth writes
+	// the embedded server's configuration there).
+	if o.DataLock, err = datalock.Acquire(o.DataDir); err != nil {
+		log.Error().Err(err).Str(logging.KeyDataDir, o.DataDir).Msg("ledger cannot start")
+		return errFailed
+	}
 	if err := applyAuth(&o, authFile, tlsCert, tlsKey, limits, log); err != nil {
+		_ = o.DataLock.Release()
 		return err
 	}
 	a, err := app.New(ctx, o)
 	if err != nil {
+		_ = o.DataLock.Release() // New released it unless it failed before taking it over
 		log.Error().Err(err).Str(logging.KeyDataDir, o.DataDir).Msg("ledger cannot start")
 		return errFailed
 	}

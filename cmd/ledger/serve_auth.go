@@ -12,6 +12,7 @@ import (
 	"github.com/mewledger/ledger/internal/authcfg"
 	"github.com/mewledger/ledger/internal/httpauth"
 	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -30,10 +31,14 @@ const natsAuthFile = "nats-auth.conf"
 //   - --tls-cert/--tls-key: the API is served over TLS.
 //
 // Without --auth the API is open (loopback by default) and a warning is
-// logged when it listens beyond loopback; the write rate limit applies in
-// both cases (per token, else per remote IP), from --write-rate and
-// --write-burst over --auth's http.write_limit over the defaults, on
-// POST /v1/events and POST /v1/ops/... .
+// logged when it (or the embedded NATS) listens beyond loopback, and the
+// write rate limit is off unless --write-rate sets one (every local client
+// would share the loopback address's budget). With --auth the limit
+// applies per token (a token's own http.tokens[].write_limit, else
+// http.write_limit, else the defaults; --write-rate/--write-burst override
+// the file's), else per remote IP, on POST /v1/events and
+// POST /v1/ops/... . Tokens with http.tokens[].spaces read and write only
+// those spaces.
 func applyAuth(o *app.Options, authFile, certFile, keyFile string, limits limitFlags, log zerolog.Logger) error {
 	if (certFile == "") != (keyFile == "") {
 		return usageError("--tls-cert and --tls-key go together")
@@ -47,7 +52,10 @@ func applyAuth(o *app.Options, authFile, certFile, keyFile string, limits limitF
 	}
 	if authFile == "" {
 		httpauth.WarnIfExposed(o.HTTPAddr, false, log)
-		return protect(o, httpauth.Config{}, limits, log)
+		warnIfNATSExposed(*o, log)
+		// No tokens: every local client would share one budget (the
+		// loopback address). Off unless --write-rate asks for one.
+		return protect(o, httpauth.Config{WriteLimit: httpauth.RateConfig{PerSecond: -1}}, limits, log)
 	}
 	cfg, err := authcfg.Load(authFile)
 	if err != nil {
@@ -77,6 +85,23 @@ func applyAuth(o *app.Options, authFile, certFile, keyFile string, limits limitF
 	return protect(o, cfg.HTTP, limits, log)
 }
 
+// warnIfNATSExposed logs at error level when the embedded NATS server
+// listens beyond loopback with no client authentication (neither --auth
+// nor authorization in --nats-config): anyone who reaches the port may
+// append as anyone, and delete or edit the LEDGER stream. It reports
+// whether it warned.
+func warnIfNATSExposed(o app.Options, log zerolog.Logger) bool {
+	if !o.Embedded() || httpauth.IsLoopback(o.NATSListen) {
+		return false
+	}
+	if has, err := natsserver.ConfigHasAuth(o.NATSConfigFile); err == nil && has {
+		return false
+	}
+	log.Error().Str(logging.KeyNATSAddr, o.NATSListen).
+		Msg("embedded NATS listens beyond loopback without authentication: anyone who can reach it can append as any sender, and delete or edit the LEDGER stream; use --auth (deploy/auth) or bind 127.0.0.1")
+	return true
+}
+
 // PatternOpsPost are the POST routes of the online operations
 // (/v1/ops/rebuild, /v1/ops/verify): role ops, like every route the
 // default table does not name, and rate limited as writes.
@@ -85,6 +110,7 @@ const patternOpsPost = "POST /v1/ops/"
 // protect sets the HTTP middleware: tokens and roles of cfg (none: open
 // mode), and the write limit.
 func protect(o *app.Options, cfg httpauth.Config, limits limitFlags, log zerolog.Logger) error {
+	cfg.DefaultSpace = o.Space
 	if limits.writeRate != 0 {
 		cfg.WriteLimit.PerSecond = limits.writeRate
 	}

@@ -6,16 +6,22 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/mewledger/ledger/internal/archive"
 	"github.com/mewledger/ledger/internal/repair"
 	"github.com/mewledger/ledger/projections"
 )
 
+// errHeadMismatch: an export's head hash is not the one kept apart.
+var errHeadMismatch = errors.New("head hash mismatch")
+
 // runVerify is `ledger verify`:
 //
 //   - --export FILE checks an export's hash chain and prints its summary
-//     (with the head hash); the error names the first bad line;
+//     (with the head hash); the error names the first bad line; with
+//     --head H the head hash must also equal H, kept from `ledger export`
+//     apart from the file;
 //   - otherwise it folds the log into a temporary store up to the live
 //     projection's checkpoint and compares the two, reporting the first
 //     difference and the proposal it concerns: online through a running
@@ -27,13 +33,17 @@ import (
 // The result goes to stdout as JSON; a mismatch is also an error.
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opsFlags
-	fs := newOpsFlagSet("verify", stdout, "verify --export FILE | verify [--api URL [--token T]] | verify --data DIR [--nats-url URL]")
+	fs := newOpsFlagSet("verify", stdout, "verify --export FILE [--head HASH] | verify [--api URL [--token T]] | verify --data DIR [--nats-url URL]")
 	export := fs.String("export", "", "check the hash chain of an export file (- for stdin)")
+	head := fs.String("head", "", "with --export: the head hash `ledger export` reported, kept apart from the file; the file's must equal it (a chain recomputed after an edit verifies by itself, never against a head kept elsewhere)")
 	tmp := fs.String("tmp", "", "directory for the temporary projection (default: the system's)")
 	o.register(fs.FlagSet)
 	o.registerAPI(fs.FlagSet)
 	if err := fs.parse(args, false); err != nil {
 		return err
+	}
+	if *head != "" && *export == "" {
+		return opsUsage("--head goes with --export")
 	}
 	if *export != "" {
 		in := opsStdin
@@ -48,6 +58,15 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		sum, err := archive.VerifyChain(in)
 		if err != nil {
 			return fmt.Errorf("%s: %w (the %d lines before it verify)", *export, err, sum.Lines)
+		}
+		if *head != "" && !strings.EqualFold(strings.TrimSpace(*head), sum.Head) {
+			_ = writeOpsJSON(stdout, struct {
+				OK bool `json:"ok"`
+				archive.Summary
+				WantHead string `json:"want_head"`
+			}{false, sum, *head})
+			return fmt.Errorf("%s: %w: its head hash is %s, not the %s kept from the export: the file was changed (and its chain recomputed) or is another export",
+				*export, errHeadMismatch, sum.Head, *head)
 		}
 		return writeOpsJSON(stdout, struct {
 			OK bool `json:"ok"`
@@ -65,6 +84,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := o.refuseIfServing(); err != nil {
 		return fmt.Errorf("%w", err)
 	}
+	defer o.unlockData()
 	dir := o.projectionDir()
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("no projection to verify: %w", err)

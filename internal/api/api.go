@@ -100,6 +100,10 @@ type Options struct {
 	Appender Appender
 	// StreamSeq feeds /v1/status and /readyz. Required.
 	StreamSeq StreamSeqFunc
+	// LogProblem, if set, returns what is wrong between the log and the
+	// projection, or "": while it is not "", /readyz is 503 and
+	// /v1/status carries it as log_problem.
+	LogProblem func() string
 	// Space is the space of requests without ?space=. Default "default".
 	Space string
 	// MaxBodyBytes bounds a single-envelope POST body (413 beyond) and

@@ -321,11 +321,15 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 func (a *API) currentStatus(ctx context.Context) (wire.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.MinSeqWait)
 	defer cancel()
+	problem := ""
+	if a.opts.LogProblem != nil {
+		problem = a.opts.LogProblem()
+	}
 	last, err := a.opts.StreamSeq(ctx)
-	if err != nil {
+	if err != nil && problem == "" {
 		return wire.Status{}, err
 	}
-	st := wire.Status{StreamSeq: last, ProjectedSeq: a.reader.AppliedSeq()}
+	st := wire.Status{StreamSeq: last, ProjectedSeq: a.reader.AppliedSeq(), LogProblem: problem}
 	if st.StreamSeq > st.ProjectedSeq {
 		st.Lag = st.StreamSeq - st.ProjectedSeq
 	}
@@ -370,12 +374,15 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	bound := a.opts.readyBound()
-	res := wire.Ready{Ready: st.Lag <= bound, Bound: bound, Status: st}
+	res := wire.Ready{Ready: st.Lag <= bound && st.LogProblem == "", Bound: bound, Status: st}
 	if res.Ready {
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
 	res.Error = &wire.Error{Code: wire.CodeNotReady,
 		Message: fmt.Sprintf("the projection is %d events behind the stream (ready at %d or fewer)", st.Lag, bound)}
+	if st.LogProblem != "" {
+		res.Error.Message = "log and projection disagree: " + st.LogProblem
+	}
 	writeJSON(w, http.StatusServiceUnavailable, res)
 }

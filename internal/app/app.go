@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/datalock"
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/metrics"
 	"github.com/mewledger/ledger/internal/natsserver"
@@ -59,6 +60,9 @@ type App struct {
 	opts Options
 	log  zerolog.Logger
 
+	lock      *datalock.Lock // <data> is ours while held
+	addrWrote bool           // the address file is ours to remove
+
 	srv      *natsserver.Server // nil with NATSURLs
 	nc       *nats.Conn
 	ncClosed chan struct{}
@@ -75,6 +79,8 @@ type App struct {
 
 	pmu  sync.Mutex
 	pipe *pipeline // the current projection; replaced by an online rebuild
+
+	logState logState // logcheck.go
 
 	// Online operations (ops.go).
 	opsMu     sync.Mutex
@@ -119,20 +125,28 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 			_ = self.release(context.Background())
 		}
 	}()
-	if err := os.MkdirAll(o.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("app: data directory: %w", err)
+	// The lock comes before anything else in <data> is touched: a second
+	// process on the same directory must not start a NATS server on the
+	// live JetStream store, nor touch its projection or address file.
+	if a.lock = o.DataLock; a.lock == nil {
+		if a.lock, err = datalock.Acquire(o.DataDir); err != nil {
+			return nil, fmt.Errorf("app: data directory: %w", err)
+		}
 	}
 	if err := a.connect(ctx); err != nil {
 		return nil, err
-	}
-	if a.stream, err = ledger.EnsureStream(ctx, a.js, ledger.StreamOptions{Replicas: o.Replicas}); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
 	}
 	if err := a.prepareDirs(); err != nil {
 		return nil, err
 	}
 	store, err := a.openStore()
 	if err != nil {
+		return nil, err
+	}
+	// The stream, checked against the projection (logcheck.go): never
+	// created afresh under a projection that has folded events.
+	if err := a.openStream(ctx, store); err != nil {
+		_ = store.Close()
 		return nil, err
 	}
 	if a.appender, err = ledger.NewAppender(a.js, ledger.AppenderOptions{Space: o.Space, Limits: o.Limits}); err != nil {
@@ -155,6 +169,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		Reader:        store,
 		Appender:      a.appender,
 		StreamSeq:     a.streamSeq,
+		LogProblem:    a.LogProblem,
 		Space:         o.Space,
 		MinSeqWait:    o.MinSeqWait,
 		ReadyLag:      o.ReadyLag,
@@ -171,17 +186,23 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if a.ln, err = lc.Listen(ctx, "tcp", o.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("app: HTTP listen: %w", err)
 	}
+	if o.MaxConns > 0 {
+		a.ln = newLimitListener(a.ln, o.MaxConns)
+	}
 	handler := a.api.Handler()
 	if o.HTTPMiddleware != nil {
 		if handler, err = o.HTTPMiddleware(handler); err != nil {
 			return nil, fmt.Errorf("app: HTTP middleware: %w", err)
 		}
 	}
+	// Outermost: the body deadlines cover whatever reads the body
+	// (httpserver.go).
+	handler = bodyDeadlines(handler, o.BodyIdleTimeout, o.BodyTimeout)
 	a.httpSrv = &http.Server{
 		Handler:           handler,
 		TLSConfig:         o.TLSConfig,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       DefaultHTTPIdleTimeout,
 		ErrorLog:          zerologStd(o.Logger.With().Str(logging.KeyComponent, "http").Logger()),
 	}
 	return a, nil
@@ -311,6 +332,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return errors.Join(fmt.Errorf("app: %w", err), a.release(context.Background()))
 	}
+	// The service's subscriptions reach the server before Ready says the
+	// ledger serves (a request right after could find no responders).
+	if err := a.nc.FlushTimeout(5 * time.Second); err != nil {
+		a.log.Warn().Err(err).Msg("flush after starting the submit service")
+	}
 
 	var (
 		g        errgroup.Group
@@ -346,6 +372,13 @@ func (a *App) Run(ctx context.Context) (err error) {
 		return nil
 	})
 	a.current().start(base, a.componentFailed)
+	checkCtx, stopCheck := context.WithCancel(base)
+	defer stopCheck()
+	checkDone := make(chan struct{})
+	go func() {
+		defer close(checkDone)
+		a.runLogCheck(checkCtx)
+	}()
 
 	if err := a.writeAddrFile(); err != nil {
 		a.log.Error().Err(err).Msg("cannot write the address file")
@@ -388,8 +421,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err := a.submit.Stop(shCtx); err != nil {
 		errs = append(errs, fmt.Errorf("app: %w", err))
 	}
-	// 3, 4. Stop the expirer (it appends), then drain the projector: it
-	// commits the batch in hand.
+	// 3, 4. Stop the log check, the expirer (it appends), then drain the
+	// projector: it commits the batch in hand.
+	stopCheck()
+	<-checkDone
 	a.current().stop()
 	_ = g.Wait() // every goroutine has returned; failures are in failErr
 	// 5..7. Close the store, drain the connection, stop the server.
@@ -438,12 +473,14 @@ func (a *App) writeAddrFile() error {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("app: address file: %w", err)
 	}
+	a.addrWrote = true
 	return nil
 }
 
 // release closes what New acquired, in order, once: the HTTP listener, the
 // appender, the store, the NATS connection (drained, bounded by ctx), the
-// embedded server; and removes the address file.
+// embedded server; removes the address file (when this process wrote it)
+// and releases the data directory's lock.
 func (a *App) release(ctx context.Context) error {
 	a.closeOnce.Do(func() {
 		var errs []error
@@ -481,8 +518,15 @@ func (a *App) release(ctx context.Context) error {
 		if a.srv != nil {
 			a.srv.Shutdown()
 		}
-		if err := os.Remove(a.opts.AddrFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("app: remove address file: %w", err))
+		// Only the file this process wrote: never another's.
+		if a.addrWrote {
+			if err := os.Remove(a.opts.AddrFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("app: remove address file: %w", err))
+			}
+		}
+		// Last: nothing of ours is left in <data>.
+		if err := a.lock.Release(); err != nil {
+			errs = append(errs, fmt.Errorf("app: %w", err))
 		}
 		a.closeErr = errors.Join(errs...)
 	})

@@ -56,6 +56,22 @@ const (
 
 // acquireOp marks op as running, or returns api.ErrBusy.
 func (a *App) acquireOp(op string) error {
+	select {
+	case <-a.ready:
+	default:
+		return fmt.Errorf("%w: the ledger is not serving yet", api.ErrBusy)
+	}
+	// A log that no longer matches the projection: fail at once, saying
+	// why (a verify or rebuild would wait for history that is gone).
+	ctx, cancel := context.WithTimeout(a.opsCtx, 10*time.Second)
+	problem, err := a.checkLog(ctx)
+	cancel()
+	switch {
+	case problem != "":
+		return fmt.Errorf("%w: %w: %s", api.ErrBusy, ErrLogProblem, problem)
+	case err != nil:
+		return fmt.Errorf("%w: cannot check the log: %w", api.ErrBusy, err)
+	}
 	a.opsMu.Lock()
 	defer a.opsMu.Unlock()
 	switch {
@@ -63,11 +79,6 @@ func (a *App) acquireOp(op string) error {
 		return fmt.Errorf("%w: the ledger is shutting down", api.ErrBusy)
 	case a.opsBusy != "":
 		return fmt.Errorf("%w: a %s is running", api.ErrBusy, a.opsBusy)
-	}
-	select {
-	case <-a.ready:
-	default:
-		return fmt.Errorf("%w: the ledger is not serving yet", api.ErrBusy)
 	}
 	a.opsBusy = op
 	a.opsWG.Add(1)
@@ -292,8 +303,8 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 		a.componentFailed("rebuild", err)
 		return err
 	}
-	a.setCurrent(p)
 	p.start(context.Background(), a.componentFailed)
+	a.setCurrent(p)
 	if swapErr != nil {
 		_ = os.RemoveAll(newDir)
 		return fmt.Errorf("app: rebuild: swap: %w", swapErr)
@@ -310,8 +321,8 @@ func (a *App) restart(old *pipeline) {
 		a.componentFailed("rebuild", err)
 		return
 	}
-	a.setCurrent(p)
 	p.start(context.Background(), a.componentFailed)
+	a.setCurrent(p)
 }
 
 // Verify compares the live projection with a fold of the log up to its

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/datalock"
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
@@ -89,6 +90,24 @@ type Options struct {
 	// ExpiryInterval is the expirer's scan interval. Default the
 	// expirer's (1s).
 	ExpiryInterval time.Duration
+	// ReadHeaderTimeout bounds the wait for a request's headers. Default
+	// DefaultReadHeaderTimeout (10s).
+	ReadHeaderTimeout time.Duration
+	// BodyIdleTimeout bounds the wait for each read of a request body;
+	// BodyTimeout bounds reading the whole body. A client that sends
+	// nothing for BodyIdleTimeout, or is not done after BodyTimeout, is
+	// cut off. Defaults DefaultBodyIdleTimeout (15s) and
+	// DefaultBodyTimeout (5m).
+	BodyIdleTimeout time.Duration
+	BodyTimeout     time.Duration
+	// MaxConns caps the HTTP connections open at once; more wait in the
+	// kernel's accept queue until one closes. Default DefaultMaxConns
+	// (512); negative: no cap.
+	MaxConns int
+	// LogCheckInterval is how often the log and the projection are checked
+	// against each other while serving (logcheck.go). Default
+	// DefaultLogCheckInterval.
+	LogCheckInterval time.Duration
 	// NATSConfigFile is an optional nats-server configuration file for the
 	// embedded server (authorization, TLS, ...).
 	NATSConfigFile string
@@ -113,6 +132,11 @@ type Options struct {
 	// must be to the end of the log before the projector is paused for
 	// the swap. Default DefaultRebuildSwapLag.
 	RebuildSwapLag int64
+	// DataLock, if set, is DataDir's lock already held by the caller
+	// (serve takes it before writing its generated NATS configuration
+	// there); New takes it over and the App releases it. Otherwise New
+	// takes the lock itself.
+	DataLock *datalock.Lock
 	// Logger receives the start/stop/error lines of every component.
 	Logger zerolog.Logger
 }
@@ -144,6 +168,21 @@ func (o *Options) Validate() error {
 	if o.RebuildSwapLag == 0 {
 		o.RebuildSwapLag = DefaultRebuildSwapLag
 	}
+	if o.LogCheckInterval == 0 {
+		o.LogCheckInterval = DefaultLogCheckInterval
+	}
+	if o.ReadHeaderTimeout == 0 {
+		o.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if o.BodyIdleTimeout == 0 {
+		o.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
 	var urls []string
 	for _, u := range o.NATSURLs {
 		if u = strings.TrimSpace(u); u != "" {
@@ -172,7 +211,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: envelope limit %d is over the ledger's %d bytes", ErrOptions, o.Limits.MaxBytes, ledger.MaxEnvelopeBytes)
 	case o.RebuildSwapLag < 0:
 		return fmt.Errorf("%w: negative RebuildSwapLag", ErrOptions)
-	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0:
+	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0 || o.LogCheckInterval < 0 ||
+		o.ReadHeaderTimeout < 0 || o.BodyIdleTimeout < 0 || o.BodyTimeout < 0:
 		return fmt.Errorf("%w: negative duration", ErrOptions)
 	case len(o.Space) > ledger.MaxSpaceBytes:
 		return fmt.Errorf("%w: space is over %d bytes", ErrOptions, ledger.MaxSpaceBytes)

@@ -78,7 +78,18 @@ type Token struct {
 	Name   string `yaml:"name" json:"name"`
 	SHA256 string `yaml:"sha256" json:"sha256"`
 	Roles  []Role `yaml:"roles" json:"roles"`
+	// Spaces, if set, are the only spaces the token may read and write
+	// (the request's ?space=, else the ledger's default space); such a
+	// token may not use the routes that are not per space (operations,
+	// metrics). Empty: every space.
+	Spaces []string `yaml:"spaces" json:"spaces"`
+	// WriteLimit, if set, is this token's own write limit instead of
+	// Config.WriteLimit (per_second < 0: none).
+	WriteLimit *RateConfig `yaml:"write_limit" json:"write_limit"`
 }
+
+// MaxSpaceBytes bounds a space name in Token.Spaces (ledger.MaxSpaceBytes).
+const MaxSpaceBytes = 128
 
 // Config is the HTTP part of the ledger's auth configuration.
 type Config struct {
@@ -88,8 +99,12 @@ type Config struct {
 	// OpenMetrics serves GET /metrics without a token. Otherwise it needs
 	// the metrics or ops role.
 	OpenMetrics bool `yaml:"open_metrics" json:"open_metrics"`
-	// WriteLimit is the per-client rate limit of write routes.
+	// WriteLimit is the per-client rate limit of write routes (a token
+	// with its own Token.WriteLimit has that instead).
 	WriteLimit RateConfig `yaml:"write_limit" json:"write_limit"`
+	// DefaultSpace is the space of a request without ?space= (the
+	// ledger's --space), for Token.Spaces. Not read from the file.
+	DefaultSpace string `yaml:"-" json:"-"`
 }
 
 // HashToken returns the hex SHA-256 of a token: the form Config stores.
@@ -134,14 +149,30 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("%w: %s: unknown role %q (want some of %v)", ErrConfig, where, r, Roles)
 			}
 		}
+		for _, sp := range t.Spaces {
+			if sp == "" || len(sp) > MaxSpaceBytes {
+				return fmt.Errorf("%w: %s: space %q must be 1..%d bytes", ErrConfig, where, sp, MaxSpaceBytes)
+			}
+		}
+		if t.WriteLimit != nil {
+			if err := t.WriteLimit.Validate(); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+		}
 	}
 	return c.WriteLimit.Validate()
 }
 
 // Principal is the authenticated caller of a request.
 type Principal struct {
-	Name  string // the token's name
-	Roles []Role
+	Name   string // the token's name
+	Roles  []Role
+	Spaces []string // the token's spaces; empty: every space
+}
+
+// MaySpace reports whether p may use space.
+func (p Principal) MaySpace(space string) bool {
+	return len(p.Spaces) == 0 || slices.Contains(p.Spaces, space)
 }
 
 // Has reports whether p holds role r.
@@ -159,15 +190,18 @@ func FromContext(ctx context.Context) (Principal, bool) {
 // Guard authenticates requests against the configured tokens, enforces
 // roles and rate-limits writes.
 type Guard struct {
-	tokens      []storedToken
-	openMetrics bool
-	limiter     *Limiter
+	tokens       []storedToken
+	openMetrics  bool
+	defaultSpace string
+	limiter      *Limiter
+	tokenLimits  map[string]*Limiter // tokens with their own WriteLimit
 }
 
 type storedToken struct {
-	hash  [sha256.Size]byte
-	name  string
-	roles []Role
+	hash   [sha256.Size]byte
+	name   string
+	roles  []Role
+	spaces []string
 }
 
 // New returns a Guard for cfg (validated here).
@@ -175,13 +209,20 @@ func New(cfg Config) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Guard{openMetrics: cfg.OpenMetrics}
+	g := &Guard{openMetrics: cfg.OpenMetrics, defaultSpace: cfg.DefaultSpace, tokenLimits: map[string]*Limiter{}}
 	for _, t := range cfg.Tokens {
 		var st storedToken
 		b, _ := hex.DecodeString(t.SHA256) // validated
 		copy(st.hash[:], b)
-		st.name, st.roles = t.Name, slices.Clone(t.Roles)
+		st.name, st.roles, st.spaces = t.Name, slices.Clone(t.Roles), slices.Clone(t.Spaces)
 		g.tokens = append(g.tokens, st)
+		if t.WriteLimit != nil {
+			lim, err := NewLimiter(*t.WriteLimit)
+			if err != nil {
+				return nil, err
+			}
+			g.tokenLimits[t.Name] = lim
+		}
 	}
 	lim, err := NewLimiter(cfg.WriteLimit)
 	if err != nil {
@@ -223,7 +264,7 @@ func (g *Guard) Authenticate(r *http.Request) (Principal, error) {
 		return Principal{}, ErrUnknownToken
 	}
 	t := g.tokens[found]
-	return Principal{Name: t.name, Roles: slices.Clone(t.roles)}, nil
+	return Principal{Name: t.name, Roles: slices.Clone(t.roles), Spaces: slices.Clone(t.spaces)}, nil
 }
 
 // bearer extracts the token of an "Authorization: Bearer TOKEN" header
@@ -241,7 +282,7 @@ func bearer(r *http.Request) (string, bool) {
 // check authenticates r for a route needing any of roles and returns the
 // request to pass on (with the principal in its context), or writes the
 // 401/403 answer and returns nil.
-func (g *Guard) check(w http.ResponseWriter, r *http.Request, roles []Role) *http.Request {
+func (g *Guard) check(w http.ResponseWriter, r *http.Request, roles []Role, spaced bool) *http.Request {
 	if !g.AuthEnabled() {
 		return r
 	}
@@ -255,6 +296,20 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, roles []Role) *htt
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q, error=\"invalid_token\"", Realm))
 		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "unknown bearer token")
 		return nil
+	}
+	if len(p.Spaces) > 0 {
+		if !spaced {
+			writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %q is limited to spaces %q: this route is not per space", p.Name, p.Spaces))
+			return nil
+		}
+		space := r.URL.Query().Get("space")
+		if space == "" {
+			space = g.defaultSpace
+		}
+		if !p.MaySpace(space) {
+			writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %q may not use space %q (its spaces: %q)", p.Name, space, p.Spaces))
+			return nil
+		}
 	}
 	for _, need := range roles {
 		if p.Has(need) {
@@ -283,15 +338,35 @@ func (g *Guard) Required(next http.Handler, roles ...Role) http.Handler {
 	}
 	roles = slices.Clone(roles)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r = g.check(w, r, roles); r != nil {
+		if r = g.check(w, r, roles, false); r != nil {
 			next.ServeHTTP(w, r)
 		}
 	})
 }
 
-// Limit wraps next with the Guard's per-client write limit. Put it inside
-// Required (or Protect), so that the client is the token when there is one.
-func (g *Guard) Limit(next http.Handler) http.Handler { return g.limiter.Wrap(next) }
+// Limit wraps next with the Guard's per-client write limit: a token's own
+// (Token.WriteLimit) when it has one, else Config.WriteLimit. Put it
+// inside Required (or Protect), so that the client is the token when
+// there is one.
+func (g *Guard) Limit(next http.Handler) http.Handler {
+	global := g.limiter.Wrap(next)
+	if len(g.tokenLimits) == 0 {
+		return global
+	}
+	own := make(map[string]http.Handler, len(g.tokenLimits))
+	for name, l := range g.tokenLimits {
+		own[name] = l.Wrap(next)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := FromContext(r.Context()); ok {
+			if h, ok := own[p.Name]; ok {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		global.ServeHTTP(w, r)
+	})
+}
 
 // errorBody is the API's error shape.
 type errorBody struct {

@@ -17,6 +17,10 @@ type Rule struct {
 	Roles []Role
 	// Limit applies the per-client write limit.
 	Limit bool
+	// Spaced routes act on one space (?space=, else the default): a token
+	// limited to spaces may use them for its spaces only, and may not use
+	// routes that are not Spaced.
+	Spaced bool
 }
 
 // Route patterns of DefaultRules. They follow package api's routes.
@@ -36,8 +40,8 @@ const (
 //	GET /healthz, GET /readyz   open (probes)
 //	GET /openapi.json           open (the API's description)
 //	GET /metrics                open when openMetrics, else metrics or ops
-//	GET /v1/...                 auditor (every read, including future ones)
-//	POST /v1/events             writer, rate limited
+//	GET /v1/...                 auditor (every read, including future ones), per space
+//	POST /v1/events             writer, rate limited, per space
 //	GET /v1/ops/...             ops (read-shaped operations)
 //	anything else               ops (rebuild and every route not named here:
 //	                            a new write route is closed until it is listed)
@@ -51,8 +55,8 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternReady, Open: true},
 		{Pattern: PatternOpenAPI, Open: true},
 		metrics,
-		{Pattern: PatternReads, Roles: []Role{RoleAuditor}},
-		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true},
+		{Pattern: PatternReads, Roles: []Role{RoleAuditor}, Spaced: true},
+		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
 		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
 	}
@@ -79,7 +83,7 @@ func (g *Guard) Protect(rules []Rule, next http.Handler) (http.Handler, error) {
 		}
 		c := &compiled{rule: r, inner: next}
 		if r.Limit {
-			c.inner = g.limiter.Wrap(next)
+			c.inner = g.Limit(next)
 		}
 		if err := register(mux, r.Pattern); err != nil {
 			return nil, err
@@ -95,7 +99,7 @@ func (g *Guard) Protect(rules []Rule, next http.Handler) (http.Handler, error) {
 			}
 		}
 		if !c.rule.Open {
-			if req = g.check(w, req, c.rule.Roles); req == nil {
+			if req = g.check(w, req, c.rule.Roles, c.rule.Spaced); req == nil {
 				return
 			}
 		}

@@ -191,8 +191,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: %w", err)
 	}
-	ns.SetLoggerV2(&logAdapter{log: o.Logger.With().Str("component", "nats").Logger(), verbose: o.Verbose},
-		o.Debug, o.Trace, false)
+	logger := &logAdapter{log: o.Logger.With().Str("component", "nats").Logger(), verbose: o.Verbose, fatal: make(chan string, 1)}
+	ns.SetLoggerV2(logger, o.Debug, o.Trace, false)
 
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -201,25 +201,34 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s := &Server{ns: ns, opts: o}
 	ns.Start()
-	if err := waitFor(ctx, func() bool { return ns.ReadyForConnections(50 * time.Millisecond) }); err != nil {
+	// A fatal error (a taken port: "Error listening on port") ends the
+	// wait at once: the server will never be ready.
+	if err := waitFor(ctx, logger.fatal, func() bool { return ns.ReadyForConnections(50 * time.Millisecond) }); err != nil {
 		s.Shutdown()
-		return nil, fmt.Errorf("natsserver: not ready for connections: %w", err)
+		return nil, fmt.Errorf("natsserver: not ready for connections on %s:%d: %w", so.Host, so.Port, err)
 	}
-	if err := waitFor(ctx, ns.JetStreamEnabled); err != nil {
+	if err := waitFor(ctx, logger.fatal, ns.JetStreamEnabled); err != nil {
 		s.Shutdown()
 		return nil, fmt.Errorf("natsserver: JetStream not enabled: %w", err)
 	}
 	return s, nil
 }
 
-// waitFor polls cond until it is true or ctx is done.
-func waitFor(ctx context.Context, cond func() bool) error {
+// ErrFatal is returned (wrapped, with the server's message) when the
+// server reports a fatal error while starting, e.g. a port in use.
+var ErrFatal = errors.New("natsserver: fatal error")
+
+// waitFor polls cond until it is true, the server reports a fatal error
+// or ctx is done.
+func waitFor(ctx context.Context, fatal <-chan string, cond func() bool) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for !cond() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case msg := <-fatal:
+			return fmt.Errorf("%w: %s", ErrFatal, msg)
 		case <-t.C:
 		}
 	}
@@ -262,6 +271,7 @@ func (s *Server) Shutdown() {
 type logAdapter struct {
 	log     zerolog.Logger
 	verbose bool
+	fatal   chan string // the first fatal message (buffered, 1)
 }
 
 var _ server.Logger = (*logAdapter)(nil)
@@ -277,7 +287,27 @@ func (l *logAdapter) Errorf(format string, v ...any) { l.log.Error().Msgf(format
 // Fatalf logs at error level and does not exit: the embedding process
 // decides what a dead server means (Start returns an error).
 func (l *logAdapter) Fatalf(format string, v ...any) {
-	l.log.Error().Bool("fatal", true).Msgf(format, v...)
+	msg := fmt.Sprintf(format, v...)
+	l.log.Error().Bool("fatal", true).Msg(msg)
+	select {
+	case l.fatal <- msg:
+	default:
+	}
 }
 func (l *logAdapter) Debugf(format string, v ...any) { l.log.Debug().Msgf(format, v...) }
 func (l *logAdapter) Tracef(format string, v ...any) { l.log.Trace().Msgf(format, v...) }
+
+// ConfigHasAuth reports whether a nats-server configuration file sets up
+// client authentication (users, nkeys, a token, accounts with users, or
+// an auth callout). An empty path has none.
+func ConfigHasAuth(configFile string) (bool, error) {
+	if configFile == "" {
+		return false, nil
+	}
+	so, err := server.ProcessConfigFile(configFile)
+	if err != nil {
+		return false, fmt.Errorf("natsserver: config file %s: %w", configFile, err)
+	}
+	return len(so.Users) > 0 || len(so.Nkeys) > 0 || so.Authorization != "" || so.Username != "" ||
+		so.AuthCallout != nil || len(so.TrustedOperators) > 0, nil
+}

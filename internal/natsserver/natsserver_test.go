@@ -3,8 +3,10 @@ package natsserver_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +95,25 @@ authorization {
 	}
 	if _, err := js.AccountInfo(context.Background()); err != nil {
 		t.Fatalf("JetStream not available with config file: %v", err)
+	}
+}
+
+// A taken client port is a fatal error reported at once, not a wait for
+// the start timeout (issue 15: it hung 60 s).
+func TestStartTakenPortFailsFast(t *testing.T) {
+	first := natstest.Start(t)
+	port := first.NatsServer().Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := natsserver.Start(ctx, natsserver.Options{StoreDir: t.TempDir(), Port: port})
+	if err == nil {
+		s.Shutdown()
+		t.Fatal("second server on a taken port started")
+	}
+	if !errors.Is(err, natsserver.ErrFatal) || ctx.Err() != nil {
+		t.Fatalf("err = %v, want ErrFatal before the deadline", err)
+	}
+	if !strings.Contains(err.Error(), strconv.Itoa(port)) {
+		t.Errorf("error does not name the port %d: %v", port, err)
 	}
 }

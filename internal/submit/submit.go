@@ -280,6 +280,12 @@ func (s *Service) reply(req micro.Request, body wire.AppendResult, status string
 	if req.Reply() == "" {
 		return // a publish, not a request: nobody to answer
 	}
+	if !subjects.IsInbox(req.Reply()) {
+		// Only inboxes: the service publishes with its own rights, which
+		// reach the event subjects (issue 15, item 7).
+		s.log.Warn().Str(logging.KeySubject, req.Reply()).Msg("submit reply subject is not an inbox (_INBOX.…): not answered")
+		return
+	}
 	msg := &nats.Msg{Subject: req.Reply(), Data: data}
 	if status != "" {
 		msg.Header = nats.Header{

@@ -116,6 +116,11 @@ type Status struct {
 	StreamSeq    uint64 `json:"stream_seq"`
 	ProjectedSeq uint64 `json:"projected_seq"`
 	Lag          uint64 `json:"lag"`
+	// LogProblem says what is wrong between the log and the projection
+	// (the stream deleted or recreated, history removed, the checkpoint
+	// beyond the log, a setting the ledger cannot use); while it is set
+	// the ledger is not ready and folds nothing.
+	LogProblem string `json:"log_problem,omitempty"`
 }
 
 // Ready is GET /readyz: Status plus the verdict (and, with 503, Error).

@@ -69,7 +69,7 @@ func TestSecondServeOnOneDataDirectory(t *testing.T) {
 	if err := os.Rename(addrFile, addrFile+".hidden"); err != nil {
 		t.Fatal(err)
 	}
-	code, out = runBin(t, bin, "export", "--data", data, "-o", filepath.Join(dir, "x.ndjson"))
+	code, out = runBin(t, bin, "export", "--data", data, "-f", filepath.Join(dir, "x.ndjson"))
 	if err := os.Rename(addrFile+".hidden", addrFile); err != nil {
 		t.Fatal(err)
 	}

@@ -260,7 +260,7 @@ func TestOpsCommands(t *testing.T) {
 	}
 	// The same address file without a holder of the lock is a killed
 	// serve's leftover: not believed, the commands work offline.
-	if _, errs := opsMustRun(t, runExport, "--data", data, "-o", filepath.Join(t.TempDir(), "e.ndjson")); !strings.Contains(errs, "head") {
+	if _, errs := opsMustRun(t, runExport, "--data", data, "-f", filepath.Join(t.TempDir(), "e.ndjson")); !strings.Contains(errs, "head") {
 		t.Fatalf("export with a stale address file: %s", errs)
 	}
 }

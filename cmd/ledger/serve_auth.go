@@ -111,6 +111,9 @@ const patternOpsPost = "POST /v1/ops/"
 // mode), and the write limit.
 func protect(o *app.Options, cfg httpauth.Config, limits limitFlags, log zerolog.Logger) error {
 	cfg.DefaultSpace = o.Space
+	if cfg.DefaultSpace == "" { // not yet defaulted (app.Options.Validate does it later)
+		cfg.DefaultSpace = app.DefaultSpace
+	}
 	if limits.writeRate != 0 {
 		cfg.WriteLimit.PerSecond = limits.writeRate
 	}

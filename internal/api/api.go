@@ -214,6 +214,7 @@ func New(o Options) (*API, error) {
 	a.mux.HandleFunc(RouteReady, a.readyz)
 	if o.Appender != nil {
 		a.mux.HandleFunc(RouteEvents, a.postEvents)
+		a.mountGapWrite()
 	}
 	if o.Ops != nil {
 		a.mux.HandleFunc(RouteOpsRebuild, a.postRebuild)

@@ -76,7 +76,7 @@ func (c *Config) Principals() []Principal {
 		Perms: Permissions{
 			PublishAllow:   []string{subjects.StreamSubjects, subjects.JSAPIAll, subjects.JSAck(">"), subjects.ServiceDiscovery, subjects.AllInboxes},
 			PublishDeny:    forbidden,
-			SubscribeAllow: []string{subjects.SubmitWildcard, subjects.ServiceDiscovery, subjects.AllInboxes},
+			SubscribeAllow: []string{subjects.SubmitWildcard, subjects.GapWildcard, subjects.ServiceDiscovery, subjects.AllInboxes},
 			AllowResponses: true,
 		},
 	})
@@ -118,10 +118,12 @@ func (c *Config) Principals() []Principal {
 	for _, g := range n.Gateways {
 		p := Permissions{SubscribeAllow: []string{subjects.InboxFilter(g.User)}}
 		for _, sp := range g.Spaces {
+			// Submit requests, and gap reports of the bridges it runs
+			// (SPEC §14: the ledger writes the ledger/gap event).
 			if sp == AllSpaces {
-				p.PublishAllow = append(p.PublishAllow, subjects.SubmitWildcard)
+				p.PublishAllow = append(p.PublishAllow, subjects.SubmitWildcard, subjects.GapWildcard)
 			} else {
-				p.PublishAllow = append(p.PublishAllow, subjects.Submit(sp))
+				p.PublishAllow = append(p.PublishAllow, subjects.Submit(sp), subjects.Gap(sp))
 			}
 		}
 		out = append(out, Principal{Kind: KindGateway, User: g.User, Password: g.Password, Nkey: g.Nkey, Perms: p})

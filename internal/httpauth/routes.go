@@ -26,6 +26,7 @@ const (
 	PatternMetrics = "GET /metrics"
 	PatternReads   = "GET /v1/"
 	PatternEvents  = "POST /v1/events"
+	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (SPEC §14): writer, like events
 	PatternOpsGet  = "GET /v1/ops/"
 	PatternDefault = "/"
 )
@@ -36,6 +37,7 @@ const (
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones)
 //	POST /v1/events             writer, rate limited
+//	POST /v1/gaps               writer, rate limited (bridges report gaps)
 //	GET /v1/ops/...             ops (read-shaped operations)
 //	anything else               ops (rebuild and every route not named here:
 //	                            a new write route is closed until it is listed)
@@ -50,6 +52,7 @@ func DefaultRules(openMetrics bool) []Rule {
 		metrics,
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true},
+		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
 		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
 	}

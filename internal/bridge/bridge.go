@@ -56,6 +56,7 @@ type Bridge struct {
 	lastID  string
 	gaps    int
 	records int
+	frames  int
 }
 
 // New validates o and returns a Bridge. It does no I/O.
@@ -83,6 +84,7 @@ type Health struct {
 	State        string    `json:"state"`
 	Since        time.Time `json:"since"`
 	LastEnvelope string    `json:"last_envelope,omitempty"`
+	Frames       int       `json:"frames"`
 	Appended     int       `json:"appended"`
 	Gaps         int       `json:"gaps"`
 }
@@ -92,7 +94,7 @@ func (b *Bridge) Health() Health {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return Health{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Space: b.opts.Space, State: b.state,
-		Since: b.since, LastEnvelope: b.lastID, Appended: b.records, Gaps: b.gaps}
+		Since: b.since, LastEnvelope: b.lastID, Frames: b.frames, Appended: b.records, Gaps: b.gaps}
 }
 
 func (b *Bridge) setState(s string) {
@@ -250,6 +252,7 @@ func (b *Bridge) join(ctx context.Context) (*websocket.Conn, json.RawMessage, er
 		}
 		if kind != "" {
 			b.opts.Metrics.frame(b.opts.Participant, kind, ResultSkipped)
+			b.seen("", ResultSkipped)
 			continue
 		}
 		var w welcome
@@ -316,10 +319,12 @@ func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, caps json.Ra
 		switch kind {
 		case KindOversize:
 			b.opts.Metrics.frame(b.opts.Participant, kind, ResultRefused)
+			b.seen("", ResultRefused)
 			b.log.Warn().Str(logging.KeyCode, ledger.CodeOversize).Msgf("a frame over %d bytes was not recorded (the ledger refuses envelopes that large)", ledger.MaxEnvelopeBytes)
 			continue
 		case KindBinary:
 			b.opts.Metrics.frame(b.opts.Participant, kind, ResultSkipped)
+			b.seen("", ResultSkipped)
 			continue
 		}
 		if ev := b.evictionNotice(frame); ev != nil {
@@ -454,30 +459,31 @@ func (b *Bridge) handle(ctx context.Context, frame []byte) {
 	if !v.Append {
 		b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultSkipped)
 		b.log.Debug().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Str(KeyReason, v.Skip).Msg("skipped")
-		b.seen(v.ID, false)
+		b.seen(v.ID, ResultSkipped)
 		return
 	}
-	if b.appendFrame(ctx, frame, "", v) {
-		b.seen(v.ID, true)
-	}
+	b.seen(v.ID, b.appendFrame(ctx, frame, "", v))
 }
 
-// seen records the last envelope handled.
-func (b *Bridge) seen(id string, appended bool) {
+// seen records one frame handled and its result; the last envelope seen
+// is the last one skipped or answered by the ledger.
+func (b *Bridge) seen(id, result string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if id != "" {
-		b.lastID = id
-	}
-	if appended {
+	b.frames++
+	if result == ResultAppended {
 		b.records++
+	}
+	if id != "" && result != ResultFailed {
+		b.lastID = id
 	}
 }
 
 // appendFrame appends one envelope, retrying with backoff while the
 // ledger does not answer; a refusal is logged and counted, never retried.
-// It reports whether the ledger answered (stored, duplicate or refused).
-func (b *Bridge) appendFrame(ctx context.Context, raw []byte, sender string, v Verdict) bool {
+// It returns the result (ResultAppended, ResultDuplicate, ResultRefused or
+// ResultFailed).
+func (b *Bridge) appendFrame(ctx context.Context, raw []byte, sender string, v Verdict) string {
 	for attempt := 0; ; attempt++ {
 		r, err := b.opts.Sink.Append(ctx, b.opts.Space, raw, sender)
 		if err == nil {
@@ -486,26 +492,28 @@ func (b *Bridge) appendFrame(ctx context.Context, raw []byte, sender string, v V
 				b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultRefused)
 				b.log.Warn().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Str(KeySender, sender).Str(logging.KeyCode, r.Error.Code).
 					Str("field", r.Error.Field).Msgf("the ledger refused an envelope: %s", r.Error.Message)
+				return ResultRefused
 			case r.Duplicate:
 				b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultDuplicate)
 				b.log.Debug().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Uint64("seq", r.Seq).Msg("duplicate")
+				return ResultDuplicate
 			default:
 				b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultAppended)
 				b.log.Debug().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Uint64("seq", r.Seq).Msg("appended")
+				return ResultAppended
 			}
-			return true
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrSenderUnsupported) {
 			b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultFailed)
 			b.log.Error().Err(err).Str(KeyKind, v.Kind).Str(KeyID, v.ID).Msg("an envelope was not recorded")
-			return false
+			return ResultFailed
 		}
 		wait := b.backoff(attempt)
 		b.log.Warn().Err(err).Str(KeyKind, v.Kind).Str(KeyID, v.ID).Dur(KeyWait, wait).Msg("the ledger did not take an envelope; retrying")
 		if !sleep(ctx, wait) {
 			b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultFailed)
 			b.log.Error().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Msg("an envelope was not recorded: the bridge is stopping")
-			return false
+			return ResultFailed
 		}
 	}
 }

@@ -235,10 +235,8 @@ func (b *Bridge) historyLine(ctx context.Context, h *History, line []byte) {
 	v := b.filter.Classify(d.Envelope)
 	if !v.Append {
 		b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultSkipped)
-		b.seen(v.ID, false)
+		b.seen(v.ID, ResultSkipped)
 		return
 	}
-	if b.appendFrame(ctx, d.Envelope, d.Sender, v) {
-		b.seen(v.ID, true)
-	}
+	b.seen(v.ID, b.appendFrame(ctx, d.Envelope, d.Sender, v))
 }

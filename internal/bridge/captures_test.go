@@ -35,18 +35,18 @@ type lineInfo struct {
 }
 
 type expectedProposal struct {
-	Scenario                      string   `json:"scenario"`
-	State                         string   `json:"state"`
-	Proposer                      string   `json:"proposer"`
-	To                            []string `json:"to"`
-	Method                        string   `json:"method"`
-	Dialect                       string   `json:"dialect"`
-	DecidedBy                     string   `json:"decided_by"`
-	DecidedEvent                  string   `json:"decided_event"`
-	Reason                        string   `json:"reason"`
-	Anomalies                     []string `json:"anomalies"`
-	FulfillmentsLen               *int     `json:"fulfillments_len"`
-	Fulfillments                  []struct {
+	Scenario        string   `json:"scenario"`
+	State           string   `json:"state"`
+	Proposer        string   `json:"proposer"`
+	To              []string `json:"to"`
+	Method          string   `json:"method"`
+	Dialect         string   `json:"dialect"`
+	DecidedBy       string   `json:"decided_by"`
+	DecidedEvent    string   `json:"decided_event"`
+	Reason          string   `json:"reason"`
+	Anomalies       []string `json:"anomalies"`
+	FulfillmentsLen *int     `json:"fulfillments_len"`
+	Fulfillments    []struct {
 		Event   string `json:"event"`
 		From    string `json:"from"`
 		Late    bool   `json:"late"`

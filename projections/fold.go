@@ -301,6 +301,14 @@ func (a *applier) arrive(ev Event) error {
 
 	s.EventsByType[string(d.Type)]++
 
+	// Reserved kinds and ids (SPEC §5.6, §14): refused before the event
+	// index sees them, so that a squatter can neither block nor fake what
+	// only the ledger writes.
+	if code, detail := reserved(d); code != "" {
+		s.EventsByType[string(d.Type)]--
+		return invalid(code, detail)
+	}
+
 	// Dedup by envelope id, for ever.
 	ref, err := a.st.EventRef(space, d.Env.ID)
 	if err != nil {
@@ -325,12 +333,19 @@ func (a *applier) arrive(ev Event) error {
 		}
 		return a.file(space, key, h)
 	}
-	if err := a.st.PutEventRef(space, d.Env.ID, &EventRef{Seq: ev.Seq, Type: d.Type, Digest: d.Digest, From: d.Env.From, Status: EventOrphan}); err != nil {
+	status := EventOrphan
+	if d.Type == ledger.TypeGap {
+		status = EventRecorded
+	}
+	if err := a.st.PutEventRef(space, d.Env.ID, &EventRef{Seq: ev.Seq, Type: d.Type, Digest: d.Digest, From: d.Env.From, Status: status}); err != nil {
 		return err
 	}
 
-	if d.Type == ledger.TypeProposal {
+	switch d.Type {
+	case ledger.TypeProposal:
 		return a.create(c)
+	case ledger.TypeGap:
+		return a.gap(c)
 	}
 	for _, t := range d.Targets {
 		if err := a.applyTo(c, t); err != nil {
@@ -338,6 +353,58 @@ func (a *applier) arrive(ev Event) error {
 		}
 	}
 	return nil
+}
+
+// Reserved id prefixes (SPEC §5.6, §14): the ids of the events only the
+// ledger writes.
+const (
+	reservedExpirePrefix = "expire:"
+	reservedGapPrefix    = "gap:"
+)
+
+// reserved returns the refusal code and detail of an event that uses what
+// only the ledger may: a ledger/gap not from the ledger (reserved_kind), or
+// an id beginning "expire:" or "gap:" on anything but the ledger's own
+// ledger/expire or ledger/gap (reserved_id). A ledger/expire from anyone
+// else is judged by expire (bad_expiry), as before. "" when none.
+func reserved(d *ledger.Decoded) (code, detail string) {
+	fromLedger := d.Env.From == ledger.LedgerSender
+	switch {
+	case d.Type == ledger.TypeGap && !fromLedger:
+		return ledger.CodeReservedKind, fmt.Sprintf("%s is written only by %q", ledger.KindGap, ledger.LedgerSender)
+	case strings.HasPrefix(d.Env.ID, reservedExpirePrefix) && !(d.Type == ledger.TypeExpire && fromLedger):
+		return ledger.CodeReservedID, fmt.Sprintf("ids beginning %q are reserved for the ledger's own %s", reservedExpirePrefix, ledger.KindExpire)
+	case strings.HasPrefix(d.Env.ID, reservedGapPrefix) && !(d.Type == ledger.TypeGap && fromLedger):
+		return ledger.CodeReservedID, fmt.Sprintf("ids beginning %q are reserved for the ledger's own %s", reservedGapPrefix, ledger.KindGap)
+	}
+	return "", ""
+}
+
+// gap records a bridge's recording gap (SPEC §14) in its space: not a
+// proposal's event, filed under its own id (reserved: no proposal has it).
+func (a *applier) gap(c *evctx) error {
+	g := c.d.Gap
+	rec := &Gap{
+		Seq: c.ev.Seq, At: c.ev.Time.UTC(), ID: c.d.Env.ID, Bridge: g.Bridge, MEWSpace: g.MEWSpace,
+		Gateway: g.Gateway, LastEnvelope: g.LastEnvelope, DisconnectedAt: g.DisconnectedAt, Reason: g.Reason,
+	}
+	if !g.ReconnectedAt.IsZero() {
+		t := g.ReconnectedAt
+		rec.ReconnectedAt = &t
+	}
+	if err := a.st.PutGap(c.space, rec); err != nil {
+		return err
+	}
+	s, err := a.statsFor(c.space)
+	if err != nil {
+		return err
+	}
+	s.Gaps++
+	detail := fmt.Sprintf("recording gap of bridge %q", g.Bridge)
+	if g.Reason != "" {
+		detail += ": " + g.Reason
+	}
+	return a.record(c.space, c.d.Env.ID, a.entryFor(c, EffectApplied, detail))
 }
 
 // drain folds released orphans, lowest sequence first, until none is left.
@@ -986,7 +1053,7 @@ func (a *applier) note(c *evctx, target string) error {
 	if ref == nil {
 		return a.orphan(c, target, fmt.Sprintf("waiting for %q", target))
 	}
-	if ref.Status == EventIgnored || ref.Status == EventInvalid {
+	if ref.Status == EventIgnored || ref.Status == EventInvalid || ref.Status == EventRecorded {
 		h := a.entryFor(c, EffectIgnored, fmt.Sprintf("%q is not part of a proposal's life", target))
 		h.Target = target
 		return a.file(c.space, target, h)

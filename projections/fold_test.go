@@ -152,7 +152,26 @@ func TestFoldScripts(t *testing.T) {
 				if a, b := dumpMem(s.st), dumpMem(fresh); a != b {
 					t.Fatalf("replay differs:\nlive:\n%s\nreplay:\n%s", a, b)
 				}
+				// The Pebble store, folded in batches of three events,
+				// holds exactly what the MemState holds.
+				compareWithStore(t, s.st, s.log)
 				return "identical\n"
+			case "gaps":
+				var b strings.Builder
+				for _, g := range s.st.Gaps(space) {
+					fmt.Fprintf(&b, "%d %s bridge=%s mew_space=%s gateway=%s last=%s disconnected=%s", g.Seq, g.ID, g.Bridge, g.MEWSpace, g.Gateway, g.LastEnvelope, g.DisconnectedAt.Format(time.RFC3339Nano))
+					if g.ReconnectedAt != nil {
+						fmt.Fprintf(&b, " reconnected=%s", g.ReconnectedAt.Format(time.RFC3339Nano))
+					}
+					if g.Reason != "" {
+						fmt.Fprintf(&b, " reason=%q", g.Reason)
+					}
+					b.WriteString("\n")
+				}
+				if b.Len() == 0 {
+					return "no gaps\n"
+				}
+				return b.String()
 			default:
 				t.Fatalf("unknown command %q", td.Cmd)
 				return ""
@@ -260,7 +279,11 @@ func formatEntry(h HistoryEntry) string {
 
 func formatStats(s *Stats) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "proposals=%d events=%d orphans_waiting=%d\n", s.Proposals, s.Events, s.OrphansWaiting)
+	fmt.Fprintf(&b, "proposals=%d events=%d orphans_waiting=%d", s.Proposals, s.Events, s.OrphansWaiting)
+	if s.Gaps != 0 {
+		fmt.Fprintf(&b, " gaps=%d", s.Gaps)
+	}
+	b.WriteString("\n")
 	line := func(name string, m map[string]int64) {
 		var parts []string
 		for _, k := range sortedKeys(m) {
@@ -342,6 +365,13 @@ func dumpMem(m *MemState) string {
 		}
 	}) {
 		fmt.Fprintf(&b, "F %q %d\n", k, m.filed[k])
+	}
+	for _, k := range keys(len(m.gaps), func(f func(string)) {
+		for k := range m.gaps {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "G %q %s\n", k, enc(m.Gaps(k)))
 	}
 	for _, k := range keys(len(m.stats), func(f func(string)) {
 		for k := range m.stats {

@@ -17,6 +17,7 @@ type MemState struct {
 	filed     map[string]int
 	history   map[string]map[uint64]HistoryEntry
 	stats     map[string]*Stats
+	gaps      map[string][]Gap // by space, in the order written (stream order)
 }
 
 // NewMemState returns an empty MemState.
@@ -29,6 +30,7 @@ func NewMemState() *MemState {
 		filed:     map[string]int{},
 		history:   map[string]map[uint64]HistoryEntry{},
 		stats:     map[string]*Stats{},
+		gaps:      map[string][]Gap{},
 	}
 }
 
@@ -126,6 +128,19 @@ func (m *MemState) Stats(space string) (*Stats, error) { return m.stats[space], 
 func (m *MemState) PutStats(space string, s *Stats) error {
 	m.stats[space] = s
 	return nil
+}
+
+// PutGap implements State.
+func (m *MemState) PutGap(space string, g *Gap) error {
+	m.gaps[space] = append(m.gaps[space], *g)
+	return nil
+}
+
+// Gaps returns the recording gaps of a space, oldest first.
+func (m *MemState) Gaps(space string) []Gap {
+	out := slices.Clone(m.gaps[space])
+	slices.SortFunc(out, func(a, b Gap) int { return cmpUint(a.Seq, b.Seq) })
+	return out
 }
 
 // History returns the entries filed under key, in sequence order.

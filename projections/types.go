@@ -247,7 +247,27 @@ const (
 	EventOrphan  EventStatus = "orphan"  // waiting for its target
 	EventIgnored EventStatus = "ignored" // valid, not lifecycle
 	EventInvalid EventStatus = "invalid" // decoded, but refused by the fold
+	// EventRecorded: folded outside any proposal (a ledger/gap): nothing
+	// can be applied to it, and a note naming it is ignored.
+	EventRecorded EventStatus = "recorded"
 )
+
+// Gap is one recording gap of a bridge (SPEC §3, §14), as the fold keeps it
+// per space in stream order: the ledger/gap event's sequence, stream time
+// and id, and its payload. ReconnectedAt is nil when the bridge wrote the gap
+// while still disconnected (on shutdown).
+type Gap struct {
+	Seq            uint64     `json:"seq"`
+	At             time.Time  `json:"at"`
+	ID             string     `json:"id"`
+	Bridge         string     `json:"bridge"`
+	MEWSpace       string     `json:"mew_space"`
+	Gateway        string     `json:"gateway"`
+	LastEnvelope   string     `json:"last_envelope"`
+	DisconnectedAt time.Time  `json:"disconnected_at"`
+	ReconnectedAt  *time.Time `json:"reconnected_at"`
+	Reason         string     `json:"reason"`
+}
 
 // EventRef is the event-id index entry of one envelope id in a space: what
 // the fold needs to dedup for ever and to follow chains (SPEC §5.7).
@@ -292,6 +312,8 @@ type Stats struct {
 	EventsByType      map[string]int64 `json:"events_by_type"`
 	Effects           map[string]int64 `json:"effects"`
 	OrphansWaiting    int64            `json:"orphans_waiting"`
+	// Gaps counts the recording gaps of bridges in the space (SPEC §14).
+	Gaps int64 `json:"gaps"`
 }
 
 // NewStats returns zeroed stats with every known key present, so that the
@@ -365,4 +387,6 @@ type State interface {
 	DeleteHistory(space, key string, seq uint64) error
 	Stats(space string) (*Stats, error)
 	PutStats(space string, s *Stats) error
+	// PutGap records a recording gap of a bridge under (space, g.Seq).
+	PutGap(space string, g *Gap) error
 }

@@ -84,9 +84,11 @@ func Decode(raw []byte, opts DecodeOptions) (*Decoded, error) {
 
 // Submittable refuses what only the fold accepts: TypeIgnored (code
 // not_lifecycle, or missing_correlation for an mcp/request or chat without
-// correlation_id) and TypeExpire and TypeGap (code reserved_kind: only the
-// ledger writes ledger/expire and ledger/gap). It returns nil for every
-// other type.
+// correlation_id), TypeExpire and TypeGap (code reserved_kind: only the
+// ledger writes ledger/expire and ledger/gap), an id beginning with one of
+// ReservedIDPrefixes (reserved_id) and the sender LedgerSender
+// (reserved_sender). It returns nil for everything else. The system append
+// path (Appender.AppendSystem) does not call it.
 func Submittable(d *Decoded) error {
 	switch d.Type {
 	case TypeIgnored:
@@ -103,8 +105,21 @@ func Submittable(d *Decoded) error {
 	case TypeExpire, TypeGap:
 		return refuse(CodeReservedKind, "kind", "kind %q is written only by the ledger itself", d.OrigKind)
 	}
+	for _, prefix := range ReservedIDPrefixes {
+		if strings.HasPrefix(d.Env.ID, prefix) {
+			return refuse(CodeReservedID, "id", "ids beginning %q are reserved for events the ledger writes itself", prefix)
+		}
+	}
+	if d.Env.From == LedgerSender {
+		return refuse(CodeReservedSender, "from", "from %q is reserved for events the ledger writes itself", LedgerSender)
+	}
 	return nil
 }
+
+// ReservedIDPrefixes are the id prefixes of the events the ledger writes
+// itself (ExpireID, GapID): the submit paths refuse them (reserved_id), and
+// the fold refuses them on anything but the ledger's own events.
+var ReservedIDPrefixes = []string{"expire:", "gap:"}
 
 // SubmitLimits are the configurable limits of the submit paths (HTTP, submit
 // service, CLI). A zero or negative field means its default.
@@ -807,8 +822,14 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 		d.Targets = []string{corr[0]}
 		if v, ok := pl.get("error"); ok && len(v) > 0 {
 			d.Outcome = "failed"
-		} else if _, ok := pl.member("result"); ok {
+		} else if v, ok := pl.member("result"); ok {
 			d.Outcome = "succeeded"
+			// An MCP tool failure is a result with isError: true.
+			if len(v) > 0 && v[0] == '{' {
+				if e, ok := findMember(v, "isError"); ok && string(e) == "true" {
+					d.Outcome = "failed"
+				}
+			}
 		}
 
 	case KindChat:

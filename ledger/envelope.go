@@ -127,7 +127,8 @@ type Decoded struct {
 	// TTLms is payload.ttl_ms of a proposal, 0 when absent.
 	TTLms int64
 	// Outcome of a response: "succeeded" (payload.result) or "failed"
-	// (payload.error); empty when neither is present.
+	// (payload.error, or an MCP tool error: payload.result.isError true);
+	// empty when neither is present.
 	Outcome string
 	// Digest is the hex SHA-256 of the canonical JSON of the normalised
 	// envelope without ts and protocol. Two envelopes with the same id and

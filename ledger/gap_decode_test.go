@@ -64,3 +64,35 @@ func TestDecodeGap(t *testing.T) {
 		t.Error("gap without payload accepted")
 	}
 }
+
+// TestSubmitReserved: every submit path (they share Submittable through
+// prepare) refuses the ids and the sender only the ledger uses; the system
+// append path takes the ledger's own events.
+func TestSubmitReserved(t *testing.T) {
+	now := time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ raw, code, field string }{
+		{`{"protocol":"mew/v0.4","id":"expire:default/p1","from":"mallory","kind":"mcp/reject","correlation_id":["p1"]}`, CodeReservedID, "id"},
+		{`{"protocol":"mew/v0.4","id":"gap:rec/1","from":"mallory","kind":"chat","correlation_id":["p1"],"payload":{"text":"x"}}`, CodeReservedID, "id"},
+		{`{"protocol":"meup/v0.1","id":"expire:x","from":"a","kind":"mcp.proposal","payload":{"method":"m"}}`, CodeReservedID, "id"},
+		{`{"protocol":"mew/v0.4","id":"p1","from":"ledger","kind":"mcp/proposal","payload":{"method":"m"}}`, CodeReservedSender, "from"},
+		{`{"protocol":"mew/v0.4","id":"w1","from":"ledger","kind":"mcp/withdraw","correlation_id":["p1"]}`, CodeReservedSender, "from"},
+		{string(ExpireEnvelope("default", "p1", now)), CodeReservedKind, "kind"},
+	} {
+		_, err := PrepareStandalone("default", []byte(c.raw), SubmitLimits{}, now)
+		r, ok := AsRefusal(err)
+		if !ok || r.Code != c.code || r.Field != c.field {
+			t.Errorf("%s: got %v, want %s at %s", c.raw, err, c.code, c.field)
+		}
+	}
+	for _, raw := range [][]byte{
+		[]byte(`{"protocol":"mew/v0.4","id":"expire-not-reserved","from":"ledgers","kind":"mcp/proposal","payload":{"method":"m"}}`),
+		[]byte(`{"protocol":"mew/v0.4","id":"my-gap:1","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`),
+	} {
+		if _, err := PrepareStandalone("default", raw, SubmitLimits{}, now); err != nil {
+			t.Errorf("%s refused: %v", raw, err)
+		}
+	}
+	if _, _, err := prepare("default", ExpireEnvelope("default", "p1", now), SubmitLimits{}, now, false); err != nil {
+		t.Errorf("system path refused the ledger's expire: %v", err)
+	}
+}

@@ -38,14 +38,19 @@ func newFoldScript() *foldScript {
 //	@+90s           stream time = script start + 90s (default: previous + 1s)
 //	subject=SUBJ    store under this subject instead of the one the append
 //	                path would build
+//	clash           the message carries the header Ledger-Msg-Id-Clash
 //
 // The rest of the line is the raw message body, stored as is.
 func (s *foldScript) parseLine(t *testing.T, space, line string) Event {
 	t.Helper()
 	at := s.now.Add(time.Second)
 	subject := ""
+	clash := false
 	for {
 		switch {
+		case strings.HasPrefix(line, "clash "):
+			clash, line = true, strings.TrimPrefix(line, "clash ")
+			continue
 		case strings.HasPrefix(line, "@"):
 			tok, rest, _ := strings.Cut(line, " ")
 			d, err := time.ParseDuration(strings.TrimPrefix(tok[1:], "+"))
@@ -67,7 +72,7 @@ func (s *foldScript) parseLine(t *testing.T, space, line string) Event {
 	}
 	s.seq++
 	s.now = at
-	return Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw}
+	return Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw, MsgIDClash: clash}
 }
 
 // defaultSubject is the subject the append path would use; for input it
@@ -203,6 +208,16 @@ func formatProposal(p *Proposal) string {
 		}
 		if len(f.Anomalies) > 0 {
 			fmt.Fprintf(&b, " anomalies=%s", strings.Join(f.Anomalies, ","))
+		}
+		if len(f.To) > 0 {
+			fmt.Fprintf(&b, " to=%s", strings.Join(f.To, ","))
+		}
+		if len(f.Responses) > 1 {
+			var rs []string
+			for _, r := range f.Responses {
+				rs = append(rs, r.Event+":"+r.From+":"+r.Outcome)
+			}
+			fmt.Fprintf(&b, " responses=%s", strings.Join(rs, ","))
 		}
 		b.WriteString("\n")
 	}

@@ -18,6 +18,7 @@ type MemState struct {
 	history   map[string]map[uint64]HistoryEntry
 	stats     map[string]*Stats
 	gaps      map[string][]Gap // by space, in the order written (stream order)
+	versions  map[string]uint64
 }
 
 // NewMemState returns an empty MemState.
@@ -31,6 +32,7 @@ func NewMemState() *MemState {
 		history:   map[string]map[uint64]HistoryEntry{},
 		stats:     map[string]*Stats{},
 		gaps:      map[string][]Gap{},
+		versions:  map[string]uint64{},
 	}
 }
 
@@ -133,6 +135,17 @@ func (m *MemState) PutStats(space string, s *Stats) error {
 // PutGap implements State.
 func (m *MemState) PutGap(space string, g *Gap) error {
 	m.gaps[space] = append(m.gaps[space], *g)
+	return nil
+}
+
+// Version implements State.
+func (m *MemState) Version(space, id, digest string) (uint64, error) {
+	return m.versions[mk(space, id+"\x00"+digest)], nil
+}
+
+// PutVersion implements State.
+func (m *MemState) PutVersion(space, id, digest string, seq uint64) error {
+	m.versions[mk(space, id+"\x00"+digest)] = seq
 	return nil
 }
 

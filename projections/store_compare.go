@@ -24,6 +24,7 @@ const (
 	TableParked     = "parked"
 	TableFiled      = "filed"
 	TableGap        = "gap"
+	TableVersion    = "version"
 	TableStats      = "stats"
 	TableIndex      = "index"
 	TableDeadline   = "deadline"
@@ -72,6 +73,8 @@ func (k KeyInfo) String() string {
 		return fmt.Sprintf("orphans waiting for %q in space %q", k.ID, k.Space)
 	case TableParked:
 		return fmt.Sprintf("parked orphan event seq %d in space %q", k.Seq, k.Space)
+	case TableVersion:
+		return fmt.Sprintf("superseded version %q in space %q", k.ID, k.Space)
 	case TableGap:
 		return fmt.Sprintf("recording gap seq %d in space %q", k.Seq, k.Space)
 	case TableFiled:
@@ -131,6 +134,8 @@ func DecodeKey(key []byte) KeyInfo {
 		return two(TableOrphans)
 	case tagFiled:
 		return two(TableFiled)
+	case tagVersion:
+		return two(TableVersion)
 	case tagParked, tagGap:
 		table := TableParked
 		if key[0] == tagGap {

@@ -16,4 +16,6 @@ var AnomalyNames = []string{
 	AnomalySelfFulfilled,
 	AnomalyUnapprovedFulfillment,
 	AnomalyFulfilledBeforeWindow,
+	AnomalyIDReused,
+	AnomalyMsgIDClash,
 }

@@ -241,6 +241,24 @@ func appendProposal(b []byte, p *Proposal) ([]byte, bool) {
 			o.strOmit("outcome", f.Outcome)
 			o.strOmit("response", f.Response)
 			o.stringsOmit("anomalies", f.Anomalies)
+			o.stringsOmit("to", f.To)
+			if len(f.Responses) > 0 {
+				o.key("responses")
+				o.b = append(o.b, '[')
+				for j := range f.Responses {
+					if j > 0 {
+						o.b = append(o.b, ',')
+					}
+					r := &f.Responses[j]
+					ro := newWriter(o.b)
+					ro.str("event", r.Event)
+					ro.u64("seq", r.Seq)
+					ro.str("from", r.From)
+					ro.strOmit("outcome", r.Outcome)
+					o.b, _ = ro.end()
+				}
+				o.b = append(o.b, ']')
+			}
 			w.b, _ = o.end()
 		}
 		w.b = append(w.b, ']')

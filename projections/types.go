@@ -52,6 +52,13 @@ const (
 	AnomalySelfFulfilled           = "self_fulfilled"
 	AnomalyUnapprovedFulfillment   = "unapproved_fulfillment"
 	AnomalyFulfilledBeforeWindow   = "fulfilled_before_window"
+	// AnomalyIDReused: an event on the proposal reused an id an earlier,
+	// different event had (SPEC §5.2); it was folded on its own merits.
+	AnomalyIDReused = "id_reused"
+	// AnomalyMsgIDClash: an event on the proposal was stored under a
+	// derived Nats-Msg-Id because another message held its own with
+	// different bytes (SPEC §4, header Ledger-Msg-Id-Clash).
+	AnomalyMsgIDClash = "msg_id_clash"
 )
 
 // Rejection is one rejection of a proposal, kept whatever its effect.
@@ -74,15 +81,28 @@ type Withdrawal struct {
 }
 
 // Fulfillment is one fulfilment (mcp/request with correlation) of a
-// proposal. Outcome is "", "succeeded" or "failed" (SPEC §5.4).
+// proposal. Outcome is "", "succeeded" or "failed" (SPEC §5.4), taken from
+// the response named by Response, chosen among Responses by the rule of
+// SPEC §5.4 (see pickOutcome). To is the fulfilment's own to.
 type Fulfillment struct {
-	Event     string   `json:"event"`
-	Seq       uint64   `json:"seq"`
-	From      string   `json:"from"`
-	Late      bool     `json:"late"`
-	Outcome   string   `json:"outcome,omitempty"`
-	Response  string   `json:"response,omitempty"`
-	Anomalies []string `json:"anomalies,omitempty"`
+	Event     string     `json:"event"`
+	Seq       uint64     `json:"seq"`
+	From      string     `json:"from"`
+	Late      bool       `json:"late"`
+	Outcome   string     `json:"outcome,omitempty"`
+	Response  string     `json:"response,omitempty"`
+	Anomalies []string   `json:"anomalies,omitempty"`
+	To        []string   `json:"to,omitempty"`
+	Responses []Response `json:"responses,omitempty"`
+}
+
+// Response is one mcp/response to a fulfilment, kept in stream order.
+// Outcome is "" when it carries neither result nor error.
+type Response struct {
+	Event   string `json:"event"`
+	Seq     uint64 `json:"seq"`
+	From    string `json:"from"`
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // Approval is one kernel/approve event applied to a kernel proposal (SPEC
@@ -184,6 +204,8 @@ func (p *Proposal) Clone() *Proposal {
 	c.Fulfillments = slices.Clone(p.Fulfillments)
 	for i := range c.Fulfillments {
 		c.Fulfillments[i].Anomalies = slices.Clone(c.Fulfillments[i].Anomalies)
+		c.Fulfillments[i].To = slices.Clone(c.Fulfillments[i].To)
+		c.Fulfillments[i].Responses = slices.Clone(c.Fulfillments[i].Responses)
 	}
 	if p.Withdrawal != nil {
 		w := *p.Withdrawal
@@ -247,7 +269,27 @@ const (
 	EventOrphan  EventStatus = "orphan"  // waiting for its target
 	EventIgnored EventStatus = "ignored" // valid, not lifecycle
 	EventInvalid EventStatus = "invalid" // decoded, but refused by the fold
+	// EventRecorded: folded outside any proposal (a ledger/gap): nothing
+	// can be applied to it, and a note naming it is ignored.
+	EventRecorded EventStatus = "recorded"
 )
+
+// Gap is one recording gap of a bridge (SPEC §3, §14), as the fold keeps it
+// per space in stream order: the ledger/gap event's sequence, stream time
+// and id, and its payload. ReconnectedAt is nil when the bridge wrote the gap
+// while still disconnected (on shutdown).
+type Gap struct {
+	Seq            uint64     `json:"seq"`
+	At             time.Time  `json:"at"`
+	ID             string     `json:"id"`
+	Bridge         string     `json:"bridge"`
+	MEWSpace       string     `json:"mew_space"`
+	Gateway        string     `json:"gateway"`
+	LastEnvelope   string     `json:"last_envelope"`
+	DisconnectedAt time.Time  `json:"disconnected_at"`
+	ReconnectedAt  *time.Time `json:"reconnected_at"`
+	Reason         string     `json:"reason"`
+}
 
 // EventRef is the event-id index entry of one envelope id in a space: what
 // the fold needs to dedup for ever and to follow chains (SPEC §5.7).
@@ -279,6 +321,10 @@ type ParkedEvent struct {
 	Subject string    `json:"subject"`
 	Raw     []byte    `json:"raw"`
 	Refs    int       `json:"refs"`
+	// Flags are the event's fold flags that its bytes do not carry (id
+	// reused, Nats-Msg-Id clash), so that it is folded on release as it
+	// would have been on arrival.
+	Flags EventFlags `json:"flags,omitempty"`
 }
 
 // Stats are the per-space counters of SPEC §7 /v1/stats.
@@ -292,6 +338,8 @@ type Stats struct {
 	EventsByType      map[string]int64 `json:"events_by_type"`
 	Effects           map[string]int64 `json:"effects"`
 	OrphansWaiting    int64            `json:"orphans_waiting"`
+	// Gaps counts the recording gaps of bridges in the space (SPEC §14).
+	Gaps int64 `json:"gaps"`
 }
 
 // NewStats returns zeroed stats with every known key present, so that the
@@ -365,4 +413,12 @@ type State interface {
 	DeleteHistory(space, key string, seq uint64) error
 	Stats(space string) (*Stats, error)
 	PutStats(space string, s *Stats) error
+	// PutGap records a recording gap of a bridge under (space, g.Seq).
+	PutGap(space string, g *Gap) error
+	// Version returns the sequence of an earlier event of the space that
+	// had id and digest and was since superseded in the event index by a
+	// different event reusing its id (SPEC §5.2), 0 when none; PutVersion
+	// records one. They keep a retry of a superseded event a duplicate.
+	Version(space, id, digest string) (uint64, error)
+	PutVersion(space, id, digest string, seq uint64) error
 }

@@ -3,16 +3,14 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/bridge/mewtest"
@@ -27,10 +25,14 @@ const bridgeName = "ledger-recorder"
 // startBridge runs a bridge until the test ends (t.Cleanup stops it and
 // waits for Run).
 func startBridge(t *testing.T, o bridge.Options) *bridge.Bridge {
+	b, _ := startBridgeStop(t, o)
+	return b
+}
+
+// startBridgeStop is startBridge, with a stop function (safe twice) that
+// cancels Run and waits for it.
+func startBridgeStop(t *testing.T, o bridge.Options) (*bridge.Bridge, func()) {
 	t.Helper()
-	if o.Logger.GetLevel() == 0 && o.Participant == "" {
-		o.Participant = bridgeName
-	}
 	if o.Participant == "" {
 		o.Participant = bridgeName
 	}
@@ -45,13 +47,17 @@ func startBridge(t *testing.T, o bridge.Options) *bridge.Bridge {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("bridge run: %v", err)
-		}
-	})
-	return b
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("bridge run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return b, stop
 }
 
 // waitFor polls cond until it holds (bounded: a test that never gets
@@ -77,6 +83,21 @@ func waitFrames(t *testing.T, b *bridge.Bridge, n int) {
 	waitFor(t, fmt.Sprintf("%d frames", n), func() (bool, string) {
 		h := b.Health()
 		return h.Frames >= n, fmt.Sprintf("%+v", h)
+	})
+}
+
+// waitJoined waits until the gateway has seen the bridge join n times
+// and the bridge has handled its welcome.
+func waitJoined(t *testing.T, gw *mewtest.Gateway, b *bridge.Bridge, mew string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := gw.WaitJoins(ctx, mew, bridgeName, n); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the bridge joined", func() (bool, string) {
+		h := b.Health()
+		return h.State == bridge.StateJoined, h.State
 	})
 }
 
@@ -127,11 +148,7 @@ func TestCapturesThroughServe(t *testing.T) {
 					t.Cleanup(gw.Close)
 					b = startBridge(t, bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Token: "t", Space: space,
 						Sink: bridge.HTTPSink{Client: cl}, ProbeInterval: -1})
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					defer cancel()
-					if err := gw.WaitJoins(ctx, mew, bridgeName, 1); err != nil {
-						t.Fatal(err)
-					}
+					waitJoined(t, gw, b, mew, 1)
 					replay(t, gw, b, mew, readLines(t, filepath.Join(capturesDir, sc.File)))
 				} else {
 					logFile := filepath.Join(capturesDir, "gateway-logs", sc.File)
@@ -274,8 +291,3 @@ func checkProposal(t *testing.T, cl *client.Client, ro client.ReadOptions, id st
 		}
 	}
 }
-
-// unused keeps imports used while the gap tests are written.
-var _ = errors.New
-var _ = http.MethodGet
-var _ app.Options

@@ -43,7 +43,7 @@ var (
 
 // CodeReservedSender is the refusal code of an envelope whose real sender
 // (the history file's received participant) is the ledger's own sender.
-const CodeReservedSender = "reserved_sender"
+const CodeReservedSender = ledger.CodeReservedSender
 
 func reservedSender() wire.AppendResult {
 	return wire.AppendResult{Error: &wire.Error{Code: CodeReservedSender, Field: "from",

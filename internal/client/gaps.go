@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
@@ -28,4 +29,21 @@ func (c *Client) ReportGap(ctx context.Context, space string, g ledger.Gap) (wir
 	var r wire.AppendResult
 	err = c.do(ctx, http.MethodPost, "/v1/gaps", q, bytes.NewReader(body), "application/json", &r)
 	return r, err
+}
+
+// Gaps returns one page of a space's recording gaps, oldest first (GET
+// /v1/gaps; limit 0 = the server's default, cursor "" = from the first).
+func (c *Client) Gaps(ctx context.Context, limit int, cursor string, ro ReadOptions) (*wire.Gaps, error) {
+	q := ro.values()
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	var g wire.Gaps
+	if err := c.do(ctx, http.MethodGet, "/v1/gaps", q, nil, "", &g); err != nil {
+		return nil, err
+	}
+	return &g, nil
 }

@@ -45,6 +45,7 @@ type Gateway struct {
 	seq    int64
 	wg     sync.WaitGroup
 	closed bool
+	paused bool // joins are refused (the connection closed) while set
 }
 
 type peer struct {
@@ -160,6 +161,13 @@ func (g *Gateway) ws(w http.ResponseWriter, r *http.Request) {
 			}
 			if j.ParticipantID == "" || j.Space == "" {
 				continue
+			}
+			g.mu.Lock()
+			paused := g.paused
+			g.mu.Unlock()
+			if paused {
+				_ = conn.Close(websocket.StatusTryAgainLater, "gateway paused")
+				return
 			}
 			space, id = j.Space, j.ParticipantID
 			g.join(space, id, j.Token, p)
@@ -280,6 +288,22 @@ func (g *Gateway) Drop(space, id string) bool {
 	}
 	_ = p.conn.CloseNow()
 	return true
+}
+
+// Pause makes the gateway refuse joins (it closes the connection) until
+// Resume: a test drops a participant, broadcasts frames it must miss, then
+// lets it back.
+func (g *Gateway) Pause() {
+	g.mu.Lock()
+	g.paused = true
+	g.mu.Unlock()
+}
+
+// Resume lets joins in again.
+func (g *Gateway) Resume() {
+	g.mu.Lock()
+	g.paused = false
+	g.mu.Unlock()
 }
 
 // Joins returns how many times id has joined.

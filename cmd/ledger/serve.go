@@ -47,6 +47,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		readyLag                  int
 		authFile, tlsCert, tlsKey string
 		limits                    limitFlags
+		bridgeConfig              string
 	)
 	f := newFlags(commands["serve"], e)
 	f.str(&o.DataDir, "data", "DIR", app.DefaultDataDir, "root of all local state", true)
@@ -69,6 +70,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.integer(&limits.maxCorrelation, "max-correlation", "N", 0, fmt.Sprintf("most correlation_id entries of an envelope (default %d)", ledger.DefaultSubmitLimits().MaxCorrelation), true)
 	f.float(&limits.writeRate, "write-rate", "PER_SECOND", 0, fmt.Sprintf("HTTP writes a second per client, on average (default: --auth's http.write_limit, else %d; negative: no limit)", httpauth.DefaultWritesPerSecond), true)
 	f.integer(&limits.writeBurst, "write-burst", "N", 0, fmt.Sprintf("HTTP writes a client may send at once above the rate (default: --auth's, else %d)", httpauth.DefaultWriteBurst), true)
+	f.str(&bridgeConfig, "bridge-mew-config", "FILE", "", "record the MEW spaces this YAML file lists, with bridges inside the server (see ledger help bridge)", true)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -110,6 +112,13 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		log.Error().Err(err).Str(logging.KeyDataDir, o.DataDir).Msg("ledger cannot start")
 		return errFailed
+	}
+	if bridgeConfig != "" {
+		if err := serveBridges(ctx, a, bridgeConfig, log); err != nil {
+			log.Error().Err(err).Msg("ledger stopped")
+			return errFailed
+		}
+		return nil
 	}
 	if err := a.Run(ctx); err != nil {
 		// Run has logged its failure and shutdown.

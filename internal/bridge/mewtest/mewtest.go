@@ -62,13 +62,30 @@ var baseline = map[string]any{"id": "mcp-response", "kind": "mcp/response"}
 // Start starts a gateway on a loopback port. tokens maps tokens to
 // capabilities (nil: every token gets DefaultCapabilities).
 func Start(tokens map[string][]map[string]any) *Gateway {
+	g, _ := StartOn("", tokens)
+	return g
+}
+
+// StartOn starts a gateway listening on addr ("" : a free loopback port).
+func StartOn(addr string, tokens map[string][]map[string]any) (*Gateway, error) {
 	g := &Gateway{tokens: tokens, spaces: map[string]map[string]*peer{}, caps: map[string][]map[string]any{}, joins: map[string]int{}}
 	g.cond = sync.NewCond(&g.mu)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /participants", g.participants)
 	mux.HandleFunc("/", g.ws)
-	g.srv = httptest.NewServer(mux)
-	return g
+	if addr == "" {
+		g.srv = httptest.NewServer(mux)
+		return g, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	g.srv = httptest.NewUnstartedServer(mux)
+	_ = g.srv.Listener.Close()
+	g.srv.Listener = ln
+	g.srv.Start()
+	return g, nil
 }
 
 // URL is the gateway's WebSocket URL (ws://127.0.0.1:PORT).

@@ -70,6 +70,7 @@ func New(o Options) (*Bridge, error) {
 	b := &Bridge{opts: o, filter: NewFilter(o.Now), state: StateStopped, since: o.Now()}
 	b.log = o.Logger.With().Str(logging.KeyComponent, "bridge").Str(KeyBridge, o.Participant).
 		Str(KeyMEWSpace, o.MEWSpace).Str(logging.KeySpace, o.Space).Logger()
+	o.Metrics.register(o.Participant)
 	if o.HistoryFile == "" {
 		b.partsURL, _ = participantsURL(o.Gateway, o.MEWSpace) // checked by Validate
 	}

@@ -61,6 +61,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// register makes a bridge's counters exist at 0 (a scrape shows the
+// series before the first gap).
+func (m *Metrics) register(bridge string) {
+	if m == nil {
+		return
+	}
+	m.gaps.WithLabelValues(bridge).Add(0)
+	m.gapErrs.WithLabelValues(bridge).Add(0)
+}
+
 func (m *Metrics) frame(bridge, kind, result string) {
 	if m == nil {
 		return

@@ -331,7 +331,9 @@ func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, caps json.Ra
 		if ev := b.evictionNotice(frame); ev != nil {
 			return ev
 		}
-		b.handle(sctx, frame)
+		// The parent ctx: an eviction noticed while an append waits for
+		// the ledger must not drop an envelope already received.
+		b.handle(ctx, frame)
 	}
 }
 

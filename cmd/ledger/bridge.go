@@ -50,8 +50,8 @@ With --history FILE the bridge follows the gateway's own
 survived), and appends each delivered envelope under the sender of its
 received record (the socket that really sent it): an envelope whose "from"
 was forged is folded invalid (spoofed_sender). That needs --nats-url (a
-direct publish under the sender's subject; the NATS user needs publish
-rights on ledger.<space>.*.*.*) or the bridge inside ledger serve
+direct publish under the sender's subject; under --auth, a user of the
+auth file's nats.bridges list) or the bridge inside ledger serve
 (--bridge-mew-config).
 
 --http ADDR serves /healthz (200 while joined, else 503, with the state)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -23,6 +24,7 @@ const (
 	KindAgent   Kind = "agent"
 	KindAuditor Kind = "auditor"
 	KindGateway Kind = "gateway"
+	KindBridge  Kind = "bridge"
 )
 
 // Permissions are one user's NATS permissions. Lists are sorted and
@@ -54,7 +56,7 @@ type Principal struct {
 var ForbiddenStreamOps = []string{"DELETE", "PURGE", "MSG.DELETE"}
 
 // Principals returns every NATS user of the configuration with its
-// permissions, service first, then agents, auditors and gateways in file
+// permissions, service first, then agents, auditors, gateways and bridges in file
 // order. It returns nil when NATS authentication is not configured.
 func (c *Config) Principals() []Principal {
 	if c.NATS == nil {
@@ -127,6 +129,15 @@ func (c *Config) Principals() []Principal {
 			}
 		}
 		out = append(out, Principal{Kind: KindGateway, User: g.User, Password: g.Password, Nkey: g.Nkey, Perms: p})
+	}
+
+	for _, b := range n.Bridges {
+		p := Permissions{SubscribeAllow: []string{subjects.InboxFilter(b.User)}}
+		for _, sp := range b.Spaces {
+			p.PublishAllow = append(p.PublishAllow, subjects.SpaceFilter(sp), subjects.Submit(sp), subjects.Gap(sp))
+			p.PublishDeny = append(p.PublishDeny, subjects.Filter(sp, "", "", ledger.LedgerSender))
+		}
+		out = append(out, Principal{Kind: KindBridge, User: b.User, Password: b.Password, Nkey: b.Nkey, Perms: p})
 	}
 
 	for i := range out {

@@ -29,9 +29,7 @@ func capture(t *testing.T, name string) (frames [][]byte, mewSpace string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		frames = append(frames, l)
-	}
+	frames = bytes.Split(bytes.TrimSpace(data), []byte("\n"))
 	logData, err := os.ReadFile(filepath.Join(dir, "gateway-logs", name+".jsonl"))
 	if err != nil {
 		t.Fatal(err)

@@ -45,11 +45,6 @@ var (
 // (the history file's received participant) is the ledger's own sender.
 const CodeReservedSender = ledger.CodeReservedSender
 
-func reservedSender() wire.AppendResult {
-	return wire.AppendResult{Error: &wire.Error{Code: CodeReservedSender, Field: "from",
-		Message: fmt.Sprintf("sender %q is the ledger's own: no participant may publish as it", ledger.LedgerSender)}}
-}
-
 // AppenderSink appends through the Appender of the ledger process the
 // bridge runs in (ledger serve --bridge-mew-config): the same validation,
 // dedup and group commit as every submit path.

@@ -732,6 +732,9 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 		}
 		return nil
 	}
+	if env.Kind == KindBareProposal {
+		env.Kind, d.Form = KindProposal, FormBareProposal
+	}
 	switch env.Kind {
 	case KindProposal:
 		d.Type = TypeProposal
@@ -747,6 +750,9 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 				return refuse(CodeBadValue, "payload.ttl_ms", "payload.ttl_ms must be a positive integer number of milliseconds, at most %d (one year), not %s", MaxTTLms, truncate(string(v), 40))
 			}
 			d.TTLms = n
+		}
+		if r := proposalForms(d, pl); r != nil {
+			return r
 		}
 
 	case KindKernelProposal:
@@ -876,6 +882,9 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 		d.Gap = g
 
 	default:
+		if handled, r := classifyForm(d, pl); handled {
+			return r
+		}
 		d.Type = TypeIgnored
 	}
 	return nil

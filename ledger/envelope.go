@@ -139,6 +139,19 @@ type Decoded struct {
 	// Gap is the payload of a ledger/gap envelope (TypeGap); Key is its
 	// Bridge.
 	Gap *Gap
+	// Form names which of the seeds' lifecycle forms the envelope is
+	// (SPEC §2; Form* constants, e.g. "meup.lifecycle/status"); "" for the
+	// kinds of the dialect table.
+	Form string
+	// Note is what a form folded as a note carries (status, acceptance,
+	// deferral, bid, other operation); nil for a plain chat.
+	Note *Note
+	// TargetSources are a proposal's targets: its to and the seeds'
+	// targeting fields, each with the field naming it, in that order (an
+	// id named by several fields appears once per field).
+	TargetSources []TargetSource
+	// Targeting is a proposal's payload.targeting (nil when absent).
+	Targeting *Targeting
 }
 
 // MsgID returns the Nats-Msg-Id of the event in a space (SPEC §4):

@@ -18,4 +18,5 @@ var AnomalyNames = []string{
 	AnomalyFulfilledBeforeWindow,
 	AnomalyIDReused,
 	AnomalyMsgIDClash,
+	AnomalyExclusiveViolation,
 }

@@ -180,8 +180,8 @@ func (w *jsonWriter) end() ([]byte, bool) {
 
 // appendProposal appends json.Marshal(p); false when p needs json.Marshal.
 func appendProposal(b []byte, p *Proposal) ([]byte, bool) {
-	if p.Kernel != nil {
-		return b, false
+	if p.Kernel != nil || p.hasFormFields() {
+		return b, false // rare: json.Marshal
 	}
 	w := newWriter(b)
 	w.str("id", p.ID)
@@ -325,6 +325,9 @@ func appendHistory(b []byte, h *HistoryEntry) ([]byte, bool) {
 	w.strOmit("text", h.Text)
 	w.strOmit("outcome", h.Outcome)
 	w.u64Omit("resolved_seq", h.ResolvedSeq)
+	w.strOmit("form", h.Form)
+	w.strOmit("note", h.Note)
+	w.strOmit("status", h.Status)
 	return w.end()
 }
 

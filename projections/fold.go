@@ -308,6 +308,10 @@ func (a *applier) arrive(ev Event) error {
 		return invalid(r.Code, detail)
 	}
 	base.ID, base.Type, base.Kind, base.From, base.Reason = d.Env.ID, string(d.Type), d.OrigKind, d.Env.From, d.Reason
+	base.Form = d.Form
+	if n := d.Note; n != nil {
+		base.Note, base.Status = n.Kind, n.Status
+	}
 	c := &evctx{ev: ev, space: space, d: d, entry: base}
 	if ev.MsgIDClash {
 		c.flags |= FlagMsgIDClash
@@ -517,7 +521,10 @@ func (a *applier) drain() error {
 		s.Effects[string(EffectOrphan)]--
 		c := &evctx{
 			ev: Event{Seq: o.Seq, Time: pk.Time, Subject: pk.Subject, Raw: pk.Raw, MsgIDClash: pk.Flags&FlagMsgIDClash != 0}, space: space, d: d, resolved: true, flags: pk.Flags,
-			entry: HistoryEntry{Seq: o.Seq, At: at, ID: d.Env.ID, Type: string(d.Type), Kind: d.OrigKind, From: d.Env.From, Reason: d.Reason},
+			entry: HistoryEntry{Seq: o.Seq, At: at, ID: d.Env.ID, Type: string(d.Type), Kind: d.OrigKind, From: d.Env.From, Reason: d.Reason, Form: d.Form},
+		}
+		if n := d.Note; n != nil {
+			c.entry.Note, c.entry.Status = n.Kind, n.Status
 		}
 		if err := a.applyTo(c, o.Target); err != nil {
 			return err
@@ -617,6 +624,18 @@ func (a *applier) create(c *evctx) error {
 		p.Kernel, p.Approved, p.Approvals = kr, &approved, []Approval{}
 	}
 	p.ExpiresAt = deadline
+	p.Targets = targetsOf(d.TargetSources)
+	if t := d.Targeting; t != nil && t.Exclusive {
+		x := &ExclusiveWindow{TimeoutMs: t.WindowMs, FallbackToBroadcast: t.FallbackToBroadcast, QuickReject: t.QuickReject}
+		if t.WindowMs > 0 {
+			u := at.Add(time.Duration(t.WindowMs) * time.Millisecond)
+			x.Until = &u
+		}
+		p.Exclusive = x
+	}
+	if d.Form != "" {
+		p.Forms = []string{d.Form}
+	}
 	a.touch(p)
 	// Entries filed under this id before it was a proposal are in its
 	// history: count them (orphans are counted as they are released).
@@ -851,6 +870,9 @@ func (a *applier) commitTo(c *evctx, p *Proposal, h HistoryEntry) error {
 			return err
 		}
 	}
+	if f := c.d.Form; f != "" && !slices.Contains(p.Forms, f) {
+		p.Forms = append(p.Forms, f)
+	}
 	p.Events++
 	a.touch(p)
 	if err := a.st.PutProposal(p); err != nil {
@@ -970,8 +992,21 @@ func fulfilmentChecks(c *evctx, p *Proposal) []string {
 	if d.Method != p.Method || !canon.Equal(nullIfEmpty(d.Params), nullIfEmpty(p.Params)) {
 		an = append(an, AnomalyFulfillmentMismatch)
 	}
-	if len(p.To) > 0 && !sameSet(p.To, d.Env.To) {
-		an = append(an, AnomalyTargetMismatch)
+	switch {
+	case len(p.To) > 0:
+		if !sameSet(p.To, d.Env.To) {
+			an = append(an, AnomalyTargetMismatch)
+		}
+	case len(p.Targets) > 0:
+		// Targets only from the seeds' fields: the fulfilment must come
+		// from one of them or name one in its to.
+		if !honoursTargets(p, d) {
+			an = append(an, AnomalyTargetMismatch)
+		}
+	}
+	if x := p.Exclusive; x != nil && !honoursTargets(p, d) &&
+		(!x.FallbackToBroadcast || x.Until == nil || c.ev.Time.Before(*x.Until)) {
+		an = append(an, AnomalyExclusiveViolation)
 	}
 	if d.Env.From == p.Proposer {
 		an = append(an, AnomalySelfFulfilled)
@@ -983,6 +1018,35 @@ func fulfilmentChecks(c *evctx, p *Proposal) []string {
 		an = append(an, AnomalyFulfilledBeforeWindow)
 	}
 	return an
+}
+
+// honoursTargets reports whether fulfilment d honours p's targeting: its
+// from is a target, or its to names one.
+func honoursTargets(p *Proposal, d *ledger.Decoded) bool {
+	for _, t := range p.Targets {
+		if t.ID == d.Env.From || slices.Contains(d.Env.To, t.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// targetsOf merges a proposal's target sources by id, in order of first
+// appearance.
+func targetsOf(srcs []ledger.TargetSource) []Target {
+	if len(srcs) == 0 {
+		return nil
+	}
+	var out []Target
+	for _, s := range srcs {
+		i := slices.IndexFunc(out, func(t Target) bool { return t.ID == s.ID })
+		if i < 0 {
+			out = append(out, Target{ID: s.ID, Sources: []string{s.Source}})
+		} else if !slices.Contains(out[i].Sources, s.Source) {
+			out[i].Sources = append(out[i].Sources, s.Source)
+		}
+	}
+	return out
 }
 
 func nullIfEmpty(b []byte) []byte {
@@ -1169,6 +1233,9 @@ func (a *applier) note(c *evctx, target string) error {
 		return err
 	}
 	if p != nil {
+		if c.d.Note != nil {
+			return a.formNote(c, p.Clone())
+		}
 		h := a.entryFor(c, EffectRecorded, "note")
 		h.Text = c.d.Text
 		return a.commitTo(c, p.Clone(), h)
@@ -1196,6 +1263,75 @@ func (a *applier) note(c *evctx, target string) error {
 		}
 	}
 	return nil
+}
+
+// noteKindBucket is the statistics key of a note kind: itself when the
+// seeds name it, "other" for anything else.
+func noteKindBucket(kind string) string {
+	switch kind {
+	case ledger.NoteStatus, ledger.NoteAccept, ledger.NoteDefer, ledger.NoteBid:
+		return kind
+	}
+	if slices.Contains(ledger.LifecycleOperations, kind) {
+		return kind
+	}
+	return "other"
+}
+
+// formNote folds a note of the seeds' lifecycle forms on proposal p (SPEC
+// §2): a status (the participant's latest, while p is pending), an
+// acceptance, deferral or bid (kept on p whatever its effect, late after a
+// terminal state), or any other operation or status value, kept as given
+// in the history and never refused.
+func (a *applier) formNote(c *evctx, p *Proposal) error {
+	d, n := c.d, c.d.Note
+	s, err := a.statsFor(c.space)
+	if err != nil {
+		return err
+	}
+	s.NoteKinds[noteKindBucket(n.Kind)]++
+	late := p.State != StatePending
+	h := a.entryFor(c, EffectApplied, "")
+	fn := FormNote{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Form: d.Form, Reason: d.Reason,
+		Confidence: n.Confidence, EstimatedTime: n.EstimatedTime, Late: late}
+	switch n.Kind {
+	case ledger.NoteStatus:
+		switch {
+		case !slices.Contains(ledger.Statuses, n.Status):
+			h.Effect, h.Detail = EffectRecorded, fmt.Sprintf("status %q kept as given (not one of %s)", n.Status, strings.Join(ledger.Statuses, ", "))
+		case late:
+			h.Effect, h.Detail = EffectLate, "proposal already "+string(p.State)+"; statuses are kept while pending"
+		default:
+			st := ParticipantStatus{From: d.Env.From, Status: n.Status, Event: d.Env.ID, Seq: c.ev.Seq}
+			if i := slices.IndexFunc(p.Statuses, func(x ParticipantStatus) bool { return x.From == st.From }); i >= 0 {
+				h.Detail = fmt.Sprintf("%s: %s → %s", st.From, p.Statuses[i].Status, st.Status)
+				p.Statuses[i] = st
+			} else {
+				h.Detail = fmt.Sprintf("%s: %s", st.From, st.Status)
+				p.Statuses = append(p.Statuses, st)
+			}
+		}
+	case ledger.NoteAccept:
+		p.Acceptances = append(p.Acceptances, fn)
+	case ledger.NoteDefer:
+		p.Deferrals = append(p.Deferrals, fn)
+	case ledger.NoteBid:
+		p.Bids = append(p.Bids, fn)
+	default:
+		h.Effect, h.Detail = EffectRecorded, fmt.Sprintf("%s %q kept as a note", noteWhat(d), n.Kind)
+	}
+	if late && h.Effect == EffectApplied {
+		h.Effect, h.Detail = EffectLate, "proposal already "+string(p.State)
+	}
+	return a.commitTo(c, p, h)
+}
+
+// noteWhat names what a note's kind is for a person.
+func noteWhat(d *ledger.Decoded) string {
+	if d.Env.Kind == ledger.KindMEUPLifecycle {
+		return "operation"
+	}
+	return "status"
 }
 
 // noteOn applies note c, naming event target (indexed as ref), to proposal pid.

@@ -231,6 +231,47 @@ func formatProposal(p *Proposal) string {
 	if p.ExpiresAt != nil {
 		fmt.Fprintf(&b, "expires_at: %s\n", p.ExpiresAt.Format(time.RFC3339Nano))
 	}
+	if len(p.Targets) > 0 {
+		var ts []string
+		for _, t := range p.Targets {
+			ts = append(ts, t.ID+"("+strings.Join(t.Sources, "+")+")")
+		}
+		fmt.Fprintf(&b, "targets: %s\n", strings.Join(ts, " "))
+	}
+	if x := p.Exclusive; x != nil {
+		fmt.Fprintf(&b, "exclusive: fallback_to_broadcast=%t quick_reject=%t", x.FallbackToBroadcast, x.QuickReject)
+		if x.Until != nil {
+			fmt.Fprintf(&b, " until=%s", x.Until.Format(time.RFC3339Nano))
+		}
+		b.WriteString("\n")
+	}
+	for _, st := range p.Statuses {
+		fmt.Fprintf(&b, "status: %s=%s by=%s\n", st.From, st.Status, st.Event)
+	}
+	for _, l := range []struct {
+		name string
+		ns   []FormNote
+	}{{"acceptance", p.Acceptances}, {"deferral", p.Deferrals}, {"bid", p.Bids}} {
+		for _, n := range l.ns {
+			fmt.Fprintf(&b, "%s: %s from=%s form=%s", l.name, n.Event, n.From, n.Form)
+			if n.Reason != "" {
+				fmt.Fprintf(&b, " reason=%q", n.Reason)
+			}
+			if n.Confidence != nil {
+				fmt.Fprintf(&b, " confidence=%v", *n.Confidence)
+			}
+			if n.EstimatedTime != nil {
+				fmt.Fprintf(&b, " estimated_time=%v", *n.EstimatedTime)
+			}
+			if n.Late {
+				b.WriteString(" late=true")
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(p.Forms) > 0 {
+		fmt.Fprintf(&b, "forms: %s\n", strings.Join(p.Forms, ","))
+	}
 	if k := p.Kernel; k != nil {
 		fmt.Fprintf(&b, "kernel: action=%s class=%s required=%d counted=%d approved=%t form=%s\n", k.ActionType, k.ApprovalClass, k.Required, k.Counted, p.Approved != nil && *p.Approved, k.Form)
 		fmt.Fprintf(&b, "kernel: method=%s params=%s", p.Method, p.Params)
@@ -285,6 +326,15 @@ func formatEntry(h HistoryEntry) string {
 	if h.ResolvedSeq != 0 {
 		fmt.Fprintf(&b, " resolved_at=%d", h.ResolvedSeq)
 	}
+	if h.Form != "" {
+		fmt.Fprintf(&b, " form=%s", h.Form)
+	}
+	if h.Note != "" {
+		fmt.Fprintf(&b, " note=%s", h.Note)
+	}
+	if h.Status != "" {
+		fmt.Fprintf(&b, " status=%s", h.Status)
+	}
 	if h.Detail != "" {
 		fmt.Fprintf(&b, " (%s)", h.Detail)
 	}
@@ -316,6 +366,7 @@ func formatStats(s *Stats) string {
 	line("anomalies", s.Anomalies)
 	line("events_by_type", s.EventsByType)
 	line("effects", s.Effects)
+	line("note_kinds", s.NoteKinds)
 	return b.String()
 }
 

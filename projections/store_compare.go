@@ -34,6 +34,7 @@ const (
 var indexKindNames = map[byte]string{
 	idxAll: "all", idxState: "state", idxProposer: "proposer", idxTarget: "target",
 	idxAnomaly: "anomaly", idxActionType: "action_type", idxResourceType: "resource_type", idxDomain: "domain",
+	idxForm: "form",
 }
 
 // KeyInfo is a store key decoded: which table, and the components that

@@ -59,7 +59,55 @@ const (
 	// derived Nats-Msg-Id because another message held its own with
 	// different bytes (SPEC §4, header Ledger-Msg-Id-Clash).
 	AnomalyMsgIDClash = "msg_id_clash"
+	// AnomalyExclusiveViolation: a fulfilment that does not honour the
+	// proposal's exclusive targeting (neither its from is a target nor its
+	// to names one) inside the exclusive window, or at any time when
+	// fallback_to_broadcast is false (SPEC §2).
+	AnomalyExclusiveViolation = "exclusive_violation"
 )
+
+// Target is one participant a proposal targets (SPEC §2): named by its to
+// or by the seeds' targeting fields; Sources lists every field that names
+// it ("to", "fulfiller", "preferred", "preferred_participant",
+// "preferred_fulfillers", "targeting.preferred"), in that order.
+type Target struct {
+	ID      string   `json:"id"`
+	Sources []string `json:"sources"`
+}
+
+// ExclusiveWindow is a proposal's payload.targeting with exclusive: true.
+// Until (exclusive, stream time) ends the window; nil when no
+// exclusive_timeout / fallback_timeout was given (the window never ends).
+// With FallbackToBroadcast false only a target may fulfil at any time.
+type ExclusiveWindow struct {
+	Until               *time.Time `json:"until,omitempty"`
+	TimeoutMs           int64      `json:"timeout_ms,omitempty"`
+	FallbackToBroadcast bool       `json:"fallback_to_broadcast"`
+	QuickReject         bool       `json:"quick_reject,omitempty"`
+}
+
+// ParticipantStatus is a participant's latest status on a proposal
+// (meup.lifecycle status, ADR-v2c option 8): considering, queued,
+// processing or unable, from the event Event.
+type ParticipantStatus struct {
+	From   string `json:"from"`
+	Status string `json:"status"`
+	Event  string `json:"event"`
+	Seq    uint64 `json:"seq"`
+}
+
+// FormNote is one acceptance, deferral or bid on a proposal (SPEC §2),
+// kept whatever its effect; Late when the proposal had left pending.
+type FormNote struct {
+	Event         string   `json:"event"`
+	Seq           uint64   `json:"seq"`
+	From          string   `json:"from"`
+	Form          string   `json:"form"`
+	Reason        string   `json:"reason,omitempty"`
+	Confidence    *float64 `json:"confidence,omitempty"`
+	EstimatedTime *float64 `json:"estimated_time,omitempty"`
+	Late          bool     `json:"late,omitempty"`
+}
 
 // Rejection is one rejection of a proposal, kept whatever its effect.
 type Rejection struct {
@@ -178,6 +226,23 @@ type Proposal struct {
 	Kernel       *Kernel         `json:"kernel,omitempty"`
 	Approvals    []Approval      `json:"approvals,omitempty"`
 	Approved     *bool           `json:"approved,omitempty"`
+	// What the seeds' lifecycle forms add (SPEC §2): the targets (to and
+	// the targeting fields), the exclusive window, each participant's
+	// latest status, acceptances, deferrals, bids, and the forms of the
+	// events folded into the proposal (the list filter form).
+	Targets     []Target            `json:"targets,omitempty"`
+	Exclusive   *ExclusiveWindow    `json:"exclusive,omitempty"`
+	Statuses    []ParticipantStatus `json:"statuses,omitempty"`
+	Acceptances []FormNote          `json:"acceptances,omitempty"`
+	Deferrals   []FormNote          `json:"deferrals,omitempty"`
+	Bids        []FormNote          `json:"bids,omitempty"`
+	Forms       []string            `json:"forms,omitempty"`
+}
+
+// hasFormFields reports whether p carries any field of the seeds' forms.
+func (p *Proposal) hasFormFields() bool {
+	return len(p.Targets) > 0 || p.Exclusive != nil || len(p.Statuses) > 0 || len(p.Acceptances) > 0 ||
+		len(p.Deferrals) > 0 || len(p.Bids) > 0 || len(p.Forms) > 0
 }
 
 // HasAnomaly reports whether the proposal carries anomaly a.
@@ -222,6 +287,21 @@ func (p *Proposal) Clone() *Proposal {
 		c.Kernel = &k
 	}
 	c.Approvals = slices.Clone(p.Approvals)
+	if p.Targets != nil {
+		c.Targets = make([]Target, len(p.Targets))
+		for i, t := range p.Targets {
+			c.Targets[i] = Target{ID: t.ID, Sources: slices.Clone(t.Sources)}
+		}
+	}
+	if p.Exclusive != nil {
+		x := *p.Exclusive
+		c.Exclusive = &x
+	}
+	c.Statuses = slices.Clone(p.Statuses)
+	c.Acceptances = slices.Clone(p.Acceptances)
+	c.Deferrals = slices.Clone(p.Deferrals)
+	c.Bids = slices.Clone(p.Bids)
+	c.Forms = slices.Clone(p.Forms)
 	if p.Approved != nil {
 		b := *p.Approved
 		c.Approved = &b
@@ -258,6 +338,13 @@ type HistoryEntry struct {
 	// ResolvedSeq is the sequence of the event whose arrival released this
 	// one from orphan; zero when it was never an orphan.
 	ResolvedSeq uint64 `json:"resolved_seq,omitempty"`
+	// Form is which of the seeds' lifecycle forms the event is (SPEC §2,
+	// e.g. "meup.lifecycle/status"); Note its note kind (status, accept,
+	// defer, bid, or a meup.lifecycle operation as given) and Status its
+	// status value as given.
+	Form   string `json:"form,omitempty"`
+	Note   string `json:"note,omitempty"`
+	Status string `json:"status,omitempty"`
 }
 
 // EventStatus is where an event stands in the event-id index.
@@ -340,6 +427,10 @@ type Stats struct {
 	OrphansWaiting    int64            `json:"orphans_waiting"`
 	// Gaps counts the recording gaps of bridges in the space (SPEC §14).
 	Gaps int64 `json:"gaps"`
+	// NoteKinds counts the notes of the seeds' lifecycle forms folded on
+	// proposals, by kind: status, accept, defer, bid, the meup.lifecycle
+	// operations ADR-v2c names, and "other" for anything else.
+	NoteKinds map[string]int64 `json:"note_kinds"`
 }
 
 // NewStats returns zeroed stats with every known key present, so that the
@@ -352,6 +443,7 @@ func NewStats() *Stats {
 		Anomalies:         map[string]int64{},
 		EventsByType:      map[string]int64{},
 		Effects:           map[string]int64{},
+		NoteKinds:         map[string]int64{},
 	}
 	for _, st := range States {
 		s.ByState[string(st)] = 0
@@ -371,6 +463,7 @@ func (s *Stats) Clone() *Stats {
 	}
 	c.ByState, c.RejectionReasons, c.WithdrawalReasons = cp(s.ByState), cp(s.RejectionReasons), cp(s.WithdrawalReasons)
 	c.Anomalies, c.EventsByType, c.Effects = cp(s.Anomalies), cp(s.EventsByType), cp(s.Effects)
+	c.NoteKinds = cp(s.NoteKinds)
 	return &c
 }
 

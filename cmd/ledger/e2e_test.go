@@ -100,14 +100,14 @@ type server struct {
 	bin  string
 }
 
-func startServer(t *testing.T, bin, data string, extra ...string) *server {
+func startServer(t *testing.T, bin, data string, args ...string) *server {
 	t.Helper()
 	addrFile := filepath.Join(data, "serve.addr.json")
 	if _, err := os.Stat(addrFile); err == nil {
 		t.Fatalf("%s exists before start: a stale address file", addrFile)
 	}
 	s := &server{t: t, logs: &syncBuffer{}, done: make(chan struct{}), bin: bin}
-	s.cmd = exec.Command(bin, append([]string{"serve", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json"}, extra...)...)
+	s.cmd = exec.Command(bin, append([]string{"serve", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
 	s.cmd.Env = cleanEnv()
 	s.cmd.Stdout = s.logs
 	s.cmd.Stderr = s.logs

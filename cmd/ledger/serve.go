@@ -47,9 +47,10 @@ func runServe(ctx context.Context, e env, args []string) error {
 		readyLag                  int
 		authFile, tlsCert, tlsKey string
 		limits                    limitFlags
-		bridgeConfig              string
 	)
 	f := newFlags(commands["serve"], e)
+	var bridgeConfig string // SPEC §14: bridges inside the server
+	f.str(&bridgeConfig, "bridge-mew-config", "FILE", "", "record the MEW spaces this YAML file lists, with bridges inside the server (see ledger help bridge)", true)
 	f.str(&o.DataDir, "data", "DIR", app.DefaultDataDir, "root of all local state", true)
 	f.str(&o.HTTPAddr, "http", "ADDR", app.DefaultHTTPAddr, "HTTP API listen address (port 0: any free port)", true)
 	f.str(&o.NATSListen, "nats-listen", "ADDR", app.DefaultNATSListen, "embedded NATS client address (port 0 or -1: any free port)", true)
@@ -70,7 +71,6 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.integer(&limits.maxCorrelation, "max-correlation", "N", 0, fmt.Sprintf("most correlation_id entries of an envelope (default %d)", ledger.DefaultSubmitLimits().MaxCorrelation), true)
 	f.float(&limits.writeRate, "write-rate", "PER_SECOND", 0, fmt.Sprintf("HTTP writes a second per client, on average (default: --auth's http.write_limit, else %d; negative: no limit)", httpauth.DefaultWritesPerSecond), true)
 	f.integer(&limits.writeBurst, "write-burst", "N", 0, fmt.Sprintf("HTTP writes a client may send at once above the rate (default: --auth's, else %d)", httpauth.DefaultWriteBurst), true)
-	f.str(&bridgeConfig, "bridge-mew-config", "FILE", "", "record the MEW spaces this YAML file lists, with bridges inside the server (see ledger help bridge)", true)
 	if err := f.parse(args); err != nil {
 		return err
 	}

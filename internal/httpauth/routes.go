@@ -37,8 +37,8 @@ const (
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones)
 //	POST /v1/events             writer, rate limited
-//	POST /v1/gaps               writer, rate limited (bridges report gaps)
 //	GET /v1/ops/...             ops (read-shaped operations)
+//	POST /v1/gaps               writer, rate limited (bridges report gaps)
 //	anything else               ops (rebuild and every route not named here:
 //	                            a new write route is closed until it is listed)
 func DefaultRules(openMetrics bool) []Rule {
@@ -52,8 +52,8 @@ func DefaultRules(openMetrics bool) []Rule {
 		metrics,
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true},
-		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
+		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true},
 		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
 	}
 }

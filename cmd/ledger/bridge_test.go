@@ -44,17 +44,19 @@ func capture(t *testing.T, name string) (frames [][]byte, mewSpace string) {
 	return frames, rec.SpaceID
 }
 
-// waitState polls the API until a proposal has a state (bounded).
-func waitState(t *testing.T, cl *client.Client, space, id string, want projections.ProposalState) *projections.Proposal {
+// waitProposal polls the API until a proposal satisfies done (bounded):
+// the bridge appends while the test reads, so the last event may not be
+// folded yet.
+func waitProposal(t *testing.T, cl *client.Client, space, id string, done func(*projections.Proposal) bool) *projections.Proposal {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		p, _, err := cl.Get(context.Background(), id, client.ReadOptions{Space: space})
-		if err == nil && p.State == want {
+		if err == nil && done(p) {
 			return p
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s in space %s: %+v, %v; want state %s", id, space, p, err, want)
+			t.Fatalf("%s in space %s: %+v, %v", id, space, p, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -103,10 +105,11 @@ func TestBridgeEndToEnd(t *testing.T) {
 	for _, f := range rejectFrames[1:] {
 		gw.Broadcast(rejectSpace, f)
 	}
-	p := waitState(t, cl, "served", "bc36e041-9d18-4436-b5a7-8e063d04fa7d", projections.StateRejected)
-	if len(p.Rejections) != 1 || !strings.Contains(p.Rejections[0].Explanation, "destroy the workspace") {
-		t.Errorf("rejections %+v", p.Rejections)
-	}
+	// Rejected, with the rejection's explanation (the capture's last
+	// lifecycle envelope).
+	waitProposal(t, cl, "served", "bc36e041-9d18-4436-b5a7-8e063d04fa7d", func(p *projections.Proposal) bool {
+		return p.State == projections.StateRejected && len(p.Rejections) == 1 && strings.Contains(p.Rejections[0].Explanation, "destroy the workspace")
+	})
 
 	// The standalone bridge.
 	cmd := exec.Command(bin, "bridge", "mew", "--gateway", gw.URL(), "--mew-space", withdrawSpace,
@@ -149,10 +152,9 @@ func TestBridgeEndToEnd(t *testing.T) {
 	for _, f := range withdrawFrames[1:] {
 		gw.Broadcast(withdrawSpace, f)
 	}
-	p = waitState(t, cl, "standalone", "a0e388ea-18a2-489a-a929-16940bfe6daf", projections.StateWithdrawn)
-	if p.Withdrawal == nil || !strings.Contains(p.Withdrawal.Explanation, "found the file already exists") {
-		t.Errorf("withdrawal %+v", p.Withdrawal)
-	}
+	waitProposal(t, cl, "standalone", "a0e388ea-18a2-489a-a929-16940bfe6daf", func(p *projections.Proposal) bool {
+		return p.State == projections.StateWithdrawn && p.Withdrawal != nil && strings.Contains(p.Withdrawal.Explanation, "found the file already exists")
+	})
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
@@ -162,8 +164,17 @@ func TestBridgeEndToEnd(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("/healthz"); code != http.StatusOK || !strings.Contains(body, `"state":"joined"`) {
-		t.Errorf("/healthz %d %s", code, body)
+	// Every frame handled: its welcome and the capture but the observer's.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, body := get("/healthz")
+		if code == http.StatusOK && strings.Contains(body, `"state":"joined"`) && strings.Contains(body, fmt.Sprintf(`"frames":%d,`, len(withdrawFrames))) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz %d %s", code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if _, body := get("/metrics"); !strings.Contains(body, `ledger_bridge_envelopes_total{bridge="standalone-recorder",kind="mcp/proposal",result="appended"} 1`) ||
 		!strings.Contains(body, `ledger_bridge_envelopes_total{bridge="standalone-recorder",kind="system/presence",result="skipped"} 6`) {

@@ -309,3 +309,71 @@ func TestHistorySpoofedSender(t *testing.T) {
 		t.Errorf("health %+v: want 2 appended (the proposal and the spoofed withdrawal), the chat refused", hl)
 	}
 }
+
+// TestHistoryTruncationGivesGap: a history file truncated under the bridge
+// (copytruncate rotation) is read again from its start, and the lines that
+// may have been cut unread are reported as a gap.
+func TestHistoryTruncationGivesGap(t *testing.T) {
+	a := apptest.Start(t)
+	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logLines := readLines(t, filepath.Join(capturesDir, "gateway-logs", "c-reject.jsonl"))
+	mew, space := mewSpace(t, "c-reject"), "history-truncate"
+	path := filepath.Join(t.TempDir(), "envelope-history.jsonl")
+	if err := os.WriteFile(path, append(bytes.Join(logLines, []byte("\n")), '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, bridge.Options{HistoryFile: path, MEWSpace: mew, Space: space, Sink: bridge.AppenderSink{Appender: a.Appender()}, PollInterval: time.Millisecond})
+	waitFor(t, "the log read", func() (bool, string) {
+		h := b.Health()
+		return h.Appended == 3, h.State
+	})
+	// Truncated, then a shorter file: the first lines again (duplicates).
+	if err := os.WriteFile(path, append(bytes.Join(logLines[:3], []byte("\n")), '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the gap recorded", func() (bool, string) {
+		h := b.Health()
+		return h.Gaps == 1, h.State
+	})
+	gaps := gapsOf(t, cl, space)
+	if len(gaps) != 1 || gaps[0].Reason != "history file truncated" || gaps[0].Gateway != path || gaps[0].Bridge != bridgeName {
+		t.Errorf("gaps %+v", gaps)
+	}
+}
+
+// TestEvictionNoticeGivesGap: a gateway that tells the replaced socket
+// about the duplicate join (a presence join under the bridge's own name)
+// evicts the bridge at once, with the probe off.
+func TestEvictionNoticeGivesGap(t *testing.T) {
+	a := apptest.Start(t)
+	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := mewtest.Start(nil)
+	t.Cleanup(gw.Close)
+	gw.NotifyReplaced(true)
+	mew, space := "m", "evict-notice"
+	b := startBridge(t, bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Token: "t", Space: space,
+		Sink: bridge.AppenderSink{Appender: a.Appender()}, ProbeInterval: -1})
+	waitJoined(t, gw, b, mew, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	impostor, err := mewtest.Join(ctx, gw.URL(), mew, bridgeName, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(impostor.Close)
+	waitJoined(t, gw, b, mew, 3)
+	waitFor(t, "the gap recorded", func() (bool, string) {
+		h := b.Health()
+		return h.Gaps == 1, h.State
+	})
+	gaps := gapsOf(t, cl, space)
+	if len(gaps) != 1 || !strings.Contains(gaps[0].Reason, "evicted") || !strings.Contains(gaps[0].Reason, "announced") {
+		t.Errorf("gaps %+v", gaps)
+	}
+}

@@ -46,6 +46,7 @@ type Gateway struct {
 	wg     sync.WaitGroup
 	closed bool
 	paused bool // joins are refused (the connection closed) while set
+	notify bool // a replaced socket gets the presence join of its replacement
 }
 
 type peer struct {
@@ -208,6 +209,7 @@ func (g *Gateway) join(space, id, token string, p *peer) {
 		g.spaces[space] = sp
 	}
 	caps := g.capabilities(token)
+	replaced := sp[id]
 	sp[id] = p // a duplicate id replaces the socket; the old one stays open, silent
 	g.caps[id] = caps
 	g.joins[id]++
@@ -228,6 +230,9 @@ func (g *Gateway) join(space, id, token string, p *peer) {
 		"from": "system:gateway", "kind": "system/presence",
 		"payload": map[string]any{"event": "join", "participant": map[string]any{"id": id, "capabilities": caps}}})
 	targets := g.peers(space, id)
+	if replaced != nil && g.notify {
+		targets = append(targets, replaced)
+	}
 	g.cond.Broadcast()
 	g.mu.Unlock()
 	p.send(welcome)
@@ -313,6 +318,15 @@ func (g *Gateway) Drop(space, id string) bool {
 func (g *Gateway) Pause() {
 	g.mu.Lock()
 	g.paused = true
+	g.mu.Unlock()
+}
+
+// NotifyReplaced makes a duplicate join also send its presence join to
+// the socket it replaces (MEW v0.11.0 does not; a gateway that did would
+// tell the bridge it was evicted at once).
+func (g *Gateway) NotifyReplaced(on bool) {
+	g.mu.Lock()
+	g.notify = on
 	g.mu.Unlock()
 }
 

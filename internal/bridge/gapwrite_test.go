@@ -106,6 +106,18 @@ func TestGapWritePaths(t *testing.T) {
 			t.Errorf("%T appended under the sender ledger: %+v %v", s, r, err)
 		}
 	}
+	// Each sink appends a lifecycle envelope (the NATS one through the
+	// submit service), and a retry is a duplicate.
+	for i, s := range []bridge.Sink{bridge.HTTPSink{Client: cl}, ns, bridge.AppenderSink{Appender: a.Appender()}} {
+		prop := []byte(`{"protocol":"mew/v0.4","id":"p` + string(rune('0'+i)) + `","from":"coder","kind":"mcp/proposal","payload":{"method":"tools/call","params":{}}}`)
+		r, err := s.Append(ctx, "gapspace", prop, "")
+		if err != nil || r.Error != nil || r.Seq == 0 || r.Duplicate {
+			t.Errorf("%T: %+v %v", s, r, err)
+		}
+		if again, err := s.Append(ctx, "gapspace", prop, ""); err != nil || !again.Duplicate || again.Seq != r.Seq {
+			t.Errorf("%T retry: %+v %v", s, again, err)
+		}
+	}
 	if _, err := (bridge.HTTPSink{Client: cl}).Append(ctx, "gapspace", chat, "mallory"); err == nil {
 		t.Error("the HTTP sink published under a given sender")
 	}

@@ -245,7 +245,9 @@ func serveBridges(ctx context.Context, a *app.App, configFile string, log zerolo
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = b.Run(bctx) // returns nil when bctx ends
+				if err := b.Run(bctx); err != nil { // nil when bctx ends
+					log.Error().Err(err).Msg("a bridge stopped; the ledger goes on without it")
+				}
 			}()
 		}
 	case err := <-runErr:

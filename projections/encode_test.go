@@ -155,7 +155,14 @@ func randomRecords(rng *rand.Rand) (*Proposal, *HistoryEntry, *EventRef) {
 	if rng.IntN(4) > 0 {
 		p.Fulfillments = []Fulfillment{}
 		for range rng.IntN(3) {
-			p.Fulfillments = append(p.Fulfillments, Fulfillment{Event: s(), Seq: u(), From: s(), Late: rng.IntN(2) == 0, Outcome: s(), Response: s(), Anomalies: list()})
+			f := Fulfillment{Event: s(), Seq: u(), From: s(), Late: rng.IntN(2) == 0, Outcome: s(), Response: s(), Anomalies: list(), To: list()}
+			for range rng.IntN(3) {
+				f.Responses = append(f.Responses, Response{Event: s(), Seq: u(), From: s(), Outcome: s()})
+			}
+			if rng.IntN(4) == 0 {
+				f.Responses = []Response{}
+			}
+			p.Fulfillments = append(p.Fulfillments, f)
 		}
 	}
 	if rng.IntN(2) == 0 {
@@ -176,6 +183,11 @@ func randomRecords(rng *rand.Rand) (*Proposal, *HistoryEntry, *EventRef) {
 	if rng.IntN(3) == 0 {
 		b := rng.IntN(2) == 0
 		p.Approved = &b
+	}
+	if rng.IntN(2) == 0 {
+		for range 1 + rng.IntN(3) {
+			p.Targets = append(p.Targets, Target{ID: s(), Sources: list()})
+		}
 	}
 	if rng.IntN(8) == 0 {
 		p.Kernel = &Kernel{ActionType: ledger.ActionWrite, Approvers: list(), Form: s()}

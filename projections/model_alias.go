@@ -6,16 +6,22 @@ package projections
 import "github.com/mewledger/ledger/projections/model"
 
 type (
-	Approval      = model.Approval
-	Effect        = model.Effect
-	Fulfillment   = model.Fulfillment
-	HistoryEntry  = model.HistoryEntry
-	Kernel        = model.Kernel
-	Proposal      = model.Proposal
-	ProposalState = model.ProposalState
-	Rejection     = model.Rejection
-	Stats         = model.Stats
-	Withdrawal    = model.Withdrawal
+	Approval          = model.Approval
+	Effect            = model.Effect
+	ExclusiveWindow   = model.ExclusiveWindow
+	FormNote          = model.FormNote
+	Fulfillment       = model.Fulfillment
+	Gap               = model.Gap
+	HistoryEntry      = model.HistoryEntry
+	Kernel            = model.Kernel
+	ParticipantStatus = model.ParticipantStatus
+	Proposal          = model.Proposal
+	ProposalState     = model.ProposalState
+	Rejection         = model.Rejection
+	Response          = model.Response
+	Stats             = model.Stats
+	Target            = model.Target
+	Withdrawal        = model.Withdrawal
 )
 
 const (
@@ -43,6 +49,9 @@ const (
 	AnomalySelfFulfilled           = model.AnomalySelfFulfilled
 	AnomalyUnapprovedFulfillment   = model.AnomalyUnapprovedFulfillment
 	AnomalyFulfilledBeforeWindow   = model.AnomalyFulfilledBeforeWindow
+	AnomalyIDReused                = model.AnomalyIDReused
+	AnomalyMsgIDClash              = model.AnomalyMsgIDClash
+	AnomalyExclusiveViolation      = model.AnomalyExclusiveViolation
 	KernelFormProposal             = model.KernelFormProposal
 	KernelFormRequest              = model.KernelFormRequest
 )

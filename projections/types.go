@@ -16,6 +16,9 @@ const (
 	EventOrphan  EventStatus = "orphan"  // waiting for its target
 	EventIgnored EventStatus = "ignored" // valid, not lifecycle
 	EventInvalid EventStatus = "invalid" // decoded, but refused by the fold
+	// EventRecorded: folded outside any proposal (a ledger/gap): nothing
+	// can be applied to it, and a note naming it is ignored.
+	EventRecorded EventStatus = "recorded"
 )
 
 // EventRef is the event-id index entry of one envelope id in a space: what
@@ -48,6 +51,10 @@ type ParkedEvent struct {
 	Subject string    `json:"subject"`
 	Raw     []byte    `json:"raw"`
 	Refs    int       `json:"refs"`
+	// Flags are the event's fold flags that its bytes do not carry (id
+	// reused, Nats-Msg-Id clash), so that it is folded on release as it
+	// would have been on arrival.
+	Flags EventFlags `json:"flags,omitempty"`
 }
 
 // Errors of this package.
@@ -89,4 +96,12 @@ type State interface {
 	DeleteHistory(space, key string, seq uint64) error
 	Stats(space string) (*Stats, error)
 	PutStats(space string, s *Stats) error
+	// PutGap records a recording gap of a bridge under (space, g.Seq).
+	PutGap(space string, g *Gap) error
+	// Version returns the sequence of an earlier event of the space that
+	// had id and digest and was since superseded in the event index by a
+	// different event reusing its id (SPEC §5.2), 0 when none; PutVersion
+	// records one. They keep a retry of a superseded event a duplicate.
+	Version(space, id, digest string) (uint64, error)
+	PutVersion(space, id, digest string, seq uint64) error
 }

@@ -71,6 +71,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 		bodyTO                    string
 	)
 	f := newFlags(commands["serve"], e)
+	var bridgeConfig string // SPEC §14: bridges inside the server
+	f.str(&bridgeConfig, "bridge-mew-config", "FILE", "", "record the MEW spaces this YAML file lists, with bridges inside the server (see ledger help bridge)", true)
 	f.str(&o.DataDir, "data", "DIR", app.DefaultDataDir, "root of all local state", true)
 	f.str(&o.HTTPAddr, "http", "ADDR", app.DefaultHTTPAddr, "HTTP API listen address (port 0: any free port)", true)
 	f.str(&o.NATSListen, "nats-listen", "ADDR", app.DefaultNATSListen, "embedded NATS client address (port 0 or -1: any free port)", true)
@@ -159,6 +161,13 @@ func runServe(ctx context.Context, e env, args []string) error {
 		_ = o.DataLock.Release() // New released it unless it failed before taking it over
 		log.Error().Err(err).Str(logging.KeyDataDir, o.DataDir).Msg("ledger cannot start")
 		return errFailed
+	}
+	if bridgeConfig != "" {
+		if err := serveBridges(ctx, a, bridgeConfig, log); err != nil {
+			log.Error().Err(err).Msg("ledger stopped")
+			return errFailed
+		}
+		return nil
 	}
 	if err := a.Run(ctx); err != nil {
 		// Run has logged its failure and shutdown.

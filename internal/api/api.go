@@ -213,12 +213,14 @@ func New(o Options) (*API, error) {
 	a.mux.HandleFunc(RouteHistory, a.getHistory)
 	a.mux.HandleFunc(RouteList, a.list)
 	a.mux.HandleFunc(RouteStats, a.stats)
+	a.mux.HandleFunc(RouteGaps, a.gaps)
 	a.mux.HandleFunc(RouteStatus, a.status)
 	a.mux.HandleFunc(RouteHealth, a.healthz)
 	a.mux.HandleFunc(RouteReady, a.readyz)
 	a.mux.HandleFunc(RouteOpenAPI, a.openAPI)
 	if o.Appender != nil {
 		a.mux.HandleFunc(RouteEvents, a.postEvents)
+		a.mountGapWrite()
 	}
 	if o.Ops != nil {
 		a.mux.HandleFunc(RouteOpsRebuild, a.postRebuild)

@@ -23,6 +23,8 @@
 //	    - {user: audit, nkey: U...}
 //	  gateways:           # trusted front ends that use the submit service
 //	    - {user: gateway, password: "$2a$11$...", spaces: ["*"]}
+//	  bridges:            # `ledger bridge mew --history`: publish under each envelope's real sender
+//	    - {user: recorder, nkey: U..., spaces: [research]}
 //	http:                 # the HTTP API (package httpauth)
 //	  tokens:
 //	    - {name: audit-team, sha256: "<hex sha256 of the token>", roles: [auditor]}
@@ -58,6 +60,12 @@
 //     consumers (nats.service.durables), and not write anything.
 //   - Gateways may publish submit requests (ledger.submit.<space>) for their
 //     spaces ("*": all): the submit service is for trusted gateways only.
+//   - Bridges (SPEC §14, history mode) may publish event subjects of their
+//     spaces under any sender but "ledger" (ledger.<space>.*.*.* minus
+//     ledger.<space>.*.*.ledger), submit requests and gap reports: they
+//     record what the MEW gateway's log says each participant sent, so
+//     they must name senders other than themselves; the ledger's own
+//     sender stays reserved.
 //
 // NATSConfig renders the users as a nats-server configuration file
 // (authorization block) for the embedded server (natsserver.Options
@@ -133,6 +141,7 @@ type NATS struct {
 	Agents   []Agent   `yaml:"agents" json:"agents"`
 	Auditors []Auditor `yaml:"auditors" json:"auditors"`
 	Gateways []Gateway `yaml:"gateways" json:"gateways"`
+	Bridges  []Bridge  `yaml:"bridges" json:"bridges"`
 	// AuthTimeout is how long the server waits for a client to
 	// authenticate (nats-server's authorization timeout; 0: its default,
 	// 2s). bcrypt checks count: raise it with high bcrypt costs on slow
@@ -183,6 +192,15 @@ type Auditor struct {
 type Gateway struct {
 	Credentials `yaml:",inline"`
 	// Spaces it may submit into; "*" means every space.
+	Spaces []string `yaml:"spaces" json:"spaces"`
+}
+
+// Bridge is a MEW bridge in history mode (`ledger bridge mew --history
+// --nats-url`): it publishes each envelope under the sender the MEW
+// gateway's log names, in its spaces.
+type Bridge struct {
+	Credentials `yaml:",inline"`
+	// Spaces it records into (named; no "*").
 	Spaces []string `yaml:"spaces" json:"spaces"`
 }
 
@@ -346,6 +364,21 @@ func (c *Config) Validate() error {
 			return bad(f+".spaces", "a gateway needs at least one space (or \"*\")")
 		}
 		if err := checkSpaces(bad, f+".spaces", g.Spaces, true); err != nil {
+			return err
+		}
+	}
+
+	// Bridges.
+	for i := range n.Bridges {
+		b := &n.Bridges[i]
+		f := fmt.Sprintf("nats.bridges[%d]", i)
+		if err := v.credentials(f, &b.Credentials, true); err != nil {
+			return err
+		}
+		if len(b.Spaces) == 0 {
+			return bad(f+".spaces", "a bridge needs at least one space")
+		}
+		if err := checkSpaces(bad, f+".spaces", b.Spaces, false); err != nil {
 			return err
 		}
 	}

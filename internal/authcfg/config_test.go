@@ -146,7 +146,7 @@ func TestLoadValid(t *testing.T) {
 	if got, want := byUser["bob"].Perms.SubscribeAllow, []string{"_INBOX.bob.>"}; !slices.Equal(got, want) {
 		t.Errorf("bob subscribe %v, want %v", got, want)
 	}
-	if got, want := byUser["gateway"].Perms.PublishAllow, []string{"ledger.submit.ops", "ledger.submit.research"}; !slices.Equal(got, want) {
+	if got, want := byUser["gateway"].Perms.PublishAllow, []string{"ledger.gap.ops", "ledger.gap.research", "ledger.submit.ops", "ledger.submit.research"}; !slices.Equal(got, want) {
 		t.Errorf("gateway publish %v, want %v", got, want)
 	}
 	svc := byUser["ledger"].Perms
@@ -155,7 +155,7 @@ func TestLoadValid(t *testing.T) {
 			t.Errorf("service may publish %s", s)
 		}
 	}
-	if !svc.AllowResponses || !slices.Contains(svc.SubscribeAllow, subjects.SubmitWildcard) {
+	if !svc.AllowResponses || !slices.Contains(svc.SubscribeAllow, subjects.SubmitWildcard) || !slices.Contains(svc.SubscribeAllow, subjects.GapWildcard) {
 		t.Errorf("service perms %+v", svc)
 	}
 	aud := byUser["audit"].Perms

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -23,6 +24,7 @@ const (
 	KindAgent   Kind = "agent"
 	KindAuditor Kind = "auditor"
 	KindGateway Kind = "gateway"
+	KindBridge  Kind = "bridge"
 )
 
 // Permissions are one user's NATS permissions. Lists are sorted and
@@ -54,7 +56,7 @@ type Principal struct {
 var ForbiddenStreamOps = []string{"DELETE", "PURGE", "MSG.DELETE"}
 
 // Principals returns every NATS user of the configuration with its
-// permissions, service first, then agents, auditors and gateways in file
+// permissions, service first, then agents, auditors, gateways and bridges in file
 // order. It returns nil when NATS authentication is not configured.
 func (c *Config) Principals() []Principal {
 	if c.NATS == nil {
@@ -76,7 +78,7 @@ func (c *Config) Principals() []Principal {
 		Perms: Permissions{
 			PublishAllow:   []string{subjects.StreamSubjects, subjects.JSAPIAll, subjects.JSAck(">"), subjects.ServiceDiscovery, subjects.AllInboxes},
 			PublishDeny:    forbidden,
-			SubscribeAllow: []string{subjects.SubmitWildcard, subjects.ServiceDiscovery, subjects.AllInboxes},
+			SubscribeAllow: []string{subjects.SubmitWildcard, subjects.GapWildcard, subjects.ServiceDiscovery, subjects.AllInboxes},
 			AllowResponses: true,
 		},
 	})
@@ -118,13 +120,24 @@ func (c *Config) Principals() []Principal {
 	for _, g := range n.Gateways {
 		p := Permissions{SubscribeAllow: []string{subjects.InboxFilter(g.User)}}
 		for _, sp := range g.Spaces {
+			// Submit requests, and gap reports of the bridges it runs
+			// (SPEC §14: the ledger writes the ledger/gap event).
 			if sp == AllSpaces {
-				p.PublishAllow = append(p.PublishAllow, subjects.SubmitWildcard)
+				p.PublishAllow = append(p.PublishAllow, subjects.SubmitWildcard, subjects.GapWildcard)
 			} else {
-				p.PublishAllow = append(p.PublishAllow, subjects.Submit(sp))
+				p.PublishAllow = append(p.PublishAllow, subjects.Submit(sp), subjects.Gap(sp))
 			}
 		}
 		out = append(out, Principal{Kind: KindGateway, User: g.User, Password: g.Password, Nkey: g.Nkey, Perms: p})
+	}
+
+	for _, b := range n.Bridges {
+		p := Permissions{SubscribeAllow: []string{subjects.InboxFilter(b.User)}}
+		for _, sp := range b.Spaces {
+			p.PublishAllow = append(p.PublishAllow, subjects.SpaceFilter(sp), subjects.Submit(sp), subjects.Gap(sp))
+			p.PublishDeny = append(p.PublishDeny, subjects.Filter(sp, "", "", ledger.LedgerSender))
+		}
+		out = append(out, Principal{Kind: KindBridge, User: b.User, Password: b.Password, Nkey: b.Nkey, Perms: p})
 	}
 
 	for i := range out {

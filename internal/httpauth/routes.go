@@ -31,6 +31,7 @@ const (
 	PatternOpenAPI = "GET /openapi.json"
 	PatternReads   = "GET /v1/"
 	PatternEvents  = "POST /v1/events"
+	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (SPEC §14): writer, like events
 	PatternOpsGet  = "GET /v1/ops/"
 	PatternDefault = "/"
 )
@@ -43,6 +44,7 @@ const (
 //	GET /v1/...                 auditor (every read, including future ones), per space
 //	POST /v1/events             writer, rate limited, per space
 //	GET /v1/ops/...             ops (read-shaped operations)
+//	POST /v1/gaps               writer, rate limited (bridges report gaps)
 //	anything else               ops (rebuild and every route not named here:
 //	                            a new write route is closed until it is listed)
 func DefaultRules(openMetrics bool) []Rule {
@@ -58,6 +60,7 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}, Spaced: true},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
+		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
 		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
 	}
 }

@@ -179,6 +179,11 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Service, error) {
 		s.cancel()
 		return nil, fmt.Errorf("submit: add endpoint %s: %w", subjects.SubmitWildcard, err)
 	}
+	if err := s.addGapEndpoint(svc); err != nil {
+		_ = svc.Stop()
+		s.cancel()
+		return nil, err
+	}
 	s.svc = svc
 	s.log.Info().Str(logging.KeyService, o.Name).Str(logging.KeySubject, subjects.SubmitWildcard).Msg("submit service started")
 	return s, nil

@@ -144,11 +144,13 @@ func TestMicroDiscovery(t *testing.T) {
 	if err := json.Unmarshal(msg.Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != submit.DefaultName || len(info.Endpoints) != 1 || info.Endpoints[0].Subject != subjects.SubmitWildcard {
+	// The submit endpoint, and the gap endpoint of bridges (SPEC §14).
+	if info.Name != submit.DefaultName || len(info.Endpoints) != 2 || info.Endpoints[0].Subject != subjects.SubmitWildcard ||
+		info.Endpoints[1].Name != submit.GapEndpoint || info.Endpoints[1].Subject != subjects.GapWildcard {
 		t.Fatalf("info %+v", info)
 	}
 	request(t, nc, subjects.Submit("default"), proposal)
-	if st := svc.Stats(); len(st.Endpoints) != 1 || st.Endpoints[0].NumRequests != 1 {
+	if st := svc.Stats(); len(st.Endpoints) != 2 || st.Endpoints[0].NumRequests != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 

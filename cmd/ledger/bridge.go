@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+
+	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/internal/bridge"
+	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/logging"
+)
+
+func init() {
+	register(&command{
+		name:     "bridge",
+		synopsis: "bridge mew --gateway ws://HOST:PORT --mew-space ID --participant NAME --token-file FILE [--space S] [--api URL | --nats-url URL] [--history FILE] [--http ADDR]",
+		short:    "record a live MEW space: join its gateway and append what it carries",
+		help: `Records a live MEW space (SPEC §14). The bridge joins the space's gateway over
+WebSocket as one more participant, exactly as MEW's own client does
+({"type":"join","space":ID,"token":T,"participantId":NAME,"capabilities":[]}),
+and appends every lifecycle envelope the gateway delivers, in receive order,
+through the ledger's HTTP API (--api, default) or its submit service
+(--nats-url). Everything else (system/*, capability/*, plain requests and
+their responses, uncorrelated chat, #stream# frames) is counted by kind and
+skipped; an envelope the ledger refuses is logged with its code and counted.
+
+Declare the bridge in the MEW space's space.yaml as a participant with its
+own token and "capabilities: []" (it sends nothing); its participant id must
+be unique in the space: whoever joins under it evicts the bridge.
+
+When the connection drops, or the bridge is evicted, it reconnects with
+backoff and the ledger records a gap (ledger/gap, GET /v1/gaps?space=,
+counted in /v1/stats): the gateway keeps no history, so what the space
+carried meanwhile is missing, and the ledger says so. Stopping the bridge
+(SIGINT, SIGTERM) records an open gap.
+
+With --history FILE the bridge follows the gateway's own
+.mew/logs/envelope-history.jsonl instead (new lines as they come, rotation
+survived), and appends each delivered envelope under the sender of its
+received record (the socket that really sent it): an envelope whose "from"
+was forged is folded invalid (spoofed_sender). That needs --nats-url (a
+direct publish under the sender's subject; under --auth, a user of the
+auth file's nats.bridges list) or the bridge inside ledger serve
+(--bridge-mew-config).
+
+--http ADDR serves /healthz (200 while joined, else 503, with the state)
+and /metrics (ledger_bridge_envelopes_total{bridge,kind,result},
+ledger_bridge_state{bridge,state}, ledger_bridge_gaps_total{bridge}).`,
+		run: runBridge,
+	})
+}
+
+func runBridge(ctx context.Context, e env, args []string) error {
+	if len(args) == 0 || (args[0] != "mew" && !strings.HasPrefix(args[0], "-")) {
+		return usageError("want `ledger bridge mew ...` (MEW is the only protocol bridged)")
+	}
+	if args[0] == "mew" {
+		args = args[1:]
+	}
+	var (
+		o                   bridge.Options
+		tokenFile, natsURL  string
+		httpAddr, logFormat string
+		logLevel            string
+		api, apiToken       string
+		creds               natsCreds
+	)
+	f := newFlags(commands["bridge"], e)
+	f.str(&o.Gateway, "gateway", "URL", "", "the MEW gateway's WebSocket URL (ws://HOST:PORT)", true)
+	f.str(&o.MEWSpace, "mew-space", "ID", "", "the MEW space id (space.id of its space.yaml)", true)
+	f.str(&o.Participant, "participant", "NAME", "", "the bridge's participant id in the MEW space (unique there)", true)
+	f.str(&tokenFile, "token-file", "FILE", "", "file holding the participant's MEW token", true)
+	f.str(&o.Space, "space", "NAME", "", "ledger space the envelopes go to (default: the MEW space id)", true)
+	f.str(&api, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
+	f.str(&apiToken, "token", "TOKEN", "", "API bearer token with the writer role, for a ledger started with --auth (prefer the environment variable)", true)
+	f.hide("token")
+	f.str(&natsURL, "nats-url", "URL", "", "append through the ledger's NATS submit service at these servers instead of the HTTP API", true)
+	creds.register(f)
+	f.str(&o.HistoryFile, "history", "FILE", "", "follow the gateway's envelope-history.jsonl instead of joining (needs --nats-url)", true)
+	f.str(&httpAddr, "http", "ADDR", "", "serve /healthz and /metrics on this address", true)
+	f.str(&logFormat, "log-format", "console|json", "", "log format (default: console on a terminal, else json)", true)
+	f.str(&logLevel, "log-level", "LEVEL", "info", "log level: debug, info, warn, error", true)
+	var probe, backoffMax string
+	f.str(&probe, "probe-interval", "DURATION", bridge.DefaultProbeInterval.String(), "how often the gateway's participant list is read to notice an eviction (0: never)", true)
+	f.str(&backoffMax, "backoff-max", "DURATION", bridge.DefaultBackoffMax.String(), "longest wait between reconnection attempts (from 1s, doubling)", true)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return usageError("unexpected arguments %q", f.fs.Args())
+	}
+	var err error
+	if o.ProbeInterval, err = time.ParseDuration(probe); err != nil || o.ProbeInterval < 0 {
+		return usageError("--probe-interval %q: want a duration such as 15s (0: never)", probe)
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = -1
+	}
+	if o.BackoffMax, err = time.ParseDuration(backoffMax); err != nil || o.BackoffMax < bridge.DefaultBackoffMin {
+		return usageError("--backoff-max %q: want a duration of at least %v", backoffMax, bridge.DefaultBackoffMin)
+	}
+	switch {
+	case o.HistoryFile == "" && o.Gateway == "":
+		return usageError("--gateway is required (the MEW gateway's ws://HOST:PORT), unless --history is given")
+	case o.MEWSpace == "":
+		return usageError("--mew-space is required (space.id of the MEW space)")
+	case o.Participant == "":
+		return usageError("--participant is required (the bridge's id in the MEW space, declared in its space.yaml)")
+	case o.HistoryFile == "" && tokenFile == "":
+		return usageError("--token-file is required (the participant's MEW token)")
+	case o.HistoryFile != "" && natsURL == "":
+		return usageError("--history publishes under each envelope's real sender, which the HTTP API cannot: give --nats-url, or run the bridge inside ledger serve (--bridge-mew-config)")
+	case natsURL == "" && (creds.user != "" || creds.passwordFile != "" || creds.nkeyFile != ""):
+		return usageError("--nats-user, --nats-password-file and --nats-nkey go with --nats-url (the API takes --token)")
+	}
+	if tokenFile != "" {
+		if o.Token, err = bridge.ReadToken(tokenFile); err != nil {
+			return usageError("--token-file: %v", err)
+		}
+	}
+	log, err := logging.New(logging.Options{Format: logFormat, Level: logLevel, Out: e.stderr})
+	if err != nil {
+		return usageError("%v", err)
+	}
+	o.Logger = log
+
+	if natsURL != "" {
+		nopts, err := creds.options()
+		if err != nil {
+			return err
+		}
+		nc, err := nats.Connect(natsURL, append([]nats.Option{nats.Name("ledger bridge mew"), nats.MaxReconnects(-1), nats.Timeout(5 * time.Second)}, nopts...)...)
+		if err != nil {
+			return unreachable("NATS", natsURL, err)
+		}
+		defer func() {
+			if err := nc.Drain(); err != nil {
+				nc.Close()
+			}
+		}()
+		sink, err := bridge.NewNATSSink(nc)
+		if err != nil {
+			return err
+		}
+		defer sink.Close()
+		o.Sink = sink
+	} else {
+		cl, err := client.New(client.Options{API: api, Token: apiToken})
+		if err != nil {
+			return usageError("%v", err)
+		}
+		o.Sink = bridge.HTTPSink{Client: cl}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if o.Metrics, err = bridge.NewMetrics(reg); err != nil {
+		return err
+	}
+	b, err := bridge.New(o)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if httpAddr != "" {
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", httpAddr)
+		if err != nil {
+			return usageError("--http %s: %v", httpAddr, err)
+		}
+		srv := &http.Server{Handler: bridge.Handler(b, reg), ReadHeaderTimeout: 10 * time.Second}
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error().Err(err).Msg("bridge HTTP server failed")
+			}
+		}()
+		log.Info().Str(logging.KeyHTTPAddr, ln.Addr().String()).Msg("bridge serving /healthz and /metrics")
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+			<-served
+		}()
+	}
+	return b.Run(ctx)
+}
+
+// serveBridges runs `ledger serve` with the bridges of --bridge-mew-config
+// inside it (SPEC §14): each appends through the ledger's own Appender
+// (the same checks, dedup and group commit as every submit path) and its
+// metrics are on the ledger's /metrics. The bridges start once the ledger
+// serves and stop before it shuts down, so each records its open gap.
+func serveBridges(ctx context.Context, a *app.App, configFile string, log zerolog.Logger) (err error) {
+	started := false
+	defer func() {
+		if !started {
+			_ = a.Close() // release what app.New acquired
+		}
+	}()
+	cfg, err := bridge.LoadConfig(configFile)
+	if err != nil {
+		return err
+	}
+	m, err := bridge.NewMetrics(a.Metrics().Registry())
+	if err != nil {
+		return fmt.Errorf("bridge metrics: %w", err)
+	}
+	var bridges []*bridge.Bridge
+	for i, bc := range cfg.Bridges {
+		o, err := bc.Options()
+		if err != nil {
+			return err
+		}
+		o.Sink, o.Metrics, o.Logger = bridge.AppenderSink{Appender: a.Appender()}, m, log
+		b, err := bridge.New(o)
+		if err != nil {
+			return fmt.Errorf("%s: bridges[%d]: %w", configFile, i, err)
+		}
+		bridges = append(bridges, b)
+	}
+
+	started = true
+	appCtx, stopApp := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopApp()
+	bctx, stopBridges := context.WithCancel(ctx)
+	defer stopBridges()
+	var wg sync.WaitGroup
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(appCtx) }()
+	select {
+	case <-a.Ready():
+		for _, b := range bridges {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := b.Run(bctx); err != nil { // nil when bctx ends
+					log.Error().Err(err).Msg("a bridge stopped; the ledger goes on without it")
+				}
+			}()
+		}
+	case err := <-runErr:
+		return err
+	}
+	select {
+	case <-ctx.Done(): // a signal: bridges first, then the ledger
+		stopBridges()
+		wg.Wait()
+		stopApp()
+		return <-runErr
+	case err := <-runErr: // the ledger stopped on its own
+		stopBridges()
+		wg.Wait()
+		return err
+	}
+}

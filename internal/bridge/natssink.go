@@ -1,0 +1,93 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mewledger/ledger/internal/submit"
+	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/subjects"
+)
+
+// DefaultRequestTimeout bounds one NATS request of a NATSSink when ctx has
+// no deadline.
+const DefaultRequestTimeout = 30 * time.Second
+
+// NATSSink appends through the ledger's NATS services: envelopes to the
+// submit service (ledger.submit.<space>), gaps to its gap endpoint
+// (ledger.gap.<space>), and, for history mode, envelopes published
+// directly to the LEDGER stream under the received sender's subject
+// (AppendAs; the stream dedups by Nats-Msg-Id). The caller owns nc.
+type NATSSink struct {
+	nc       *nats.Conn
+	appender *ledger.Appender
+}
+
+// NewNATSSink returns a sink on nc. It does no I/O.
+func NewNATSSink(nc *nats.Conn) (*NATSSink, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: jetstream: %w", err)
+	}
+	a, err := ledger.NewAppender(js, ledger.AppenderOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	return &NATSSink{nc: nc, appender: a}, nil
+}
+
+// Close releases the sink's appender (not the connection).
+func (s *NATSSink) Close() { s.appender.Close() }
+
+// Append implements Sink.
+func (s *NATSSink) Append(ctx context.Context, space string, raw []byte, sender string) (wire.AppendResult, error) {
+	if sender != "" {
+		return appenderResult(AppendAs(ctx, s.appender, space, raw, sender))
+	}
+	return s.request(ctx, subjects.Submit(space), raw)
+}
+
+// Gap implements Sink.
+func (s *NATSSink) Gap(ctx context.Context, space string, g ledger.Gap) (wire.AppendResult, error) {
+	body, err := json.Marshal(g)
+	if err != nil {
+		return wire.AppendResult{}, fmt.Errorf("bridge: gap: %w", err)
+	}
+	return s.request(ctx, subjects.Gap(space), body)
+}
+
+// request sends one request and maps the reply: a refusal is a result
+// with Error; no responder, a timeout, or a retryable error reply
+// (unavailable, shutting_down, internal) is an error.
+func (s *NATSSink) request(ctx context.Context, subject string, body []byte) (wire.AppendResult, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
+		defer cancel()
+	}
+	msg, err := s.nc.RequestWithContext(ctx, subject, body)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return wire.AppendResult{}, fmt.Errorf("bridge: no ledger service answers on %s (is `ledger serve` running against this NATS?)", subject)
+	}
+	if err != nil {
+		return wire.AppendResult{}, fmt.Errorf("bridge: request on %s: %w", subject, err)
+	}
+	r, err := submit.ParseReply(msg.Data)
+	if err != nil {
+		return wire.AppendResult{}, err
+	}
+	if r.Error != nil {
+		switch r.Error.Code {
+		case wire.CodeUnavailable, wire.CodeShuttingDown, wire.CodeInternal:
+			return wire.AppendResult{}, fmt.Errorf("bridge: %s: %s", subject, r.Error.Error())
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,174 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mewledger/ledger/ledger"
+)
+
+// Defaults of Options.
+const (
+	// DefaultBackoffMin and DefaultBackoffMax bound the wait between
+	// reconnection attempts (doubling from the first, as MEWClient does).
+	DefaultBackoffMin = time.Second
+	DefaultBackoffMax = 30 * time.Second
+	// DefaultJoinTimeout bounds the wait for the gateway's system/welcome.
+	DefaultJoinTimeout = 10 * time.Second
+	// DefaultProbeInterval is how often the bridge asks the gateway who is
+	// joined under its name (GET /participants), to notice an eviction.
+	DefaultProbeInterval = 15 * time.Second
+	// DefaultPollInterval is how often a followed history file is checked
+	// for new lines and rotation.
+	DefaultPollInterval = 250 * time.Millisecond
+	// DefaultStopTimeout bounds the last gap report when the bridge stops.
+	DefaultStopTimeout = 10 * time.Second
+)
+
+// ErrOptions is wrapped by Options.Validate errors.
+var ErrOptions = errors.New("bridge: invalid options")
+
+// Options configures a Bridge.
+type Options struct {
+	// Gateway is the MEW gateway's WebSocket URL (ws:// or wss://; any
+	// path). Required unless HistoryFile is set.
+	Gateway string
+	// MEWSpace is the recorded MEW space's id (space.id of its
+	// space.yaml). Required.
+	MEWSpace string
+	// Participant is the bridge's participant id in the MEW space; it must
+	// be unique there (a participant joining under it evicts the bridge).
+	// Required.
+	Participant string
+	// Token is the participant's MEW token (sent in the join message).
+	Token string
+	// Space is the ledger space the envelopes go to. Default: MEWSpace.
+	Space string
+	// HistoryFile, if set, is the gateway's envelope-history.jsonl: the
+	// bridge follows it instead of joining over WebSocket, and appends each
+	// delivered envelope under the sender of its received record.
+	HistoryFile string
+	// Sink appends to the ledger. Required.
+	Sink Sink
+	// BackoffMin and BackoffMax bound the wait between reconnection
+	// attempts. Defaults DefaultBackoffMin, DefaultBackoffMax.
+	BackoffMin, BackoffMax time.Duration
+	// JoinTimeout bounds the wait for the welcome. Default DefaultJoinTimeout.
+	JoinTimeout time.Duration
+	// ProbeInterval is how often the gateway's GET /participants is read to
+	// notice an eviction; negative turns the probe off. Default
+	// DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// PollInterval is how often a history file is checked. Default
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// StopTimeout bounds the gap report made when the bridge stops.
+	// Default DefaultStopTimeout.
+	StopTimeout time.Duration
+	// HTTPClient reads the gateway's /participants. Default one with a 5 s
+	// timeout.
+	HTTPClient *http.Client
+	// Metrics, if set, counts frames, gaps and the connection state.
+	Metrics *Metrics
+	// Now is the clock of gap times. Default time.Now.
+	Now func() time.Time
+	// Logger gets start, stop, gap and refusal lines.
+	Logger zerolog.Logger
+}
+
+// Validate fills defaults and checks the options.
+func (o *Options) Validate() error {
+	if o.Space == "" {
+		o.Space = o.MEWSpace
+	}
+	if o.BackoffMin == 0 {
+		o.BackoffMin = DefaultBackoffMin
+	}
+	if o.BackoffMax == 0 {
+		o.BackoffMax = max(DefaultBackoffMax, o.BackoffMin)
+	}
+	if o.JoinTimeout == 0 {
+		o.JoinTimeout = DefaultJoinTimeout
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.StopTimeout == 0 {
+		o.StopTimeout = DefaultStopTimeout
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 5 * time.Second}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case o.Sink == nil:
+		return bad("Sink is required")
+	case o.MEWSpace == "":
+		return bad("the MEW space id is required (space.id of the space's space.yaml)")
+	case o.Participant == "":
+		return bad("the bridge's participant id is required")
+	case !validID(o.Participant):
+		return bad("participant %q is not 1..%d bytes of UTF-8 without control characters", o.Participant, ledger.MaxIDBytes)
+	case o.Participant == ledger.LedgerSender:
+		return bad("participant %q is the ledger's own sender; name the bridge otherwise", o.Participant)
+	case !validID(o.Space):
+		return bad("ledger space %q is not 1..%d bytes of UTF-8 without control characters", o.Space, ledger.MaxSpaceBytes)
+	case o.BackoffMin < 0 || o.BackoffMax < o.BackoffMin:
+		return bad("backoff %v..%v: want 0 < min ≤ max", o.BackoffMin, o.BackoffMax)
+	case o.JoinTimeout < 0 || o.PollInterval < 0 || o.StopTimeout < 0:
+		return bad("negative timeout or interval")
+	}
+	if o.HistoryFile != "" {
+		return nil
+	}
+	if o.Gateway == "" {
+		return bad("the gateway's WebSocket URL is required (ws://HOST:PORT)")
+	}
+	if _, err := participantsURL(o.Gateway, o.MEWSpace); err != nil {
+		return bad("%v", err)
+	}
+	return nil
+}
+
+// validID reports whether s is an id the ledger takes (SPEC §2).
+func validID(s string) bool {
+	return s != "" && len(s) <= ledger.MaxIDBytes && utf8.ValidString(s) &&
+		!strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+}
+
+// participantsURL is the gateway's GET /participants?space=ID for its
+// WebSocket URL (same host; http for ws, https for wss).
+func participantsURL(gateway, space string) (string, error) {
+	u, err := url.Parse(gateway)
+	if err != nil {
+		return "", fmt.Errorf("gateway %q: %v", gateway, err)
+	}
+	switch u.Scheme {
+	case "ws":
+		u.Scheme = "http"
+	case "wss":
+		u.Scheme = "https"
+	default:
+		return "", fmt.Errorf("gateway %q: want a ws:// or wss:// URL", gateway)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("gateway %q has no host", gateway)
+	}
+	u.Path, u.RawQuery, u.Fragment = "/participants", url.Values{"space": {space}}.Encode(), ""
+	return u.String(), nil
+}

@@ -1,0 +1,112 @@
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/metrics"
+	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/subjects"
+)
+
+// GapEndpoint is the micro endpoint on which bridges report recording gaps
+// (SPEC §14): a request on ledger.gap.<space> whose body is a ledger.Gap
+// object; the ledger writes the ledger/gap event itself (sender "ledger")
+// and replies like the submit endpoint. Mounted when the Appender can
+// append the ledger's own envelopes (a *ledger.Appender can).
+const GapEndpoint = "gap"
+
+// SystemAppender appends the envelopes the ledger writes itself.
+// *ledger.Appender implements it.
+type SystemAppender interface {
+	AppendSystem(ctx context.Context, space string, raw []byte) (ledger.Result, error)
+}
+
+// Log keys of gap reports.
+const (
+	keyBridge = "bridge"
+	keyGapID  = "gap_id"
+)
+
+// addGapEndpoint mounts the gap endpoint when the Appender has
+// AppendSystem.
+func (s *Service) addGapEndpoint(svc micro.Service) error {
+	if _, ok := s.opts.Appender.(SystemAppender); !ok {
+		return nil
+	}
+	err := svc.AddEndpoint(GapEndpoint, micro.HandlerFunc(s.handleGap),
+		micro.WithEndpointSubject(subjects.GapWildcard),
+		micro.WithEndpointMetadata(map[string]string{
+			"description": "request body: a bridge's gap {\"bridge\",\"disconnected_at\",...}; the ledger appends the ledger/gap event; reply: {\"id\",\"seq\",\"duplicate\"} or {\"error\"}",
+			"format":      "application/json",
+		}))
+	if err != nil {
+		return fmt.Errorf("submit: add endpoint %s: %w", subjects.GapWildcard, err)
+	}
+	return nil
+}
+
+// handleGap hands a gap report to a handler goroutine, as handle does.
+func (s *Service) handleGap(req micro.Request) {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: wire.CodeShuttingDown, Message: "the submit service is stopping; retry"}}, StatusUnavailable)
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.ctx.Done():
+		s.wg.Done()
+		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: wire.CodeShuttingDown, Message: "the submit service is stopping; retry"}}, StatusUnavailable)
+		return
+	}
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-s.sem }()
+		s.serveGap(req)
+	}()
+}
+
+func (s *Service) serveGap(req micro.Request) {
+	space, err := subjects.ParseGap(req.Subject())
+	if err != nil {
+		s.opts.Metrics.Refused(metrics.PathSubmit, ledger.CodeBadValue)
+		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: ledger.CodeBadValue, Field: "space",
+			Message: fmt.Sprintf("the subject's space token is not a valid encoding: %v", err)}}, StatusRefused)
+		return
+	}
+	g, err := ledger.ParseGap(req.Data())
+	if err != nil {
+		e := wire.FromError(err)
+		s.opts.Metrics.Refused(metrics.PathSubmit, e.Code)
+		s.reply(req, wire.AppendResult{Error: e}, StatusRefused)
+		return
+	}
+	raw, _ := ledger.GapEnvelope(g) // ParseGap checked it builds
+	res, err := s.opts.Appender.(SystemAppender).AppendSystem(s.ctx, space, raw)
+	out := wire.FromResult(res)
+	switch r, refused := ledger.AsRefusal(err); {
+	case err == nil:
+		s.opts.Metrics.Appended(metrics.PathSubmit, res.Duplicate)
+		s.log.Info().Str(keyBridge, g.Bridge).Str(keyGapID, res.ID).Uint64(logging.KeySeq, res.Seq).Msg("gap recorded")
+		s.reply(req, out, "")
+	case refused:
+		s.opts.Metrics.Refused(metrics.PathSubmit, r.Code)
+		s.reply(req, out, StatusRefused)
+	case errors.Is(err, ledger.ErrPublish):
+		s.opts.Metrics.AppendError(metrics.PathSubmit)
+		s.log.Warn().Err(err).Msg("gap not acknowledged")
+		s.reply(req, out, StatusUnavailable)
+	default:
+		s.log.Error().Err(err).Msg("gap append failed")
+		s.reply(req, out, StatusInternal)
+	}
+}

@@ -1,0 +1,42 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// ParseGap decodes a bridge's gap report (a Gap object; unknown members
+// are refused) and checks it: a bridge name that is an id (1..MaxIDBytes
+// bytes) other than LedgerSender, a disconnection time, and a
+// reconnection time, when given, not before it. The error is a
+// *RefusalError naming the field. The HTTP API (POST /v1/gaps) and the
+// submit service's gap endpoint (ledger.gap.<space>) use it before
+// appending GapEnvelope with AppendSystem.
+func ParseGap(body []byte) (Gap, error) {
+	var g Gap
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&g); err != nil {
+		return g, refuse(CodeNotJSON, "", "a gap report must be a gap object {\"bridge\",\"mew_space\",\"gateway\",\"last_envelope\",\"disconnected_at\",\"reconnected_at\",\"reason\"}: %v", err)
+	}
+	if dec.More() {
+		return g, refuse(CodeNotJSON, "", "a gap report holds one JSON object, not more")
+	}
+	switch {
+	case g.Bridge == "":
+		return g, refuse(CodeMissingField, "bridge", "bridge (the bridge's participant name) is required")
+	case len(g.Bridge) > MaxIDBytes:
+		return g, refuse(CodeTooLong, "bridge", "bridge is %d bytes, over the limit of %d", len(g.Bridge), MaxIDBytes)
+	case g.Bridge == LedgerSender:
+		return g, refuse(CodeBadValue, "bridge", "%q is the ledger's own sender, not a bridge", LedgerSender)
+	case g.DisconnectedAt.IsZero():
+		return g, refuse(CodeMissingField, "disconnected_at", "disconnected_at (RFC 3339) is required")
+	case !g.ReconnectedAt.IsZero() && g.ReconnectedAt.Before(g.DisconnectedAt):
+		return g, refuse(CodeBadValue, "reconnected_at", "reconnected_at is before disconnected_at")
+	}
+	if _, err := GapEnvelope(g); err != nil {
+		return g, refuse(CodeBadValue, "", "%s", fmt.Sprint(err))
+	}
+	return g, nil
+}

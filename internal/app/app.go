@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/console"
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/metrics"
 	"github.com/mewledger/ledger/internal/natsserver"
@@ -171,6 +172,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if a.ln, err = lc.Listen(ctx, "tcp", o.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("app: HTTP listen: %w", err)
 	}
+	a.api.Handle(console.Pattern, console.Handler())
 	handler := a.api.Handler()
 	if o.HTTPMiddleware != nil {
 		if handler, err = o.HTTPMiddleware(handler); err != nil {
@@ -184,6 +186,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          zerologStd(o.Logger.With().Str(logging.KeyComponent, "http").Logger()),
 	}
+	a.httpSrv.RegisterOnShutdown(a.api.StopWatches) // Shutdown does not end streams
 	return a, nil
 }
 

@@ -28,11 +28,15 @@ const (
 	PatternEvents  = "POST /v1/events"
 	PatternOpsGet  = "GET /v1/ops/"
 	PatternDefault = "/"
+	// PatternConsole is the web console's static files (package console):
+	// open, since they hold no data; the console sends a token to the API.
+	PatternConsole = "GET /ui/"
 )
 
 // DefaultRules is the ledger's route→role table:
 //
 //	GET /healthz, GET /readyz   open (probes)
+//	GET /ui/...                 open (the console's files; no data)
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones)
 //	POST /v1/events             writer, rate limited
@@ -47,6 +51,7 @@ func DefaultRules(openMetrics bool) []Rule {
 	return []Rule{
 		{Pattern: PatternHealth, Open: true},
 		{Pattern: PatternReady, Open: true},
+		{Pattern: PatternConsole, Open: true},
 		metrics,
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true},

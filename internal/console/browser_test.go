@@ -199,7 +199,17 @@ func (b *browser) shot(name string) {
 // post appends envelopes (one a line) and returns the last sequence.
 func post(t *testing.T, base, token string, lines ...string) uint64 {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/events", strings.NewReader(strings.Join(lines, "\n")))
+	return postTo(t, base+"/v1/events", token, lines...)
+}
+
+func postSpace(t *testing.T, base, space string, lines ...string) uint64 {
+	t.Helper()
+	return postTo(t, base+"/v1/events?space="+space, "", lines...)
+}
+
+func postTo(t *testing.T, url, token string, lines ...string) uint64 {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(strings.Join(lines, "\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +265,12 @@ const (
 	liveResponse = `{"protocol":"mew/v0.4","id":"env-resp-7","from":"db-agent","to":["human-user"],"kind":"mcp/response","correlation_id":["env-fulfill-7"],"payload":{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"42"}]}}}`
 	// A fulfilment of the withdrawn env-req-2: what an auditor hunts for.
 	lateFulfil = `{"protocol":"mew/v0.4","id":"env-fulfill-2","from":"cleanup-bot","to":["target-agent"],"kind":"mcp/request","correlation_id":["env-req-2"],"payload":{"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"old.log"}}}}`
-	pending8   = `{"protocol":"mew/v0.4","id":"env-req-8","from":"planner","kind":"mcp/proposal","payload":{"method":"tools/list","params":{}}}`
-	fulfil8    = `{"protocol":"mew/v0.4","id":"env-fulfill-8","from":"planner","kind":"mcp/request","correlation_id":["env-req-8"],"payload":{"method":"tools/list","params":{}}}`
+	// A chain that arrives backwards.
+	orphanChat     = `{"protocol":"mew/v0.4","id":"chat-9","from":"policy-agent","kind":"chat","correlation_id":["reject-9"],"payload":{"text":"no writes to prod"}}`
+	orphanReject   = `{"protocol":"mew/v0.4","id":"reject-9","from":"policy-agent","kind":"mcp/reject","correlation_id":["env-req-9"],"payload":{"reason":"policy"}}`
+	orphanProposal = `{"protocol":"mew/v0.4","id":"env-req-9","from":"planner","to":["db-agent"],"kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"migrate","arguments":{"db":"prod"}}}}`
+	pending8       = `{"protocol":"mew/v0.4","id":"env-req-8","from":"planner","kind":"mcp/proposal","payload":{"method":"tools/list","params":{}}}`
+	fulfil8        = `{"protocol":"mew/v0.4","id":"env-fulfill-8","from":"planner","kind":"mcp/request","correlation_id":["env-req-8"],"payload":{"method":"tools/list","params":{}}}`
 )
 
 // TestConsole publishes the README walkthrough's golden sequence, its
@@ -270,6 +284,8 @@ func TestConsole(t *testing.T) {
 	base := a.HTTPURL()
 	lines := append(append(append(example(t, "golden.jsonl"), example(t, "withdraw.jsonl")...), example(t, "reject.jsonl")...), lateFulfil, liveProposal, pending8)
 	waitSeq(t, a, post(t, base, "", lines...))
+	orphanSeq := postSpace(t, base, "audit-b", orphanChat, orphanReject) // the reject's
+	waitSeq(t, a, postSpace(t, base, "audit-b", orphanProposal))
 	b := newBrowser(t)
 
 	// The list: every proposal, newest first, its state in words, counts.
@@ -340,6 +356,25 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("the note does not link its rejection: %q", link)
 	}
 	b.shot("console-proposal-rejected")
+
+	// Another space, where a chain arrived backwards (chat → reject →
+	// proposal): the timeline says which events were orphans, resolved
+	// when the proposal arrived.
+	b.open(base + "/ui/proposals/env-req-9?space=audit-b")
+	if got := b.text("#p-state"); got != "rejected" {
+		t.Fatalf("env-req-9 state %q", got)
+	}
+	if got := b.text("#ev-reject-9 .orphan-note"); got != fmt.Sprintf("Arrived as an orphan at seq %d; applied when seq %d arrived.", orphanSeq, orphanSeq+1) {
+		t.Fatalf("orphan note %q", got)
+	}
+	if got := b.text(".card.rej blockquote"); got != "no writes to prod" {
+		t.Fatalf("explanation of the orphaned rejection %q", got)
+	}
+	var navSpace string
+	b.eval(`document.querySelector('a[data-nav="list"]').getAttribute("href")`, &navSpace)
+	if navSpace != "/ui/?space=audit-b" {
+		t.Fatalf("the nav does not keep the space: %q", navSpace)
+	}
 
 	// The withdrawn proposal fulfilled anyway: the anomaly in words.
 	b.open(base + "/ui/proposals/env-req-2")

@@ -27,6 +27,9 @@ const (
 	// MaxExpireIDBytes bounds the id of a ledger/expire envelope, which is
 	// "expire:<space>/<proposal id>" and so may be longer than MaxIDBytes.
 	MaxExpireIDBytes = len("expire:/") + 2*MaxIDBytes
+	// MaxGapIDBytes bounds the id of a ledger/gap envelope, which is
+	// "gap:<bridge>/<unix nanoseconds>" (see GapID).
+	MaxGapIDBytes = len("gap:/") + MaxIDBytes + 20
 	// MaxTTLms is the largest payload.ttl_ms of a proposal: one year.
 	MaxTTLms int64 = 365 * 24 * 60 * 60 * 1000
 )
@@ -81,8 +84,11 @@ func Decode(raw []byte, opts DecodeOptions) (*Decoded, error) {
 
 // Submittable refuses what only the fold accepts: TypeIgnored (code
 // not_lifecycle, or missing_correlation for an mcp/request or chat without
-// correlation_id) and TypeExpire (code reserved_kind: only the ledger writes
-// ledger/expire). It returns nil for every other type.
+// correlation_id), TypeExpire and TypeGap (code reserved_kind: only the
+// ledger writes ledger/expire and ledger/gap), an id beginning with one of
+// ReservedIDPrefixes (reserved_id) and the sender LedgerSender
+// (reserved_sender). It returns nil for everything else. The system append
+// path (Appender.AppendSystem) does not call it.
 func Submittable(d *Decoded) error {
 	switch d.Type {
 	case TypeIgnored:
@@ -96,11 +102,24 @@ func Submittable(d *Decoded) error {
 		}
 		return refuse(CodeNotLifecycle, "kind",
 			"kind %q is not part of the proposal lifecycle (accepted: proposal, withdraw, reject, request, response, chat, kernel/proposal, kernel/approve)", d.OrigKind)
-	case TypeExpire:
+	case TypeExpire, TypeGap:
 		return refuse(CodeReservedKind, "kind", "kind %q is written only by the ledger itself", d.OrigKind)
+	}
+	for _, prefix := range ReservedIDPrefixes {
+		if strings.HasPrefix(d.Env.ID, prefix) {
+			return refuse(CodeReservedID, "id", "ids beginning %q are reserved for events the ledger writes itself", prefix)
+		}
+	}
+	if d.Env.From == LedgerSender {
+		return refuse(CodeReservedSender, "from", "from %q is reserved for events the ledger writes itself", LedgerSender)
 	}
 	return nil
 }
+
+// ReservedIDPrefixes are the id prefixes of the events the ledger writes
+// itself (ExpireID, GapID): the submit paths refuse them (reserved_id), and
+// the fold refuses them on anything but the ledger's own events.
+var ReservedIDPrefixes = []string{"expire:", "gap:"}
 
 // SubmitLimits are the configurable limits of the submit paths (HTTP, submit
 // service, CLI). A zero or negative field means its default.
@@ -324,6 +343,7 @@ var (
 	}
 	commonKinds = map[string]string{
 		KindKernelProposal: KindKernelProposal, KindKernelApprove: KindKernelApprove, KindExpire: KindExpire,
+		KindGap: KindGap,
 	}
 )
 
@@ -479,8 +499,11 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 	}
 	env.Kind = ki.kind
 	idMax := MaxIDBytes
-	if env.Kind == KindExpire {
+	switch env.Kind {
+	case KindExpire:
 		idMax = MaxExpireIDBytes
+	case KindGap:
+		idMax = MaxGapIDBytes
 	}
 	if r := checkID(env.ID, "id", idMax); r != nil {
 		return nil, r
@@ -559,6 +582,8 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 	switch {
 	case d.Type == TypeProposal:
 		d.Key = env.ID
+	case d.Type == TypeGap:
+		d.Key = d.Gap.Bridge
 	case len(env.CorrelationID) > 0:
 		d.Key = env.CorrelationID[0]
 	default:
@@ -707,6 +732,9 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 		}
 		return nil
 	}
+	if env.Kind == KindBareProposal {
+		env.Kind, d.Form = KindProposal, FormBareProposal
+	}
 	switch env.Kind {
 	case KindProposal:
 		d.Type = TypeProposal
@@ -722,6 +750,9 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 				return refuse(CodeBadValue, "payload.ttl_ms", "payload.ttl_ms must be a positive integer number of milliseconds, at most %d (one year), not %s", MaxTTLms, truncate(string(v), 40))
 			}
 			d.TTLms = n
+		}
+		if r := proposalForms(d, pl); r != nil {
+			return r
 		}
 
 	case KindKernelProposal:
@@ -797,8 +828,14 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 		d.Targets = []string{corr[0]}
 		if v, ok := pl.get("error"); ok && len(v) > 0 {
 			d.Outcome = "failed"
-		} else if _, ok := pl.member("result"); ok {
+		} else if v, ok := pl.member("result"); ok {
 			d.Outcome = "succeeded"
+			// An MCP tool failure is a result with isError: true.
+			if len(v) > 0 && v[0] == '{' {
+				if e, ok := findMember(v, "isError"); ok && string(e) == "true" {
+					d.Outcome = "failed"
+				}
+			}
 		}
 
 	case KindChat:
@@ -833,10 +870,72 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 			}
 		}
 
+	case KindGap:
+		d.Type = TypeGap
+		if pl == nil {
+			return refuse(CodeMissingField, "payload", "a ledger/gap requires a payload object with bridge and disconnected_at")
+		}
+		g, r := decodeGap(pl)
+		if r != nil {
+			return r
+		}
+		d.Gap = g
+
 	default:
+		if handled, r := classifyForm(d, pl); handled {
+			return r
+		}
 		d.Type = TypeIgnored
 	}
 	return nil
+}
+
+// decodeGap reads the payload of a ledger/gap envelope (see Gap): bridge
+// (required, an id) and disconnected_at (required, RFC 3339) are checked;
+// the other members are optional strings, reconnected_at an RFC 3339 time.
+func decodeGap(pl fields) (*Gap, *RefusalError) {
+	g := &Gap{}
+	var ok bool
+	var r *RefusalError
+	if g.Bridge, ok, r = pl.str("bridge", "payload.bridge"); r != nil {
+		return nil, r
+	} else if !ok || g.Bridge == "" {
+		return nil, refuse(CodeMissingField, "payload.bridge", "a ledger/gap requires payload.bridge, the bridge's participant name")
+	}
+	if r := checkID(g.Bridge, "payload.bridge", MaxIDBytes); r != nil {
+		return nil, r
+	}
+	times := []struct {
+		name     string
+		dst      *time.Time
+		required bool
+	}{{"disconnected_at", &g.DisconnectedAt, true}, {"reconnected_at", &g.ReconnectedAt, false}}
+	for _, t := range times {
+		s, ok, r := pl.str(t.name, "payload."+t.name)
+		if r != nil {
+			return nil, r
+		}
+		if !ok || s == "" {
+			if t.required {
+				return nil, refuse(CodeMissingField, "payload."+t.name, "a ledger/gap requires payload.%s (RFC 3339)", t.name)
+			}
+			continue
+		}
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return nil, refuse(CodeBadValue, "payload."+t.name, "payload.%s %q is not an RFC 3339 time", t.name, truncate(s, 40))
+		}
+		*t.dst = v.UTC()
+	}
+	for _, m := range []struct {
+		name string
+		dst  *string
+	}{{"mew_space", &g.MEWSpace}, {"gateway", &g.Gateway}, {"last_envelope", &g.LastEnvelope}, {"reason", &g.Reason}} {
+		if *m.dst, _, r = pl.str(m.name, "payload."+m.name); r != nil {
+			return nil, r
+		}
+	}
+	return g, nil
 }
 
 // methodParams sets Method and Params of a proposal (required=true) or a

@@ -20,6 +20,9 @@ const (
 	TypeNote     Type = "note"
 	TypeApprove  Type = "approve"
 	TypeExpire   Type = "expire"
+	// TypeGap is a recording gap of a bridge (ledger/gap, SPEC §3, §14):
+	// written only by the ledger, it names the space, not a proposal.
+	TypeGap Type = "gap"
 	// TypeIgnored is the type of an envelope that is valid but not part of
 	// the lifecycle (an mcp/request without correlation_id, a chat without
 	// one, any other kind). Submit paths refuse it; the fold records it as
@@ -31,7 +34,7 @@ const (
 )
 
 // Types lists the lifecycle types in a fixed order.
-var Types = []Type{TypeProposal, TypeWithdraw, TypeReject, TypeFulfil, TypeResponse, TypeNote, TypeApprove, TypeExpire}
+var Types = []Type{TypeProposal, TypeWithdraw, TypeReject, TypeFulfil, TypeResponse, TypeNote, TypeApprove, TypeExpire, TypeGap}
 
 // Valid reports whether t is one of the lifecycle types.
 func (t Type) Valid() bool {
@@ -68,7 +71,8 @@ const (
 // Dialects lists the accepted protocol values.
 var Dialects = []string{DialectMEW04, DialectMEW03, DialectMEUP02, DialectMEUP01, DialectMCPX01}
 
-// LedgerSender is the from of envelopes the ledger writes itself (expiry).
+// LedgerSender is the from of envelopes the ledger writes itself (expiry,
+// gaps).
 const LedgerSender = "ledger"
 
 // Envelope is the canonical (MEW v0.4) form of a lifecycle envelope after
@@ -123,7 +127,8 @@ type Decoded struct {
 	// TTLms is payload.ttl_ms of a proposal, 0 when absent.
 	TTLms int64
 	// Outcome of a response: "succeeded" (payload.result) or "failed"
-	// (payload.error); empty when neither is present.
+	// (payload.error, or an MCP tool error: payload.result.isError true);
+	// empty when neither is present.
 	Outcome string
 	// Digest is the hex SHA-256 of the canonical JSON of the normalised
 	// envelope without ts and protocol. Two envelopes with the same id and
@@ -131,6 +136,22 @@ type Decoded struct {
 	Digest string
 	// Kernel is the typed kernel proposal of a kernel/proposal envelope.
 	Kernel *KernelProposal
+	// Gap is the payload of a ledger/gap envelope (TypeGap); Key is its
+	// Bridge.
+	Gap *Gap
+	// Form names which of the seeds' lifecycle forms the envelope is
+	// (SPEC §2; Form* constants, e.g. "meup.lifecycle/status"); "" for the
+	// kinds of the dialect table.
+	Form string
+	// Note is what a form folded as a note carries (status, acceptance,
+	// deferral, bid, other operation); nil for a plain chat.
+	Note *Note
+	// TargetSources are a proposal's targets: its to and the seeds'
+	// targeting fields, each with the field naming it, in that order (an
+	// id named by several fields appears once per field).
+	TargetSources []TargetSource
+	// Targeting is a proposal's payload.targeting (nil when absent).
+	Targeting *Targeting
 }
 
 // MsgID returns the Nats-Msg-Id of the event in a space (SPEC §4):
@@ -154,6 +175,8 @@ const (
 	CodeMissingCorrelation = "missing_correlation" // lifecycle event without correlation_id
 	CodeReservedKind       = "reserved_kind"       // kind only the ledger itself may write
 	CodeDialectMismatch    = "dialect_mismatch"    // kind spelled in another dialect's form
+	CodeReservedID         = "reserved_id"         // id in a namespace only the ledger writes (expire:, gap:)
+	CodeReservedSender     = "reserved_sender"     // from is the ledger's own sender name
 )
 
 // ErrRefused is the sentinel every *RefusalError matches with errors.Is.

@@ -16,4 +16,7 @@ var AnomalyNames = []string{
 	AnomalySelfFulfilled,
 	AnomalyUnapprovedFulfillment,
 	AnomalyFulfilledBeforeWindow,
+	AnomalyIDReused,
+	AnomalyMsgIDClash,
+	AnomalyExclusiveViolation,
 }

@@ -180,8 +180,8 @@ func (w *jsonWriter) end() ([]byte, bool) {
 
 // appendProposal appends json.Marshal(p); false when p needs json.Marshal.
 func appendProposal(b []byte, p *Proposal) ([]byte, bool) {
-	if p.Kernel != nil {
-		return b, false
+	if p.Kernel != nil || p.hasFormFields() {
+		return b, false // rare: json.Marshal
 	}
 	w := newWriter(b)
 	w.str("id", p.ID)
@@ -241,6 +241,24 @@ func appendProposal(b []byte, p *Proposal) ([]byte, bool) {
 			o.strOmit("outcome", f.Outcome)
 			o.strOmit("response", f.Response)
 			o.stringsOmit("anomalies", f.Anomalies)
+			o.stringsOmit("to", f.To)
+			if len(f.Responses) > 0 {
+				o.key("responses")
+				o.b = append(o.b, '[')
+				for j := range f.Responses {
+					if j > 0 {
+						o.b = append(o.b, ',')
+					}
+					r := &f.Responses[j]
+					ro := newWriter(o.b)
+					ro.str("event", r.Event)
+					ro.u64("seq", r.Seq)
+					ro.str("from", r.From)
+					ro.strOmit("outcome", r.Outcome)
+					o.b, _ = ro.end()
+				}
+				o.b = append(o.b, ']')
+			}
 			w.b, _ = o.end()
 		}
 		w.b = append(w.b, ']')
@@ -307,6 +325,9 @@ func appendHistory(b []byte, h *HistoryEntry) ([]byte, bool) {
 	w.strOmit("text", h.Text)
 	w.strOmit("outcome", h.Outcome)
 	w.u64Omit("resolved_seq", h.ResolvedSeq)
+	w.strOmit("form", h.Form)
+	w.strOmit("note", h.Note)
+	w.strOmit("status", h.Status)
 	return w.end()
 }
 

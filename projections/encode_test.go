@@ -155,7 +155,14 @@ func randomRecords(rng *rand.Rand) (*Proposal, *HistoryEntry, *EventRef) {
 	if rng.IntN(4) > 0 {
 		p.Fulfillments = []Fulfillment{}
 		for range rng.IntN(3) {
-			p.Fulfillments = append(p.Fulfillments, Fulfillment{Event: s(), Seq: u(), From: s(), Late: rng.IntN(2) == 0, Outcome: s(), Response: s(), Anomalies: list()})
+			f := Fulfillment{Event: s(), Seq: u(), From: s(), Late: rng.IntN(2) == 0, Outcome: s(), Response: s(), Anomalies: list(), To: list()}
+			for range rng.IntN(3) {
+				f.Responses = append(f.Responses, Response{Event: s(), Seq: u(), From: s(), Outcome: s()})
+			}
+			if rng.IntN(4) == 0 {
+				f.Responses = []Response{}
+			}
+			p.Fulfillments = append(p.Fulfillments, f)
 		}
 	}
 	if rng.IntN(2) == 0 {

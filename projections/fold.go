@@ -19,9 +19,33 @@ type Event struct {
 	Time    time.Time // stream timestamp: the ledger's time for the event
 	Subject string    // the subject it was stored under
 	Raw     []byte    // the original bytes, untouched
+	// MsgIDClash is set when the message carries the header
+	// Ledger-Msg-Id-Clash (HeaderMsgIDClash): the appender stored it under
+	// a derived Nats-Msg-Id because another message held its own with
+	// different bytes (SPEC §4). Each proposal it touches gets anomaly
+	// msg_id_clash.
+	MsgIDClash bool
 
 	pre *prepared // set by Folder.Prepare: the subject and decoding, worked out ahead
 }
+
+// HeaderMsgIDClash is the header the appender sets on a message it stored
+// under a derived Nats-Msg-Id after a verified clash (SPEC §4); readers of
+// the stream set Event.MsgIDClash from it.
+const HeaderMsgIDClash = "Ledger-Msg-Id-Clash"
+
+// EventFlags are facts about a stored event the fold needs besides its
+// bytes, kept with a parked orphan so that it folds the same on release.
+type EventFlags uint8
+
+// The event flags.
+const (
+	// FlagIDReused: the event reuses an id an earlier, different event had
+	// (SPEC §5.2).
+	FlagIDReused EventFlags = 1 << iota
+	// FlagMsgIDClash: Event.MsgIDClash.
+	FlagMsgIDClash
+)
 
 // Outcome reports one history entry the fold wrote while applying an event
 // (an event that names several proposals, or that releases orphans, writes
@@ -106,6 +130,20 @@ type evctx struct {
 	d        *ledger.Decoded
 	entry    HistoryEntry // template for this event's history entries
 	resolved bool         // folded on release from orphan
+	flags    EventFlags
+	// reusedSeq is the sequence of the earlier event whose id this one
+	// reuses (FlagIDReused), when known (not after a release from orphan).
+	reusedSeq uint64
+}
+
+// duplicateOf returns the sequence of the earlier event c's event repeats
+// (same id and digest): ref itself, or a version of the id that ref
+// superseded; 0 when it is a different event.
+func (a *applier) duplicateOf(c *evctx, ref *EventRef) (uint64, error) {
+	if ref.Digest == c.d.Digest {
+		return ref.Seq, nil
+	}
+	return a.st.Version(c.space, c.d.Env.ID, c.d.Digest)
 }
 
 func (a *applier) statsFor(space string) (*Stats, error) {
@@ -270,7 +308,14 @@ func (a *applier) arrive(ev Event) error {
 		return invalid(r.Code, detail)
 	}
 	base.ID, base.Type, base.Kind, base.From, base.Reason = d.Env.ID, string(d.Type), d.OrigKind, d.Env.From, d.Reason
+	base.Form = d.Form
+	if n := d.Note; n != nil {
+		base.Note, base.Status = n.Kind, n.Status
+	}
 	c := &evctx{ev: ev, space: space, d: d, entry: base}
+	if ev.MsgIDClash {
+		c.flags |= FlagMsgIDClash
+	}
 
 	if d.Type == ledger.TypeIgnored {
 		s.EventsByType[string(ledger.TypeIgnored)]++
@@ -281,13 +326,23 @@ func (a *applier) arrive(ev Event) error {
 		}
 		h := base
 		if ref != nil {
-			h.Effect, h.Detail = EffectDuplicate, fmt.Sprintf("id already used at seq %d", ref.Seq)
-			return a.file(space, key, h)
+			if dup, err := a.duplicateOf(c, ref); err != nil || dup != 0 {
+				if err != nil {
+					return err
+				}
+				h.Effect, h.Detail = EffectDuplicate, fmt.Sprintf("same envelope as seq %d", dup)
+				return a.file(space, key, h)
+			}
+			// A different event reusing the id: the latest holds it.
+			if err := a.st.PutVersion(space, d.Env.ID, ref.Digest, ref.Seq); err != nil {
+				return err
+			}
+			h.Detail = fmt.Sprintf("; id %q reused (an earlier, different event had it at seq %d)", d.Env.ID, ref.Seq)
 		}
 		if err := a.st.PutEventRef(space, d.Env.ID, &EventRef{Seq: ev.Seq, Type: d.Type, Digest: d.Digest, From: d.Env.From, Status: EventIgnored}); err != nil {
 			return err
 		}
-		h.Effect, h.Detail = EffectIgnored, fmt.Sprintf("kind %q is not part of the proposal lifecycle", d.OrigKind)
+		h.Effect, h.Detail = EffectIgnored, fmt.Sprintf("kind %q is not part of the proposal lifecycle", d.OrigKind)+h.Detail
 		return a.file(space, key, h)
 	}
 	switch {
@@ -301,6 +356,14 @@ func (a *applier) arrive(ev Event) error {
 
 	s.EventsByType[string(d.Type)]++
 
+	// Reserved kinds and ids (SPEC §5.6, §14): refused before the event
+	// index sees them, so that a squatter can neither block nor fake what
+	// only the ledger writes.
+	if code, detail := reserved(d); code != "" {
+		s.EventsByType[string(d.Type)]--
+		return invalid(code, detail)
+	}
+
 	// Dedup by envelope id, for ever.
 	ref, err := a.st.EventRef(space, d.Env.ID)
 	if err != nil {
@@ -310,27 +373,49 @@ func (a *applier) arrive(ev Event) error {
 	// skewed clock) does not block the expirer's later retry of the same id.
 	if ref != nil && !(d.Type == ledger.TypeExpire && ref.Status == EventInvalid) {
 		h := base
-		if ref.Digest == d.Digest {
-			h.Effect, h.Detail = EffectDuplicate, fmt.Sprintf("same envelope as seq %d", ref.Seq)
-			return a.file(space, key, h)
-		}
-		h.Effect, h.Code = EffectInvalid, CodeIDConflict
-		h.Detail = fmt.Sprintf("id %q already used by a different envelope at seq %d", d.Env.ID, ref.Seq)
-		p, err := a.st.Proposal(space, key)
+		dup, err := a.duplicateOf(c, ref)
 		if err != nil {
 			return err
 		}
-		if p != nil {
-			h.Anomalies = []string{AnomalyIDConflict}
+		if dup != 0 {
+			h.Effect, h.Detail = EffectDuplicate, fmt.Sprintf("same envelope as seq %d", dup)
+			return a.file(space, key, h)
 		}
-		return a.file(space, key, h)
+		if d.Type == ledger.TypeProposal || d.Type == ledger.TypeGap {
+			h.Effect, h.Code = EffectInvalid, CodeIDConflict
+			h.Detail = fmt.Sprintf("id %q already used by a different envelope at seq %d", d.Env.ID, ref.Seq)
+			p, err := a.st.Proposal(space, key)
+			if err != nil {
+				return err
+			}
+			if p != nil {
+				h.Anomalies = []string{AnomalyIDConflict}
+			}
+			return a.file(space, key, h)
+		}
+		// SPEC §5.2: a non-proposal event reusing the id of an earlier,
+		// different event is a new event, folded on its own merits; from
+		// now on the id names it (the latest), and the superseded one is
+		// remembered so that its retry stays a duplicate.
+		if err := a.st.PutVersion(space, d.Env.ID, ref.Digest, ref.Seq); err != nil {
+			return err
+		}
+		c.flags |= FlagIDReused
+		c.reusedSeq = ref.Seq
 	}
-	if err := a.st.PutEventRef(space, d.Env.ID, &EventRef{Seq: ev.Seq, Type: d.Type, Digest: d.Digest, From: d.Env.From, Status: EventOrphan}); err != nil {
+	status := EventOrphan
+	if d.Type == ledger.TypeGap {
+		status = EventRecorded
+	}
+	if err := a.st.PutEventRef(space, d.Env.ID, &EventRef{Seq: ev.Seq, Type: d.Type, Digest: d.Digest, From: d.Env.From, Status: status}); err != nil {
 		return err
 	}
 
-	if d.Type == ledger.TypeProposal {
+	switch d.Type {
+	case ledger.TypeProposal:
 		return a.create(c)
+	case ledger.TypeGap:
+		return a.gap(c)
 	}
 	for _, t := range d.Targets {
 		if err := a.applyTo(c, t); err != nil {
@@ -338,6 +423,58 @@ func (a *applier) arrive(ev Event) error {
 		}
 	}
 	return nil
+}
+
+// Reserved id prefixes (SPEC §5.6, §14, ledger.ReservedIDPrefixes): the
+// ids of the events only the ledger writes.
+const (
+	reservedExpirePrefix = "expire:"
+	reservedGapPrefix    = "gap:"
+)
+
+// reserved returns the refusal code and detail of an event that uses what
+// only the ledger may: a ledger/gap not from the ledger (reserved_kind), or
+// an id beginning "expire:" or "gap:" on anything but the ledger's own
+// ledger/expire or ledger/gap (reserved_id). A ledger/expire from anyone
+// else is judged by expire (bad_expiry), as before. "" when none.
+func reserved(d *ledger.Decoded) (code, detail string) {
+	fromLedger := d.Env.From == ledger.LedgerSender
+	switch {
+	case d.Type == ledger.TypeGap && !fromLedger:
+		return ledger.CodeReservedKind, fmt.Sprintf("%s is written only by %q", ledger.KindGap, ledger.LedgerSender)
+	case strings.HasPrefix(d.Env.ID, reservedExpirePrefix) && !(d.Type == ledger.TypeExpire && fromLedger):
+		return ledger.CodeReservedID, fmt.Sprintf("ids beginning %q are reserved for the ledger's own %s", reservedExpirePrefix, ledger.KindExpire)
+	case strings.HasPrefix(d.Env.ID, reservedGapPrefix) && !(d.Type == ledger.TypeGap && fromLedger):
+		return ledger.CodeReservedID, fmt.Sprintf("ids beginning %q are reserved for the ledger's own %s", reservedGapPrefix, ledger.KindGap)
+	}
+	return "", ""
+}
+
+// gap records a bridge's recording gap (SPEC §14) in its space: not a
+// proposal's event, filed under its own id (reserved: no proposal has it).
+func (a *applier) gap(c *evctx) error {
+	g := c.d.Gap
+	rec := &Gap{
+		Seq: c.ev.Seq, At: c.ev.Time.UTC(), ID: c.d.Env.ID, Bridge: g.Bridge, MEWSpace: g.MEWSpace,
+		Gateway: g.Gateway, LastEnvelope: g.LastEnvelope, DisconnectedAt: g.DisconnectedAt, Reason: g.Reason,
+	}
+	if !g.ReconnectedAt.IsZero() {
+		t := g.ReconnectedAt
+		rec.ReconnectedAt = &t
+	}
+	if err := a.st.PutGap(c.space, rec); err != nil {
+		return err
+	}
+	s, err := a.statsFor(c.space)
+	if err != nil {
+		return err
+	}
+	s.Gaps++
+	detail := fmt.Sprintf("recording gap of bridge %q", g.Bridge)
+	if g.Reason != "" {
+		detail += ": " + g.Reason
+	}
+	return a.record(c.space, c.d.Env.ID, a.entryFor(c, EffectApplied, detail))
 }
 
 // drain folds released orphans, lowest sequence first, until none is left.
@@ -383,8 +520,11 @@ func (a *applier) drain() error {
 		s.OrphansWaiting--
 		s.Effects[string(EffectOrphan)]--
 		c := &evctx{
-			ev: Event{Seq: o.Seq, Time: pk.Time, Subject: pk.Subject, Raw: pk.Raw}, space: space, d: d, resolved: true,
-			entry: HistoryEntry{Seq: o.Seq, At: at, ID: d.Env.ID, Type: string(d.Type), Kind: d.OrigKind, From: d.Env.From, Reason: d.Reason},
+			ev: Event{Seq: o.Seq, Time: pk.Time, Subject: pk.Subject, Raw: pk.Raw, MsgIDClash: pk.Flags&FlagMsgIDClash != 0}, space: space, d: d, resolved: true, flags: pk.Flags,
+			entry: HistoryEntry{Seq: o.Seq, At: at, ID: d.Env.ID, Type: string(d.Type), Kind: d.OrigKind, From: d.Env.From, Reason: d.Reason, Form: d.Form},
+		}
+		if n := d.Note; n != nil {
+			c.entry.Note, c.entry.Status = n.Kind, n.Status
 		}
 		if err := a.applyTo(c, o.Target); err != nil {
 			return err
@@ -484,6 +624,18 @@ func (a *applier) create(c *evctx) error {
 		p.Kernel, p.Approved, p.Approvals = kr, &approved, []Approval{}
 	}
 	p.ExpiresAt = deadline
+	p.Targets = targetsOf(d.TargetSources)
+	if t := d.Targeting; t != nil && t.Exclusive {
+		x := &ExclusiveWindow{TimeoutMs: t.WindowMs, FallbackToBroadcast: t.FallbackToBroadcast, QuickReject: t.QuickReject}
+		if t.WindowMs > 0 {
+			u := at.Add(time.Duration(t.WindowMs) * time.Millisecond)
+			x.Until = &u
+		}
+		p.Exclusive = x
+	}
+	if d.Form != "" {
+		p.Forms = []string{d.Form}
+	}
 	a.touch(p)
 	// Entries filed under this id before it was a proposal are in its
 	// history: count them (orphans are counted as they are released).
@@ -503,10 +655,17 @@ func (a *applier) create(c *evctx) error {
 	}
 	s.Proposals++
 	s.ByState[string(StatePending)]++
+	h := a.entryFor(c, EffectApplied, "")
+	if c.flags&FlagMsgIDClash != 0 {
+		h.Anomalies = []string{AnomalyMsgIDClash}
+		if err := a.addAnomaly(c.space, p, AnomalyMsgIDClash); err != nil {
+			return err
+		}
+	}
 	if err := a.st.PutProposal(p); err != nil {
 		return err
 	}
-	if err := a.record(c.space, p.ID, a.entryFor(c, EffectApplied, "")); err != nil {
+	if err := a.record(c.space, p.ID, h); err != nil {
 		return err
 	}
 	return a.markApplied(c, p.ID)
@@ -521,6 +680,11 @@ func (a *applier) markApplied(c *evctx, pid string) error {
 	}
 	if ref == nil { // cannot happen: arrive indexes every lifecycle event
 		return fmt.Errorf("projections: event %q (seq %d) missing from the event index", c.d.Env.ID, c.ev.Seq)
+	}
+	if ref.Seq != c.ev.Seq {
+		// A later event reused the id while this one waited as an
+		// orphan: the id names the later one now (SPEC §5.2).
+		return nil
 	}
 	first := ref.Status != EventApplied
 	if slices.Contains(ref.Proposals, pid) && !first {
@@ -541,7 +705,7 @@ func (a *applier) markApplied(c *evctx, pid string) error {
 // markRefused marks c's event as refused by the fold in the event index.
 func (a *applier) markRefused(c *evctx) error {
 	ref, err := a.st.EventRef(c.space, c.d.Env.ID)
-	if err != nil || ref == nil {
+	if err != nil || ref == nil || ref.Seq != c.ev.Seq {
 		return err
 	}
 	r := *ref
@@ -585,7 +749,7 @@ func (a *applier) orphan(c *evctx, target, detail string) error {
 		return err
 	}
 	if pk == nil {
-		pk = &ParkedEvent{Time: c.ev.Time.UTC(), Subject: c.ev.Subject, Raw: c.ev.Raw}
+		pk = &ParkedEvent{Time: c.ev.Time.UTC(), Subject: c.ev.Subject, Raw: c.ev.Raw, Flags: c.flags}
 	}
 	pk.Refs++
 	if err := a.st.PutParked(c.space, c.ev.Seq, pk); err != nil {
@@ -687,11 +851,27 @@ func (a *applier) applyTo(c *evctx, target string) error {
 }
 
 // commitTo writes p and its new history entry, and marks the event applied.
+// The event's flags add their anomalies (id_reused, msg_id_clash).
 func (a *applier) commitTo(c *evctx, p *Proposal, h HistoryEntry) error {
+	if c.flags != 0 {
+		h.Anomalies = slices.Clone(h.Anomalies)
+		if c.flags&FlagIDReused != 0 {
+			h.Anomalies = append(h.Anomalies, AnomalyIDReused)
+			if c.reusedSeq != 0 {
+				h.Detail = strings.TrimPrefix(h.Detail+fmt.Sprintf("; id %q reused (an earlier, different event had it at seq %d)", c.d.Env.ID, c.reusedSeq), "; ")
+			}
+		}
+		if c.flags&FlagMsgIDClash != 0 {
+			h.Anomalies = append(h.Anomalies, AnomalyMsgIDClash)
+		}
+	}
 	for _, an := range h.Anomalies {
 		if err := a.addAnomaly(c.space, p, an); err != nil {
 			return err
 		}
+	}
+	if f := c.d.Form; f != "" && !slices.Contains(p.Forms, f) {
+		p.Forms = append(p.Forms, f)
 	}
 	p.Events++
 	a.touch(p)
@@ -812,8 +992,21 @@ func fulfilmentChecks(c *evctx, p *Proposal) []string {
 	if d.Method != p.Method || !canon.Equal(nullIfEmpty(d.Params), nullIfEmpty(p.Params)) {
 		an = append(an, AnomalyFulfillmentMismatch)
 	}
-	if len(p.To) > 0 && !sameSet(p.To, d.Env.To) {
-		an = append(an, AnomalyTargetMismatch)
+	switch {
+	case len(p.To) > 0:
+		if !sameSet(p.To, d.Env.To) {
+			an = append(an, AnomalyTargetMismatch)
+		}
+	case len(p.Targets) > 0:
+		// Targets only from the seeds' fields: the fulfilment must come
+		// from one of them or name one in its to.
+		if !honoursTargets(p, d) {
+			an = append(an, AnomalyTargetMismatch)
+		}
+	}
+	if x := p.Exclusive; x != nil && !honoursTargets(p, d) &&
+		(!x.FallbackToBroadcast || x.Until == nil || c.ev.Time.Before(*x.Until)) {
+		an = append(an, AnomalyExclusiveViolation)
 	}
 	if d.Env.From == p.Proposer {
 		an = append(an, AnomalySelfFulfilled)
@@ -825,6 +1018,35 @@ func fulfilmentChecks(c *evctx, p *Proposal) []string {
 		an = append(an, AnomalyFulfilledBeforeWindow)
 	}
 	return an
+}
+
+// honoursTargets reports whether fulfilment d honours p's targeting: its
+// from is a target, or its to names one.
+func honoursTargets(p *Proposal, d *ledger.Decoded) bool {
+	for _, t := range p.Targets {
+		if t.ID == d.Env.From || slices.Contains(d.Env.To, t.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// targetsOf merges a proposal's target sources by id, in order of first
+// appearance.
+func targetsOf(srcs []ledger.TargetSource) []Target {
+	if len(srcs) == 0 {
+		return nil
+	}
+	var out []Target
+	for _, s := range srcs {
+		i := slices.IndexFunc(out, func(t Target) bool { return t.ID == s.ID })
+		if i < 0 {
+			out = append(out, Target{ID: s.ID, Sources: []string{s.Source}})
+		} else if !slices.Contains(out[i].Sources, s.Source) {
+			out[i].Sources = append(out[i].Sources, s.Source)
+		}
+	}
+	return out
 }
 
 func nullIfEmpty(b []byte) []byte {
@@ -843,7 +1065,7 @@ func sameSet(a, b []string) bool {
 
 func (a *applier) fulfil(c *evctx, p *Proposal) (HistoryEntry, error) {
 	d := c.d
-	f := Fulfillment{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From}
+	f := Fulfillment{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, To: slices.Clone(d.Env.To)}
 	an := fulfilmentChecks(c, p)
 	var h HistoryEntry
 	switch p.State {
@@ -945,18 +1167,54 @@ func (a *applier) response(c *evctx, target string) error {
 	h := a.entryFor(c, EffectRecorded, "")
 	h.Target, h.Outcome = target, c.d.Outcome
 	i := slices.IndexFunc(p.Fulfillments, func(f Fulfillment) bool { return f.Event == target })
-	switch {
-	case i < 0:
+	if i < 0 {
 		return fmt.Errorf("projections: fulfilment %q missing from proposal %q", target, p.ID)
+	}
+	f := &p.Fulfillments[i]
+	f.Responses = append(f.Responses, Response{Event: c.d.Env.ID, Seq: c.ev.Seq, From: c.d.Env.From, Outcome: c.d.Outcome})
+	prev := f.Response
+	j, why := pickOutcome(f, p.Proposer)
+	if j >= 0 {
+		f.Outcome, f.Response = f.Responses[j].Outcome, f.Responses[j].Event
+	}
+	switch {
 	case c.d.Outcome == "":
 		h.Detail = "response has neither result nor error"
-	case p.Fulfillments[i].Outcome != "":
-		h.Detail = "outcome already recorded by " + p.Fulfillments[i].Response
-	default:
-		p.Fulfillments[i].Outcome, p.Fulfillments[i].Response = c.d.Outcome, c.d.Env.ID
+	case j == len(f.Responses)-1:
 		h.Effect = EffectApplied
+		if prev != "" {
+			h.Detail = why + "; replaces the outcome of " + prev
+		}
+	default:
+		h.Detail = "outcome stays from " + f.Response + " (" + why + ")"
 	}
 	return a.commitTo(c, p, h)
+}
+
+// pickOutcome chooses, among the responses to fulfilment f that carry an
+// outcome, the one whose outcome is the fulfilment's (SPEC §5.4): the first
+// from a member of the fulfilment's to; when its to is empty, the first
+// from a participant other than the fulfiller and the proposer; failing
+// both, the first. It returns its index in f.Responses (-1 when none has an
+// outcome) and which rule chose it.
+func pickOutcome(f *Fulfillment, proposer string) (int, string) {
+	first := -1
+	for i, r := range f.Responses {
+		if r.Outcome == "" {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		if len(f.To) > 0 {
+			if slices.Contains(f.To, r.From) {
+				return i, "first response from a member of the fulfilment's to"
+			}
+		} else if r.From != f.From && r.From != proposer {
+			return i, "first response from a participant other than the fulfiller and the proposer"
+		}
+	}
+	return first, "first response"
 }
 
 func firstOr(xs []string, def string) string {
@@ -975,6 +1233,9 @@ func (a *applier) note(c *evctx, target string) error {
 		return err
 	}
 	if p != nil {
+		if c.d.Note != nil {
+			return a.formNote(c, p.Clone())
+		}
 		h := a.entryFor(c, EffectRecorded, "note")
 		h.Text = c.d.Text
 		return a.commitTo(c, p.Clone(), h)
@@ -986,7 +1247,7 @@ func (a *applier) note(c *evctx, target string) error {
 	if ref == nil {
 		return a.orphan(c, target, fmt.Sprintf("waiting for %q", target))
 	}
-	if ref.Status == EventIgnored || ref.Status == EventInvalid {
+	if ref.Status == EventIgnored || ref.Status == EventInvalid || ref.Status == EventRecorded {
 		h := a.entryFor(c, EffectIgnored, fmt.Sprintf("%q is not part of a proposal's life", target))
 		h.Target = target
 		return a.file(c.space, target, h)
@@ -1002,6 +1263,75 @@ func (a *applier) note(c *evctx, target string) error {
 		}
 	}
 	return nil
+}
+
+// noteKindBucket is the statistics key of a note kind: itself when the
+// seeds name it, "other" for anything else.
+func noteKindBucket(kind string) string {
+	switch kind {
+	case ledger.NoteStatus, ledger.NoteAccept, ledger.NoteDefer, ledger.NoteBid:
+		return kind
+	}
+	if slices.Contains(ledger.LifecycleOperations, kind) {
+		return kind
+	}
+	return "other"
+}
+
+// formNote folds a note of the seeds' lifecycle forms on proposal p (SPEC
+// §2): a status (the participant's latest, while p is pending), an
+// acceptance, deferral or bid (kept on p whatever its effect, late after a
+// terminal state), or any other operation or status value, kept as given
+// in the history and never refused.
+func (a *applier) formNote(c *evctx, p *Proposal) error {
+	d, n := c.d, c.d.Note
+	s, err := a.statsFor(c.space)
+	if err != nil {
+		return err
+	}
+	s.NoteKinds[noteKindBucket(n.Kind)]++
+	late := p.State != StatePending
+	h := a.entryFor(c, EffectApplied, "")
+	fn := FormNote{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Form: d.Form, Reason: d.Reason,
+		Confidence: n.Confidence, EstimatedTime: n.EstimatedTime, Late: late}
+	switch n.Kind {
+	case ledger.NoteStatus:
+		switch {
+		case !slices.Contains(ledger.Statuses, n.Status):
+			h.Effect, h.Detail = EffectRecorded, fmt.Sprintf("status %q kept as given (not one of %s)", n.Status, strings.Join(ledger.Statuses, ", "))
+		case late:
+			h.Effect, h.Detail = EffectLate, "proposal already "+string(p.State)+"; statuses are kept while pending"
+		default:
+			st := ParticipantStatus{From: d.Env.From, Status: n.Status, Event: d.Env.ID, Seq: c.ev.Seq}
+			if i := slices.IndexFunc(p.Statuses, func(x ParticipantStatus) bool { return x.From == st.From }); i >= 0 {
+				h.Detail = fmt.Sprintf("%s: %s → %s", st.From, p.Statuses[i].Status, st.Status)
+				p.Statuses[i] = st
+			} else {
+				h.Detail = fmt.Sprintf("%s: %s", st.From, st.Status)
+				p.Statuses = append(p.Statuses, st)
+			}
+		}
+	case ledger.NoteAccept:
+		p.Acceptances = append(p.Acceptances, fn)
+	case ledger.NoteDefer:
+		p.Deferrals = append(p.Deferrals, fn)
+	case ledger.NoteBid:
+		p.Bids = append(p.Bids, fn)
+	default:
+		h.Effect, h.Detail = EffectRecorded, fmt.Sprintf("%s %q kept as a note", noteWhat(d), n.Kind)
+	}
+	if late && h.Effect == EffectApplied {
+		h.Effect, h.Detail = EffectLate, "proposal already "+string(p.State)
+	}
+	return a.commitTo(c, p, h)
+}
+
+// noteWhat names what a note's kind is for a person.
+func noteWhat(d *ledger.Decoded) string {
+	if d.Env.Kind == ledger.KindMEUPLifecycle {
+		return "operation"
+	}
+	return "status"
 }
 
 // noteOn applies note c, naming event target (indexed as ref), to proposal pid.

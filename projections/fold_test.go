@@ -38,14 +38,19 @@ func newFoldScript() *foldScript {
 //	@+90s           stream time = script start + 90s (default: previous + 1s)
 //	subject=SUBJ    store under this subject instead of the one the append
 //	                path would build
+//	clash           the message carries the header Ledger-Msg-Id-Clash
 //
 // The rest of the line is the raw message body, stored as is.
 func (s *foldScript) parseLine(t *testing.T, space, line string) Event {
 	t.Helper()
 	at := s.now.Add(time.Second)
 	subject := ""
+	clash := false
 	for {
 		switch {
+		case strings.HasPrefix(line, "clash "):
+			clash, line = true, strings.TrimPrefix(line, "clash ")
+			continue
 		case strings.HasPrefix(line, "@"):
 			tok, rest, _ := strings.Cut(line, " ")
 			d, err := time.ParseDuration(strings.TrimPrefix(tok[1:], "+"))
@@ -67,7 +72,7 @@ func (s *foldScript) parseLine(t *testing.T, space, line string) Event {
 	}
 	s.seq++
 	s.now = at
-	return Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw}
+	return Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw, MsgIDClash: clash}
 }
 
 // defaultSubject is the subject the append path would use; for input it
@@ -152,7 +157,26 @@ func TestFoldScripts(t *testing.T) {
 				if a, b := dumpMem(s.st), dumpMem(fresh); a != b {
 					t.Fatalf("replay differs:\nlive:\n%s\nreplay:\n%s", a, b)
 				}
+				// The Pebble store, folded in batches of three events,
+				// holds exactly what the MemState holds.
+				compareWithStore(t, s.st, s.log)
 				return "identical\n"
+			case "gaps":
+				var b strings.Builder
+				for _, g := range s.st.Gaps(space) {
+					fmt.Fprintf(&b, "%d %s bridge=%s mew_space=%s gateway=%s last=%s disconnected=%s", g.Seq, g.ID, g.Bridge, g.MEWSpace, g.Gateway, g.LastEnvelope, g.DisconnectedAt.Format(time.RFC3339Nano))
+					if g.ReconnectedAt != nil {
+						fmt.Fprintf(&b, " reconnected=%s", g.ReconnectedAt.Format(time.RFC3339Nano))
+					}
+					if g.Reason != "" {
+						fmt.Fprintf(&b, " reason=%q", g.Reason)
+					}
+					b.WriteString("\n")
+				}
+				if b.Len() == 0 {
+					return "no gaps\n"
+				}
+				return b.String()
 			default:
 				t.Fatalf("unknown command %q", td.Cmd)
 				return ""
@@ -185,6 +209,16 @@ func formatProposal(p *Proposal) string {
 		if len(f.Anomalies) > 0 {
 			fmt.Fprintf(&b, " anomalies=%s", strings.Join(f.Anomalies, ","))
 		}
+		if len(f.To) > 0 {
+			fmt.Fprintf(&b, " to=%s", strings.Join(f.To, ","))
+		}
+		if len(f.Responses) > 1 {
+			var rs []string
+			for _, r := range f.Responses {
+				rs = append(rs, r.Event+":"+r.From+":"+r.Outcome)
+			}
+			fmt.Fprintf(&b, " responses=%s", strings.Join(rs, ","))
+		}
 		b.WriteString("\n")
 	}
 	if w := p.Withdrawal; w != nil {
@@ -196,6 +230,47 @@ func formatProposal(p *Proposal) string {
 	}
 	if p.ExpiresAt != nil {
 		fmt.Fprintf(&b, "expires_at: %s\n", p.ExpiresAt.Format(time.RFC3339Nano))
+	}
+	if len(p.Targets) > 0 {
+		var ts []string
+		for _, t := range p.Targets {
+			ts = append(ts, t.ID+"("+strings.Join(t.Sources, "+")+")")
+		}
+		fmt.Fprintf(&b, "targets: %s\n", strings.Join(ts, " "))
+	}
+	if x := p.Exclusive; x != nil {
+		fmt.Fprintf(&b, "exclusive: fallback_to_broadcast=%t quick_reject=%t", x.FallbackToBroadcast, x.QuickReject)
+		if x.Until != nil {
+			fmt.Fprintf(&b, " until=%s", x.Until.Format(time.RFC3339Nano))
+		}
+		b.WriteString("\n")
+	}
+	for _, st := range p.Statuses {
+		fmt.Fprintf(&b, "status: %s=%s by=%s\n", st.From, st.Status, st.Event)
+	}
+	for _, l := range []struct {
+		name string
+		ns   []FormNote
+	}{{"acceptance", p.Acceptances}, {"deferral", p.Deferrals}, {"bid", p.Bids}} {
+		for _, n := range l.ns {
+			fmt.Fprintf(&b, "%s: %s from=%s form=%s", l.name, n.Event, n.From, n.Form)
+			if n.Reason != "" {
+				fmt.Fprintf(&b, " reason=%q", n.Reason)
+			}
+			if n.Confidence != nil {
+				fmt.Fprintf(&b, " confidence=%v", *n.Confidence)
+			}
+			if n.EstimatedTime != nil {
+				fmt.Fprintf(&b, " estimated_time=%v", *n.EstimatedTime)
+			}
+			if n.Late {
+				b.WriteString(" late=true")
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(p.Forms) > 0 {
+		fmt.Fprintf(&b, "forms: %s\n", strings.Join(p.Forms, ","))
 	}
 	if k := p.Kernel; k != nil {
 		fmt.Fprintf(&b, "kernel: action=%s class=%s required=%d counted=%d approved=%t form=%s\n", k.ActionType, k.ApprovalClass, k.Required, k.Counted, p.Approved != nil && *p.Approved, k.Form)
@@ -251,6 +326,15 @@ func formatEntry(h HistoryEntry) string {
 	if h.ResolvedSeq != 0 {
 		fmt.Fprintf(&b, " resolved_at=%d", h.ResolvedSeq)
 	}
+	if h.Form != "" {
+		fmt.Fprintf(&b, " form=%s", h.Form)
+	}
+	if h.Note != "" {
+		fmt.Fprintf(&b, " note=%s", h.Note)
+	}
+	if h.Status != "" {
+		fmt.Fprintf(&b, " status=%s", h.Status)
+	}
 	if h.Detail != "" {
 		fmt.Fprintf(&b, " (%s)", h.Detail)
 	}
@@ -260,7 +344,11 @@ func formatEntry(h HistoryEntry) string {
 
 func formatStats(s *Stats) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "proposals=%d events=%d orphans_waiting=%d\n", s.Proposals, s.Events, s.OrphansWaiting)
+	fmt.Fprintf(&b, "proposals=%d events=%d orphans_waiting=%d", s.Proposals, s.Events, s.OrphansWaiting)
+	if s.Gaps != 0 {
+		fmt.Fprintf(&b, " gaps=%d", s.Gaps)
+	}
+	b.WriteString("\n")
 	line := func(name string, m map[string]int64) {
 		var parts []string
 		for _, k := range sortedKeys(m) {
@@ -278,6 +366,7 @@ func formatStats(s *Stats) string {
 	line("anomalies", s.Anomalies)
 	line("events_by_type", s.EventsByType)
 	line("effects", s.Effects)
+	line("note_kinds", s.NoteKinds)
 	return b.String()
 }
 
@@ -342,6 +431,13 @@ func dumpMem(m *MemState) string {
 		}
 	}) {
 		fmt.Fprintf(&b, "F %q %d\n", k, m.filed[k])
+	}
+	for _, k := range keys(len(m.gaps), func(f func(string)) {
+		for k := range m.gaps {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "G %q %s\n", k, enc(m.Gaps(k)))
 	}
 	for _, k := range keys(len(m.stats), func(f func(string)) {
 		for k := range m.stats {

@@ -17,6 +17,8 @@ type MemState struct {
 	filed     map[string]int
 	history   map[string]map[uint64]HistoryEntry
 	stats     map[string]*Stats
+	gaps      map[string][]Gap // by space, in the order written (stream order)
+	versions  map[string]uint64
 }
 
 // NewMemState returns an empty MemState.
@@ -29,6 +31,8 @@ func NewMemState() *MemState {
 		filed:     map[string]int{},
 		history:   map[string]map[uint64]HistoryEntry{},
 		stats:     map[string]*Stats{},
+		gaps:      map[string][]Gap{},
+		versions:  map[string]uint64{},
 	}
 }
 
@@ -126,6 +130,30 @@ func (m *MemState) Stats(space string) (*Stats, error) { return m.stats[space], 
 func (m *MemState) PutStats(space string, s *Stats) error {
 	m.stats[space] = s
 	return nil
+}
+
+// PutGap implements State.
+func (m *MemState) PutGap(space string, g *Gap) error {
+	m.gaps[space] = append(m.gaps[space], *g)
+	return nil
+}
+
+// Version implements State.
+func (m *MemState) Version(space, id, digest string) (uint64, error) {
+	return m.versions[mk(space, id+"\x00"+digest)], nil
+}
+
+// PutVersion implements State.
+func (m *MemState) PutVersion(space, id, digest string, seq uint64) error {
+	m.versions[mk(space, id+"\x00"+digest)] = seq
+	return nil
+}
+
+// Gaps returns the recording gaps of a space, oldest first.
+func (m *MemState) Gaps(space string) []Gap {
+	out := slices.Clone(m.gaps[space])
+	slices.SortFunc(out, func(a, b Gap) int { return cmpUint(a.Seq, b.Seq) })
+	return out
 }
 
 // History returns the entries filed under key, in sequence order.

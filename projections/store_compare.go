@@ -23,6 +23,8 @@ const (
 	TableOrphans    = "orphans"
 	TableParked     = "parked"
 	TableFiled      = "filed"
+	TableGap        = "gap"
+	TableVersion    = "version"
 	TableStats      = "stats"
 	TableIndex      = "index"
 	TableDeadline   = "deadline"
@@ -32,6 +34,7 @@ const (
 var indexKindNames = map[byte]string{
 	idxAll: "all", idxState: "state", idxProposer: "proposer", idxTarget: "target",
 	idxAnomaly: "anomaly", idxActionType: "action_type", idxResourceType: "resource_type", idxDomain: "domain",
+	idxForm: "form",
 }
 
 // KeyInfo is a store key decoded: which table, and the components that
@@ -71,6 +74,10 @@ func (k KeyInfo) String() string {
 		return fmt.Sprintf("orphans waiting for %q in space %q", k.ID, k.Space)
 	case TableParked:
 		return fmt.Sprintf("parked orphan event seq %d in space %q", k.Seq, k.Space)
+	case TableVersion:
+		return fmt.Sprintf("superseded version %q in space %q", k.ID, k.Space)
+	case TableGap:
+		return fmt.Sprintf("recording gap seq %d in space %q", k.Seq, k.Space)
 	case TableFiled:
 		return fmt.Sprintf("count of entries filed under %q in space %q", k.ID, k.Space)
 	case TableStats:
@@ -130,9 +137,15 @@ func DecodeKey(key []byte) KeyInfo {
 		return two(TableOrphans)
 	case tagFiled:
 		return two(TableFiled)
-	case tagParked:
-		ki := two(TableParked)
-		if ki.Table == TableParked && len(ki.ID) == 8 {
+	case tagVersion:
+		return two(TableVersion)
+	case tagParked, tagGap:
+		table := TableParked
+		if key[0] == tagGap {
+			table = TableGap
+		}
+		ki := two(table)
+		if ki.Table == table && len(ki.ID) == 8 {
 			ki.Seq, ki.ID = binary.BigEndian.Uint64([]byte(ki.ID)), ""
 		}
 		return ki

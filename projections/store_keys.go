@@ -35,7 +35,8 @@ import (
 //	'D' deadline space id                      → "" : pending proposals with expires_at
 //
 // Index kinds ('I'): 'a' all proposals of the space (no value component),
-// 's' state, 'p' proposer, 't' target (one entry per distinct `to` member),
+// 's' state, 'p' proposer, 't' target (one entry per distinct `to` member
+// or target of the seeds' targeting fields), 'f' form (Proposal.Forms),
 // 'n' anomaly (one per distinct anomaly), 'k' kernel action_type, 'r' kernel
 // resource_type, 'd' kernel domain. Empty values are not indexed. Every index
 // of a space orders its entries by the same suffix (^createdSeq, id), which is
@@ -66,6 +67,7 @@ const (
 	idxActionType   = 'k'
 	idxResourceType = 'r'
 	idxDomain       = 'd'
+	idxForm         = 'f' // the seeds' lifecycle forms of the proposal's events (Proposal.Forms)
 )
 
 var checkpointKey = []byte("\x01checkpoint")
@@ -287,6 +289,12 @@ func (a *arena) indexEntries(dst []kv, p *Proposal) []kv {
 	add(idxProposer, p.Proposer)
 	for _, t := range p.To {
 		add(idxTarget, t)
+	}
+	for _, t := range p.Targets { // to and the seeds' targeting fields (SPEC §2)
+		add(idxTarget, t.ID)
+	}
+	for _, f := range p.Forms {
+		add(idxForm, f)
 	}
 	for _, an := range p.Anomalies {
 		add(idxAnomaly, an)

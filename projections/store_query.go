@@ -27,12 +27,16 @@ const (
 type ListQuery struct {
 	// Space is required.
 	Space string
-	// State, Proposer, Target (a member of `to`) and Anomaly filter on the
-	// proposal; ActionType, ResourceType and Domain on its kernel part.
+	// State, Proposer, Target (a member of `to`, or a target named by the
+	// seeds' targeting fields), Anomaly and Form (one of the seeds'
+	// lifecycle forms among the proposal's events, Proposal.Forms) filter
+	// on the proposal; ActionType, ResourceType and Domain on its kernel
+	// part.
 	State        ProposalState
 	Proposer     string
 	Target       string
 	Anomaly      string
+	Form         string
 	ActionType   string
 	ResourceType string
 	Domain       string
@@ -319,6 +323,7 @@ func listPrefixes(q ListQuery) [][]byte {
 	add(idxTarget, q.Target)
 	add(idxProposer, q.Proposer)
 	add(idxAnomaly, q.Anomaly)
+	add(idxForm, q.Form)
 	add(idxDomain, q.Domain)
 	add(idxResourceType, q.ResourceType)
 	add(idxActionType, q.ActionType)

@@ -52,7 +52,62 @@ const (
 	AnomalySelfFulfilled           = "self_fulfilled"
 	AnomalyUnapprovedFulfillment   = "unapproved_fulfillment"
 	AnomalyFulfilledBeforeWindow   = "fulfilled_before_window"
+	// AnomalyIDReused: an event on the proposal reused an id an earlier,
+	// different event had (SPEC §5.2); it was folded on its own merits.
+	AnomalyIDReused = "id_reused"
+	// AnomalyMsgIDClash: an event on the proposal was stored under a
+	// derived Nats-Msg-Id because another message held its own with
+	// different bytes (SPEC §4, header Ledger-Msg-Id-Clash).
+	AnomalyMsgIDClash = "msg_id_clash"
+	// AnomalyExclusiveViolation: a fulfilment that does not honour the
+	// proposal's exclusive targeting (neither its from is a target nor its
+	// to names one) inside the exclusive window, or at any time when
+	// fallback_to_broadcast is false (SPEC §2).
+	AnomalyExclusiveViolation = "exclusive_violation"
 )
+
+// Target is one participant a proposal targets (SPEC §2): named by its to
+// or by the seeds' targeting fields; Sources lists every field that names
+// it ("to", "fulfiller", "preferred", "preferred_participant",
+// "preferred_fulfillers", "targeting.preferred"), in that order.
+type Target struct {
+	ID      string   `json:"id"`
+	Sources []string `json:"sources"`
+}
+
+// ExclusiveWindow is a proposal's payload.targeting with exclusive: true.
+// Until (exclusive, stream time) ends the window; nil when no
+// exclusive_timeout / fallback_timeout was given (the window never ends).
+// With FallbackToBroadcast false only a target may fulfil at any time.
+type ExclusiveWindow struct {
+	Until               *time.Time `json:"until,omitempty"`
+	TimeoutMs           int64      `json:"timeout_ms,omitempty"`
+	FallbackToBroadcast bool       `json:"fallback_to_broadcast"`
+	QuickReject         bool       `json:"quick_reject,omitempty"`
+}
+
+// ParticipantStatus is a participant's latest status on a proposal
+// (meup.lifecycle status, ADR-v2c option 8): considering, queued,
+// processing or unable, from the event Event.
+type ParticipantStatus struct {
+	From   string `json:"from"`
+	Status string `json:"status"`
+	Event  string `json:"event"`
+	Seq    uint64 `json:"seq"`
+}
+
+// FormNote is one acceptance, deferral or bid on a proposal (SPEC §2),
+// kept whatever its effect; Late when the proposal had left pending.
+type FormNote struct {
+	Event         string   `json:"event"`
+	Seq           uint64   `json:"seq"`
+	From          string   `json:"from"`
+	Form          string   `json:"form"`
+	Reason        string   `json:"reason,omitempty"`
+	Confidence    *float64 `json:"confidence,omitempty"`
+	EstimatedTime *float64 `json:"estimated_time,omitempty"`
+	Late          bool     `json:"late,omitempty"`
+}
 
 // Rejection is one rejection of a proposal, kept whatever its effect.
 type Rejection struct {
@@ -74,15 +129,28 @@ type Withdrawal struct {
 }
 
 // Fulfillment is one fulfilment (mcp/request with correlation) of a
-// proposal. Outcome is "", "succeeded" or "failed" (SPEC §5.4).
+// proposal. Outcome is "", "succeeded" or "failed" (SPEC §5.4), taken from
+// the response named by Response, chosen among Responses by the rule of
+// SPEC §5.4 (see pickOutcome). To is the fulfilment's own to.
 type Fulfillment struct {
-	Event     string   `json:"event"`
-	Seq       uint64   `json:"seq"`
-	From      string   `json:"from"`
-	Late      bool     `json:"late"`
-	Outcome   string   `json:"outcome,omitempty"`
-	Response  string   `json:"response,omitempty"`
-	Anomalies []string `json:"anomalies,omitempty"`
+	Event     string     `json:"event"`
+	Seq       uint64     `json:"seq"`
+	From      string     `json:"from"`
+	Late      bool       `json:"late"`
+	Outcome   string     `json:"outcome,omitempty"`
+	Response  string     `json:"response,omitempty"`
+	Anomalies []string   `json:"anomalies,omitempty"`
+	To        []string   `json:"to,omitempty"`
+	Responses []Response `json:"responses,omitempty"`
+}
+
+// Response is one mcp/response to a fulfilment, kept in stream order.
+// Outcome is "" when it carries neither result nor error.
+type Response struct {
+	Event   string `json:"event"`
+	Seq     uint64 `json:"seq"`
+	From    string `json:"from"`
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // Approval is one kernel/approve event applied to a kernel proposal (SPEC
@@ -158,6 +226,23 @@ type Proposal struct {
 	Kernel       *Kernel         `json:"kernel,omitempty"`
 	Approvals    []Approval      `json:"approvals,omitempty"`
 	Approved     *bool           `json:"approved,omitempty"`
+	// What the seeds' lifecycle forms add (SPEC §2): the targets (to and
+	// the targeting fields), the exclusive window, each participant's
+	// latest status, acceptances, deferrals, bids, and the forms of the
+	// events folded into the proposal (the list filter form).
+	Targets     []Target            `json:"targets,omitempty"`
+	Exclusive   *ExclusiveWindow    `json:"exclusive,omitempty"`
+	Statuses    []ParticipantStatus `json:"statuses,omitempty"`
+	Acceptances []FormNote          `json:"acceptances,omitempty"`
+	Deferrals   []FormNote          `json:"deferrals,omitempty"`
+	Bids        []FormNote          `json:"bids,omitempty"`
+	Forms       []string            `json:"forms,omitempty"`
+}
+
+// hasFormFields reports whether p carries any field of the seeds' forms.
+func (p *Proposal) hasFormFields() bool {
+	return len(p.Targets) > 0 || p.Exclusive != nil || len(p.Statuses) > 0 || len(p.Acceptances) > 0 ||
+		len(p.Deferrals) > 0 || len(p.Bids) > 0 || len(p.Forms) > 0
 }
 
 // HasAnomaly reports whether the proposal carries anomaly a.
@@ -184,6 +269,8 @@ func (p *Proposal) Clone() *Proposal {
 	c.Fulfillments = slices.Clone(p.Fulfillments)
 	for i := range c.Fulfillments {
 		c.Fulfillments[i].Anomalies = slices.Clone(c.Fulfillments[i].Anomalies)
+		c.Fulfillments[i].To = slices.Clone(c.Fulfillments[i].To)
+		c.Fulfillments[i].Responses = slices.Clone(c.Fulfillments[i].Responses)
 	}
 	if p.Withdrawal != nil {
 		w := *p.Withdrawal
@@ -200,6 +287,21 @@ func (p *Proposal) Clone() *Proposal {
 		c.Kernel = &k
 	}
 	c.Approvals = slices.Clone(p.Approvals)
+	if p.Targets != nil {
+		c.Targets = make([]Target, len(p.Targets))
+		for i, t := range p.Targets {
+			c.Targets[i] = Target{ID: t.ID, Sources: slices.Clone(t.Sources)}
+		}
+	}
+	if p.Exclusive != nil {
+		x := *p.Exclusive
+		c.Exclusive = &x
+	}
+	c.Statuses = slices.Clone(p.Statuses)
+	c.Acceptances = slices.Clone(p.Acceptances)
+	c.Deferrals = slices.Clone(p.Deferrals)
+	c.Bids = slices.Clone(p.Bids)
+	c.Forms = slices.Clone(p.Forms)
 	if p.Approved != nil {
 		b := *p.Approved
 		c.Approved = &b
@@ -236,6 +338,13 @@ type HistoryEntry struct {
 	// ResolvedSeq is the sequence of the event whose arrival released this
 	// one from orphan; zero when it was never an orphan.
 	ResolvedSeq uint64 `json:"resolved_seq,omitempty"`
+	// Form is which of the seeds' lifecycle forms the event is (SPEC §2,
+	// e.g. "meup.lifecycle/status"); Note its note kind (status, accept,
+	// defer, bid, or a meup.lifecycle operation as given) and Status its
+	// status value as given.
+	Form   string `json:"form,omitempty"`
+	Note   string `json:"note,omitempty"`
+	Status string `json:"status,omitempty"`
 }
 
 // EventStatus is where an event stands in the event-id index.
@@ -247,7 +356,27 @@ const (
 	EventOrphan  EventStatus = "orphan"  // waiting for its target
 	EventIgnored EventStatus = "ignored" // valid, not lifecycle
 	EventInvalid EventStatus = "invalid" // decoded, but refused by the fold
+	// EventRecorded: folded outside any proposal (a ledger/gap): nothing
+	// can be applied to it, and a note naming it is ignored.
+	EventRecorded EventStatus = "recorded"
 )
+
+// Gap is one recording gap of a bridge (SPEC §3, §14), as the fold keeps it
+// per space in stream order: the ledger/gap event's sequence, stream time
+// and id, and its payload. ReconnectedAt is nil when the bridge wrote the gap
+// while still disconnected (on shutdown).
+type Gap struct {
+	Seq            uint64     `json:"seq"`
+	At             time.Time  `json:"at"`
+	ID             string     `json:"id"`
+	Bridge         string     `json:"bridge"`
+	MEWSpace       string     `json:"mew_space"`
+	Gateway        string     `json:"gateway"`
+	LastEnvelope   string     `json:"last_envelope"`
+	DisconnectedAt time.Time  `json:"disconnected_at"`
+	ReconnectedAt  *time.Time `json:"reconnected_at"`
+	Reason         string     `json:"reason"`
+}
 
 // EventRef is the event-id index entry of one envelope id in a space: what
 // the fold needs to dedup for ever and to follow chains (SPEC §5.7).
@@ -279,6 +408,10 @@ type ParkedEvent struct {
 	Subject string    `json:"subject"`
 	Raw     []byte    `json:"raw"`
 	Refs    int       `json:"refs"`
+	// Flags are the event's fold flags that its bytes do not carry (id
+	// reused, Nats-Msg-Id clash), so that it is folded on release as it
+	// would have been on arrival.
+	Flags EventFlags `json:"flags,omitempty"`
 }
 
 // Stats are the per-space counters of SPEC §7 /v1/stats.
@@ -292,6 +425,12 @@ type Stats struct {
 	EventsByType      map[string]int64 `json:"events_by_type"`
 	Effects           map[string]int64 `json:"effects"`
 	OrphansWaiting    int64            `json:"orphans_waiting"`
+	// Gaps counts the recording gaps of bridges in the space (SPEC §14).
+	Gaps int64 `json:"gaps"`
+	// NoteKinds counts the notes of the seeds' lifecycle forms folded on
+	// proposals, by kind: status, accept, defer, bid, the meup.lifecycle
+	// operations ADR-v2c names, and "other" for anything else.
+	NoteKinds map[string]int64 `json:"note_kinds"`
 }
 
 // NewStats returns zeroed stats with every known key present, so that the
@@ -304,6 +443,7 @@ func NewStats() *Stats {
 		Anomalies:         map[string]int64{},
 		EventsByType:      map[string]int64{},
 		Effects:           map[string]int64{},
+		NoteKinds:         map[string]int64{},
 	}
 	for _, st := range States {
 		s.ByState[string(st)] = 0
@@ -323,6 +463,7 @@ func (s *Stats) Clone() *Stats {
 	}
 	c.ByState, c.RejectionReasons, c.WithdrawalReasons = cp(s.ByState), cp(s.RejectionReasons), cp(s.WithdrawalReasons)
 	c.Anomalies, c.EventsByType, c.Effects = cp(s.Anomalies), cp(s.EventsByType), cp(s.Effects)
+	c.NoteKinds = cp(s.NoteKinds)
 	return &c
 }
 
@@ -365,4 +506,12 @@ type State interface {
 	DeleteHistory(space, key string, seq uint64) error
 	Stats(space string) (*Stats, error)
 	PutStats(space string, s *Stats) error
+	// PutGap records a recording gap of a bridge under (space, g.Seq).
+	PutGap(space string, g *Gap) error
+	// Version returns the sequence of an earlier event of the space that
+	// had id and digest and was since superseded in the event index by a
+	// different event reusing its id (SPEC §5.2), 0 when none; PutVersion
+	// records one. They keep a retry of a superseded event a duplicate.
+	Version(space, id, digest string) (uint64, error)
+	PutVersion(space, id, digest string, seq uint64) error
 }

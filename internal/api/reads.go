@@ -29,6 +29,7 @@ const (
 	paramActionType   = "action_type"
 	paramResourceType = "resource_type"
 	paramDomain       = "domain"
+	paramForm         = "form"
 	paramLimit        = "limit"
 	paramCursor       = "cursor"
 )
@@ -207,6 +208,7 @@ func ListQuery(q url.Values, space string) (projections.ListQuery, *wire.Error) 
 		ActionType:   q.Get(paramActionType),
 		ResourceType: q.Get(paramResourceType),
 		Domain:       q.Get(paramDomain),
+		Form:         q.Get(paramForm),
 		Cursor:       q.Get(paramCursor),
 	}
 	if lq.State != "" && !slices.Contains(projections.States, lq.State) {
@@ -263,7 +265,7 @@ func joinActionTypes() string {
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	rc, ok := a.readPrologue(w, r, paramState, paramProposer, paramTarget, paramSince, paramUntil,
-		paramAnomaly, paramActionType, paramResourceType, paramDomain, paramLimit, paramCursor)
+		paramAnomaly, paramActionType, paramResourceType, paramDomain, paramForm, paramLimit, paramCursor)
 	if !ok {
 		return
 	}

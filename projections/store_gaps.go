@@ -1,0 +1,102 @@
+package projections
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Recording gaps of bridges (SPEC §14) in the Pebble store:
+//
+//	'G' space seq(8 B, escaped like a parked event's) → JSON Gap
+//
+// One record per ledger/gap event, written through the batch's small-record
+// overlay (store_aux.go) and so committed with everything else of the batch,
+// in key order; a space's gaps are one prefix scan, oldest first.
+const tagGap = 'G'
+
+// MaxGapsLimit is the most gaps one Gaps call returns.
+const MaxGapsLimit = 1000
+
+// PutGap implements State.
+func (b *Batch) PutGap(space string, g *Gap) error {
+	val, err := json.Marshal(g)
+	if err != nil {
+		return fmt.Errorf("projections: batch: encode gap seq %d in space %q: %w", g.Seq, space, err)
+	}
+	return b.putAux(tagGap, space, parkedID(g.Seq), val)
+}
+
+// Gaps returns up to limit (<= 0 or over MaxGapsLimit: MaxGapsLimit) of
+// the recording gaps of space whose sequence is above after, oldest first,
+// and the sequence to pass as after for the next page (0 when there is
+// none).
+func (s *Store) Gaps(space string, after uint64, limit int) ([]Gap, uint64, error) {
+	if err := s.acquire(); err != nil {
+		return nil, 0, err
+	}
+	defer s.release()
+	if limit <= 0 || limit > MaxGapsLimit {
+		limit = MaxGapsLimit
+	}
+	prefix := appendEsc([]byte{tagGap}, space)
+	lower := prefix
+	if after > 0 {
+		if after == ^uint64(0) {
+			return []Gap{}, 0, nil
+		}
+		lower = auxKey(tagGap, space, parkedID(after+1))
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, 0, fmt.Errorf("projections: gaps of space %q: %w", space, err)
+	}
+	out := []Gap{}
+	var next uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(out) == limit {
+			next = out[len(out)-1].Seq
+			break
+		}
+		var g Gap
+		if err := json.Unmarshal(it.Value(), &g); err != nil {
+			_ = it.Close()
+			return nil, 0, fmt.Errorf("projections: gaps of space %q: decode %s: %w", space, DecodeKey(it.Key()), err)
+		}
+		out = append(out, g)
+	}
+	if err := it.Close(); err != nil {
+		return nil, 0, fmt.Errorf("projections: gaps of space %q: %w", space, err)
+	}
+	return out, next, nil
+}
+
+// Superseded versions of reused event ids (SPEC §5.2):
+//
+//	'V' space id+"\x00"+digest → decimal seq
+//
+// written when a different event takes over an id in the event index, read
+// only when an event's id is known with another digest (a reuse or the
+// retry of a superseded event): never on the fold's common path.
+const tagVersion = 'V'
+
+func versionID(id, digest string) string { return id + "\x00" + digest }
+
+// Version implements State.
+func (b *Batch) Version(space, id, digest string) (uint64, error) {
+	val, err := b.getAux(tagVersion, space, versionID(id, digest))
+	if err != nil || val == nil {
+		return 0, err
+	}
+	var n uint64
+	if err := json.Unmarshal(val, &n); err != nil {
+		return 0, fmt.Errorf("projections: batch: decode version of %q in space %q: %w", id, space, err)
+	}
+	return n, nil
+}
+
+// PutVersion implements State.
+func (b *Batch) PutVersion(space, id, digest string, seq uint64) error {
+	return b.putAux(tagVersion, space, versionID(id, digest), []byte(fmt.Sprint(seq)))
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/httpauth"
+	"github.com/mewledger/ledger/ledger"
 )
 
 // The browser tests drive a real headless Chromium against a real ledger
@@ -284,6 +285,14 @@ func TestConsole(t *testing.T) {
 	base := a.HTTPURL()
 	lines := append(append(append(example(t, "golden.jsonl"), example(t, "withdraw.jsonl")...), example(t, "reject.jsonl")...), lateFulfil, liveProposal, pending8)
 	waitSeq(t, a, post(t, base, "", lines...))
+	gap, err := ledger.GapEnvelope(ledger.Gap{Bridge: "recorder", MEWSpace: "team-a", Gateway: "ws://gw:8080",
+		LastEnvelope: "env-req-3", DisconnectedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ReconnectedAt: time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Appender().AppendSystem(context.Background(), "default", gap); err != nil {
+		t.Fatal(err)
+	}
 	orphanSeq := postSpace(t, base, "audit-b", orphanChat, orphanReject) // the reject's
 	waitSeq(t, a, postSpace(t, base, "audit-b", orphanProposal))
 	b := newBrowser(t)
@@ -423,10 +432,16 @@ func TestConsole(t *testing.T) {
 	}
 	b.shot("console-stats")
 
-	// Gaps: none recorded (or no gaps route on this server).
+	// Gaps: the bridge's gap, with where the record may be incomplete.
 	b.open(base + "/ui/gaps")
-	b.wait("gaps page", `!!document.getElementById("no-gaps") || !!document.querySelector("table.gaps")`)
+	if got := b.text("table.gaps tbody"); !strings.Contains(got, "recorder") || !strings.Contains(got, "env-req-3") || !strings.Contains(got, "2026-01-02 03:04:05Z") {
+		t.Fatalf("gaps table %q", got)
+	}
 	b.shot("console-gaps")
+	b.open(base + "/ui/gaps?space=audit-b")
+	if got := b.text("#no-gaps"); got != "No gaps recorded." {
+		t.Fatalf("gaps of audit-b %q", got)
+	}
 
 	// A phone: the list's rows become labelled cards.
 	b.run("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)))

@@ -2,7 +2,7 @@
 // the API (api.js) one page at a time — it never loads every proposal —
 // and updates itself from /v1/watch.
 import { get, watch, HTTPError } from "./api.js";
-import { h, clear, stateBadge, effectBadge, fmtTime, relTime, anomalyText, STATES, ANOMALIES, announce } from "./ui.js";
+import { h, clear, stateBadge, effectBadge, fmtTime, relTime, anomalyText, targetText, STATES, ANOMALIES, announce } from "./ui.js";
 import { barChart, stackedTimeChart } from "./charts.js";
 
 const params = new URLSearchParams(location.search);
@@ -143,7 +143,7 @@ function filterForm(f) {
 }
 
 function row(p) {
-  const to = (p.targets && p.targets.length ? p.targets : p.to || []).join(", ");
+  const to = (p.targets && p.targets.length ? p.targets.map((t) => (typeof t === "string" ? t : t.id)) : p.to || []).join(", ");
   return h("tr", { "data-id": p.id, class: "st-" + p.state },
     h("td", { class: "c-state", "data-label": "State" }, stateBadge(p.state)),
     h("td", { class: "c-id", "data-label": "Proposal" }, h("a", { href: withSpace("/ui/proposals/" + encodeURIComponent(p.id)) }, p.id)),
@@ -234,10 +234,14 @@ function renderProposal(p, events, updated) {
   if (updated) main.append(h("p", { class: "banner", role: "status" }, `Updated live at seq ${p.updated_seq}.`));
 
   const targets = p.targets && p.targets.length ? p.targets : p.to;
+  const ex = p.exclusive;
   const facts = [
     ["State", h("span", { id: "p-state" }, p.state)],
     ["Proposer", p.proposer],
-    ["To (targets)", targets && targets.length ? targets.join(", ") : "anyone (no to)"],
+    ["To (targets)", targets && targets.length ? targets.map(targetText).join(", ") : "anyone (no to)"],
+    ["Exclusive", ex ? `only the targets may fulfil${ex.until ? " until " + fmtTime(ex.until) : ""}` +
+      (ex.fallback_to_broadcast ? ", then anyone" : ex.until ? ", then still only the targets" : "") : null],
+    ["Forms", p.forms && p.forms.length ? p.forms.join(", ") : null],
     ["Method", p.method ? h("code", {}, p.method) : null],
     ["Space", p.space],
     ["Kind / dialect", `${p.kind || "?"} · ${p.dialect || "?"}`],
@@ -247,8 +251,6 @@ function renderProposal(p, events, updated) {
     ["Expires", p.expires_at ? fmtTime(p.expires_at) : null],
     ["Events in history", String(p.events)],
   ];
-  if (p.statuses && p.statuses.length) facts.push(["Statuses", p.statuses.map((s) => typeof s === "string" ? s : JSON.stringify(s)).join("; ")]);
-  if (p.bids && p.bids.length) facts.push(["Bids", String(p.bids.length)]);
   main.append(h("section", { "aria-labelledby": "h-facts" }, h("h2", { id: "h-facts", class: "visually-hidden" }, "Facts"), dl(facts)));
 
   if (p.params !== undefined && p.params !== null) {
@@ -295,7 +297,7 @@ function renderProposal(p, events, updated) {
     any = true;
     const responses = f.responses && f.responses.length ? f.responses : f.response ? [{ event: f.response, outcome: f.outcome }] : [];
     dec.append(h("div", { class: "card ful" },
-      h("p", {}, "✔ Fulfilled by ", h("strong", {}, f.from), " with ", ref(f.event), f.late ? " (late)" : "",
+      h("p", {}, "✔ Fulfilled by ", h("strong", {}, f.from), " with ", ref(f.event), f.to && f.to.length ? ` (to ${f.to.join(", ")})` : "", f.late ? " (late)" : "",
         " — outcome: ", h("strong", { class: "outcome" }, f.outcome || "no response yet")),
       f.anomalies && f.anomalies.length ? h("p", {}, "⚠ " + f.anomalies.join(", ")) : null,
       responses.length ? h("ul", { class: "plain" }, ...responses.map((r) =>
@@ -303,6 +305,22 @@ function renderProposal(p, events, updated) {
   }
   if (!any) dec.append(h("p", { class: "none" }, p.state === "pending" ? "Pending: no decision yet." : "No decision recorded."));
   main.append(dec);
+
+  // What participants said about it: statuses, acceptances, deferrals, bids.
+  const said = [];
+  for (const st of p.statuses || []) {
+    said.push(h("li", {}, h("strong", {}, st.from), ` is ${st.status} (`, ref(st.event), ")"));
+  }
+  for (const [list, word] of [[p.acceptances, "accepted"], [p.deferrals, "deferred"], [p.bids, "bid"]]) {
+    for (const n of list || []) {
+      const extra = [n.reason ? `reason ${n.reason}` : "", n.confidence != null ? `confidence ${n.confidence}` : "",
+        n.estimated_time != null ? `estimated time ${n.estimated_time}` : "", n.late ? "late" : ""].filter(Boolean).join(", ");
+      said.push(h("li", {}, h("strong", {}, n.from), ` ${word} with `, ref(n.event), extra ? ` (${extra})` : ""));
+    }
+  }
+  if (said.length) {
+    main.append(h("section", { "aria-labelledby": "h-said" }, h("h2", { id: "h-said" }, "Participants"), h("ul", { class: "plain said" }, ...said)));
+  }
 
   // History as a timeline.
   main.append(h("section", { "aria-labelledby": "h-hist" }, h("h2", { id: "h-hist" }, `History (${events.length} event${events.length === 1 ? "" : "s"})`),
@@ -321,7 +339,9 @@ function timelineItem(e, known) {
   if (e.code) body.push(h("p", {}, "Refusal: ", h("code", {}, e.code)));
   if (e.detail) body.push(h("p", { class: "detail" }, e.detail));
   if (e.anomalies && e.anomalies.length) body.push(h("p", { class: "anom" }, "⚠ raised: " + e.anomalies.join(", ")));
-  if (e.form) body.push(h("p", { class: "detail" }, "form: " + e.form));
+  if (e.form) body.push(h("p", { class: "detail" }, "form: " + e.form + (e.status ? `, status ${e.status}` : "")));
+  else if (e.status) body.push(h("p", {}, "Status: ", h("strong", {}, e.status)));
+  if (e.note) body.push(h("p", { class: "detail" }, e.note));
   if (e.resolved_seq) body.push(h("p", { class: "orphan-note" }, `Arrived as an orphan at seq ${e.seq}; applied when seq ${e.resolved_seq} arrived.`));
   return h("li", { id: "ev-" + e.id, class: "ev ev-" + e.type + " eff-" + e.effect, tabindex: "-1" },
     h("div", { class: "ev-head" },
@@ -368,7 +388,8 @@ async function statsPage() {
   grid.append(table("Effects", "h-eff", stats.effects));
   grid.append(table("Rejection reasons", "h-rr", stats.rejection_reasons));
   grid.append(table("Withdrawal reasons", "h-wr", stats.withdrawal_reasons));
-  if (stats.gaps != null) grid.append(card("Recording gaps", "h-gaps", h("p", {}, String(typeof stats.gaps === "object" ? JSON.stringify(stats.gaps) : stats.gaps))));
+  if (stats.gaps != null) grid.append(card("Recording gaps", "h-gaps", h("p", {}, h("a", { href: withSpace("/ui/gaps") },
+    `${typeof stats.gaps === "object" ? JSON.stringify(stats.gaps) : stats.gaps} gap${stats.gaps === 1 ? "" : "s"}`), " where a bridge's record may be incomplete")));
 
   // Over time: the change index of the last `window` sequences, read in
   // pages (never the whole log unless asked).
@@ -406,9 +427,12 @@ async function gapsPage() {
   main.append(h("h1", {}, "Recording gaps", space ? h("span", { class: "sub" }, ` of space ${space}`) : null),
     h("p", { class: "detail" }, "A bridge records a live MEW space; while it is disconnected, what the space says is lost. Each gap says where the evidence may be incomplete."));
   let gaps = [];
+  let next = "";
+  const cursor = params.get("cursor") || "";
   try {
-    const body = await get("/v1/gaps?" + apiQuery());
+    const body = await get("/v1/gaps?" + apiQuery({ cursor }));
     gaps = Array.isArray(body) ? body : body.gaps || [];
+    next = body.next_cursor || "";
   } catch (e) {
     if (!(e instanceof HTTPError && e.status === 404)) throw e;
     main.append(h("p", { class: "none", id: "no-gaps" }, "No gaps: this ledger reports none (it does not record gaps)."));
@@ -418,11 +442,18 @@ async function gapsPage() {
     main.append(h("p", { class: "none", id: "no-gaps" }, "No gaps recorded."));
     return;
   }
-  const keys = [...new Set(gaps.flatMap((g) => Object.keys(g)))];
+  const preferred = ["seq", "bridge", "disconnected_at", "reconnected_at", "last_envelope", "reason", "mew_space", "gateway", "at"];
+  const all = [...new Set(gaps.flatMap((g) => Object.keys(g)))];
+  const keys = [...preferred.filter((k) => all.includes(k)), ...all.filter((k) => !preferred.includes(k) && k !== "id")];
+  const label = (k) => (k === "at" ? "recorded at" : k === "seq" ? "seq" : k.replaceAll("_", " "));
   main.append(h("div", { class: "table-wrap" }, h("table", { class: "list gaps" },
-    h("thead", {}, h("tr", {}, ...keys.map((k) => h("th", { scope: "col" }, k.replaceAll("_", " "))))),
-    h("tbody", {}, ...gaps.map((g) => h("tr", {}, ...keys.map((k) => h("td", { "data-label": k.replaceAll("_", " ") },
-      g[k] == null ? "—" : typeof g[k] === "object" ? JSON.stringify(g[k]) : /_at$/.test(k) ? fmtTime(g[k]) : String(g[k])))))))));
+    h("thead", {}, h("tr", {}, ...keys.map((k) => h("th", { scope: "col" }, label(k))))),
+    h("tbody", {}, ...gaps.map((g) => h("tr", { title: g.id || null }, ...keys.map((k) => h("td", { "data-label": label(k) },
+      g[k] == null || g[k] === "" ? "—" : typeof g[k] === "object" ? JSON.stringify(g[k]) : /(^|_)at$/.test(k) ? fmtTime(g[k]) : String(g[k])))))))));
+  const nav = h("nav", { class: "pager", "aria-label": "Pages of gaps" });
+  if (cursor) nav.append(h("a", { href: withSpace("/ui/gaps"), rel: "first" }, "⇤ First page"));
+  if (next) nav.append(h("a", { href: withSpace("/ui/gaps", { cursor: next }), rel: "next" }, "Next page →"));
+  main.append(nav);
 }
 
 // ---------------------------------------------------------------- routing

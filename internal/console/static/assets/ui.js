@@ -54,13 +54,22 @@ export const ANOMALIES = {
   self_fulfilled: "The proposer fulfilled its own proposal.",
   unapproved_fulfillment: "It was fulfilled before it had the approvals its approval class needs.",
   fulfilled_before_window: "It was fulfilled before its time window opened.",
-};
-const EXTRA_ANOMALIES = {
-  id_reused: "An event id was reused by a different event (a participant's counter restarted?): both were folded.",
+  id_reused: "An event id was reused by a different event (a participant's counter restarted?): both were folded on their own merits.",
   msg_id_clash: "Other bytes were stored under this envelope's message id; the ledger kept both.",
+  exclusive_violation: "Someone outside the proposal's exclusive targets fulfilled it while the exclusive window was open.",
 };
+const EXTRA_ANOMALIES = {};
 export function anomalyText(a) {
   return ANOMALIES[a] || EXTRA_ANOMALIES[a] || `Anomaly ${a.replaceAll("_", " ")}.`;
+}
+
+// targetText shows a target: a name, or {id, sources} with the fields
+// that name it when not only "to".
+export function targetText(t) {
+  if (typeof t === "string") return t;
+  if (!t || !t.id) return String(t);
+  const src = (t.sources || []).filter((x) => x !== "to");
+  return src.length ? `${t.id} (${src.join(", ")})` : t.id;
 }
 
 export function fmtTime(s) {

@@ -60,11 +60,6 @@ type changeID struct {
 	space, id string
 }
 
-func changeKey(seq uint64, space, id string) []byte {
-	b := appendU64(append(make([]byte, 0, 9+len(space)+len(id)+4), tagChange), seq)
-	return appendEsc(appendEsc(b, space), id)
-}
-
 func readChangeKey(k []byte) (seq uint64, space, id string, err error) {
 	if len(k) < 9 || k[0] != tagChange {
 		return 0, "", "", fmt.Errorf("projections: not a change key: %q", k)
@@ -132,17 +127,37 @@ func (b *Batch) noteChange(old, p *Proposal) {
 	}
 }
 
+// appendMarshalChange appends json.Marshal(c) to b (encode.go's writer,
+// json.Marshal for what it leaves to it).
+func appendMarshalChange(b []byte, c *Change) ([]byte, error) {
+	w := newWriter(b)
+	w.u64("seq", c.Seq)
+	w.str("space", c.Space)
+	w.str("id", c.ID)
+	w.str("state", string(c.State))
+	w.strOmit("prev_state", string(c.PrevState))
+	w.strings("anomalies", c.Anomalies)
+	w.stringsOmit("added", c.Added)
+	w.strOmit("event", c.Event)
+	w.strOmit("decided_by", c.DecidedBy)
+	w.time("at", c.At)
+	if out, ok := w.end(); ok {
+		return out, nil
+	}
+	v, err := json.Marshal(c)
+	return append(b, v...), err
+}
+
 // collectChanges appends the change index writes of the batch to ops.
 func (b *Batch) collectChanges(c *commitBuf, ops []kv) ([]kv, error) {
 	for k, ch := range b.changes {
 		ks := len(c.a.b)
 		c.a.b = appendEsc(appendEsc(appendU64(append(c.a.b, tagChange), k.seq), k.space), k.id)
 		vs := len(c.a.b)
-		val, err := json.Marshal(ch)
-		if err != nil {
+		var err error
+		if c.a.b, err = appendMarshalChange(c.a.b, ch); err != nil {
 			return nil, fmt.Errorf("encode change seq %d of %q in space %q: %w", k.seq, k.id, k.space, err)
 		}
-		c.a.b = append(c.a.b, val...)
 		ops = append(ops, kv{key: c.a.b[ks:vs:vs], val: c.a.take(vs)})
 	}
 	return ops, nil

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -89,6 +90,24 @@ func TestChangeIndex(t *testing.T) {
 	for ; it.valid; it.next() {
 		if ki := DecodeKey(it.key()); ki.Table == TableUnknown {
 			t.Fatalf("undecodable key %s", ki)
+		}
+	}
+}
+
+// TestChangeEncoding: the change index's encoder writes json.Marshal's
+// bytes.
+func TestChangeEncoding(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	for _, c := range []Change{
+		{Seq: 1, Space: "default", ID: "p1", State: StatePending, Anomalies: []string{}, Event: "p1", At: at},
+		{Seq: 2, Space: "sp <&>\u2028", ID: "\x00\"q\"", State: StateFulfilled, PrevState: StatePending,
+			Anomalies: []string{"a", "b"}, Added: []string{"b"}, Event: "f1", DecidedBy: "h\u00fc", At: at.In(time.FixedZone("x", 3600))},
+		{Seq: 3, ID: "y", At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		want, wantErr := json.Marshal(&c)
+		got, err := appendMarshalChange([]byte("prefix"), &c)
+		if (err != nil) != (wantErr != nil) || string(got) != "prefix"+string(want) {
+			t.Fatalf("change %+v: %s (%v), want %s (%v)", c, got, err, want, wantErr)
 		}
 	}
 }

@@ -342,3 +342,29 @@ func TestWatchSlowClientDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchEndsOnShutdown: an open stream does not hold the server's
+// shutdown up: closing the ledger ends it.
+func TestWatchEndsOnShutdown(t *testing.T) {
+	l := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := openWatch(t, ctx, l.url+"/v1/watch", "")
+	l.post(proposal("a", "ann", nil, "tools/call"))
+	if got := collect(s, 1)[0]; got != "id=1 1 a →pending []" {
+		t.Fatalf("got %q", got)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- l.app.Close() }()
+	if _, err := io.Copy(io.Discard, s.r); err != nil && ctx.Err() != nil {
+		t.Fatalf("the stream did not end: %v", err)
+	}
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the ledger did not close with a watch open")
+	}
+}

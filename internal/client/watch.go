@@ -110,7 +110,18 @@ func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, l
 		}
 		return &APIError{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: fmt.Sprintf("unexpected answer from %s (is it a ledger?): %.200s", c.opts.API, data)}
 	}
-	sc := bufio.NewScanner(resp.Body)
+	if err := readSSE(resp.Body, last, fn); err != nil {
+		return err
+	}
+	return io.EOF
+}
+
+// readSSE reads Server-Sent Events from r: each message with data is a
+// change for fn (its raw JSON with it); an id field, with or without data,
+// moves *last. It returns nil at the end of r, a callbackError from fn, or
+// the error of a malformed change or of reading.
+func readSSE(r io.Reader, last *string, fn func(projections.Change, []byte) error) error {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	var data []string
 	id, hasID := "", false
@@ -118,9 +129,6 @@ func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, l
 		line := sc.Text()
 		switch {
 		case line == "":
-			if hasID {
-				*last = id
-			}
 			if len(data) > 0 {
 				raw := []byte(strings.Join(data, "\n"))
 				var ch projections.Change
@@ -130,6 +138,9 @@ func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, l
 				if err := fn(ch, raw); err != nil {
 					return callbackError{err}
 				}
+			}
+			if hasID { // after fn: a change it did not take is sent again
+				*last = id
 			}
 			data, id, hasID = data[:0], "", false
 		case strings.HasPrefix(line, ":"):
@@ -147,5 +158,5 @@ func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, l
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("client: watch: %w", err)
 	}
-	return io.EOF
+	return nil
 }

@@ -404,13 +404,16 @@ async function statsPage() {
   sec.append(holder);
   const changes = [];
   let after = from;
-  for (let i = 0; i < 200; i++) {
+  let more = false;
+  for (let i = 0; i < 200; i++) { // at most 200,000 changes
     const page = await get("/v1/changes?" + apiQuery({ since_seq: String(after), limit: "1000" }));
     changes.push(...page.changes);
     after = page.through;
-    if (!page.more) break;
+    more = page.more;
+    if (!more) break;
   }
   clear(holder);
+  if (more) holder.append(h("p", { class: "detail" }, `Showing the first ${changes.length.toLocaleString("en")} changes of the window (up to seq ${after}); choose a smaller window for the latest.`));
   if (!changes.length) { holder.append(h("p", { class: "none" }, "No changes in this window.")); return; }
   holder.append(stackedTimeChart(changes, (c) => (c.prev_state === c.state ? null : c.state), STATES.map((s) => ({ key: s, cls: "st-" + s })), "New state of proposals over time"));
   const anKeys = [...new Set(changes.flatMap((c) => c.added || []))];

@@ -375,7 +375,7 @@ async function statsPage() {
   const grid = h("div", { class: "grid" });
   main.append(grid);
   const card = (title, id, content) => h("section", { class: "chart-card", "aria-labelledby": id }, h("h2", { id }, title), content);
-  grid.append(card(`Proposals by state (${stats.proposals})`, "h-bystate",
+  grid.append(card(`Proposals by state (${stats.proposals.toLocaleString("en")})`, "h-bystate",
     barChart(STATES.map((s) => ({ label: s, value: stats.by_state[s] || 0, cls: "st-" + s })), "Proposals by state")));
   const an = Object.entries(stats.anomalies || {}).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
   grid.append(card("Proposals with each anomaly", "h-anom",
@@ -384,7 +384,7 @@ async function statsPage() {
     const e = Object.entries(m || {}).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
     return card(title, id, e.length ? h("table", { class: "kv" }, h("tbody", {}, ...e.map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k), h("td", {}, String(v)))))) : h("p", { class: "none" }, "None."));
   };
-  grid.append(table(`Events by type (${stats.events})`, "h-types", stats.events_by_type));
+  grid.append(table(`Events by type (${stats.events.toLocaleString("en")})`, "h-types", stats.events_by_type));
   grid.append(table("Effects", "h-eff", stats.effects));
   grid.append(table("Rejection reasons", "h-rr", stats.rejection_reasons));
   grid.append(table("Withdrawal reasons", "h-wr", stats.withdrawal_reasons));

@@ -14,7 +14,7 @@ function s(tag, attrs, ...children) {
 // each bar.
 export function barChart(items, title) {
   const max = Math.max(1, ...items.map((i) => i.value));
-  const rowH = 24, labelW = 180, barW = 130, W = labelW + barW + 44;
+  const rowH = 24, labelW = 170, barW = 120, W = labelW + barW + 70;
   const svg = s("svg", { viewBox: `0 0 ${W} ${items.length * rowH + 4}`, role: "img", "aria-label": title + ": " + items.map((i) => `${i.label} ${i.value}`).join(", "), class: "chart bar" });
   items.forEach((it, n) => {
     const y = n * rowH + 2;
@@ -65,7 +65,8 @@ export function stackedTimeChart(changes, keyOf, series, title) {
       svg.append(s("rect", { x, y, width: Math.max(1, bw - 2), height: hgt, class: "bar " + se.cls }, s("title", {}, `${se.key}: ${v}`)));
     }
   });
-  const fmt = (t) => new Date(t).toISOString().replace("T", " ").slice(0, 16) + "Z";
+  // Seconds when the window is shorter than an hour, else minutes.
+  const fmt = (t) => new Date(t).toISOString().replace("T", " ").slice(0, span < 3600e3 ? 19 : 16) + "Z";
   svg.append(s("text", { x: L, y: H - 8, class: "num" }, fmt(t0)), s("text", { x: W - 4, y: H - 8, "text-anchor": "end", class: "num" }, fmt(t1)));
   // The legend and totals in words.
   const sums = {};

@@ -101,7 +101,7 @@ func Submittable(d *Decoded) error {
 				"a chat without correlation_id is not part of a proposal's lifecycle: set correlation_id to the proposal, rejection or withdrawal it explains")
 		}
 		return refuse(CodeNotLifecycle, "kind",
-			"kind %q is not part of the proposal lifecycle (accepted: proposal, withdraw, reject, request, response, chat, kernel/proposal, kernel/approve)", d.OrigKind)
+			"kind %q is not part of the proposal lifecycle (accepted: proposal, withdraw, reject, request, response, chat, kernel/proposal, kernel/approve, and the design records' forms meup.lifecycle, proposal/status, proposal-response, bid, mcp notifications/cancelled)", d.OrigKind)
 	case TypeExpire, TypeGap:
 		return refuse(CodeReservedKind, "kind", "kind %q is written only by the ledger itself", d.OrigKind)
 	}

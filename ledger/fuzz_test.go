@@ -33,6 +33,8 @@ var fuzzSeeds = []string{
 // normalised envelope, marshalled and decoded again, is the same event.
 func FuzzDecode(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "envelopes", "*.json"))
+	forms, _ := filepath.Glob(filepath.Join("testdata", "forms", "*.json")) // the seeds' lifecycle forms, gaps
+	files = append(files, forms...)
 	for _, name := range files {
 		b, err := os.ReadFile(name)
 		if err != nil {

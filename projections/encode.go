@@ -304,6 +304,20 @@ func appendProposal(b []byte, p *Proposal) ([]byte, bool) {
 	if p.Approved != nil {
 		w.boolean("approved", *p.Approved)
 	}
+	if len(p.Targets) > 0 {
+		w.key("targets")
+		w.b = append(w.b, '[')
+		for i := range p.Targets {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			o := newWriter(w.b)
+			o.str("id", p.Targets[i].ID)
+			o.strings("sources", p.Targets[i].Sources)
+			w.b, _ = o.end()
+		}
+		w.b = append(w.b, ']')
+	}
 	return w.end()
 }
 

@@ -184,6 +184,11 @@ func randomRecords(rng *rand.Rand) (*Proposal, *HistoryEntry, *EventRef) {
 		b := rng.IntN(2) == 0
 		p.Approved = &b
 	}
+	if rng.IntN(2) == 0 {
+		for range 1 + rng.IntN(3) {
+			p.Targets = append(p.Targets, Target{ID: s(), Sources: list()})
+		}
+	}
 	if rng.IntN(8) == 0 {
 		p.Kernel = &Kernel{ActionType: ledger.ActionWrite, Approvers: list(), Form: s()}
 	}

@@ -112,6 +112,15 @@ func FuzzFold(f *testing.F) {
 	f.Add("ledger.default.p-3.reject.fs", []byte(`{"protocol":"mew/v0.4","id":"r-3","from":"fs","kind":"mcp/reject","correlation_id":["p-3"]}`),
 		"ledger.default.p-3.expire.ledger", []byte(`{"protocol":"mew/v0.4","id":"expire:default/p-3","from":"ledger","kind":"ledger/expire","correlation_id":["p-3"]}`))
 	f.Add("ledger.default.p-1.proposal.alice", []byte(foldPrologue[0].raw), "ledger.default.x.withdraw.y", []byte("{"))
+	// The seeds' lifecycle forms (SPEC §2), gaps and reused ids.
+	f.Add("ledger.default.p-1.note.fs", []byte(`{"protocol":"mew/v0.4","id":"st-1","from":"fs","correlation_id":["p-1"],"kind":"meup.lifecycle","payload":{"operation":"status","status":"queued"}}`),
+		"ledger.default.p-9.note.a", []byte(`{"protocol":"mew/v0.4","id":"b-1","from":"a","kind":"bid","payload":{"proposal_id":"p-9","confidence":0.5,"estimated_time":10}}`))
+	f.Add("ledger.default.p-2.withdraw.alice", []byte(`{"protocol":"mcpx/v0.1","id":"s-1","from":"alice","kind":"proposal/status","payload":{"proposalId":"p-2","status":"withdrawn"}}`),
+		"ledger.default.p-1.withdraw.alice", []byte(`{"protocol":"mew/v0.4","id":"c-1","from":"alice","kind":"mcp","payload":{"method":"notifications/cancelled","params":{"requestId":"p-1"}}}`))
+	f.Add("ledger.default.p-5.proposal.a", []byte(`{"protocol":"mew/v0.4","id":"p-5","from":"a","kind":"proposal","payload":{"method":"m","ttl":10,"targeting":{"preferred":"t","exclusive":true,"exclusive_timeout":5}}}`),
+		"ledger.default.p-5.fulfil.x", []byte(`{"protocol":"mew/v0.4","id":"f-5","from":"x","kind":"mcp/request","correlation_id":["p-5"],"payload":{"method":"m"}}`))
+	f.Add("ledger.default.rec.gap.ledger", []byte(`{"protocol":"mew/v0.4","id":"gap:rec/1","from":"ledger","kind":"ledger/gap","payload":{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z"}}`),
+		"ledger.default.p-2.reject.fs", []byte(`{"protocol":"mew/v0.4","id":"r-2","from":"fs","kind":"mcp/reject","correlation_id":["p-2"],"payload":{"reason":"other"}}`))
 
 	f.Fuzz(func(t *testing.T, subject1 string, raw1 []byte, subject2 string, raw2 []byte) {
 		events := [][2]string{{subject1, string(raw1)}, {subject2, string(raw2)}}

@@ -239,9 +239,11 @@ type Proposal struct {
 	Forms       []string            `json:"forms,omitempty"`
 }
 
-// hasFormFields reports whether p carries any field of the seeds' forms.
+// hasFormFields reports whether p carries any of the rarer fields of the
+// seeds' forms (the fast encoder leaves them to json.Marshal; Targets, which
+// every proposal with a to has, it encodes itself).
 func (p *Proposal) hasFormFields() bool {
-	return len(p.Targets) > 0 || p.Exclusive != nil || len(p.Statuses) > 0 || len(p.Acceptances) > 0 ||
+	return p.Exclusive != nil || len(p.Statuses) > 0 || len(p.Acceptances) > 0 ||
 		len(p.Deferrals) > 0 || len(p.Bids) > 0 || len(p.Forms) > 0
 }
 
@@ -287,12 +289,9 @@ func (p *Proposal) Clone() *Proposal {
 		c.Kernel = &k
 	}
 	c.Approvals = slices.Clone(p.Approvals)
-	if p.Targets != nil {
-		c.Targets = make([]Target, len(p.Targets))
-		for i, t := range p.Targets {
-			c.Targets[i] = Target{ID: t.ID, Sources: slices.Clone(t.Sources)}
-		}
-	}
+	// A target's Sources are set when the proposal is created and never
+	// changed: shared.
+	c.Targets = slices.Clone(p.Targets)
 	if p.Exclusive != nil {
 		x := *p.Exclusive
 		c.Exclusive = &x

@@ -92,6 +92,30 @@ func renderProposal(w io.Writer, p *projections.Proposal) error {
 	if p.Approved != nil {
 		row("Approved", yesNo(*p.Approved))
 	}
+	if len(p.Targets) > 0 {
+		ts := make([]string, len(p.Targets))
+		for i, t := range p.Targets {
+			ts[i] = t.ID + " (" + strings.Join(t.Sources, ", ") + ")"
+		}
+		row("Targets", strings.Join(ts, "; "))
+	}
+	if x := p.Exclusive; x != nil {
+		until := "no timeout"
+		if x.Until != nil {
+			until = "until " + when(*x.Until)
+		}
+		row("Exclusive", fmt.Sprintf("%s, fallback to broadcast %s", until, yesNo(x.FallbackToBroadcast)))
+	}
+	if len(p.Statuses) > 0 {
+		ss := make([]string, len(p.Statuses))
+		for i, st := range p.Statuses {
+			ss[i] = st.From + "=" + st.Status
+		}
+		row("Statuses", strings.Join(ss, ", "))
+	}
+	if len(p.Forms) > 0 {
+		row("Forms", strings.Join(p.Forms, ", "))
+	}
 	row("Anomalies", list(p.Anomalies))
 	row("Events", strconv.Itoa(p.Events))
 	if err := tw.Flush(); err != nil {
@@ -100,9 +124,13 @@ func renderProposal(w io.Writer, p *projections.Proposal) error {
 	if len(p.Fulfillments) > 0 {
 		fmt.Fprintln(w)
 		tw = table(w)
-		fmt.Fprintln(tw, "FULFILMENT\tSEQ\tFROM\tLATE\tOUTCOME\tANOMALIES")
+		fmt.Fprintln(tw, "FULFILMENT\tSEQ\tFROM\tLATE\tOUTCOME\tANOMALIES\tRESPONSES")
 		for _, f := range p.Fulfillments {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", f.Event, f.Seq, f.From, yesNo(f.Late), orDash(f.Outcome), list(f.Anomalies))
+			rs := make([]string, len(f.Responses))
+			for i, r := range f.Responses {
+				rs[i] = r.Event + " " + r.From + " " + orDash(r.Outcome)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", f.Event, f.Seq, f.From, yesNo(f.Late), orDash(f.Outcome), list(f.Anomalies), list(rs))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -114,6 +142,34 @@ func renderProposal(w io.Writer, p *projections.Proposal) error {
 		fmt.Fprintln(tw, "REJECTION\tSEQ\tFROM\tREASON\tLATE\tEXPLANATION")
 		for _, r := range p.Rejections {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Event, r.Seq, r.From, orDash(r.Reason), yesNo(r.Late), orDash(oneLine(r.Explanation)))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	var notes []projections.FormNote
+	notes = append(append(append(notes, p.Acceptances...), p.Deferrals...), p.Bids...)
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		tw = table(w)
+		fmt.Fprintln(tw, "NOTE\tSEQ\tFROM\tFORM\tKIND\tLATE\tDETAIL")
+		for _, l := range []struct {
+			kind string
+			ns   []projections.FormNote
+		}{{"accept", p.Acceptances}, {"defer", p.Deferrals}, {"bid", p.Bids}} {
+			for _, n := range l.ns {
+				var d []string
+				if n.Reason != "" {
+					d = append(d, "reason="+n.Reason)
+				}
+				if n.Confidence != nil {
+					d = append(d, "confidence="+strconv.FormatFloat(*n.Confidence, 'g', -1, 64))
+				}
+				if n.EstimatedTime != nil {
+					d = append(d, "estimated_time="+strconv.FormatFloat(*n.EstimatedTime, 'g', -1, 64))
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", n.Event, n.Seq, n.From, n.Form, l.kind, yesNo(n.Late), list(d))
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -143,6 +199,11 @@ func historyNote(h projections.HistoryEntry) string {
 	add("code", h.Code)
 	add("target", h.Target)
 	add("outcome", h.Outcome)
+	add("form", h.Form)
+	if h.Note != "" && h.Note != h.Status {
+		add("note", h.Note)
+	}
+	add("status", h.Status)
 	if h.Text != "" {
 		parts = append(parts, strconv.Quote(oneLine(h.Text)))
 	}
@@ -202,7 +263,7 @@ func counts(tw io.Writer, title string, m map[string]int64, order []string) {
 }
 
 func renderStats(w io.Writer, space string, st *projections.Stats) error {
-	fmt.Fprintf(w, "Space %s: %d proposals, %d events, %d orphans waiting\n\n", orDash(space), st.Proposals, st.Events, st.OrphansWaiting)
+	fmt.Fprintf(w, "Space %s: %d proposals, %d events, %d orphans waiting, %d recording gaps\n\n", orDash(space), st.Proposals, st.Events, st.OrphansWaiting, st.Gaps)
 	tw := table(w)
 	states := make([]string, len(projections.States))
 	for i, s := range projections.States {
@@ -214,5 +275,8 @@ func renderStats(w io.Writer, space string, st *projections.Stats) error {
 	counts(tw, "ANOMALY", st.Anomalies, nil)
 	counts(tw, "EVENT TYPE", st.EventsByType, nil)
 	counts(tw, "EFFECT", st.Effects, nil)
+	if len(st.NoteKinds) > 0 {
+		counts(tw, "NOTE KIND", st.NoteKinds, nil)
+	}
 	return tw.Flush()
 }

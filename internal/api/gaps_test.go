@@ -75,3 +75,48 @@ func TestGapsRoute(t *testing.T) {
 	l.wantError(http.MethodGet, "/v1/gaps?cursor=x", "", nil, http.StatusBadRequest, wire.CodeBadQuery, "cursor")
 	l.wantError(http.MethodGet, "/v1/gaps?state=pending", "", nil, http.StatusBadRequest, wire.CodeUnknownParameter, "state")
 }
+
+// TestFormsThroughAPI: the seeds' lifecycle forms go through POST
+// /v1/events and show on the proposal; the list filters form and target
+// (over the targeting fields) find them; stats count note kinds.
+func TestFormsThroughAPI(t *testing.T) {
+	l := start(t)
+	l.post(`{"protocol":"mcpx/v0.1","id":"t1","from":"coord","kind":"proposal","payload":{"method":"tools/call","targeting":{"preferred":["trusted-agent"],"exclusive":true,"exclusive_timeout":3000},"params":{}}}`)
+	l.post(`{"protocol":"mew/v0.4","id":"t2","from":"coord","kind":"mcp/proposal","payload":{"method":"tools/call","params":{}}}`)
+	l.post(`{"protocol":"mew/v0.4","id":"b1","from":"agent-3","kind":"bid","payload":{"proposal_id":"t1","confidence":0.9,"estimated_time":500}}`)
+	l.post(`{"protocol":"meup/v0.1","id":"s1","from":"trusted-agent","correlationId":"t1","kind":"meup.lifecycle","payload":{"operation":"status","target":"proposal","status":"processing"}}`)
+	res := l.post(`{"protocol":"mew/v0.4","id":"c1","from":"coord","kind":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"t2","reason":"no longer needed"}}}`)
+	var p projections.Proposal
+	l.get(fmt.Sprintf("/v1/proposals/t1?min_seq=%d", res.Seq), http.StatusOK, &p)
+	if len(p.Targets) != 1 || p.Targets[0].ID != "trusted-agent" || p.Exclusive == nil || len(p.Bids) != 1 ||
+		len(p.Statuses) != 1 || p.Statuses[0].Status != "processing" {
+		t.Fatalf("t1 %+v", p)
+	}
+	var p2 projections.Proposal
+	l.get("/v1/proposals/t2", http.StatusOK, &p2)
+	if p2.State != projections.StateWithdrawn {
+		t.Fatalf("t2 %+v", p2)
+	}
+	for q, want := range map[string]string{
+		"target=trusted-agent":             "t1",
+		"form=bid":                         "t1",
+		"form=meup.lifecycle/status":       "t1",
+		"form=mcp/notifications/cancelled": "t2",
+	} {
+		var page wire.List
+		l.get("/v1/proposals?"+q, http.StatusOK, &page)
+		if len(page.Proposals) != 1 || page.Proposals[0].ID != want {
+			t.Errorf("%s: %d proposals", q, len(page.Proposals))
+		}
+	}
+	var st projections.Stats
+	l.get("/v1/stats", http.StatusOK, &st)
+	if st.NoteKinds["bid"] != 1 || st.NoteKinds["status"] != 1 {
+		t.Fatalf("note kinds %v", st.NoteKinds)
+	}
+	var h wire.History
+	l.get("/v1/proposals/t1/history", http.StatusOK, &h)
+	if len(h.Events) != 3 || h.Events[1].Form != "bid" || h.Events[2].Form != "meup.lifecycle/status" {
+		t.Fatalf("history %+v", h.Events)
+	}
+}

@@ -227,6 +227,7 @@ func (c *Client) History(ctx context.Context, id string, ro ReadOptions) (*wire.
 type ListFilter struct {
 	State, Proposer, Target, Anomaly string
 	ActionType, ResourceType, Domain string
+	Form                             string // one of the seeds' lifecycle forms (SPEC §2)
 	Since, Until                     string // RFC 3339 or YYYY-MM-DD, passed as given
 	Limit                            int
 	Cursor                           string
@@ -247,6 +248,7 @@ func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*wire.
 	set("action_type", f.ActionType)
 	set("resource_type", f.ResourceType)
 	set("domain", f.Domain)
+	set("form", f.Form)
 	set("since", f.Since)
 	set("until", f.Until)
 	set("cursor", f.Cursor)

@@ -52,7 +52,7 @@ async function statusLine() {
 
 // ---------------------------------------------------------------- list
 
-const LIST_FILTERS = ["state", "proposer", "target", "anomaly", "since", "until", "limit"];
+const LIST_FILTERS = ["state", "proposer", "target", "anomaly", "form", "since", "until", "limit"];
 
 async function listPage() {
   document.title = "Proposals · mewledger";
@@ -130,6 +130,7 @@ function filterForm(f) {
     field("proposer", "Proposer", text("proposer")),
     field("target", "Target (to)", text("target")),
     field("anomaly", "Anomaly", select("anomaly", Object.keys(ANOMALIES))),
+    field("form", "Form", text("form", "e.g. bid")),
     field("since", "Created since", text("since", "2026-01-02T00:00:00Z")),
     field("until", "Created before", text("until", "RFC 3339")),
     h("div", { class: "field buttons" }, h("button", { type: "submit" }, "Filter"), h("a", { href: withSpace("/ui/") }, "Clear")));
@@ -388,6 +389,7 @@ async function statsPage() {
   grid.append(table("Effects", "h-eff", stats.effects));
   grid.append(table("Rejection reasons", "h-rr", stats.rejection_reasons));
   grid.append(table("Withdrawal reasons", "h-wr", stats.withdrawal_reasons));
+  if (stats.note_kinds && Object.keys(stats.note_kinds).length) grid.append(table("Notes by kind", "h-nk", stats.note_kinds));
   if (stats.gaps != null) grid.append(card("Recording gaps", "h-gaps", h("p", {}, h("a", { href: withSpace("/ui/gaps") },
     `${typeof stats.gaps === "object" ? JSON.stringify(stats.gaps) : stats.gaps} gap${stats.gaps === 1 ? "" : "s"}`), " where a bridge's record may be incomplete")));
 

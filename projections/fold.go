@@ -1037,16 +1037,35 @@ func targetsOf(srcs []ledger.TargetSource) []Target {
 	if len(srcs) == 0 {
 		return nil
 	}
-	var out []Target
+	out := make([]Target, 0, len(srcs))
 	for _, s := range srcs {
 		i := slices.IndexFunc(out, func(t Target) bool { return t.ID == s.ID })
 		if i < 0 {
-			out = append(out, Target{ID: s.ID, Sources: []string{s.Source}})
+			out = append(out, Target{ID: s.ID, Sources: sourceList(s.Source)})
 		} else if !slices.Contains(out[i].Sources, s.Source) {
-			out[i].Sources = append(out[i].Sources, s.Source)
+			out[i].Sources = append(slices.Clip(out[i].Sources), s.Source)
 		}
 	}
 	return out
+}
+
+// singleSources are the one-element source lists, shared by every target
+// named by one field (most are named by to alone); clipped, so that an
+// append copies.
+var singleSources = func() map[string][]string {
+	m := map[string][]string{}
+	for _, s := range []string{ledger.SourceTo, ledger.SourceFulfiller, ledger.SourcePreferred, ledger.SourcePreferredParticipant,
+		ledger.SourcePreferredFulfillers, ledger.SourceTargetingPreferred} {
+		m[s] = []string{s}[:1:1]
+	}
+	return m
+}()
+
+func sourceList(source string) []string {
+	if l, ok := singleSources[source]; ok {
+		return l
+	}
+	return []string{source}
 }
 
 func nullIfEmpty(b []byte) []byte {
@@ -1065,7 +1084,7 @@ func sameSet(a, b []string) bool {
 
 func (a *applier) fulfil(c *evctx, p *Proposal) (HistoryEntry, error) {
 	d := c.d
-	f := Fulfillment{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, To: slices.Clone(d.Env.To)}
+	f := Fulfillment{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, To: slices.Clip(d.Env.To)} // never changed: shared with the decoded event
 	an := fulfilmentChecks(c, p)
 	var h HistoryEntry
 	switch p.State {
@@ -1171,7 +1190,7 @@ func (a *applier) response(c *evctx, target string) error {
 		return fmt.Errorf("projections: fulfilment %q missing from proposal %q", target, p.ID)
 	}
 	f := &p.Fulfillments[i]
-	f.Responses = append(f.Responses, Response{Event: c.d.Env.ID, Seq: c.ev.Seq, From: c.d.Env.From, Outcome: c.d.Outcome})
+	f.Responses = append(slices.Clip(f.Responses), Response{Event: c.d.Env.ID, Seq: c.ev.Seq, From: c.d.Env.From, Outcome: c.d.Outcome})
 	prev := f.Response
 	j, why := pickOutcome(f, p.Proposer)
 	if j >= 0 {

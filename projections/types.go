@@ -271,8 +271,9 @@ func (p *Proposal) Clone() *Proposal {
 	c.Fulfillments = slices.Clone(p.Fulfillments)
 	for i := range c.Fulfillments {
 		c.Fulfillments[i].Anomalies = slices.Clone(c.Fulfillments[i].Anomalies)
-		c.Fulfillments[i].To = slices.Clone(c.Fulfillments[i].To)
-		c.Fulfillments[i].Responses = slices.Clone(c.Fulfillments[i].Responses)
+		// To is never changed after the fulfilment is folded, and
+		// Responses only grows through an append on a clipped slice
+		// (a new array): both are shared.
 	}
 	if p.Withdrawal != nil {
 		w := *p.Withdrawal

@@ -636,6 +636,9 @@ type Batch struct {
 	spaces  map[string]struct{}
 	dirty   int
 
+	// The change index (store_changes.go).
+	changes map[changeID]*Change
+
 	// Pipelined commits (Handoff). frozen: b was handed off; its owner
 	// may no longer change it. committed is closed when its Commit (or
 	// Close) ends, commitErr (set before) says how. parents are the
@@ -911,12 +914,19 @@ func (b *Batch) PutProposal(p *Proposal) error {
 		return errors.New("projections: batch: put nil proposal")
 	}
 	k := spaceID{p.Space, p.ID}
+	if _, ok := b.props[k]; !ok {
+		// The version it replaces, for the change index.
+		if _, err := b.Proposal(p.Space, p.ID); err != nil {
+			return err
+		}
+	}
 	b.noteWrite(preProposal, p.Space, p.ID)
 	sl, ok := b.props[k]
 	if !ok {
 		sl = &propSlot{}
 		b.props[k] = sl
 	}
+	b.noteChange(sl.cur, p)
 	if !sl.dirty {
 		sl.dirty = true
 		b.dirty++
@@ -1206,6 +1216,7 @@ func (b *Batch) finish() {
 	b.done = true
 	b.props, b.refs, b.orphans, b.stats, b.history, b.spaces = nil, nil, nil, nil, nil, nil
 	b.aux, b.parents = nil, nil
+	b.changes = nil
 	b.dirty = 0
 }
 
@@ -1564,6 +1575,9 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 			continue
 		}
 		ops = append(ops, kv{key: spaceKey(sp), val: []byte{}})
+	}
+	if ops, err = b.collectChanges(c, ops); err != nil {
+		return nil, err
 	}
 	c.ops = ops
 	return ops, nil

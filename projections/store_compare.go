@@ -87,6 +87,8 @@ func (k KeyInfo) String() string {
 			return fmt.Sprintf("index all of space %q: proposal %q (created_seq %d)", k.Space, k.ID, k.Seq)
 		}
 		return fmt.Sprintf("index %s=%q of space %q: proposal %q (created_seq %d)", k.Index, k.Value, k.Space, k.ID, k.Seq)
+	case TableChange:
+		return fmt.Sprintf("change seq %d of proposal %q in space %q", k.Seq, k.ID, k.Space)
 	case TableDeadline:
 		return fmt.Sprintf("deadline %s of proposal %q in space %q", k.Deadline.Format(time.RFC3339Nano), k.ID, k.Space)
 	}
@@ -177,6 +179,12 @@ func DecodeKey(key []byte) KeyInfo {
 			return k
 		}
 		return out
+	case tagChange:
+		seq, sp, id, err := readChangeKey(key)
+		if err != nil {
+			return k
+		}
+		return KeyInfo{Table: TableChange, Space: sp, ID: id, Seq: seq, Raw: k.Raw}
 	case tagDeadline:
 		nanos, sp, id, err := readDeadlineKey(key)
 		if err != nil {

@@ -132,6 +132,14 @@ type Options struct {
 	// Logger gets one debug line per request and an error line per
 	// internal failure.
 	Logger zerolog.Logger
+
+	// GET /v1/watch (watch.go): the interval of heartbeats on an idle
+	// stream (default 15s), the longest a write to a watcher may block
+	// before the watcher is dropped (default 10s), and the most changes
+	// read for a watcher at a time (default 256).
+	HeartbeatInterval time.Duration
+	WatchWriteTimeout time.Duration
+	WatchPage         int
 }
 
 // Validate fills defaults and checks the options.
@@ -151,6 +159,15 @@ func (o *Options) Validate() error {
 	if o.ReadyLag == 0 {
 		o.ReadyLag = DefaultReadyLag
 	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = DefaultHeartbeat
+	}
+	if o.WatchWriteTimeout == 0 {
+		o.WatchWriteTimeout = DefaultWatchWriteTimeout
+	}
+	if o.WatchPage == 0 {
+		o.WatchPage = DefaultWatchPage
+	}
 	if o.WrapKernel == nil {
 		if k, ok := o.Appender.(interface{ WrapKernel([]byte) ([]byte, error) }); ok {
 			o.WrapKernel = k.WrapKernel
@@ -165,6 +182,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: MaxBodyBytes %d, want 1..%d", ErrOptions, o.MaxBodyBytes, ledger.MaxEnvelopeBytes)
 	case o.MaxBatchBytes < o.MaxBodyBytes:
 		return fmt.Errorf("%w: MaxBatchBytes %d is below MaxBodyBytes %d", ErrOptions, o.MaxBatchBytes, o.MaxBodyBytes)
+	case o.HeartbeatInterval < 0 || o.WatchWriteTimeout < 0 || o.WatchPage < 0:
+		return fmt.Errorf("%w: negative HeartbeatInterval, WatchWriteTimeout or WatchPage", ErrOptions)
 	case o.MinSeqWait < 0:
 		return fmt.Errorf("%w: negative MinSeqWait", ErrOptions)
 	case o.ReadyLag < NoLag:
@@ -188,6 +207,7 @@ type API struct {
 	mux    *routeMux
 	log    zerolog.Logger
 	reader *swapReader // the live projection
+	watch  *watchers
 }
 
 // Route patterns. They are also the route label of the request metrics.
@@ -208,13 +228,15 @@ func New(o Options) (*API, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	a := &API{opts: o, mux: newRouteMux(), log: o.Logger.With().Str(logging.KeyComponent, "http").Logger(), reader: newSwapReader(o.Reader)}
+	a := &API{opts: o, mux: newRouteMux(), log: o.Logger.With().Str(logging.KeyComponent, "http").Logger(), reader: newSwapReader(o.Reader), watch: newWatchers()}
 	a.mux.HandleFunc(RouteGet, a.getProposal)
 	a.mux.HandleFunc(RouteHistory, a.getHistory)
 	a.mux.HandleFunc(RouteList, a.list)
 	a.mux.HandleFunc(RouteStats, a.stats)
 	a.mux.HandleFunc(RouteGaps, a.gaps)
 	a.mux.HandleFunc(RouteStatus, a.status)
+	a.mux.HandleFunc(RouteWatch, a.watchChanges)
+	a.mux.HandleFunc(RouteChanges, a.listChanges)
 	a.mux.HandleFunc(RouteHealth, a.healthz)
 	a.mux.HandleFunc(RouteReady, a.readyz)
 	a.mux.HandleFunc(RouteOpenAPI, a.openAPI)

@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/console"
 	"github.com/mewledger/ledger/internal/datalock"
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/metrics"
@@ -189,6 +190,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if o.MaxConns > 0 {
 		a.ln = newLimitListener(a.ln, o.MaxConns)
 	}
+	a.api.Handle(console.Pattern, console.Handler())
 	handler := a.api.Handler()
 	if o.HTTPMiddleware != nil {
 		if handler, err = o.HTTPMiddleware(handler); err != nil {
@@ -205,6 +207,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		IdleTimeout:       DefaultHTTPIdleTimeout,
 		ErrorLog:          zerologStd(o.Logger.With().Str(logging.KeyComponent, "http").Logger()),
 	}
+	a.httpSrv.RegisterOnShutdown(a.api.StopWatches) // Shutdown does not end streams
 	return a, nil
 }
 

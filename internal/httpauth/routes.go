@@ -34,12 +34,16 @@ const (
 	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (SPEC §14): writer, like events
 	PatternOpsGet  = "GET /v1/ops/"
 	PatternDefault = "/"
+	// PatternConsole is the web console's static files (package console):
+	// open, since they hold no data; the console sends a token to the API.
+	PatternConsole = "GET /ui/"
 )
 
 // DefaultRules is the ledger's route→role table:
 //
 //	GET /healthz, GET /readyz   open (probes)
 //	GET /openapi.json           open (the API's description)
+//	GET /ui/...                 open (the console's files; no data)
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones), per space
 //	POST /v1/events             writer, rate limited, per space
@@ -56,6 +60,7 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternHealth, Open: true},
 		{Pattern: PatternReady, Open: true},
 		{Pattern: PatternOpenAPI, Open: true},
+		{Pattern: PatternConsole, Open: true},
 		metrics,
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}, Spaced: true},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},

@@ -48,7 +48,7 @@ const (
 	// costs about 7 ms whatever its size up to ~16 (nats-server stages an
 	// R1 batch in a temporary file store it creates, fsyncs and removes),
 	// a plain message under 1 ms.
-	DefaultMinAtomic = 8
+	DefaultMinAtomic = 32
 	// maxServerBatch is nats-server's default max_batch_size.
 	maxServerBatch = 1000
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/mewledger/ledger/subjects"
 )
@@ -23,6 +24,17 @@ func (a *Appender) verify(ctx context.Context, p *Prepared, r Result) Result {
 	attempts := r.Attempts
 	for i := 0; r.Err == nil && r.Duplicate; i++ {
 		same, err := a.storedSame(ctx, p, r.Seq)
+		// A lookup that failed for a passing reason (a leader election on
+		// a cluster) is tried again, with the appends' backoff.
+		for n := 1; err != nil && IsTransient(err) && n <= a.opts.MaxRetries && ctx.Err() == nil; n++ {
+			t := time.NewTimer(backoff(a.opts.RetryWait, n))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+			same, err = a.storedSame(ctx, p, r.Seq)
+		}
 		if err != nil {
 			r.Err = fmt.Errorf("%w: envelope %q: checking the copy stored at %d: %w", ErrPublish, p.Decoded.Env.ID, r.Seq, err)
 			return r

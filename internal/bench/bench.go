@@ -62,6 +62,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r, err
 		}
 	}
+	if o.runs(FigIngestR3) {
+		if err := r.ingestR3Figure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
 	if o.runs(FigAgents) {
 		if err := r.agentsFigure(ctx, &o); err != nil {
 			return r, err

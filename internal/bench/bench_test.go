@@ -88,6 +88,7 @@ func TestRunPrintsEveryRowAndTheRatiosLine(t *testing.T) {
 		"| fold: events/s",
 		"| ingest: events/s",
 		"| agents: events/s",
+		"| ingest_r3: events/s",
 		"| live lag p50",
 		"| live lag p99 (sync_interval always)",
 		"| GET /v1/proposals/{id} p50",

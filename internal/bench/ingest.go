@@ -35,12 +35,16 @@ const (
 
 // startApp starts an in-process ledger (as `ledger serve` without --auth:
 // no write limit), fsync on every write, and returns it with a stop func.
-func startApp(ctx context.Context, o *Options) (*app.App, func(), error) {
+func startApp(ctx context.Context, o *Options, edits ...func(*app.Options)) (*app.App, func(), error) {
 	dir, err := os.MkdirTemp(o.TempDir, "ledger-bench-app-*")
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: %w", err)
 	}
-	a, err := app.New(ctx, app.Options{DataDir: dir, HTTPAddr: "127.0.0.1:0", NATSListen: "127.0.0.1:-1", Logger: o.Logger})
+	ao := app.Options{DataDir: dir, HTTPAddr: "127.0.0.1:0", NATSListen: "127.0.0.1:-1", Logger: o.Logger}
+	for _, e := range edits {
+		e(&ao)
+	}
+	a, err := app.New(ctx, ao)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("bench: start ledger: %w", err)
@@ -97,7 +101,11 @@ func (r *Report) ingestFigure(ctx context.Context, o *Options) error {
 }
 
 func ingestLedger(ctx context.Context, o *Options, evs []event) (float64, error) {
-	a, stop, err := startApp(ctx, o)
+	return ingestLedgerWith(ctx, o, evs)
+}
+
+func ingestLedgerWith(ctx context.Context, o *Options, evs []event, edits ...func(*app.Options)) (float64, error) {
+	a, stop, err := startApp(ctx, o, edits...)
 	if err != nil {
 		return 0, err
 	}

@@ -27,7 +27,7 @@ const (
 )
 
 // Figures lists the figures in the order they run and print.
-var Figures = []string{FigAppend, FigAppendSync, FigFold, FigLag, FigReads, FigMemory, FigIngest, FigAgents}
+var Figures = []string{FigAppend, FigAppendSync, FigFold, FigLag, FigReads, FigMemory, FigIngest, FigAgents, FigIngestR3}
 
 // Sizes of the full mode (the README's table) and of --quick (a CI smoke
 // run well under a minute).

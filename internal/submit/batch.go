@@ -23,9 +23,10 @@ import (
 // Batch requests (one request, many envelopes, one result per line).
 const (
 	// HeaderContentType set to application/x-ndjson (or another NDJSON
-	// media type) makes a request a batch of one envelope per line. A body
-	// whose first non-blank byte is '[' is a batch too: a JSON array of
-	// envelopes. Any other request is one envelope.
+	// media type) makes a request a batch of one envelope per line; set to
+	// application/json with a body that is a JSON array, a batch of the
+	// array's envelopes. Any other request is one envelope (a top-level
+	// array without the header is refused as not_json, as before).
 	HeaderContentType = "Content-Type"
 	// MaxBatchEnvelopes bounds the envelopes of one batch request, so that
 	// its reply (about 100 bytes a line) fits a NATS message.
@@ -57,7 +58,8 @@ type batchItem struct {
 // envelopes; the error refuses the whole request.
 func batchItems(req micro.Request) ([]batchItem, bool, error) {
 	data := req.Data()
-	if mt, _, err := mime.ParseMediaType(req.Headers().Get(HeaderContentType)); err == nil && ndjsonTypes[mt] {
+	mt, _, _ := mime.ParseMediaType(req.Headers().Get(HeaderContentType))
+	if ndjsonTypes[mt] {
 		var items []batchItem
 		err := ndjson.Split(bytes.NewReader(data), len(data)+1, func(l ndjson.Line) error {
 			if len(items) == MaxBatchEnvelopes {
@@ -68,7 +70,7 @@ func batchItems(req micro.Request) ([]batchItem, bool, error) {
 		})
 		return items, true, err
 	}
-	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '[' {
+	if t := bytes.TrimLeft(data, " \t\r\n"); mt != "application/json" || len(t) == 0 || t[0] != '[' {
 		return nil, false, nil
 	}
 	var arr []json.RawMessage

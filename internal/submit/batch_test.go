@@ -68,17 +68,32 @@ func TestSubmitBatch(t *testing.T) {
 		t.Fatalf("seq 2 on %q (%v)", s, err)
 	}
 
-	// A JSON array.
+	// A JSON array, with its Content-Type.
+	jsonReq := func(body string) *nats.Msg {
+		m := nats.NewMsg(subjects.Submit("default"))
+		m.Header.Set(submit.HeaderContentType, "application/json")
+		m.Data = []byte(body)
+		msg, err := nc.RequestMsg(m, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
 	arr := "[" + batchEnv("a-1") + "," + batchEnv("a-2") + "]"
-	got = batchReply(t, request(t, nc, subjects.Submit("default"), arr))
+	got = batchReply(t, jsonReq(arr))
 	if len(got) != 2 || got[0].Seq != 3 || got[1].Seq != 4 || got[0].Line != 1 || got[1].Line != 2 {
 		t.Fatalf("array results %+v", got)
 	}
 
 	// Too many envelopes: the whole request refused.
 	big := "[" + strings.Repeat(batchEnv("x")+",", submit.MaxBatchEnvelopes) + batchEnv("x") + "]"
-	r, err := submit.ParseReply(request(t, nc, subjects.Submit("default"), big).Data)
+	r, err := submit.ParseReply(jsonReq(big).Data)
 	if err != nil || r.Error == nil || r.Error.Code != "too_many" {
 		t.Fatalf("oversized batch: %+v (%v)", r, err)
+	}
+	// Without the header a top-level array is one (refused) envelope.
+	r, err = submit.ParseReply(request(t, nc, subjects.Submit("default"), arr).Data)
+	if err != nil || r.Error == nil || r.Error.Code != "not_json" {
+		t.Fatalf("array without Content-Type: %+v (%v)", r, err)
 	}
 }

@@ -51,9 +51,9 @@ type AppenderOptions struct {
 	// Space is the space of envelopes appended with space "". Default
 	// DefaultSpace.
 	Space string
-	// MaxInFlight is the most publishes AppendMany keeps unacknowledged,
-	// across all concurrent AppendMany calls of the Appender. Default
-	// DefaultMaxInFlight.
+	// MaxInFlight is the most envelopes one AppendMany call keeps submitted
+	// and unacknowledged (the group commit's queue bounds all callers
+	// together). Default DefaultMaxInFlight.
 	MaxInFlight int
 	// Limits are the submit limits (size, to and correlation_id entries).
 	// Zero fields mean their defaults (DefaultSubmitLimits).
@@ -166,9 +166,11 @@ type Appender struct {
 	stream jetstream.Stream // for verifying duplicates, looked up once
 }
 
-// NewAppender returns an Appender publishing through js's connection. It
-// does no I/O: the LEDGER stream must exist (EnsureStream) before appends
-// succeed.
+// NewAppender returns an Appender publishing through js's connection,
+// with its group commit running (two goroutines and a subscription to its
+// own inbox for commit replies; Close stops them). It makes no JetStream
+// request: the LEDGER stream must exist (EnsureStream, which also turns
+// on allow_atomic) before appends succeed.
 func NewAppender(js jetstream.JetStream, o AppenderOptions) (*Appender, error) {
 	if js == nil {
 		return nil, fmt.Errorf("%w: nil JetStream", ErrAppenderOptions)

@@ -51,9 +51,9 @@ type AppenderOptions struct {
 	// Space is the space of envelopes appended with space "". Default
 	// DefaultSpace.
 	Space string
-	// MaxInFlight is the most publishes AppendMany keeps unacknowledged,
-	// across all concurrent AppendMany calls of the Appender. Default
-	// DefaultMaxInFlight.
+	// MaxInFlight is the most envelopes one AppendMany call keeps submitted
+	// and unacknowledged (the group commit's queue bounds all callers
+	// together). Default DefaultMaxInFlight.
 	MaxInFlight int
 	// Limits are the submit limits (size, to and correlation_id entries).
 	// Zero fields mean their defaults (DefaultSubmitLimits).
@@ -71,6 +71,9 @@ type AppenderOptions struct {
 	// Validate refuses a budget over half of DefaultDuplicateWindow.
 	MaxRetries int
 	RetryWait  time.Duration
+	// Commit bounds the group commit (batch size, bytes, linger,
+	// batches in flight).
+	Commit CommitOptions
 }
 
 // Validate fills in defaults and checks the options.
@@ -97,6 +100,9 @@ func (o *AppenderOptions) Validate() error {
 	}
 	if err := checkSpace(o.Space); err != nil {
 		return fmt.Errorf("%w: %w", ErrAppenderOptions, err)
+	}
+	if err := o.Commit.Validate(); err != nil {
+		return err
 	}
 	switch {
 	case o.MaxInFlight < 1:
@@ -151,14 +157,20 @@ func checkSpace(space string) error {
 // while the Appender is used; Close releases what the Appender holds on
 // that connection.
 type Appender struct {
-	pub  jetstream.JetStream // own publisher: async acks isolated from the caller's
+	pub  jetstream.JetStream // own handle: its publish options isolated from the caller's
+	js   jetstream.JetStream // the caller's, for the stream lookup
 	opts AppenderOptions
-	sem  chan struct{} // AppendMany's in-flight window, shared by concurrent calls
+	c    *committer
+
+	stMu   sync.Mutex
+	stream jetstream.Stream // for verifying duplicates, looked up once
 }
 
-// NewAppender returns an Appender publishing through js's connection. It
-// does no I/O: the LEDGER stream must exist (EnsureStream) before appends
-// succeed.
+// NewAppender returns an Appender publishing through js's connection,
+// with its group commit running (two goroutines and a subscription to its
+// own inbox for commit replies; Close stops them). It makes no JetStream
+// request: the LEDGER stream must exist (EnsureStream, which also turns
+// on allow_atomic) before appends succeed.
 func NewAppender(js jetstream.JetStream, o AppenderOptions) (*Appender, error) {
 	if js == nil {
 		return nil, fmt.Errorf("%w: nil JetStream", ErrAppenderOptions)
@@ -166,22 +178,28 @@ func NewAppender(js jetstream.JetStream, o AppenderOptions) (*Appender, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	// A JetStream handle of our own, so that AppendMany's async publishes
-	// have their own ack timeout and window and never mix with the
-	// caller's PublishAsync bookkeeping. Publishing does not use the API
-	// prefix or domain, so nothing of js's options is lost.
-	pub, err := jetstream.New(js.Conn(),
-		jetstream.WithPublishAsyncMaxPending(2*o.MaxInFlight),
-		jetstream.WithPublishAsyncTimeout(o.AckTimeout))
+	// A JetStream handle of our own for publishing, so that its options
+	// never mix with the caller's (publishing does not use the API prefix
+	// or domain); stream lookups use js's.
+	pub, err := jetstream.New(js.Conn())
 	if err != nil {
 		return nil, fmt.Errorf("ledger: appender: %w", err)
 	}
-	return &Appender{pub: pub, opts: o, sem: make(chan struct{}, o.MaxInFlight)}, nil
+	a := &Appender{pub: pub, js: js, opts: o}
+	if a.c, err = newCommitter(a, js.Conn(), o.Commit); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
-// Close releases the Appender's async-ack subscription. Call it after
-// every Append* call has returned; it does not close the connection.
-func (a *Appender) Close() { a.pub.CleanupPublisher() }
+// Close stops the group commit (envelopes still queued fail with
+// ErrClosed; batches sent are awaited) and releases the Appender's
+// subscriptions. Call it after every Append* call has returned; it does
+// not close the connection. Safe to call twice.
+func (a *Appender) Close() {
+	a.c.close()
+	a.pub.CleanupPublisher()
+}
 
 // Space returns the default space.
 func (a *Appender) Space() string { return a.opts.Space }
@@ -224,8 +242,12 @@ type Result struct {
 	// the ledger. For a duplicate it is the sequence of the copy stored
 	// first.
 	Seq uint64
-	// Duplicate is the stream's answer: an envelope with the same space,
-	// id and digest was already stored within the duplicate window. After
+	// Duplicate is the stream's answer, verified (SPEC §4): an envelope
+	// with the same space, id and digest was already stored within the
+	// duplicate window, and the message at Seq is that envelope (same
+	// subject, id and digest). When other bytes had been stored under the
+	// envelope's Nats-Msg-Id, the envelope is stored anyway, flagged with
+	// HeaderMsgIDClash, and Duplicate is false. After
 	// a retry (Attempts > 1) that earlier copy may be this append's own
 	// first attempt.
 	Duplicate bool
@@ -263,96 +285,87 @@ func (a *Appender) AppendSystem(ctx context.Context, space string, raw []byte) (
 	return a.AppendPrepared(ctx, p)
 }
 
-// AppendPrepared publishes an envelope from Prepare and waits for its
-// acknowledgement, with retries. The returned error is Result.Err.
+// AppendPrepared appends an envelope from Prepare through the group
+// commit (Submit) and waits for its acknowledgement. The returned error
+// is Result.Err.
 func (a *Appender) AppendPrepared(ctx context.Context, p *Prepared) (Result, error) {
-	if err := ctx.Err(); err != nil {
-		r := a.complete(ctx, p, 0, nil, err)
+	pd, err := a.Submit(ctx, p)
+	if err != nil {
+		r := Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
+			Err: fmt.Errorf("%w: envelope %q to %s: %w", ErrPublish, p.Decoded.Env.ID, p.Subject, err)}
 		return r, r.Err
 	}
-	ack, err := a.publishOnce(ctx, p)
-	r := a.complete(ctx, p, 1, ack, err)
-	return r, r.Err
+	return pd.Result(ctx)
 }
 
-// AppendMany appends envelopes in order with at most MaxInFlight
-// acknowledgements outstanding and returns one Result per input, in input
-// order. A refused envelope does not stop the others. Envelopes are sent
-// in input order on one connection, so the stream stores them in that
-// order, except that an envelope retried after a transient failure is
-// stored after the ones sent while it waited; a caller that needs strict
-// causal order across a failure must append one at a time. When ctx is
-// done, the envelopes not yet sent get an error wrapping ErrPublish and
-// ctx.Err(). raws must not be modified until AppendMany returns. Every
-// goroutine it starts has returned when it returns.
+// Submit hands a prepared envelope to the group commit (SPEC §4) and
+// returns at once with its Pending, unless the commit queue is full, when
+// it waits for room (or ctx). Envelopes are stored in the order they were
+// submitted, in JetStream atomic batches, and each Pending resolves only
+// after its batch is stored, in submission order. A batch that is not
+// acknowledged as stored (a duplicate member, a lost connection) is
+// published again one envelope at a time under the same Nats-Msg-Ids, so
+// nothing is stored twice; with more than one batch in flight
+// (CommitOptions.BatchesInFlight) its envelopes may then be stored after
+// envelopes submitted later, with one (the default) never. A duplicate answer is verified against the
+// stored message (see Result.Duplicate). The error is ctx's, or wraps
+// ErrClosed. p.Raw must not be modified until the Pending is done.
+func (a *Appender) Submit(ctx context.Context, p *Prepared) (*Pending, error) {
+	return a.c.submit(ctx, p)
+}
+
+// AppendMany appends envelopes in order through the group commit with at
+// most MaxInFlight of them unacknowledged, and returns one Result per
+// input, in input order. A refused envelope does not stop the others.
+// The stream stores them in input order (see Submit). When ctx is
+// done, the envelopes not yet submitted get an error wrapping ErrPublish
+// and ctx.Err(). raws must not be modified until AppendMany returns.
+// Every goroutine it starts has returned when it returns.
 func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) []Result {
 	results := make([]Result, len(raws))
-
-	// One goroutine awaits the acknowledgements, in publish order (the
-	// order they arrive in), and frees each window slot; a transient
-	// failure is retried on a goroutine of its own so that the acks behind
-	// it are not held up. It replaced a goroutine per envelope.
-	type sent struct {
-		i   int
-		p   *Prepared
-		fut jetstream.PubAckFuture
-		err error
+	type waiting struct {
+		i  int
+		pd *Pending
 	}
-	inFlight := make(chan sent, cap(a.sem))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for s := range inFlight {
-			var ack *jetstream.PubAck
-			err := s.err
-			if err == nil {
-				ack, err = await(ctx, s.fut)
-			}
-			if err != nil && a.opts.MaxRetries > 0 && ctx.Err() == nil && IsTransient(err) {
-				wg.Add(1) // the collector's own count keeps the group positive
-				go func(s sent, err error) {
-					defer wg.Done()
-					defer func() { <-a.sem }()
-					results[s.i] = a.complete(ctx, s.p, 1, nil, err)
-				}(s, err)
-				continue
-			}
-			results[s.i] = a.complete(ctx, s.p, 1, ack, err)
-			<-a.sem
-		}
-	}()
-
-	publish := func(i int, p *Prepared, id string, err error) {
+	var fifo []waiting
+	wait := func(w waiting) {
+		results[w.i], _ = w.pd.Result(ctx)
+	}
+	submit := func(i int, p *Prepared, id string, err error) {
 		if err != nil {
 			results[i] = Result{ID: id, Err: err}
 			return
 		}
-		if err := acquire(ctx, a.sem); err != nil {
-			results[i] = a.complete(ctx, p, 0, nil, err)
+		for len(fifo) >= a.opts.MaxInFlight {
+			wait(fifo[0])
+			fifo = fifo[1:]
+		}
+		pd, err := a.Submit(ctx, p)
+		if err != nil {
+			results[i] = Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
+				Err: fmt.Errorf("%w: envelope %q to %s: %w", ErrPublish, p.Decoded.Env.ID, p.Subject, err)}
 			return
 		}
-		fut, err := a.pub.PublishMsgAsync(a.msg(p), a.pubOpts(p)...)
-		inFlight <- sent{i: i, p: p, fut: fut, err: err}
+		fifo = append(fifo, waiting{i, pd})
 	}
 
 	if len(raws) <= prepareChunk {
 		for i, raw := range raws {
 			p, id, err := a.prepare(space, raw, true)
-			publish(i, p, id, err)
+			submit(i, p, id, err)
 		}
 	} else {
 		// Validation (Decode is most of an append's client-side cost)
 		// runs ahead on another goroutine, in input order, a few chunks
-		// ahead of publishing: it overlaps with publishing and with the
-		// server's work. It prepares every envelope, as the loop did,
-		// whatever ctx says, so every refusal is still reported.
+		// ahead of submitting: it overlaps with the commit. It prepares
+		// every envelope whatever ctx says, so every refusal is reported.
 		type prep struct {
 			p   *Prepared
 			id  string
 			err error
 		}
 		ahead := make(chan []prep, 4)
+		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -368,13 +381,15 @@ func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) 
 		i := 0
 		for c := range ahead {
 			for _, x := range c {
-				publish(i, x.p, x.id, x.err)
+				submit(i, x.p, x.id, x.err)
 				i++
 			}
 		}
+		wg.Wait()
 	}
-	close(inFlight)
-	wg.Wait()
+	for _, w := range fifo {
+		wait(w)
+	}
 	return results
 }
 
@@ -382,56 +397,42 @@ func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) 
 // hands over at a time; calls with no more than that validate inline.
 const prepareChunk = 64
 
-// acquire takes a slot of sem unless ctx is done (checked first, since
-// select picks at random between ready cases).
-func acquire(ctx context.Context, sem chan struct{}) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	select {
-	case sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// await waits for an async publish's outcome. The Appender's JetStream
-// handle has an ack timeout, so fut always resolves.
-func await(ctx context.Context, fut jetstream.PubAckFuture) (*jetstream.PubAck, error) {
-	select {
-	case ack := <-fut.Ok():
-		return ack, nil
-	case err := <-fut.Err():
-		return nil, err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 func (a *Appender) msg(p *Prepared) *nats.Msg {
 	return &nats.Msg{Subject: p.Subject, Data: p.Raw, Header: nats.Header{}}
 }
 
-func (a *Appender) pubOpts(p *Prepared) []jetstream.PublishOpt {
-	return []jetstream.PublishOpt{
-		jetstream.WithMsgID(p.MsgID),
-		jetstream.WithExpectStream(subjects.StreamName),
-	}
+// publishOne publishes p on its own (the committer's fallback), with
+// retries, and verifies a duplicate answer.
+func (a *Appender) publishOne(ctx context.Context, p *Prepared) Result {
+	r := a.publishRetry(ctx, p, p.MsgID, "")
+	return a.verify(ctx, p, r)
 }
 
-// publishOnce makes one synchronous publish attempt bounded by AckTimeout.
-func (a *Appender) publishOnce(ctx context.Context, p *Prepared) (*jetstream.PubAck, error) {
+// publishAs makes one synchronous publish attempt of p under msgID,
+// bounded by AckTimeout; clash, when set, is the HeaderMsgIDClash value.
+func (a *Appender) publishAs(ctx context.Context, p *Prepared, msgID, clash string) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.AckTimeout)
 	defer cancel()
-	return a.pub.PublishMsg(ctx, a.msg(p), a.pubOpts(p)...)
+	m := a.msg(p)
+	if clash != "" {
+		m.Header.Set(HeaderMsgIDClash, clash)
+	}
+	return a.pub.PublishMsg(ctx, m, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(subjects.StreamName))
 }
 
-// complete takes the outcome of the attempts made so far (0 when ctx was
-// done before the first), retries transient failures with backoff (the
-// same message and Nats-Msg-Id each time, so the stream stores it at most
-// once), and builds the Result.
-func (a *Appender) complete(ctx context.Context, p *Prepared, attempts int, ack *jetstream.PubAck, err error) Result {
+// publishRetry publishes p under msgID, retrying transient failures with
+// backoff (the same message and Nats-Msg-Id each time, so the stream
+// stores it at most once), and builds the Result.
+func (a *Appender) publishRetry(ctx context.Context, p *Prepared, msgID, clash string) Result {
+	var (
+		ack      *jetstream.PubAck
+		err      = ctx.Err()
+		attempts int
+	)
+	if err == nil {
+		ack, err = a.publishAs(ctx, p, msgID, clash)
+		attempts = 1
+	}
 retry:
 	for err != nil && attempts > 0 && attempts <= a.opts.MaxRetries && ctx.Err() == nil && IsTransient(err) {
 		wait := backoff(a.opts.RetryWait, attempts)
@@ -444,7 +445,7 @@ retry:
 			break retry
 		case <-t.C:
 		}
-		ack, err = a.publishOnce(ctx, p)
+		ack, err = a.publishAs(ctx, p, msgID, clash)
 		attempts++
 	}
 	r := Result{ID: p.Decoded.Env.ID, Subject: p.Subject, Attempts: attempts}

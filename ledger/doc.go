@@ -7,4 +7,9 @@
 // Decoding ([Decode]) is pure and is shared with the projector, so the submit
 // paths and the fold agree on what is valid. The original bytes are what is
 // stored; the canonical form is derived from them whenever it is needed.
+//
+// Appending ([Appender]) goes through a group commit (SPEC §4): appends
+// that arrive together are written as JetStream atomic batches, each caller
+// answered with its own sequence, in acceptance order, once its batch is
+// stored; duplicate answers are verified against the stored message.
 package ledger

@@ -135,8 +135,13 @@ func TestRetryLostAckStoredOnce(t *testing.T) {
 	if r.Err != nil {
 		t.Fatalf("append: %v", r.Err)
 	}
+	// The batch's commit ack is lost; the committer publishes the
+	// envelope again on its own and learns it was stored.
 	if r.Attempts < 2 || !r.Duplicate || r.Seq != 1 {
 		t.Fatalf("result %+v, want a retry answered as a duplicate of seq 1", r)
+	}
+	if s := a.CommitStats(); s.Fallbacks != 1 {
+		t.Fatalf("commit stats %+v, want one fallback", s)
 	}
 	if n := streamMsgs(t, st); n != 1 {
 		t.Fatalf("stream holds %d copies", n)

@@ -93,6 +93,7 @@ func (o *StreamOptions) Validate() error {
 //   - No rollups, per-message TTLs, schedules or counters: each would let
 //     a publisher remove or rewrite history, and TTLs and schedules cannot
 //     be disabled once enabled.
+//   - AllowAtomicPublish on: appends are written as atomic batches.
 //   - No compression: the default; it may be turned on later by an
 //     operator (EnsureStream keeps whatever is set).
 func (o *StreamOptions) StreamConfig() jetstream.StreamConfig {
@@ -114,6 +115,9 @@ func (o *StreamOptions) StreamConfig() jetstream.StreamConfig {
 		DenyDelete:        true,
 		DenyPurge:         true,
 		AllowDirect:       false,
+		// Atomic batches (nats-server ≥ 2.12): the group commit (SPEC
+		// §4) writes many envelopes with one durable write.
+		AllowAtomicPublish: true,
 	}
 }
 
@@ -128,7 +132,9 @@ func (o *StreamOptions) StreamConfig() jetstream.StreamConfig {
 // settings it manages are brought to o: replicas, duplicate window, max
 // message size, max age, the message/byte limits (removed) and discard
 // policy (new), allow-direct and the description. It leaves compression,
-// placement, republish and metadata as the operator set them.
+// placement, republish and metadata as the operator set them. It turns
+// allow_atomic on (the group commit's atomic batches) for a stream made
+// before it was used.
 //
 // Deleting the stream: DenyDelete and DenyPurge stop message deletes and
 // purges, but JetStream always lets a client with access to
@@ -230,6 +236,7 @@ func managed(have, want jetstream.StreamConfig) (jetstream.StreamConfig, bool) {
 	upd.Discard = want.Discard
 	upd.DiscardNewPerSubject = false
 	upd.AllowDirect = want.AllowDirect
+	upd.AllowAtomicPublish = want.AllowAtomicPublish
 	changed := upd.Description != have.Description ||
 		upd.Replicas != have.Replicas ||
 		upd.Duplicates != have.Duplicates ||
@@ -238,6 +245,7 @@ func managed(have, want jetstream.StreamConfig) (jetstream.StreamConfig, bool) {
 		upd.MaxMsgs != have.MaxMsgs || upd.MaxBytes != have.MaxBytes || upd.MaxMsgsPerSubject != have.MaxMsgsPerSubject ||
 		upd.Discard != have.Discard ||
 		upd.DiscardNewPerSubject != have.DiscardNewPerSubject ||
-		upd.AllowDirect != have.AllowDirect
+		upd.AllowDirect != have.AllowDirect ||
+		upd.AllowAtomicPublish != have.AllowAtomicPublish
 	return upd, changed
 }

@@ -24,9 +24,14 @@ append and append_sync (the ledger's append path vs raw PublishAsync of the
 same bytes), fold (rebuild vs a naive read-modify-write consumer), live lag
 with the whole ledger running at 80% of the measured append maximum, HTTP
 read latencies over a store of --read-proposals proposals, and peak RSS of
-folding 1,000,000 and up to 10,000,000 events (10 minutes at most) in child processes. Every figure is the
-median of --reps repetitions with its spread. Prints a markdown table; the
-last line is "ratios: append=X append_sync=Y fold=Z". Progress goes to
+folding 1,000,000 and up to 10,000,000 events (10 minutes at most) in child processes,
+and the group commit: ingest (ledger publish -f's streamed HTTP NDJSON path
+vs raw atomic batches of the same bytes), ingest_r3 (the same on an
+in-process three-node cluster) and agents (32 HTTP clients appending one
+envelope at a time vs 32 raw per-message publishers), all fsync always.
+Every figure is the median of --reps repetitions with its spread. Prints a
+markdown table; the last line is
+"ratios: append=X append_sync=Y fold=Z ingest=I agents=A". Progress goes to
 stderr. --quick runs small sizes in well under a minute (CI smoke test).`,
 		run: runBench,
 	})

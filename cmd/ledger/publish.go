@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 
 	"github.com/mewledger/ledger/internal/client"
 	"github.com/mewledger/ledger/internal/ndjson"
+	"github.com/mewledger/ledger/internal/progress"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
 )
@@ -33,6 +36,12 @@ Against a ledger started with --auth: --token (LEDGER_TOKEN) for the API, or
 --nats-user with --nats-password-file or --nats-nkey for the submit service
 (a gateway user of the auth configuration).
 
+Over HTTP, lines go out in streamed NDJSON requests of up to --batch lines
+(32 MiB): the ledger appends and answers them while they are still being
+sent, so its group commit always has lines to batch and the answers are
+printed as they come. A progress bar is drawn on stderr when it is a
+terminal.
+
 Prints one result line per input line on stdout, in order:
   {"line":1,"id":"env-req-1","seq":1,"duplicate":false}
   {"line":2,"error":{"code":"missing_field","message":"...","field":"id"}}
@@ -43,8 +52,13 @@ Exit status 1 if any line was refused, 2 if the ledger cannot be reached.`,
 	})
 }
 
-// publishBatch is the most lines sent in one NDJSON request.
-const publishBatch = 500
+// publishBatch is the most lines, and publishBatchBytes the most bytes,
+// sent in one streamed NDJSON request (the ledger's default body limit is
+// 64 MiB).
+const (
+	publishBatch      = 100_000
+	publishBatchBytes = 32 << 20
+)
 
 func runPublish(ctx context.Context, e env, args []string) error {
 	var (
@@ -76,6 +90,7 @@ func runPublish(ctx context.Context, e env, args []string) error {
 		return usageError("--nats-user, --nats-password-file and --nats-nkey go with --nats-url (the API takes --token)")
 	}
 	in := e.stdin
+	var size uint64 // of the input, when known
 	if file != "" && file != "-" {
 		fh, err := os.Open(file)
 		if err != nil {
@@ -83,57 +98,8 @@ func runPublish(ctx context.Context, e env, args []string) error {
 		}
 		defer fh.Close()
 		in = fh
-	}
-
-	var send func(ctx context.Context, batch []ndjson.Line) ([]wire.AppendResult, error)
-	if natsURL != "" {
-		opts, err := creds.options()
-		if err != nil {
-			return err
-		}
-		sub, err := client.DialSubmitter(ctx, natsURL, opts...)
-		if err != nil {
-			return unreachable("NATS", natsURL, err)
-		}
-		defer sub.Close()
-		space := c.space
-		if space == "" {
-			space = ledger.DefaultSpace
-		}
-		maxLines = 1 // one request per envelope, in order
-		send = func(ctx context.Context, batch []ndjson.Line) ([]wire.AppendResult, error) {
-			submit := sub.Submit
-			if kernel {
-				submit = sub.SubmitKernel
-			}
-			r, err := submit(ctx, space, batch[0].Data)
-			if errors.Is(err, client.ErrNoService) {
-				return nil, &unreachableError{msg: err.Error()}
-			}
-			return []wire.AppendResult{r}, err
-		}
-	} else {
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		send = func(ctx context.Context, batch []ndjson.Line) ([]wire.AppendResult, error) {
-			raws := make([][]byte, len(batch))
-			for i, l := range batch {
-				raws[i] = l.Data
-			}
-			publish := cl.PublishLines
-			if kernel {
-				publish = cl.PublishKernelLines
-			}
-			res, err := publish(ctx, c.space, raws)
-			if err != nil {
-				return nil, clientError(c.api, err)
-			}
-			if len(res) != len(batch) {
-				return nil, fmt.Errorf("the ledger at %s answered %d results for %d lines", c.api, len(res), len(batch))
-			}
-			return res, nil
+		if st, err := fh.Stat(); err == nil && st.Mode().IsRegular() {
+			size = uint64(st.Size())
 		}
 	}
 
@@ -155,39 +121,17 @@ func runPublish(ctx context.Context, e env, args []string) error {
 			fmt.Fprintf(e.stderr, "line %d: %s\n", no, msg)
 		}
 	}
-	var batch []ndjson.Line
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		res, err := send(ctx, batch)
-		if err != nil {
-			return err
-		}
-		for i, l := range batch {
-			report(l.No, res[i])
-		}
-		batch = batch[:0]
-		return nil
+	oversize := func(l ndjson.Line) wire.AppendResult {
+		// Over the envelope limit: refused here, as the ledger would.
+		return wire.AppendResult{Error: &wire.Error{Code: ledger.CodeOversize,
+			Message: fmt.Sprintf("envelope is %d bytes, over the limit of %d", l.Size, ledger.MaxEnvelopeBytes)}}
 	}
-	err := ndjson.Split(in, ledger.MaxEnvelopeBytes, func(l ndjson.Line) error {
-		if l.Oversize() {
-			// Over the envelope limit: refused here, as the ledger would.
-			if err := flush(); err != nil {
-				return err
-			}
-			report(l.No, wire.AppendResult{Error: &wire.Error{Code: ledger.CodeOversize,
-				Message: fmt.Sprintf("envelope is %d bytes, over the limit of %d", l.Size, ledger.MaxEnvelopeBytes)}})
-			return nil
-		}
-		batch = append(batch, l)
-		if len(batch) >= maxLines {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
+
+	var err error
+	if natsURL != "" {
+		err = publishNATS(ctx, natsURL, c.space, kernel, creds, in, report, oversize)
+	} else {
+		err = publishHTTP(ctx, c, kernel, in, size, maxLines, e, report, oversize)
 	}
 	if err != nil {
 		return err
@@ -198,4 +142,204 @@ func runPublish(ctx context.Context, e env, args []string) error {
 		return errFailed
 	}
 	return nil
+}
+
+// publishNATS sends one submit request per line, in order.
+func publishNATS(ctx context.Context, natsURL, space string, kernel bool, creds natsCreds, in io.Reader,
+	report func(int, wire.AppendResult), oversize func(ndjson.Line) wire.AppendResult) error {
+	opts, err := creds.options()
+	if err != nil {
+		return err
+	}
+	sub, err := client.DialSubmitter(ctx, natsURL, opts...)
+	if err != nil {
+		return unreachable("NATS", natsURL, err)
+	}
+	defer sub.Close()
+	if space == "" {
+		space = ledger.DefaultSpace
+	}
+	submit := sub.Submit
+	if kernel {
+		submit = sub.SubmitKernel
+	}
+	return ndjson.Split(in, ledger.MaxEnvelopeBytes, func(l ndjson.Line) error {
+		if l.Oversize() {
+			report(l.No, oversize(l))
+			return nil
+		}
+		r, err := submit(ctx, space, l.Data)
+		if errors.Is(err, client.ErrNoService) {
+			return &unreachableError{msg: err.Error()}
+		}
+		if err != nil {
+			return err
+		}
+		report(l.No, r)
+		return nil
+	})
+}
+
+// pubEntry is a line on its way: sent (its answer comes from the ledger)
+// or refused here.
+type pubEntry struct {
+	no    int
+	bytes uint64
+	local *wire.AppendResult
+}
+
+// publishHTTP streams the input to the ledger in NDJSON requests of at
+// most maxLines lines (publishBatchBytes), one after the other, each
+// written by a goroutine while the answers are read and printed: the
+// ledger answers line by line, so it is kept busy for the whole request.
+// The lines go out in input order and the ledger stores them in that
+// order. Blank lines are not sent; oversize lines are refused here and
+// reported in their place.
+func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, size uint64, maxLines int, e env,
+	report func(int, wire.AppendResult), oversize func(ndjson.Line) wire.AppendResult) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	mode := progress.Off // a bar on a terminal; stdout carries the results
+	if progress.IsTerminal(e.stderr) {
+		mode = progress.Bar
+	}
+	unit := "lines"
+	if size > 0 {
+		unit = "bytes"
+	}
+	bar := progress.New(size, progress.Options{Description: "publish", Unit: unit, Out: e.stderr, Mode: mode})
+	var done uint64
+	advance := func(en pubEntry) {
+		if unit == "bytes" {
+			done += en.bytes
+		} else {
+			done++
+		}
+		bar.Update(done, size)
+	}
+
+	// The input is read by one goroutine for the whole run; each request
+	// takes lines from it until its limits.
+	lines := make(chan ndjson.Line, 256)
+	readErr := make(chan error, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(lines)
+		readErr <- ndjson.Split(in, ledger.MaxEnvelopeBytes, func(l ndjson.Line) error {
+			select {
+			case lines <- l:
+				return nil
+			case <-rctx.Done():
+				return rctx.Err()
+			}
+		})
+	}()
+
+	var pending ndjson.Line
+	havePending, eof := false, false
+	for !eof {
+		// The order of what this request carries, as it is written.
+		var (
+			mu    sync.Mutex
+			order []pubEntry
+			head  int
+		)
+		push := func(en pubEntry) { mu.Lock(); order = append(order, en); mu.Unlock() }
+		pop := func() (pubEntry, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if head == len(order) {
+				return pubEntry{}, false
+			}
+			en := order[head]
+			order[head] = pubEntry{}
+			head++
+			return en, true
+		}
+		// flushLocal reports the local refusals at the head of the order.
+		flushLocal := func() {
+			for {
+				mu.Lock()
+				if head == len(order) || order[head].local == nil {
+					mu.Unlock()
+					return
+				}
+				en := order[head]
+				head++
+				mu.Unlock()
+				report(en.no, *en.local)
+				advance(en)
+			}
+		}
+		pr, pw := io.Pipe()
+		sentLines := 0
+		written := make(chan struct{})
+		go func() {
+			defer close(written)
+			var n, nbytes int
+			bw := bufio.NewWriterSize(pw, 64<<10)
+			for n < maxLines && nbytes < publishBatchBytes {
+				l, ok := pending, havePending
+				havePending = false
+				if !ok {
+					l, ok = <-lines
+				}
+				if !ok {
+					eof = true
+					break
+				}
+				en := pubEntry{no: l.No, bytes: uint64(l.Size) + 1}
+				if l.Oversize() {
+					r := oversize(l)
+					en.local = &r
+					push(en)
+					continue
+				}
+				if n > 0 && nbytes+len(l.Data) > publishBatchBytes {
+					pending, havePending = l, true // the next request's first
+					break
+				}
+				push(en)
+				if _, err := bw.Write(l.Data); err != nil {
+					pw.CloseWithError(err)
+					return
+				}
+				_ = bw.WriteByte('\n')
+				n++
+				nbytes += len(l.Data) + 1
+			}
+			sentLines = n
+			pw.CloseWithError(bw.Flush())
+		}()
+		got := 0
+		err := cl.PublishStream(ctx, c.space, kernel, pr, func(r wire.AppendResult) error {
+			flushLocal()
+			en, ok := pop()
+			if !ok || en.local != nil {
+				return fmt.Errorf("the ledger at %s answered more lines than were sent", c.api)
+			}
+			got++
+			report(en.no, r)
+			advance(en)
+			return nil
+		})
+		_ = pr.Close() // unblocks the writer if the request ended early
+		if err != nil {
+			bar.Finish(err)
+			return clientError(c.api, err)
+		}
+		<-written
+		flushLocal()
+		if got != sentLines {
+			err := fmt.Errorf("the ledger at %s answered %d of %d lines", c.api, got, sentLines)
+			bar.Finish(err)
+			return err
+		}
+	}
+	err = <-readErr
+	bar.Finish(err)
+	return err
 }

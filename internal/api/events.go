@@ -2,13 +2,16 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 
+	"github.com/mewledger/ledger/internal/httpauth"
 	"github.com/mewledger/ledger/internal/metrics"
 	"github.com/mewledger/ledger/internal/ndjson"
 	"github.com/mewledger/ledger/internal/wire"
@@ -132,83 +135,219 @@ func (a *API) count(path string, res ledger.Result) {
 	}
 }
 
-// line is one non-blank input line of an NDJSON body.
-type line struct {
-	no      int
-	data    []byte
-	refusal *wire.Error // set for a line over the envelope limit
+// streamAppender is what the streamed NDJSON path needs of an Appender
+// (a *ledger.Appender has it): lines are prepared and handed to the group
+// commit one by one, and answered as their acknowledgements come back.
+// Another Appender gets the lines in chunks of ndjsonChunk (AppendMany).
+type streamAppender interface {
+	Prepare(space string, raw []byte) (*ledger.Prepared, error)
+	Submit(ctx context.Context, p *ledger.Prepared) (*ledger.Pending, error)
 }
 
-// readLines splits an NDJSON body into its non-blank lines (package
-// ndjson). It returns the reader's error: a *http.MaxBytesError when the
-// body is too big.
-func readLines(rd io.Reader, maxLine int64) ([]line, error) {
-	var out []line
-	err := ndjson.Split(rd, int(maxLine), func(l ndjson.Line) error {
-		nl := line{no: l.No, data: l.Data}
-		if l.Oversize() {
-			nl.refusal = &wire.Error{Code: ledger.CodeOversize,
-				Message: fmt.Sprintf("envelope is %d bytes, over the limit of %d", l.Size, maxLine)}
-		}
-		out = append(out, nl)
-		return nil
-	})
-	return out, err
+const (
+	// ndjsonWindow is the most lines of one request read ahead of their
+	// answers, and ndjsonWindowBytes the most bytes they hold: with the
+	// reader's buffer, what bounds an NDJSON request's memory whatever the
+	// body holds (a line is at most MaxBodyBytes; one line over the byte
+	// budget still goes, alone).
+	ndjsonWindow      = 1024
+	ndjsonWindowBytes = 8 << 20
+	// ndjsonChunk is the AppendMany chunk of an Appender without Submit.
+	ndjsonChunk = 256
+)
+
+// ndjsonEntry is one non-blank line on its way to its answer: a refusal,
+// a pending append, or raw bytes for an Appender without Submit.
+type ndjsonEntry struct {
+	no      int
+	size    int64
+	refusal *wire.Error
+	pending *ledger.Pending
+	raw     []byte
 }
 
 // postNDJSON appends one envelope per non-blank line and answers 200 with
 // one result per line, in order (blank lines are skipped; line numbers
-// count them). A body over MaxBatchBytes is 413 and nothing is appended.
+// count them). It streams: lines are read, appended through the group
+// commit and answered as their acknowledgements come back, with at most
+// ndjsonWindow lines (ndjsonWindowBytes) of the request in memory. Every
+// line costs one write of the client's rate budget (the request itself
+// paid for the first). A body of unknown length (chunked) that turns out
+// over MaxBatchBytes is 413 when nothing was read yet; later, the lines read are appended and answered and a last
+// line {"line":N,"error":{"code":"oversize",..}} says where reading
+// stopped. A body whose Content-Length is over MaxBatchBytes is 413 at
+// once, nothing appended.
 func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, kernel bool) {
-	lines, err := readLines(http.MaxBytesReader(w, r.Body, a.opts.MaxBatchBytes), a.opts.MaxBodyBytes)
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
+	if r.ContentLength > a.opts.MaxBatchBytes {
 		a.tooLarge(w, a.opts.MaxBatchBytes, "the NDJSON body")
 		return
-	case err != nil:
-		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBadRequest, Message: "reading the body: " + err.Error()})
-		return
 	}
-	for i := range lines {
-		if lines[i].refusal != nil {
-			continue
-		}
-		env, err := a.envelope(lines[i].data, kernel)
-		if err != nil {
-			lines[i].refusal = wire.FromError(err)
-			continue
-		}
-		lines[i].data = env
-	}
-	raws := make([][]byte, 0, len(lines))
-	idx := make([]int, 0, len(lines)) // raws[i] is lines[idx[i]]
-	for i, l := range lines {
-		if l.refusal == nil {
-			raws = append(raws, l.data)
-			idx = append(idx, i)
-		}
-	}
-	results := make([]wire.AppendResult, len(lines))
-	for i, l := range lines {
-		if l.refusal != nil {
-			a.opts.Metrics.Refused(metrics.PathHTTPNDJSON, l.refusal.Code)
-			results[i] = wire.AppendResult{Line: l.no, Error: l.refusal}
+	ctx := r.Context()
+	// Answer while the body is still being read (HTTP/1.1 full duplex).
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	sa, _ := a.opts.Appender.(streamAppender)
+
+	entries := make(chan ndjsonEntry, ndjsonWindow)
+	budget := make(chan struct{}, 1) // signalled when bytes are released
+	var (
+		mu       sync.Mutex
+		inFlight int64
+		started  bool // the 200 header is written
+	)
+	release := func(n int64) {
+		mu.Lock()
+		inFlight -= n
+		mu.Unlock()
+		select {
+		case budget <- struct{}{}:
+		default:
 		}
 	}
-	for j, res := range a.opts.Appender.AppendMany(r.Context(), space, raws) {
-		a.count(metrics.PathHTTPNDJSON, res)
-		out := wire.FromResult(res)
-		out.Line = lines[idx[j]].no
-		results[idx[j]] = out
+	reserve := func(n int64) error {
+		for {
+			mu.Lock()
+			if inFlight == 0 || inFlight+n <= ndjsonWindowBytes {
+				inFlight += n
+				mu.Unlock()
+				return nil
+			}
+			mu.Unlock()
+			select {
+			case <-budget:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
+
+	bw := bufio.NewWriterSize(w, 32<<10)
 	enc := newEncoder(bw)
-	for _, res := range results {
+	flusher := http.NewResponseController(w)
+	start := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusOK)
+		}
+	}
+	write := func(res wire.AppendResult) {
 		_ = enc.Encode(res)
 	}
-	_ = bw.Flush()
+	// The writer answers the entries in order, flushing whenever it has
+	// caught up with the reader.
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		var chunk []ndjsonEntry
+		flushChunk := func() {
+			raws := make([][]byte, len(chunk))
+			for i, e := range chunk {
+				raws[i] = e.raw
+			}
+			for i, res := range a.opts.Appender.AppendMany(ctx, space, raws) {
+				a.count(metrics.PathHTTPNDJSON, res)
+				out := wire.FromResult(res)
+				out.Line = chunk[i].no
+				write(out)
+				release(chunk[i].size)
+			}
+			chunk = chunk[:0]
+		}
+		for e := range entries {
+			start()
+			switch {
+			case e.raw != nil:
+				chunk = append(chunk, e)
+				if len(chunk) < ndjsonChunk && len(entries) > 0 {
+					continue
+				}
+				flushChunk()
+			case e.refusal != nil:
+				if len(chunk) > 0 {
+					flushChunk()
+				}
+				if e.refusal.Code != wire.CodeBadRequest {
+					a.opts.Metrics.Refused(metrics.PathHTTPNDJSON, e.refusal.Code)
+				}
+				write(wire.AppendResult{Line: e.no, Error: e.refusal})
+				release(e.size)
+			default:
+				res, _ := e.pending.Result(ctx)
+				a.count(metrics.PathHTTPNDJSON, res)
+				out := wire.FromResult(res)
+				out.Line = e.no
+				write(out)
+				release(e.size)
+			}
+			if len(entries) == 0 {
+				if len(chunk) > 0 {
+					flushChunk()
+				}
+				_ = bw.Flush()
+				_ = flusher.Flush()
+			}
+		}
+		if len(chunk) > 0 {
+			flushChunk()
+		}
+		_ = bw.Flush()
+	}()
+
+	first, lastNo := true, 0
+	maxLine := a.opts.MaxBodyBytes
+	err := ndjson.Split(http.MaxBytesReader(w, r.Body, a.opts.MaxBatchBytes), int(maxLine), func(l ndjson.Line) error {
+		lastNo = l.No
+		e := ndjsonEntry{no: l.No, size: int64(len(l.Data))}
+		if err := reserve(e.size); err != nil {
+			return err
+		}
+		if !first { // the request paid for its first envelope
+			if err := httpauth.WaitWrites(ctx, 1); err != nil {
+				release(e.size)
+				return err
+			}
+		}
+		first = false
+		if l.Oversize() {
+			e.refusal = &wire.Error{Code: ledger.CodeOversize,
+				Message: fmt.Sprintf("envelope is %d bytes, over the limit of %d", l.Size, maxLine)}
+		} else if env, err := a.envelope(l.Data, kernel); err != nil {
+			e.refusal = wire.FromError(err)
+		} else if sa == nil {
+			e.raw = env
+		} else if p, err := sa.Prepare(space, env); err != nil {
+			e.refusal = wire.FromError(err)
+		} else if e.pending, err = sa.Submit(ctx, p); err != nil {
+			e.pending = nil
+			e.refusal = wire.FromError(fmt.Errorf("%w: envelope %q: %w", ledger.ErrPublish, p.Decoded.Env.ID, err))
+		}
+		entries <- e
+		return nil
+	})
+	var mbe *http.MaxBytesError
+	switch {
+	case err == nil:
+	case errors.As(err, &mbe):
+		mu.Lock()
+		nothing := !started && lastNo == 0
+		mu.Unlock()
+		if nothing {
+			close(entries)
+			<-written
+			a.tooLarge(w, a.opts.MaxBatchBytes, "the NDJSON body")
+			return
+		}
+		entries <- ndjsonEntry{no: lastNo + 1, refusal: &wire.Error{Code: ledger.CodeOversize,
+			Message: fmt.Sprintf("the NDJSON body is over the limit of %d bytes: reading stopped here; the lines before were appended", a.opts.MaxBatchBytes)}}
+	case ctx.Err() != nil:
+		// The client is gone: nobody to answer.
+	default:
+		entries <- ndjsonEntry{no: lastNo + 1, refusal: &wire.Error{Code: wire.CodeBadRequest, Message: "reading the body: " + err.Error()}}
+	}
+	close(entries)
+	<-written
+	start() // an empty body: 200 with no lines
 }

@@ -57,6 +57,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		syncMax = rate
 	}
+	if o.runs(FigIngest) {
+		if err := r.ingestFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
+	if o.runs(FigIngestR3) {
+		if err := r.ingestR3Figure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
+	if o.runs(FigAgents) {
+		if err := r.agentsFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
 	if o.runs(FigFold) {
 		if err := r.foldFigure(ctx, &o); err != nil {
 			return r, err

@@ -35,6 +35,8 @@ func tinyOptions(t *testing.T) Options {
 		Reps:          3,
 		Proposals:     60,
 		SyncProposals: 12,
+		IngestEvents:  40,
+		AgentEvents:   64,
 		Events:        200,
 		ReadProposals: 150,
 		Gets:          20,
@@ -68,7 +70,7 @@ func TestRunPrintsEveryRowAndTheRatiosLine(t *testing.T) {
 	text := out.String()
 	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
 	last := lines[len(lines)-1]
-	if !regexp.MustCompile(`^ratios: append=\d+\.\d\d append_sync=\d+\.\d\d fold=\d+\.\d\d$`).MatchString(last) {
+	if !regexp.MustCompile(`^ratios: append=\d+\.\d\d append_sync=\d+\.\d\d fold=\d+\.\d\d ingest=\d+\.\d\d agents=\d+\.\d\d$`).MatchString(last) {
 		t.Fatalf("last line %q is not the ratios line\n%s", last, text)
 	}
 	// Both folds wrote something to their WALs, the ledger more per event.
@@ -84,6 +86,9 @@ func TestRunPrintsEveryRowAndTheRatiosLine(t *testing.T) {
 		"| append: events/s",
 		"| append_sync: events/s",
 		"| fold: events/s",
+		"| ingest: events/s",
+		"| agents: events/s",
+		"| ingest_r3: events/s",
 		"| live lag p50",
 		"| live lag p99 (sync_interval always)",
 		"| GET /v1/proposals/{id} p50",
@@ -150,7 +155,7 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestRatiosLineAndFormatting(t *testing.T) {
 	r := &Report{Ratios: map[string]float64{FigAppend: 0.8549, FigFold: 1.3}}
-	if got, want := r.RatiosLine(), "ratios: append=0.85 append_sync=n/a fold=1.30"; got != want {
+	if got, want := r.RatiosLine(), "ratios: append=0.85 append_sync=n/a fold=1.30 ingest=n/a agents=n/a"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 	for _, c := range []struct {

@@ -22,10 +22,12 @@ const (
 	FigLag        = "lag"
 	FigReads      = "reads"
 	FigMemory     = "memory"
+	FigIngest     = "ingest"
+	FigAgents     = "agents"
 )
 
 // Figures lists the figures in the order they run and print.
-var Figures = []string{FigAppend, FigAppendSync, FigFold, FigLag, FigReads, FigMemory}
+var Figures = []string{FigAppend, FigAppendSync, FigFold, FigLag, FigReads, FigMemory, FigIngest, FigAgents, FigIngestR3}
 
 // Sizes of the full mode (the README's table) and of --quick (a CI smoke
 // run well under a minute).
@@ -76,6 +78,12 @@ type Options struct {
 	// SyncProposals is the same for append_sync, where every write is
 	// fsynced. Default 20,000 (quick 600).
 	SyncProposals int
+	// IngestEvents is the number of events of the ingest figure (HTTP
+	// NDJSON, sync always). Default 100,000 (quick 3,000).
+	IngestEvents int
+	// AgentEvents is the number of events the agents figure's 32 clients
+	// append one at a time (sync always). Default 20,000 (quick 1,000).
+	AgentEvents int
 	// Events is the number of events the fold figure rebuilds from.
 	// Default 200,000 (quick 5,000).
 	Events int
@@ -130,6 +138,8 @@ func (o *Options) Validate() error {
 	}
 	pick(&o.Proposals, FullProposals, QuickProposals)
 	pick(&o.SyncProposals, FullSyncProposals, QuickSyncProposals)
+	pick(&o.IngestEvents, 100_000, 3_000)
+	pick(&o.AgentEvents, 20_000, 1_000)
 	pick(&o.Events, FullEvents, QuickEvents)
 	pick(&o.ReadProposals, FullReadProposals, QuickReadProposals)
 	pick(&o.Gets, FullGets, QuickGets)
@@ -163,7 +173,7 @@ func (o *Options) Validate() error {
 	switch {
 	case o.Reps < 3:
 		return fmt.Errorf("%w: reps %d, want ≥ 3 (a spread needs three)", ErrOptions, o.Reps)
-	case o.Proposals < 1 || o.SyncProposals < 1 || o.ReadProposals < 1:
+	case o.Proposals < 1 || o.SyncProposals < 1 || o.ReadProposals < 1 || o.IngestEvents < 1 || o.AgentEvents < Agents:
 		return fmt.Errorf("%w: proposal counts must be ≥ 1", ErrOptions)
 	case o.Events < 1 || o.Gets < 1 || o.Lists < 1:
 		return fmt.Errorf("%w: event and request counts must be ≥ 1", ErrOptions)

@@ -66,7 +66,7 @@ type Report struct {
 }
 
 // RatiosLine is the report's last line:
-// "ratios: append=X append_sync=Y fold=Z", two decimals, n/a for a figure
+// "ratios: append=X append_sync=Y fold=Z ingest=I agents=A", two decimals, n/a for a figure
 // that did not run.
 func (r *Report) RatiosLine() string {
 	f := func(name string) string {
@@ -76,7 +76,7 @@ func (r *Report) RatiosLine() string {
 		}
 		return strconv.FormatFloat(v, 'f', 2, 64)
 	}
-	return fmt.Sprintf("ratios: append=%s append_sync=%s fold=%s", f(FigAppend), f(FigAppendSync), f(FigFold))
+	return fmt.Sprintf("ratios: append=%s append_sync=%s fold=%s ingest=%s agents=%s", f(FigAppend), f(FigAppendSync), f(FigFold), f(FigIngest), f(FigAgents))
 }
 
 // Markdown writes the report: a header (mode, command, machine, load), the

@@ -389,3 +389,56 @@ func (c *Client) Verify(ctx context.Context) (*wire.VerifyResult, error) {
 	}
 	return &res, nil
 }
+
+// PublishStream appends the envelopes read from body (NDJSON, one per
+// line) as one streamed POST and calls each with every answer, in order,
+// as the ledger sends them back: the ledger reads, appends and answers
+// line by line, so neither side holds the whole body. The answers' line
+// numbers are the body's (blank lines counted). An error from each stops
+// reading the answers and ends the request.
+func (c *Client) PublishStream(ctx context.Context, space string, kernel bool, body io.Reader, each func(wire.AppendResult) error) error {
+	q := url.Values{}
+	if space != "" {
+		q.Set("space", space)
+	}
+	if kernel {
+		q.Set("kernel", "1")
+	}
+	u := c.opts.API + "/v1/events?" + q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
+	if err != nil {
+		return fmt.Errorf("client: POST /v1/events: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	resp, err := c.long().Do(req)
+	if err != nil {
+		if isUnreachable(err) {
+			return fmt.Errorf("%w: %s: %w", ErrUnreachable, c.opts.API, err)
+		}
+		return fmt.Errorf("client: POST /v1/events: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var eb wire.ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error != nil {
+			return &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Field: eb.Error.Field}
+		}
+		return &APIError{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode),
+			Message: fmt.Sprintf("unexpected answer from %s (is it a ledger?): %.200s", c.opts.API, data)}
+	}
+	dec := json.NewDecoder(resp.Body)
+	for n := 1; dec.More(); n++ {
+		var r wire.AppendResult
+		if err := dec.Decode(&r); err != nil {
+			return fmt.Errorf("client: NDJSON answer line %d: %w", n, err)
+		}
+		if err := each(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -122,9 +122,11 @@ func TestCrashConsistency(t *testing.T) {
 }
 
 // TestCrashConsistencySyncAlways is the same with the product default,
-// fsync before every acknowledgement, on a smaller log: one kill.
+// fsync before every acknowledgement, on a smaller log: two kills. The
+// publishers' Appenders write through the group commit (atomic batches,
+// one fsync each), so the kills land in batched load.
 func TestCrashConsistencySyncAlways(t *testing.T) {
-	runCrash(t, 2, 600, 1, "always")
+	runCrash(t, 4, 5_000, 2, "always")
 }
 
 func runCrash(t *testing.T, publishers, perPublisher, kills int, syncInterval string) {

@@ -1,6 +1,7 @@
 package httpauth
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net"
@@ -21,7 +22,7 @@ const (
 	sweepEvery = time.Second
 )
 
-// RateConfig is a per-client token bucket: PerSecond requests a second on
+// RateConfig is a per-client token bucket: PerSecond writes (envelopes) a second on
 // average, bursts of up to Burst. The zero value means the defaults (50/s,
 // burst 100); PerSecond < 0 turns the limit off.
 type RateConfig struct {
@@ -99,10 +100,16 @@ func ClientKey(r *http.Request) string {
 	return "ip:" + host
 }
 
-// Allow takes one request of key's budget. When over the limit it returns
-// false and how long until a request would be allowed.
-func (l *Limiter) Allow(key string) (bool, time.Duration) {
-	if l.cfg.Off() {
+// Allow takes one write of key's budget. When over the limit it returns
+// false and how long until a write would be allowed.
+func (l *Limiter) Allow(key string) (bool, time.Duration) { return l.AllowN(key, 1) }
+
+// AllowN takes n writes (envelopes) of key's budget at once, or none:
+// when over the limit it returns false and how long until n would be
+// allowed (a second when n is over the burst: never at once). A limit
+// that is off allows everything.
+func (l *Limiter) AllowN(key string, n int) (bool, time.Duration) {
+	if l.cfg.Off() || n <= 0 {
 		return true, 0
 	}
 	now := l.now()
@@ -120,7 +127,7 @@ func (l *Limiter) Allow(key string) (bool, time.Duration) {
 		lim = rate.NewLimiter(rate.Limit(l.cfg.PerSecond), l.cfg.Burst)
 		l.clients[key] = lim
 	}
-	res := lim.ReserveN(now, 1)
+	res := lim.ReserveN(now, n)
 	if !res.OK() {
 		return false, time.Second
 	}
@@ -152,11 +159,66 @@ func (l *Limiter) Clients() int {
 	return len(l.clients)
 }
 
-// Wrap limits next per client (ClientKey): over the limit it answers 429
-// with Retry-After in whole seconds (at least 1).
+// WaitN takes n writes of key's budget, waiting for them while ctx
+// allows (as long as the budget needs to refill: a bulk write is slowed to
+// the limit, not refused). n over the burst is taken a burst at a time.
+func (l *Limiter) WaitN(ctx context.Context, key string, n int) error {
+	if l.cfg.Off() {
+		return nil
+	}
+	for n > 0 {
+		k := min(n, l.cfg.Burst)
+		for {
+			ok, wait := l.AllowN(key, k)
+			if ok {
+				break
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		n -= k
+	}
+	return nil
+}
+
+// budgetKey is the context key of a request's write budget.
+type budgetKey struct{}
+
+type budget struct {
+	l   *Limiter
+	key string
+}
+
+// WaitWrites takes n more writes (envelopes) of the budget of the client
+// whose request ctx belongs to, waiting while the budget refills (see
+// Limiter.WaitN). A request that did not go through a Limiter's Wrap, or
+// whose limit is off, has no budget: WaitWrites returns nil at once. This
+// is how a request carrying many envelopes (NDJSON) pays one write per
+// envelope (SPEC §10): Wrap took the first.
+func WaitWrites(ctx context.Context, n int) error {
+	b, ok := ctx.Value(budgetKey{}).(budget)
+	if !ok {
+		return nil
+	}
+	return b.l.WaitN(ctx, b.key, n)
+}
+
+// Wrap limits next per client (ClientKey): a request costs one write
+// (more through WaitWrites); over the limit it answers 429 with
+// Retry-After in whole seconds (at least 1). A limit that is off adds
+// nothing to the request.
 func (l *Limiter) Wrap(next http.Handler) http.Handler {
+	if l.cfg.Off() {
+		return next
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok, wait := l.Allow(ClientKey(r))
+		key := ClientKey(r)
+		ok, wait := l.Allow(key)
 		if !ok {
 			secs := max(1, int64(math.Ceil(wait.Seconds())))
 			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
@@ -164,6 +226,6 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 				fmt.Sprintf("write rate limit exceeded (%g/s, burst %d); retry after %ds", l.cfg.PerSecond, l.cfg.Burst, secs))
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, budget{l, key})))
 	})
 }

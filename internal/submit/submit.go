@@ -231,6 +231,10 @@ func (s *Service) serve(req micro.Request) {
 			Message: fmt.Sprintf("the subject's space token is not a valid encoding: %v", err)}}, StatusRefused)
 		return
 	}
+	if items, batch, err := batchItems(req); batch {
+		s.serveBatch(req, space, items, err)
+		return
+	}
 	var res ledger.Result
 	env, err := s.envelope(req)
 	if err != nil {

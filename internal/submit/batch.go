@@ -1,0 +1,164 @@
+package submit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/metrics"
+	"github.com/mewledger/ledger/internal/ndjson"
+	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/ledger"
+)
+
+// Batch requests (one request, many envelopes, one result per line).
+const (
+	// HeaderContentType set to application/x-ndjson (or another NDJSON
+	// media type) makes a request a batch of one envelope per line; set to
+	// application/json with a body that is a JSON array, a batch of the
+	// array's envelopes. Any other request is one envelope (a top-level
+	// array without the header is refused as not_json, as before).
+	HeaderContentType = "Content-Type"
+	// MaxBatchEnvelopes bounds the envelopes of one batch request, so that
+	// its reply (about 100 bytes a line) fits a NATS message.
+	MaxBatchEnvelopes = 1000
+)
+
+// batchAppender is what a batch request needs of the Appender (a
+// *ledger.Appender has it): every envelope handed to the group commit
+// before any is awaited, so a batch request is stored in a few atomic
+// batches. Another Appender appends them one at a time.
+type batchAppender interface {
+	Prepare(space string, raw []byte) (*ledger.Prepared, error)
+	Submit(ctx context.Context, p *ledger.Prepared) (*ledger.Pending, error)
+}
+
+var ndjsonTypes = map[string]bool{
+	"application/x-ndjson": true, "application/ndjson": true, "application/jsonl": true,
+	"application/x-jsonl": true, "application/json-lines": true,
+}
+
+// batchItem is one envelope of a batch request: its line (NDJSON) or
+// 1-based index (array), and its bytes.
+type batchItem struct {
+	no   int
+	data []byte
+}
+
+// batchItems reports whether req is a batch request and, if so, its
+// envelopes; the error refuses the whole request.
+func batchItems(req micro.Request) ([]batchItem, bool, error) {
+	data := req.Data()
+	mt, _, _ := mime.ParseMediaType(req.Headers().Get(HeaderContentType))
+	if ndjsonTypes[mt] {
+		var items []batchItem
+		err := ndjson.Split(bytes.NewReader(data), len(data)+1, func(l ndjson.Line) error {
+			if len(items) == MaxBatchEnvelopes {
+				return errTooMany
+			}
+			items = append(items, batchItem{no: l.No, data: l.Data})
+			return nil
+		})
+		return items, true, err
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n"); mt != "application/json" || len(t) == 0 || t[0] != '[' {
+		return nil, false, nil
+	}
+	var arr []json.RawMessage
+	if err := json.Unmarshal(data, &arr); err != nil {
+		return nil, true, fmt.Errorf("the batch is not a JSON array: %w", err)
+	}
+	if len(arr) > MaxBatchEnvelopes {
+		return nil, true, errTooMany
+	}
+	items := make([]batchItem, len(arr))
+	for i, r := range arr {
+		items[i] = batchItem{no: i + 1, data: r}
+	}
+	return items, true, nil
+}
+
+var errTooMany = fmt.Errorf("a batch request takes at most %d envelopes", MaxBatchEnvelopes)
+
+// serveBatch appends a batch request's envelopes in order and replies
+// with one result per envelope, as NDJSON, each naming its line (or array
+// index). A refused envelope does not stop the others; the reply has no
+// error status unless the whole request was refused.
+func (s *Service) serveBatch(req micro.Request, space string, items []batchItem, err error) {
+	if err != nil {
+		code := ledger.CodeNotJSON
+		if errors.Is(err, errTooMany) {
+			code = ledger.CodeTooMany
+		}
+		s.opts.Metrics.Refused(metrics.PathSubmit, code)
+		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: code, Message: err.Error()}}, StatusRefused)
+		return
+	}
+	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))
+	ba, _ := s.opts.Appender.(batchAppender)
+	results := make([]ledger.Result, len(items))
+	pending := make([]*ledger.Pending, len(items))
+	for i, it := range items {
+		env := it.data
+		if s.opts.WrapKernel != nil && (force || ledger.MaybeBareKernel(env)) {
+			if env, err = s.opts.WrapKernel(env); err != nil {
+				results[i].Err = err
+				continue
+			}
+		}
+		if ba == nil {
+			results[i], _ = s.opts.Appender.Append(s.ctx, space, env)
+			continue
+		}
+		p, err := ba.Prepare(space, env)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		if pending[i], err = ba.Submit(s.ctx, p); err != nil {
+			results[i] = ledger.Result{ID: p.Decoded.Env.ID, Err: fmt.Errorf("%w: envelope %q: %w", ledger.ErrPublish, p.Decoded.Env.ID, err)}
+		}
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	for i, it := range items {
+		if pending[i] != nil {
+			results[i], _ = pending[i].Result(s.ctx)
+		}
+		res := results[i]
+		switch r, refused := ledger.AsRefusal(res.Err); {
+		case res.Err == nil:
+			s.opts.Metrics.Appended(metrics.PathSubmit, res.Duplicate)
+		case refused:
+			s.opts.Metrics.Refused(metrics.PathSubmit, r.Code)
+		default:
+			s.opts.Metrics.AppendError(metrics.PathSubmit)
+		}
+		w := wire.FromResult(res)
+		w.Line = it.no
+		_ = enc.Encode(w)
+	}
+	if req.Reply() == "" {
+		return
+	}
+	if !strings.HasPrefix(req.Reply(), nats.InboxPrefix) {
+		// Only inboxes, as for single replies: the service publishes with
+		// its own rights, which reach the event subjects.
+		s.log.Warn().Str(logging.KeySubject, req.Reply()).Msg("submit reply subject is not an inbox (_INBOX.…): not answered")
+		return
+	}
+	msg := &nats.Msg{Subject: req.Reply(), Data: out.Bytes(), Header: nats.Header{HeaderContentType: []string{"application/x-ndjson"}}}
+	if err := s.nc.PublishMsg(msg); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		s.log.Debug().Err(err).Msg("reply")
+	}
+}

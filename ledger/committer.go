@@ -1,0 +1,701 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/mewledger/ledger/subjects"
+)
+
+// Group commit defaults (SPEC §4), chosen by measurement on a 2-core
+// machine with sync_interval always (README, "Group commit").
+const (
+	// DefaultMaxBatch is the most envelopes one atomic batch carries. The
+	// server refuses batches over 1000 (max_batch_size); 256 already puts
+	// one fsync under hundreds of envelopes, and a smaller batch leaves
+	// room to pipeline.
+	DefaultMaxBatch = 256
+	// DefaultMaxBatchBytes bounds a batch's payload bytes. A batch always
+	// takes at least one envelope, however big.
+	DefaultMaxBatchBytes = 4 << 20
+	// DefaultBatchesInFlight is how many batches may be sent and not yet
+	// resolved (the server allows 50 per stream). With 1, the next batch
+	// is sent only once the previous one is resolved, so the stream
+	// stores envelopes strictly in acceptance order even when a batch
+	// has to be published one envelope at a time; envelopes accepted
+	// meanwhile gather into the next batch. Measured (README), more in
+	// flight gains little on one node, where the server commits batches
+	// one at a time anyway.
+	DefaultBatchesInFlight = 1
+	// DefaultLinger is how long a batch waits for more envelopes once
+	// the queue is empty. 0: none. Batches still form under load, because
+	// envelopes accepted while DefaultBatchesInFlight batches are out wait
+	// for a slot and then leave together.
+	DefaultLinger = 0
+	// DefaultMinAtomic is the smallest group written as an atomic batch;
+	// a smaller one is published as plain messages, pipelined on the
+	// connection. Measured on one node with sync always: an atomic batch
+	// costs about 7 ms whatever its size up to ~16 (nats-server stages an
+	// R1 batch in a temporary file store it creates, fsyncs and removes),
+	// a plain message under 1 ms.
+	DefaultMinAtomic = 32
+	// maxServerBatch is nats-server's default max_batch_size.
+	maxServerBatch = 1000
+)
+
+// Header names the ledger sets on stored messages.
+const (
+	// HeaderMsgIDClash marks an envelope stored under a derived
+	// Nats-Msg-Id because other bytes were found stored under its own
+	// (SPEC §4, verified duplicates). Its value is the clashing
+	// Nats-Msg-Id. The fold flags msg_id_clash on it.
+	HeaderMsgIDClash = "Ledger-Msg-Id-Clash"
+	// JetStream atomic batch headers (nats-server ≥ 2.12, ADR-50).
+	headerBatchID     = "Nats-Batch-Id"
+	headerBatchSeq    = "Nats-Batch-Sequence"
+	headerBatchCommit = "Nats-Batch-Commit"
+)
+
+// CommitOptions bound the group commit of an Appender. Zero fields take
+// their defaults.
+type CommitOptions struct {
+	// MaxBatch is the most envelopes in one atomic batch (1..1000).
+	// Default DefaultMaxBatch. 1 turns batching off (every envelope is
+	// published on its own, still through the committer's ordering).
+	MaxBatch int
+	// MaxBatchBytes bounds a batch's payload. Default DefaultMaxBatchBytes.
+	MaxBatchBytes int
+	// MinAtomic is the smallest group of envelopes written as one atomic
+	// batch; smaller groups are published as plain messages, still in
+	// order on one connection. Default DefaultMinAtomic; 1 makes every
+	// group atomic.
+	MinAtomic int
+	// Linger is how long an unfilled batch waits for more envelopes before
+	// it is sent. Default DefaultLinger (none); negative means none.
+	Linger time.Duration
+	// BatchesInFlight is how many batches may await their commit ack at
+	// once. Default DefaultBatchesInFlight.
+	BatchesInFlight int
+	// Queue is how many accepted envelopes may wait for a batch; Submit
+	// blocks while it is full. Default 2 × MaxBatch × BatchesInFlight.
+	Queue int
+}
+
+// Validate fills in defaults and checks the options.
+func (o *CommitOptions) Validate() error {
+	if o.MaxBatch == 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxBatchBytes == 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if o.MinAtomic == 0 {
+		o.MinAtomic = DefaultMinAtomic
+	}
+	if o.Linger < 0 {
+		o.Linger = 0
+	}
+	if o.BatchesInFlight == 0 {
+		o.BatchesInFlight = DefaultBatchesInFlight
+	}
+	if o.Queue == 0 {
+		o.Queue = 2 * o.MaxBatch * o.BatchesInFlight
+	}
+	switch {
+	case o.MaxBatch < 1 || o.MaxBatch > maxServerBatch:
+		return fmt.Errorf("%w: Commit.MaxBatch %d, want 1..%d", ErrAppenderOptions, o.MaxBatch, maxServerBatch)
+	case o.MinAtomic < 1:
+		return fmt.Errorf("%w: Commit.MinAtomic %d, want ≥ 1", ErrAppenderOptions, o.MinAtomic)
+	case o.MaxBatchBytes < 1:
+		return fmt.Errorf("%w: Commit.MaxBatchBytes %d, want ≥ 1", ErrAppenderOptions, o.MaxBatchBytes)
+	case o.BatchesInFlight < 1 || o.BatchesInFlight > 50:
+		return fmt.Errorf("%w: Commit.BatchesInFlight %d, want 1..50", ErrAppenderOptions, o.BatchesInFlight)
+	case o.Queue < 1:
+		return fmt.Errorf("%w: Commit.Queue %d, want ≥ 1", ErrAppenderOptions, o.Queue)
+	}
+	return nil
+}
+
+// ErrClosed is wrapped by the error of an append submitted to, or still
+// waiting in, a closed Appender.
+var ErrClosed = errors.New("ledger: appender closed")
+
+// Pending is an accepted append whose acknowledgement is on its way.
+type Pending struct {
+	p    *Prepared
+	done chan struct{}
+	res  Result
+}
+
+// Done is closed when Result is ready.
+func (pd *Pending) Done() <-chan struct{} { return pd.done }
+
+// Result waits for the append's outcome (or ctx) and returns it, as
+// AppendPrepared does. The error is Result.Err. When ctx ends first, the
+// append may still be stored; the Result then wraps ErrPublish and
+// ctx.Err().
+func (pd *Pending) Result(ctx context.Context) (Result, error) {
+	select {
+	case <-pd.done:
+	default:
+		select {
+		case <-pd.done:
+		case <-ctx.Done():
+			r := Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject,
+				Err: fmt.Errorf("%w: envelope %q to %s: %w", ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, ctx.Err())}
+			return r, r.Err
+		}
+	}
+	return pd.res, pd.res.Err
+}
+
+// batch is one atomic batch: its members in acceptance order.
+type batch struct {
+	id    string
+	items []*Pending
+	reply chan *nats.Msg // the commit's answer (cap 1)
+	err   error          // a send error: the batch's outcome is unknown
+	solo  bool           // one envelope sent recently: published on its own
+	plain bool           // fewer than MinAtomic: plain messages, one reply each
+}
+
+// committer gathers submitted appends into JetStream atomic batches
+// (SPEC §4, group commit). One goroutine (gather) takes envelopes in
+// acceptance order, forms batches and publishes them in that order on
+// one connection, so the stream stores them in that order; another
+// (complete) awaits the batches' commit acks in the same order and
+// resolves every member, so callers are acknowledged in acceptance order.
+type committer struct {
+	a      *Appender
+	nc     *nats.Conn
+	o      CommitOptions
+	in     chan *Pending
+	window chan struct{} // batches in flight
+	out    chan *batch   // sent, awaiting their acks, in order
+	inbox  string        // reply subject prefix of commits
+	carry  *Pending      // gather's: the first of the next batch
+	recent recentIDs     // gather's: Nats-Msg-Ids sent lately
+	sub    *nats.Subscription
+
+	mu      sync.Mutex
+	waiting map[string]chan *nats.Msg // batch id → reply
+
+	batches, envelopes, plain, fallbacks atomic.Int64
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+func newCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*committer, error) {
+	c := &committer{
+		a: a, nc: nc, o: o,
+		in:      make(chan *Pending, o.Queue),
+		recent:  newRecentIDs(recentIDsCap),
+		window:  make(chan struct{}, o.BatchesInFlight),
+		out:     make(chan *batch, o.BatchesInFlight),
+		inbox:   nc.NewInbox(),
+		waiting: map[string]chan *nats.Msg{},
+		stop:    make(chan struct{}),
+	}
+	sub, err := nc.Subscribe(c.inbox+".*", c.onReply)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: appender: commit replies: %w", err)
+	}
+	c.sub = sub
+	c.wg.Add(2)
+	go c.gather()
+	go c.complete()
+	return c, nil
+}
+
+// close stops the committer: envelopes not yet sent fail with ErrClosed;
+// batches sent are awaited (bounded by AckTimeout). Safe twice.
+func (c *committer) close() {
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		c.wg.Wait()
+		_ = c.sub.Unsubscribe()
+	})
+}
+
+func (c *committer) onReply(m *nats.Msg) {
+	id := m.Subject[len(c.inbox)+1:]
+	c.mu.Lock()
+	ch := c.waiting[id]
+	delete(c.waiting, id)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- m // cap 1, one reply per batch
+	}
+}
+
+// submit queues p; it blocks while the queue is full.
+func (c *committer) submit(ctx context.Context, p *Prepared) (*Pending, error) {
+	pd := &Pending{p: p, done: make(chan struct{})}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case <-c.stop:
+		return nil, ErrClosed
+	default:
+	}
+	select {
+	case c.in <- pd:
+		return pd, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.stop:
+		return nil, ErrClosed
+	}
+}
+
+// gather forms batches in acceptance order and sends them.
+func (c *committer) gather() {
+	defer c.wg.Done()
+	defer close(c.out)
+	for {
+		first := c.carry
+		c.carry = nil
+		if first == nil {
+			select {
+			case first = <-c.in:
+			case <-c.stop:
+				c.failQueued()
+				return
+			}
+		}
+		// Take a window slot first: while every slot is busy, envelopes
+		// pile up in the queue and leave together in the next batch.
+		select {
+		case c.window <- struct{}{}:
+		case <-c.stop:
+			c.resolve(first, c.closedResult(first.p))
+			c.failQueued()
+			return
+		}
+		b := &batch{items: []*Pending{first}}
+		size := len(first.p.Raw)
+		// An envelope this committer sent recently is probably a
+		// duplicate, which would make the server refuse its whole batch:
+		// it goes in a batch of its own. So does one whose Nats-Msg-Id is
+		// already in the batch being formed.
+		solo := c.recent.has(first.p.MsgID)
+		c.recent.add(first.p.MsgID)
+		add := func(pd *Pending) (full bool) {
+			if c.recent.has(pd.p.MsgID) {
+				c.carry = pd
+				return true
+			}
+			c.recent.add(pd.p.MsgID)
+			b.items = append(b.items, pd)
+			size += len(pd.p.Raw)
+			return size >= c.o.MaxBatchBytes
+		}
+		var linger <-chan time.Time
+		var timer *time.Timer
+		if c.o.Linger > 0 {
+			timer = time.NewTimer(c.o.Linger)
+			linger = timer.C
+		}
+	fill:
+		for !solo && len(b.items) < c.o.MaxBatch {
+			select {
+			case pd := <-c.in:
+				if add(pd) {
+					break fill
+				}
+				continue
+			default:
+			}
+			if linger == nil {
+				break
+			}
+			select {
+			case pd := <-c.in:
+				if add(pd) {
+					break fill
+				}
+			case <-linger:
+				break fill
+			case <-c.stop:
+				break fill
+			}
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if b.solo = solo; !solo {
+			c.send(b)
+		}
+		c.out <- b
+	}
+}
+
+// failQueued answers every queued envelope with ErrClosed.
+func (c *committer) failQueued() {
+	if c.carry != nil {
+		c.resolve(c.carry, c.closedResult(c.carry.p))
+		c.carry = nil
+	}
+	for {
+		select {
+		case pd := <-c.in:
+			c.resolve(pd, c.closedResult(pd.p))
+		default:
+			return
+		}
+	}
+}
+
+func (c *committer) closedResult(p *Prepared) Result {
+	return Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
+		Err: fmt.Errorf("%w: envelope %q to %s: %w", ErrPublish, p.Decoded.Env.ID, p.Subject, ErrClosed)}
+}
+
+// send publishes b's members with the atomic batch headers, the last one
+// with the commit header and a reply subject. A single envelope is
+// published as a batch of one too: the reply path is the same.
+func (c *committer) send(b *batch) {
+	b.id = nuid.Next()
+	n := len(b.items)
+	if n < c.o.MinAtomic {
+		c.sendPlain(b)
+		return
+	}
+	b.reply = make(chan *nats.Msg, 1)
+	c.mu.Lock()
+	c.waiting[b.id] = b.reply
+	c.mu.Unlock()
+	for i, pd := range b.items {
+		m := c.a.msg(pd.p)
+		m.Header.Set(jetstream.MsgIDHeader, pd.p.MsgID)
+		m.Header.Set(jetstream.ExpectedStreamHeader, subjects.StreamName)
+		m.Header.Set(headerBatchID, b.id)
+		m.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
+		if i == n-1 {
+			m.Header.Set(headerBatchCommit, "1")
+			m.Reply = c.inbox + "." + b.id
+		}
+		if err := c.nc.PublishMsg(m); err != nil {
+			b.err = err
+			c.mu.Lock()
+			delete(c.waiting, b.id)
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// batchAck is a commit's answer.
+type batchAck struct {
+	Stream string              `json:"stream"`
+	Seq    uint64              `json:"seq"`
+	Batch  string              `json:"batch"`
+	Count  int                 `json:"count"`
+	Error  *jetstream.APIError `json:"error,omitempty"`
+}
+
+// complete awaits the batches in the order they were sent and resolves
+// their members.
+func (c *committer) complete() {
+	defer c.wg.Done()
+	for b := range c.out {
+		c.finish(b)
+		<-c.window
+	}
+}
+
+// await waits for b's commit ack (bounded by AckTimeout) and checks it.
+func (c *committer) await(b *batch) (batchAck, error) {
+	var ack batchAck
+	if b.err != nil {
+		return ack, b.err
+	}
+	var err error
+	t := time.NewTimer(c.a.opts.AckTimeout)
+	select {
+	case m := <-b.reply:
+		t.Stop()
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			err = nats.ErrNoResponders // no stream to answer
+		} else if jerr := json.Unmarshal(m.Data, &ack); jerr != nil {
+			err = fmt.Errorf("%w: %w", jetstream.ErrInvalidJSAck, jerr)
+		} else if ack.Error != nil {
+			err = ack.Error
+		}
+	case <-t.C:
+		err = nats.ErrTimeout
+	}
+	c.mu.Lock()
+	delete(c.waiting, b.id)
+	c.mu.Unlock()
+	n := len(b.items)
+	if err == nil && (ack.Stream != subjects.StreamName || ack.Count != n || ack.Seq < uint64(n)) {
+		err = fmt.Errorf("%w: batch ack %+v for %d envelopes", jetstream.ErrInvalidJSAck, ack, n)
+	}
+	return ack, err
+}
+
+// stored resolves the members of a batch stored with ack.
+func (c *committer) stored(b *batch, ack batchAck, attempts int) {
+	c.batches.Add(1)
+	c.envelopes.Add(int64(len(b.items)))
+	first := ack.Seq - uint64(len(b.items)) + 1
+	for i, pd := range b.items {
+		c.resolve(pd, Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: first + uint64(i)})
+	}
+}
+
+// finish resolves b's members: from the commit ack when the batch was
+// stored, else through recover.
+func (c *committer) finish(b *batch) {
+	if b.plain {
+		c.finishPlain(b, 1)
+		return
+	}
+	if b.solo {
+		ctx, cancel := c.ctx()
+		defer cancel()
+		r := c.a.publishOne(ctx, b.items[0].p)
+		c.resolve(b.items[0], r)
+		return
+	}
+	ack, err := c.await(b)
+	if err == nil {
+		c.stored(b, ack, 1)
+		return
+	}
+	c.fallbacks.Add(1)
+	ctx, cancel := c.ctx()
+	defer cancel()
+	c.recover(ctx, b.items, err, 1)
+}
+
+// recover stores, in order, the members of a batch that was not
+// acknowledged as stored (err says why). When a member's Nats-Msg-Id was
+// a duplicate (the server refuses the whole batch without saying which),
+// the batch is halved and each half committed again in order, down to
+// single envelopes: a duplicate costs about 2·log2(n) commits, and its
+// batch-mates are still stored in batches. Any other failure (a lost
+// connection or ack, a timeout: the batch may or may not be stored) has
+// every member published one by one under its own Nats-Msg-Id
+// (publishOne): what the batch stored is answered as a duplicate, what
+// it did not is stored, so nothing is stored twice and nothing is
+// acknowledged that was not stored.
+func (c *committer) recover(ctx context.Context, items []*Pending, err error, attempts int) {
+	if len(items) > 1 && isBatchDuplicate(err) && ctx.Err() == nil {
+		h := len(items) / 2
+		for _, half := range [][]*Pending{items[:h], items[h:]} {
+			b := &batch{items: half}
+			c.send(b)
+			if b.plain { // small: plain messages, each answered
+				c.finishPlain(b, attempts+1)
+				continue
+			}
+			ack, err := c.await(b)
+			if err == nil {
+				c.stored(b, ack, attempts+1)
+				continue
+			}
+			c.recover(ctx, half, err, attempts+1)
+		}
+		return
+	}
+	if c.a.opts.MaxRetries < 0 && !isBatchDuplicate(err) {
+		// No retries wanted: the batch's error is every member's.
+		for _, pd := range items {
+			c.resolve(pd, Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts,
+				Err: fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, attempts, err)})
+		}
+		return
+	}
+	for _, pd := range items {
+		r := c.a.publishOne(ctx, pd.p)
+		r.Attempts += attempts
+		c.resolve(pd, r)
+	}
+}
+
+// errCodeBatchDuplicate is nats-server's "atomic publish batch contains
+// duplicate message id".
+const errCodeBatchDuplicate jetstream.ErrorCode = 10201
+
+func isBatchDuplicate(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchDuplicate
+}
+
+// ctx is cancelled when the committer stops.
+func (c *committer) ctx() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+func (c *committer) resolve(pd *Pending, r Result) {
+	pd.res = r
+	close(pd.done)
+}
+
+// CommitStats counts what an Appender's committer did.
+type CommitStats struct {
+	// Batches is the number of atomic batches stored, Envelopes the
+	// envelopes they carried.
+	Batches, Envelopes int64
+	// Plain is the number of envelopes stored as plain messages, in
+	// groups smaller than CommitOptions.MinAtomic.
+	Plain int64
+	// Fallbacks is the number of batches that were not acknowledged as
+	// stored (a duplicate member, a lost connection, a timeout) and whose
+	// members were therefore committed again in smaller batches or one
+	// by one.
+	Fallbacks int64
+}
+
+// CommitStats returns the committer's counters so far.
+func (a *Appender) CommitStats() CommitStats {
+	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load()}
+}
+
+// recentIDsCap is how many recently sent Nats-Msg-Ids the committer
+// remembers (about 2 MiB).
+const recentIDsCap = 16384
+
+// recentIDs is a set of the last n strings added (a ring and a map of
+// counts).
+type recentIDs struct {
+	ring []string
+	next int
+	n    map[string]int
+}
+
+func newRecentIDs(n int) recentIDs {
+	return recentIDs{ring: make([]string, n), n: make(map[string]int, n)}
+}
+
+func (r *recentIDs) has(id string) bool { return r.n[id] > 0 }
+
+func (r *recentIDs) add(id string) {
+	if old := r.ring[r.next]; old != "" {
+		if r.n[old]--; r.n[old] == 0 {
+			delete(r.n, old)
+		}
+	}
+	r.ring[r.next] = id
+	r.n[id]++
+	r.next = (r.next + 1) % len(r.ring)
+}
+
+// sendPlain publishes b's members as plain messages, each with its
+// Nats-Msg-Id and its own reply subject (<inbox>.<batch id>-<index>).
+func (c *committer) sendPlain(b *batch) {
+	b.plain = true
+	n := len(b.items)
+	b.reply = make(chan *nats.Msg, n)
+	keys := make([]string, n)
+	c.mu.Lock()
+	for i := range n {
+		keys[i] = b.id + "-" + strconv.Itoa(i)
+		c.waiting[keys[i]] = b.reply
+	}
+	c.mu.Unlock()
+	for i, pd := range b.items {
+		m := c.a.msg(pd.p)
+		m.Header.Set(jetstream.MsgIDHeader, pd.p.MsgID)
+		m.Header.Set(jetstream.ExpectedStreamHeader, subjects.StreamName)
+		m.Reply = c.inbox + "." + keys[i]
+		if err := c.nc.PublishMsg(m); err != nil {
+			b.err = err
+			break
+		}
+	}
+}
+
+// finishPlain resolves the members of a plain group from their acks: a
+// duplicate is verified; a member without a good ack (a send error, a
+// timeout, an error answer) is published again on its own (publishOne).
+func (c *committer) finishPlain(b *batch, attempts int) {
+	n := len(b.items)
+	acks := make([]*nats.Msg, n)
+	if b.err == nil {
+		t := time.NewTimer(c.a.opts.AckTimeout)
+	collect:
+		for got := 0; got < n; {
+			select {
+			case m := <-b.reply:
+				sfx := m.Subject[len(c.inbox)+1+len(b.id)+1:]
+				if i, err := strconv.Atoi(sfx); err == nil && i >= 0 && i < n && acks[i] == nil {
+					acks[i] = m
+					got++
+				}
+			case <-t.C:
+				break collect
+			}
+		}
+		t.Stop()
+	}
+	c.mu.Lock()
+	for i := range n {
+		delete(c.waiting, b.id+"-"+strconv.Itoa(i))
+	}
+	c.mu.Unlock()
+	ctx, cancel := c.ctx()
+	defer cancel()
+	for i, pd := range b.items {
+		var ack struct {
+			Stream    string              `json:"stream"`
+			Seq       uint64              `json:"seq"`
+			Duplicate bool                `json:"duplicate"`
+			Error     *jetstream.APIError `json:"error"`
+		}
+		if acks[i] == nil || json.Unmarshal(acks[i].Data, &ack) != nil || ack.Error != nil || ack.Stream != subjects.StreamName || ack.Seq == 0 {
+			c.fallbacks.Add(1)
+			if c.a.opts.MaxRetries < 0 { // no retries wanted
+				err := b.err
+				switch {
+				case err != nil:
+				case acks[i] == nil:
+					err = nats.ErrTimeout
+				case acks[i].Header.Get("Status") == "503":
+					err = nats.ErrNoResponders
+				case ack.Error != nil:
+					err = ack.Error
+				default:
+					err = fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, acks[i].Data)
+				}
+				c.resolve(pd, Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts,
+					Err: fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, attempts, err)})
+				continue
+			}
+			r := c.a.publishOne(ctx, pd.p)
+			r.Attempts += attempts
+			c.resolve(pd, r)
+			continue
+		}
+		r := Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: ack.Seq, Duplicate: ack.Duplicate}
+		if r.Duplicate {
+			r = c.a.verify(ctx, pd.p, r)
+		} else {
+			c.plain.Add(1)
+		}
+		c.resolve(pd, r)
+	}
+}

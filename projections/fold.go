@@ -32,7 +32,7 @@ type Event struct {
 // HeaderMsgIDClash is the header the appender sets on a message it stored
 // under a derived Nats-Msg-Id after a verified clash (SPEC §4); readers of
 // the stream set Event.MsgIDClash from it.
-const HeaderMsgIDClash = "Ledger-Msg-Id-Clash"
+const HeaderMsgIDClash = ledger.HeaderMsgIDClash
 
 // EventFlags are facts about a stored event the fold needs besides its
 // bytes, kept with a parked orphan so that it folds the same on release.

@@ -6,6 +6,7 @@ package projections
 import "github.com/mewledger/ledger/projections/model"
 
 type (
+	Change            = model.Change
 	Approval          = model.Approval
 	Effect            = model.Effect
 	ExclusiveWindow   = model.ExclusiveWindow

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/api"
 	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -117,6 +118,30 @@ var operations = []op{
 	{method: "get", path: "/v1/stats", summary: "Counts by state, rejection and withdrawal reason, anomaly, event type and effect.", role: "auditor",
 		params: reads(), example: "/v1/stats",
 		responses: append([]resp{{status: 200, desc: "The space's statistics.", schema: "Stats", example: true}}, readErr...)},
+	{method: "get", path: "/v1/gaps", summary: "The recording gaps of bridges (SPEC §14), oldest first, paged by cursor.", role: "auditor",
+		params: reads(param{name: "limit", in: "query", typ: "integer", desc: "Page size."},
+			param{name: "cursor", in: "query", typ: "string", desc: "The next_cursor of the previous page."}),
+		example:   "/v1/gaps",
+		responses: append([]resp{{status: 200, desc: "A page of gaps.", schema: "Gaps", example: true}}, readErr...)},
+	{method: "post", path: "/v1/gaps", summary: "A bridge reports a recording gap; the ledger writes the ledger/gap event itself (sender ledger).", role: "writer",
+		params: []param{pSpace},
+		body:   &reqBody{desc: "The gap: bridge, times, last envelope seen, reason.", content: map[string]string{"application/json": "GapReport"}},
+		responses: []resp{{status: 202, desc: "Stored (a repeated report is a duplicate).", schema: "AppendResult"},
+			errResp(400, "The report is malformed: field names the member."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the writer role or the space."),
+			errResp(413, "The report is over the size limit."), errResp(503, "Not acknowledged; retrying is safe.")}},
+	{method: "get", path: "/v1/watch", summary: "Server-Sent Events: one event per change of a proposal's state or anomalies, in stream order; the SSE id is the sequence, and a reconnect with Last-Event-ID misses nothing.", role: "auditor",
+		params: []param{pSpace, {name: "proposal", in: "query", typ: "string", desc: "Only this proposal."}, {name: "state", in: "query", typ: "string", desc: "Only changes into this state.", enum: states()},
+			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (Last-Event-ID wins when both are given)."},
+			{name: "Last-Event-ID", in: "header", typ: "string", desc: "The id of the last event received: the stream resumes after it."}},
+		responses: []resp{{status: 200, desc: "text/event-stream: events whose data is a Change (JSON), and heartbeat comments.", media: "text/event-stream", schema: "Change"},
+			errResp(400, "A parameter is unknown or malformed."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/v1/changes", summary: "The change index as JSON pages (what /v1/watch streams), for charts and scripts.", role: "auditor",
+		params: []param{pSpace, {name: "proposal", in: "query", typ: "string", desc: "Only this proposal."}, {name: "state", in: "query", typ: "string", desc: "Only changes into this state.", enum: states()},
+			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (the previous page's through)."}, {name: "limit", in: "query", typ: "integer", desc: "Page size (1..1000, default 256)."}},
+		example:   "/v1/changes",
+		responses: []resp{{status: 200, desc: "A page of changes.", schema: "ChangesPage", example: true}, errResp(400, "A parameter is unknown or malformed."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/ui/", summary: "The auditor's console (HTML, CSS and JavaScript embedded in the binary); it reads this API.",
+		responses: []resp{{status: 200, desc: "The console.", media: "text/html"}}},
 	{method: "get", path: "/v1/status", summary: "Both sides of the projection's lag.", role: "auditor",
 		params: []param{pSpace, pMinSeq}, example: "/v1/status",
 		responses: append([]resp{{status: 200, desc: "Stream and projection sequences.", schema: "Status", example: true}}, readErr...)},
@@ -157,7 +182,14 @@ var schemaTypes = map[string]reflect.Type{
 	"ErrorBody":     reflect.TypeFor[wire.ErrorBody](),
 	"RebuildStatus": reflect.TypeFor[wire.RebuildStatus](),
 	"VerifyResult":  reflect.TypeFor[wire.VerifyResult](),
+	"Gaps":          reflect.TypeFor[wire.Gaps](),
+	"GapReport":     reflect.TypeFor[ledger.Gap](),
+	"Change":        reflect.TypeFor[projections.Change](),
+	"ChangesPage":   reflect.TypeFor[api.ChangesPage](),
 }
+
+// schemaNames names the components whose Go names collide.
+var schemaNames = map[reflect.Type]string{reflect.TypeFor[ledger.Gap](): "GapReport"}
 
 // enums of named string types.
 var enums = map[reflect.Type][]string{
@@ -205,6 +237,9 @@ func (r *reflector) schema(t reflect.Type) any {
 		return map[string]any{}
 	case reflect.Struct:
 		name := t.Name()
+		if n, ok := schemaNames[t]; ok {
+			name = n
+		}
 		if name == "" {
 			return r.object(t)
 		}
@@ -386,6 +421,17 @@ func liveAnswers(t *testing.T) (map[string]any, map[string][]byte, []string) {
 	} {
 		last = l.post(env).Seq
 	}
+	// A bridge's gap report, so that GET /v1/gaps has one to show.
+	if st, _, body := l.do(http.MethodPost, "/v1/gaps", "application/json", []byte(`{"bridge":"ledger-recorder","mew_space":"demo","gateway":"ws://127.0.0.1:8090",`+
+		`"last_envelope":"env-resp-1","disconnected_at":"2026-01-02T03:04:05Z","reconnected_at":"2026-01-02T03:04:09Z","reason":"read: EOF"}`)); st != http.StatusAccepted {
+		t.Fatalf("POST /v1/gaps: %d %s", st, body)
+	} else {
+		var r wire.AppendResult
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		last = r.Seq
+	}
 	examples := map[string]any{}
 	raws := map[string][]byte{}
 	for _, o := range operations {
@@ -394,7 +440,11 @@ func liveAnswers(t *testing.T) (map[string]any, map[string][]byte, []string) {
 		}
 		method := strings.ToUpper(o.method)
 		path := o.example
-		if method == http.MethodGet && strings.HasPrefix(path, "/v1/") && !strings.HasPrefix(path, "/v1/ops/") {
+		takesMinSeq := false
+		for _, p := range o.params {
+			takesMinSeq = takesMinSeq || p.name == "min_seq"
+		}
+		if method == http.MethodGet && takesMinSeq {
 			sep := "?"
 			if strings.Contains(path, "?") {
 				sep = "&"

@@ -439,3 +439,24 @@ func (s *Stats) Clone() *Stats {
 	c.NoteKinds = cp(s.NoteKinds)
 	return &c
 }
+
+// Change is one change of a proposal's state or anomalies: what /v1/watch
+// streams. PrevState is empty when the change created the proposal; Added
+// are the anomalies the change raised. Event is the event that decided
+// the proposal when the change left pending (DecidedBy its sender), the
+// proposal itself when the change created it pending, else empty: the
+// proposal's history says which event raised an anomaly. Everything in it
+// comes from the proposal record, so the index does not depend on the
+// order of a batch's writes or on where batches end.
+type Change struct {
+	Seq       uint64        `json:"seq"`
+	Space     string        `json:"space"`
+	ID        string        `json:"id"`
+	State     ProposalState `json:"state"`
+	PrevState ProposalState `json:"prev_state,omitempty"`
+	Anomalies []string      `json:"anomalies"`
+	Added     []string      `json:"added,omitempty"`
+	Event     string        `json:"event,omitempty"`
+	DecidedBy string        `json:"decided_by,omitempty"`
+	At        time.Time     `json:"at"`
+}

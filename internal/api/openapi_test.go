@@ -419,7 +419,7 @@ func liveAnswers(t *testing.T) (map[string]any, map[string][]byte, []string) {
 		`{"protocol":"mew/v0.4","id":"reject-789","from":"fs-agent","kind":"mcp/reject","correlation_id":["env-req-2"],"payload":{"reason":"unsafe"}}`,
 		`{"protocol":"mew/v0.4","id":"chat-1","from":"fs-agent","kind":"chat","correlation_id":["reject-789"],"payload":{"text":"deleting /etc would break the host"}}`,
 	} {
-		last = l.post(env).Seq
+		l.post(env)
 	}
 	// A bridge's gap report, so that GET /v1/gaps has one to show.
 	if st, _, body := l.do(http.MethodPost, "/v1/gaps", "application/json", []byte(`{"bridge":"ledger-recorder","mew_space":"demo","gateway":"ws://127.0.0.1:8090",`+

@@ -87,7 +87,7 @@ func (a *App) openStream(ctx context.Context, store *projections.Store) error {
 		a.log.Warn().Str(logging.KeyComponent, "log-check").Str("setting", r).
 			Msg("the LEDGER stream's settings differed from the ledger's; brought to the ledger's")
 	}
-	problem, err := a.compareLog(st, store)
+	problem, err := a.compareLog(st, store, store.AppliedSeq())
 	if err != nil {
 		return err
 	}
@@ -110,14 +110,18 @@ func missingProblem(cp uint64, recorded string) string {
 		subjects.StreamName, cp, from)
 }
 
-// compareLog compares the stream st with store and records st's identity
-// in a store that has none. It returns the problem found, or "".
-func (a *App) compareLog(st ledger.StreamState, store *projections.Store) (string, error) {
+// compareLog compares the stream st with store, whose checkpoint was cp
+// before st was read, and records st's identity in a store that has none.
+// It returns the problem found, or "". The checkpoint must be read before
+// the stream: while serving, the projector folds on, and a checkpoint read
+// after the stream's state may be past its last sequence for events
+// appended in between (a false "checkpoint beyond the log").
+func (a *App) compareLog(st ledger.StreamState, store *projections.Store, cp uint64) (string, error) {
 	recorded, err := store.StreamIdentity()
 	if err != nil {
 		return "", fmt.Errorf("app: %w", err)
 	}
-	cp, id := store.AppliedSeq(), st.Identity()
+	id := st.Identity()
 	switch {
 	case recorded != "" && recorded != id:
 		return fmt.Sprintf("stream %s was recreated: it is %s, but the projection (at seq %d) was folded from %s",
@@ -155,6 +159,7 @@ func (a *App) checkLog(ctx context.Context) (string, error) {
 		return p, nil
 	}
 	p := a.current()
+	cp := p.store.AppliedSeq() // before the stream's state: see compareLog
 	st, err := ledger.CheckStream(ctx, a.js, a.streamOptions())
 	problem := ""
 	switch {
@@ -170,7 +175,7 @@ func (a *App) checkLog(ctx context.Context) (string, error) {
 		return "", err
 	default:
 		a.logRestored(st.Restored)
-		if problem, err = a.compareLog(st, p.store); err != nil {
+		if problem, err = a.compareLog(st, p.store, cp); err != nil {
 			return "", err
 		}
 	}

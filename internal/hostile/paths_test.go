@@ -98,6 +98,9 @@ func essence(p *projections.Proposal) *projections.Proposal {
 	}
 	for i := range c.Fulfillments {
 		c.Fulfillments[i].Seq = 0
+		for j := range c.Fulfillments[i].Responses {
+			c.Fulfillments[i].Responses[j].Seq = 0
+		}
 	}
 	for i := range c.Approvals {
 		c.Approvals[i].Seq = 0

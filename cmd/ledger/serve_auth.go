@@ -77,6 +77,7 @@ func applyAuth(o *app.Options, authFile, certFile, keyFile string, limits limitF
 			return usageError("--auth: %v", err)
 		}
 		o.NATSOptions = append(o.NATSOptions, opts...)
+		o.Durables = append([]string{}, cfg.NATS.Service.Durables...)
 		if !cfg.DurableListed(o.Durable) {
 			log.Warn().Str(logging.KeyDurable, o.Durable).
 				Msg("the projector's durable is not in nats.service.durables of --auth: auditors are not kept away from it")

@@ -11,6 +11,7 @@ import (
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The log and the projection checked against each other (issue 15,
@@ -178,6 +179,11 @@ func (a *App) checkLog(ctx context.Context) (string, error) {
 		if problem, err = a.compareLog(st, p.store, cp); err != nil {
 			return "", err
 		}
+		if problem == "" {
+			if err := a.reapDurables(ctx); err != nil {
+				return "", err
+			}
+		}
 	}
 	if problem == "" {
 		return "", nil
@@ -225,4 +231,40 @@ func (a *App) runLogCheck(ctx context.Context) {
 		}
 		cancel()
 	}
+}
+
+// reapDurables deletes the durable consumers of the LEDGER stream that are
+// not the ledger's own (Options.Durables), when that list is set, and
+// logs each deletion. Ephemeral consumers (no durable name) are left to
+// their inactivity threshold.
+func (a *App) reapDurables(ctx context.Context) error {
+	if a.opts.Durables == nil {
+		return nil
+	}
+	allowed := map[string]bool{a.opts.Durable: true}
+	for _, d := range a.opts.Durables {
+		allowed[d] = true
+	}
+	s, err := a.js.Stream(ctx, subjects.StreamName)
+	if err != nil {
+		return fmt.Errorf("app: consumers of %s: %w", subjects.StreamName, err)
+	}
+	lister := s.ListConsumers(ctx)
+	var extra []string
+	for ci := range lister.Info() {
+		if d := ci.Config.Durable; d != "" && !allowed[d] {
+			extra = append(extra, d)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return fmt.Errorf("app: consumers of %s: %w", subjects.StreamName, err)
+	}
+	for _, d := range extra {
+		if err := s.DeleteConsumer(ctx, d); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("app: delete consumer %q: %w", d, err)
+		}
+		a.log.Error().Str(logging.KeyComponent, "log-check").Str(logging.KeyDurable, d).
+			Msg("deleted a durable consumer of the LEDGER stream that is not in nats.service.durables: only the ledger's projectors may keep one")
+	}
+	return nil
 }

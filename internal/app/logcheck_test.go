@@ -199,3 +199,47 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestForeignDurableDeleted: with a list of the ledger's durables (what
+// --auth's nats.service.durables gives), a durable consumer someone else
+// created on LEDGER — an auditor may create consumers to read the log,
+// and NATS permissions cannot tell a durable from an ephemeral one — is
+// deleted at the next log check; the listed durables, the projector's own
+// and ephemeral consumers are left alone.
+func TestForeignDurableDeleted(t *testing.T) {
+	a := apptest.Start(t, func(o *app.Options) {
+		o.Durables = []string{"projector-b"}
+		o.LogCheckInterval = 50 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := a.JetStream().Stream(ctx, "LEDGER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"intruder", "projector-b"} {
+		if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: d, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eph, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ephName := eph.CachedInfo().Name
+	for {
+		_, err := s.Consumer(ctx, "intruder")
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the foreign durable is still there: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, name := range []string{"projector-b", a.Options().Durable, ephName} {
+		if _, err := s.Consumer(ctx, name); err != nil {
+			t.Errorf("consumer %q: %v, want it kept", name, err)
+		}
+	}
+}

@@ -104,6 +104,14 @@ type Options struct {
 	// kernel's accept queue until one closes. Default DefaultMaxConns
 	// (512); negative: no cap.
 	MaxConns int
+	// Durables, when not nil, are the only durable consumers allowed on
+	// the LEDGER stream (with --auth: nats.service.durables, plus Durable):
+	// any other durable consumer is deleted at each log check and the
+	// deletion logged. NATS permissions cannot tell a durable consumer
+	// from an ephemeral one, so auditors, who may read the log through
+	// consumers, could otherwise leave durables behind for ever. nil (the
+	// open mode) touches no consumer.
+	Durables []string
 	// LogCheckInterval is how often the log and the projection are checked
 	// against each other while serving (logcheck.go). Default
 	// DefaultLogCheckInterval.

@@ -363,7 +363,7 @@ func TestHostileRawPublishes(t *testing.T) {
 			continue
 		}
 		byEffect[e.Effect]++
-		_, perr := subjects.ParseEvent(h.subject)
+		subj, perr := subjects.ParseEvent(h.subject)
 		switch {
 		case perr != nil:
 			if e.Effect != projections.EffectInvalid || e.Code != projections.CodeBadSubject {
@@ -373,6 +373,11 @@ func TestHostileRawPublishes(t *testing.T) {
 			want, _ := ledger.AsRefusal(derr)
 			if e.Effect != projections.EffectInvalid || e.Code != want.Code {
 				t.Errorf("%s (%s): %s/%s, want invalid/%s", h.c.Name, h.shape, e.Effect, e.Code, want.Code)
+			}
+		case d.Type == ledger.TypeIgnored && subj.Sender != d.Env.From:
+			// The sender check holds for every kind: not ignored, spoofed.
+			if e.Effect != projections.EffectInvalid || e.Code != projections.CodeSpoofedSender {
+				t.Errorf("%s (%s, %q): %s/%s, want invalid/%s", h.c.Name, h.shape, h.subject, e.Effect, e.Code, projections.CodeSpoofedSender)
 			}
 		case d.Type == ledger.TypeIgnored:
 			if e.Effect != projections.EffectIgnored && e.Effect != projections.EffectDuplicate {

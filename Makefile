@@ -9,7 +9,7 @@ BIN          ?= bin/ledger
 # race detector needs it.
 NOCGO        := CGO_ENABLED=0
 
-.PHONY: run build test lint fuzz bench clean
+.PHONY: run build test lint fuzz bench clean browser
 
 ## run: start `ledger serve` with the embedded defaults (data in ./data, API on 127.0.0.1:8080)
 run:
@@ -19,11 +19,17 @@ run:
 build:
 	$(NOCGO) $(GO) build -buildvcs=auto -o $(BIN) ./cmd/ledger
 
-## test: every test, with the race detector, never cached
-test:
+## test: every test, with the race detector, never cached (installs Debian's
+## chromium first when missing: the console's browser tests need it)
+test: browser
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 STATICCHECK  ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+## browser: a headless Chromium for the console's tests (apt-get, when missing)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium for the console's browser tests"; \
+		apt-get update -qq && apt-get install -y -qq chromium; }
 
 ## lint: gofmt, go vet and staticcheck
 lint:

@@ -232,3 +232,38 @@ func TestEnsureStreamTurnsOnAtomic(t *testing.T) {
 		t.Fatal("allow_atomic still off")
 	}
 }
+
+// TestCommitOptionsForSync: on a stream whose every write is synced the
+// committer writes atomic batches; on one synced on an interval it
+// publishes plain pipelined messages (an atomic batch saves no fsync
+// there); an unknown server keeps atomic batches. Each way stores every
+// envelope once, in order.
+func TestCommitOptionsForSync(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		sync   time.Duration
+		known  bool
+		atomic bool
+	}{{"always", 0, true, true}, {"interval", time.Minute, true, false}, {"unknown", time.Minute, false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			_, _, js, _ := ledgerJS(t)
+			a := newAppender(t, js, ledger.AppenderOptions{Commit: ledger.CommitOptionsForSync(c.sync, c.known)})
+			raws := make([][]byte, 300)
+			for i := range raws {
+				raws[i] = tProposal(fmt.Sprintf("s-%d", i), "alice").raw()
+			}
+			var last uint64
+			for i, r := range a.AppendMany(ctx, "", raws) {
+				if r.Err != nil || r.Seq <= last {
+					t.Fatalf("envelope %d: %+v after seq %d", i, r, last)
+				}
+				last = r.Seq
+			}
+			s := a.CommitStats()
+			if got := s.Batches > 0; got != c.atomic || s.Envelopes+s.Plain != 300 {
+				t.Fatalf("stats %+v: atomic batches %v, want %v", s, got, c.atomic)
+			}
+		})
+	}
+}

@@ -150,7 +150,8 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		_ = store.Close()
 		return nil, err
 	}
-	if a.appender, err = ledger.NewAppender(a.js, ledger.AppenderOptions{Space: o.Space, Limits: o.Limits}); err != nil {
+	if a.appender, err = ledger.NewAppender(a.js, ledger.AppenderOptions{Space: o.Space, Limits: o.Limits,
+		Commit: ledger.CommitOptionsForSync(o.SyncInterval, o.Embedded())}); err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("app: %w", err)
 	}

@@ -46,7 +46,14 @@ func appendLedger(ctx context.Context, o *Options, evs []event, syncAlways bool)
 		return 0, err
 	}
 	defer e.close()
-	a, err := ledger.NewAppender(e.js, ledger.AppenderOptions{MaxInFlight: o.Window})
+	// The ledger's own policy for the server the bench starts: atomic
+	// batches when every write is synced, plain pipelined messages when
+	// not (ledger.CommitOptionsForSync, as ledger serve does).
+	var sync time.Duration
+	if !syncAlways {
+		sync = time.Minute
+	}
+	a, err := ledger.NewAppender(e.js, ledger.AppenderOptions{MaxInFlight: o.Window, Commit: ledger.CommitOptionsForSync(sync, true)})
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)
 	}

@@ -51,29 +51,8 @@ func (s *Service) addGapEndpoint(svc micro.Service) error {
 	return nil
 }
 
-// handleGap hands a gap report to a handler goroutine, as handle does.
-func (s *Service) handleGap(req micro.Request) {
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: wire.CodeShuttingDown, Message: "the submit service is stopping; retry"}}, StatusUnavailable)
-		return
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	select {
-	case s.sem <- struct{}{}:
-	case <-s.ctx.Done():
-		s.wg.Done()
-		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: wire.CodeShuttingDown, Message: "the submit service is stopping; retry"}}, StatusUnavailable)
-		return
-	}
-	go func() {
-		defer s.wg.Done()
-		defer func() { <-s.sem }()
-		s.serveGap(req)
-	}()
-}
+// handleGap runs on the gap endpoint's subscription goroutine.
+func (s *Service) handleGap(req micro.Request) { s.dispatch(req, s.serveGap) }
 
 func (s *Service) serveGap(req micro.Request) {
 	space, err := subjects.ParseGap(req.Subject())

@@ -195,10 +195,13 @@ func (s *Service) Info() micro.Info { return s.svc.Info() }
 // Stats returns the micro service's stats.
 func (s *Service) Stats() micro.Stats { return s.svc.Stats() }
 
-// handle runs on the endpoint subscription's goroutine: it hands the
-// request to a handler goroutine (waiting for a slot, which keeps the
-// subscription's pending limits as backpressure).
-func (s *Service) handle(req micro.Request) {
+// handle runs on the submit endpoint's subscription goroutine.
+func (s *Service) handle(req micro.Request) { s.dispatch(req, s.serve) }
+
+// dispatch hands a request of any endpoint to a handler goroutine running
+// serve (waiting for a slot, which keeps the subscription's pending limits
+// as backpressure); a stopping service answers shutting_down.
+func (s *Service) dispatch(req micro.Request, serve func(micro.Request)) {
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -217,7 +220,7 @@ func (s *Service) handle(req micro.Request) {
 	go func() {
 		defer s.wg.Done()
 		defer func() { <-s.sem }()
-		s.serve(req)
+		serve(req)
 	}()
 }
 

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -469,35 +468,7 @@ type Due struct {
 // expires_at is at or before now, earliest deadline first. The index holds
 // only pending proposals with a deadline, so the expirer never scans others.
 func (s *Store) DueExpiries(now time.Time, limit int) ([]Due, error) {
-	if limit <= 0 {
-		limit = 1000
-	}
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.release()
-	lower := []byte{tagDeadline}
-	upper := prefixEnd(lower)
-	if n := clampNanos(now); n < math.MaxInt64 {
-		upper = appendNanos([]byte{tagDeadline}, n+1)
-	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return nil, fmt.Errorf("projections: due expiries: %w", err)
-	}
-	var out []Due
-	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
-		n, sp, id, err := readDeadlineKey(it.Key())
-		if err != nil {
-			_ = it.Close()
-			return nil, fmt.Errorf("projections: due expiries: key %q: %w", it.Key(), err)
-		}
-		out = append(out, Due{Space: sp, ID: id, Deadline: time.Unix(0, n).UTC()})
-	}
-	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("projections: due expiries: %w", err)
-	}
-	return out, nil
+	return s.DueExpiriesAfter(now, nil, limit)
 }
 
 // Metrics returns Pebble's metrics of the store (diagnostics and

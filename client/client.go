@@ -198,6 +198,24 @@ func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, q
 	return nil
 }
 
+// Do calls any route of the API, for the routes this package has no
+// method for (the operations endpoints /v1/ops/..., POST /v1/gaps): path
+// is the route from its leading slash, query its parameters (nil for
+// none; the client's space is not added), body and contentType the
+// request's ("" for none). A 2xx JSON answer is decoded into out: a
+// *[]byte gets the bytes exactly as sent, nil discards them. Errors are
+// those of every other call: an *Error for an answer that says no, an
+// error wrapping ErrUnreachable when no ledger answers. With long set,
+// ctx alone bounds the call (not Options.HTTP's timeout): for operations
+// that may take as long as a rebuild.
+func (c *Client) Do(ctx context.Context, method, path string, query url.Values, body io.Reader, contentType string, long bool, out any) error {
+	hc := c.opts.HTTP
+	if long {
+		hc = c.streaming()
+	}
+	return c.do(ctx, hc, method, path, query, body, contentType, out)
+}
+
 // isUnreachable reports whether err means no server answered.
 func isUnreachable(err error) bool {
 	var op *net.OpError

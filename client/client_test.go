@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"strconv"
@@ -75,5 +76,52 @@ func TestAppendStreamOrder(t *testing.T) {
 	})
 	if err != nil || got != n {
 		t.Fatalf("streamed %d of %d: %v", got, n, err)
+	}
+}
+
+// TestRawAndDo: the …Raw reads return the ledger's JSON as sent, the Form
+// filter reaches the server, and Do calls a route without a method of its
+// own (an operation) with the client's error handling.
+func TestRawAndDo(t *testing.T) {
+	ctx := context.Background()
+	c, err := client.New(client.Options{API: ledgerURL, Space: "raw-and-do"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"raw-1","from":"agent","to":["fs"],"kind":"mcp/proposal","payload":{"method":"tools/call"}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := &client.ReadOptions{MinSeq: ack.Seq}
+	raw, err := c.HistoryRaw(ctx, "raw-1", ro)
+	if err != nil || !strings.Contains(string(raw), `"id":"raw-1"`) || !strings.Contains(string(raw), `"space":"raw-and-do"`) {
+		t.Fatalf("history raw: %s %v", raw, err)
+	}
+	raw, err = c.ListPageRaw(ctx, client.ListFilter{Proposer: "agent"}, "", ro)
+	var page client.Page
+	if err != nil || json.Unmarshal(raw, &page) != nil || len(page.Proposals) != 1 || page.Proposals[0].ID != "raw-1" {
+		t.Fatalf("list raw: %s %v", raw, err)
+	}
+	raw, err = c.StatsRaw(ctx, ro)
+	var st client.Stats
+	if err != nil || json.Unmarshal(raw, &st) != nil || st.ByState["pending"] != 1 {
+		t.Fatalf("stats raw: %s %v", raw, err)
+	}
+	// An mcp/proposal has no bid form: with the filter sent, nothing matches.
+	p, err := c.ListPage(ctx, client.ListFilter{Form: "bid"}, "", ro)
+	if err != nil || len(p.Proposals) != 0 {
+		t.Fatalf("list form=bid: %+v %v", p, err)
+	}
+
+	var verify struct {
+		OK  bool   `json:"ok"`
+		Seq uint64 `json:"seq"`
+	}
+	if err := c.Do(ctx, "POST", "/v1/ops/verify", nil, nil, "", true, &verify); err != nil || !verify.OK || verify.Seq < ack.Seq {
+		t.Fatalf("do verify: %+v %v", verify, err)
+	}
+	err = c.Do(ctx, "GET", "/v1/no-such-route", nil, nil, "", false, nil)
+	if !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("do on a missing route: %v, want ErrNotFound", err)
 	}
 }

@@ -37,6 +37,10 @@ type Status struct {
 	StreamSeq    uint64 `json:"stream_seq"`
 	ProjectedSeq uint64 `json:"projected_seq"`
 	Lag          uint64 `json:"lag"`
+	// LogProblem says what is wrong between the log and the projection
+	// (the stream deleted or recreated, history removed, ...); while it
+	// is set the ledger is not ready and folds nothing.
+	LogProblem string `json:"log_problem,omitempty"`
 }
 
 // Get returns one proposal. A proposal that does not exist is an *Error
@@ -53,6 +57,13 @@ func (c *Client) Get(ctx context.Context, id string, ro *ReadOptions) (*Proposal
 func (c *Client) GetRaw(ctx context.Context, id string, ro *ReadOptions) ([]byte, error) {
 	var raw []byte
 	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id), c.readValues(ro), nil, "", &raw)
+	return raw, err
+}
+
+// HistoryRaw returns the JSON of History exactly as the ledger sent it.
+func (c *Client) HistoryRaw(ctx context.Context, id string, ro *ReadOptions) ([]byte, error) {
+	var raw []byte
+	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id)+"/history", c.readValues(ro), nil, "", &raw)
 	return raw, err
 }
 
@@ -77,6 +88,9 @@ type ListFilter struct {
 	Since, Until string
 	// Kernel proposals: by action type, target resource type, domain.
 	ActionType, ResourceType, Domain string
+	// Form selects proposals with an event of this lifecycle form (e.g.
+	// "bid", "proposal-response", "meup.lifecycle/status").
+	Form string
 	// Limit is the page size (server default when 0).
 	Limit int
 }
@@ -84,7 +98,7 @@ type ListFilter struct {
 func (c *Client) listValues(f ListFilter, cursor string, ro *ReadOptions) url.Values {
 	q := c.readValues(ro)
 	for k, v := range map[string]string{"state": f.State, "proposer": f.Proposer, "target": f.Target, "anomaly": f.Anomaly,
-		"since": f.Since, "until": f.Until, "action_type": f.ActionType, "resource_type": f.ResourceType, "domain": f.Domain, "cursor": cursor} {
+		"since": f.Since, "until": f.Until, "action_type": f.ActionType, "resource_type": f.ResourceType, "domain": f.Domain, "form": f.Form, "cursor": cursor} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -103,6 +117,13 @@ func (c *Client) ListPage(ctx context.Context, f ListFilter, cursor string, ro *
 		return nil, err
 	}
 	return &p, nil
+}
+
+// ListPageRaw returns the JSON of ListPage exactly as the ledger sent it.
+func (c *Client) ListPageRaw(ctx context.Context, f ListFilter, cursor string, ro *ReadOptions) ([]byte, error) {
+	var raw []byte
+	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals", c.listValues(f, cursor, ro), nil, "", &raw)
+	return raw, err
 }
 
 // List iterates over every proposal the filter selects, newest first,
@@ -137,6 +158,13 @@ func (c *Client) Stats(ctx context.Context, ro *ReadOptions) (*Stats, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// StatsRaw returns the JSON of Stats exactly as the ledger sent it.
+func (c *Client) StatsRaw(ctx context.Context, ro *ReadOptions) ([]byte, error) {
+	var raw []byte
+	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/stats", c.readValues(ro), nil, "", &raw)
+	return raw, err
 }
 
 // Status returns the stream's last sequence, the projection's, and the

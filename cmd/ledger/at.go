@@ -96,7 +96,7 @@ func renderAt(w io.Writer, answer any, space string) error {
 	case *projections.Proposal:
 		return renderProposal(w, a)
 	case wire.History:
-		return renderHistory(w, &a)
+		return renderHistory(w, a.ID, a.Space, a.Events)
 	case wire.List:
 		if err := renderList(w, a.Proposals); err != nil {
 			return err

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/client"
 )
 
 // unreachableError: no ledger to talk to (exit status 2).
@@ -76,14 +76,15 @@ func (c *clientOpts) client() (*client.Client, error) {
 	return cl, nil
 }
 
-func (c *clientOpts) read() client.ReadOptions {
-	return client.ReadOptions{Space: c.space, MinSeq: c.minSeq}
+func (c *clientOpts) read() *client.ReadOptions {
+	return &client.ReadOptions{Space: c.space, MinSeq: c.minSeq}
 }
 
-// clientError turns a client error into what the dispatcher reports:
-// unreachable (exit 2) with a hint, or the API's error (exit 1).
+// clientError turns an error of the public client into what the
+// dispatcher reports: unreachable (exit 2) with a hint, or the API's error
+// (exit 1).
 func clientError(api string, err error) error {
-	var ae *client.APIError
+	var ae *client.Error
 	switch {
 	case errors.Is(err, client.ErrUnreachable):
 		return unreachable("the ledger", api, err)

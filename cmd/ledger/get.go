@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+
+	"github.com/mewledger/ledger/client"
 )
 
 func init() {
@@ -30,7 +33,7 @@ func runGet(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, raw, err := cl.Get(ctx, pos[0], c.read())
+	raw, err := cl.GetRaw(ctx, pos[0], c.read())
 	if err != nil {
 		return clientError(c.api, err)
 	}
@@ -38,5 +41,9 @@ func runGet(ctx context.Context, e env, args []string) error {
 		_, err = fmt.Fprint(e.stdout, string(raw))
 		return err
 	}
-	return renderProposal(e.stdout, p)
+	var p client.Proposal
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("the proposal from %s: %w", c.api, err)
+	}
+	return renderProposal(e.stdout, &p)
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+
+	"github.com/mewledger/ledger/client"
 )
 
 func init() {
@@ -33,7 +36,7 @@ func runHistory(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	h, raw, err := cl.History(ctx, pos[0], c.read())
+	raw, err := cl.HistoryRaw(ctx, pos[0], c.read())
 	if err != nil {
 		return clientError(c.api, err)
 	}
@@ -41,5 +44,9 @@ func runHistory(ctx context.Context, e env, args []string) error {
 		_, err = fmt.Fprint(e.stdout, string(raw))
 		return err
 	}
-	return renderHistory(e.stdout, h)
+	var h client.History
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return fmt.Errorf("the history from %s: %w", c.api, err)
+	}
+	return renderHistory(e.stdout, h.ID, h.Space, h.Events)
 }

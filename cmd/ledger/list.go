@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/client"
 )
 
 func init() {
@@ -26,9 +24,10 @@ every proposal).`,
 
 func runList(ctx context.Context, e env, args []string) error {
 	var (
-		c   clientOpts
-		lf  client.ListFilter
-		all bool
+		c      clientOpts
+		lf     client.ListFilter
+		cursor string
+		all    bool
 	)
 	f := newFlags(commands["list"], e)
 	addClientFlags(f, &c, true)
@@ -43,7 +42,7 @@ func runList(ctx context.Context, e env, args []string) error {
 	f.str(&lf.Domain, "domain", "DOMAIN", "", "kernel proposals with this target.domain", false)
 	f.str(&lf.Form, "form", "FORM", "", "proposals with an event of this lifecycle form (e.g. meup.lifecycle/status, bid, proposal-response)", false)
 	f.integer(&lf.Limit, "limit", "N", 0, "page size, 1..1000 (default 50)", false)
-	f.str(&lf.Cursor, "cursor", "C", "", "the page after this cursor (from the previous page)", false)
+	f.str(&cursor, "cursor", "C", "", "the page after this cursor (from the previous page)", false)
 	f.boolean(&all, "all", false, "follow the cursors and list every match", false)
 	if err := f.parse(args); err != nil {
 		return err
@@ -56,11 +55,11 @@ func runList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	var (
-		proposals []*projections.Proposal
+		proposals []*client.Proposal
 		next      string
 	)
 	for {
-		page, raw, err := cl.List(ctx, lf, c.read())
+		raw, err := cl.ListPageRaw(ctx, lf, cursor, c.read())
 		if err != nil {
 			return clientError(c.api, err)
 		}
@@ -68,20 +67,24 @@ func runList(ctx context.Context, e env, args []string) error {
 			_, err = fmt.Fprint(e.stdout, string(raw))
 			return err
 		}
+		var page client.Page
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return fmt.Errorf("the list from %s: %w", c.api, err)
+		}
 		proposals = append(proposals, page.Proposals...)
 		next = page.NextCursor
 		if !all || next == "" {
 			break
 		}
-		lf.Cursor = next
+		cursor = next
 	}
 	if c.output == outputJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetEscapeHTML(false)
 		if proposals == nil {
-			proposals = []*projections.Proposal{}
+			proposals = []*client.Proposal{}
 		}
-		return enc.Encode(wire.List{Proposals: proposals})
+		return enc.Encode(client.Page{Proposals: proposals})
 	}
 	if err := renderList(e.stdout, proposals); err != nil {
 		return err

@@ -10,7 +10,8 @@ import (
 	"os"
 	"sync"
 
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/client"
+	iclient "github.com/mewledger/ledger/internal/client"
 	"github.com/mewledger/ledger/internal/ndjson"
 	"github.com/mewledger/ledger/internal/progress"
 	"github.com/mewledger/ledger/internal/wire"
@@ -151,7 +152,7 @@ func publishNATS(ctx context.Context, natsURL, space string, kernel bool, creds 
 	if err != nil {
 		return err
 	}
-	sub, err := client.DialSubmitter(ctx, natsURL, opts...)
+	sub, err := iclient.DialSubmitter(ctx, natsURL, opts...)
 	if err != nil {
 		return unreachable("NATS", natsURL, err)
 	}
@@ -169,7 +170,7 @@ func publishNATS(ctx context.Context, natsURL, space string, kernel bool, creds 
 			return nil
 		}
 		r, err := submit(ctx, space, l.Data)
-		if errors.Is(err, client.ErrNoService) {
+		if errors.Is(err, iclient.ErrNoService) {
 			return &unreachableError{msg: err.Error()}
 		}
 		if err != nil {
@@ -315,7 +316,8 @@ func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, s
 			pw.CloseWithError(bw.Flush())
 		}()
 		got := 0
-		err := cl.PublishStream(ctx, c.space, kernel, pr, func(r wire.AppendResult) error {
+		err := cl.AppendStream(ctx, pr, &client.AppendOptions{Space: c.space, Kernel: kernel}, func(res client.Result) error {
+			r := iclient.AppendResult(res)
 			flushLocal()
 			en, ok := pop()
 			if !ok || en.local != nil {

@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -216,11 +215,11 @@ func historyNote(h projections.HistoryEntry) string {
 	return strings.Join(parts, " ")
 }
 
-func renderHistory(w io.Writer, h *wire.History) error {
-	fmt.Fprintf(w, "History of %s in space %s\n\n", h.ID, h.Space)
+func renderHistory(w io.Writer, id, space string, events []projections.HistoryEntry) error {
+	fmt.Fprintf(w, "History of %s in space %s\n\n", id, space)
 	tw := table(w)
 	fmt.Fprintln(tw, "SEQ\tAT\tTYPE\tID\tFROM\tEFFECT\tNOTE")
-	for _, e := range h.Events {
+	for _, e := range events {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, when(e.At), e.Type, e.ID, e.From, e.Effect, historyNote(e))
 	}
 	return tw.Flush()

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+
+	"github.com/mewledger/ledger/projections"
 )
 
 func init() {
@@ -29,13 +32,17 @@ func runStats(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, raw, err := cl.Stats(ctx, c.read())
+	raw, err := cl.StatsRaw(ctx, c.read())
 	if err != nil {
 		return clientError(c.api, err)
 	}
 	if c.output == outputJSON {
 		_, err = fmt.Fprint(e.stdout, string(raw))
 		return err
+	}
+	st := projections.NewStats()
+	if err := json.Unmarshal(raw, st); err != nil {
+		return fmt.Errorf("the statistics from %s: %w", c.api, err)
 	}
 	space := c.space
 	if space == "" {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -57,7 +57,7 @@ func runWatch(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return usageError("--since-seq %q: want a stream sequence (a non-negative integer)", since)
 		}
-		wo.SinceSeq = &n
+		wo.SinceSeq, wo.FromStart = n, true
 	}
 	if count < 0 {
 		return usageError("--count %d: want ≥ 0", count)
@@ -68,7 +68,7 @@ func runWatch(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	seen := 0
-	err = cl.Watch(ctx, wo, func(ch projections.Change, raw []byte) error {
+	err = cl.WatchFunc(ctx, wo, func(ch projections.Change, raw []byte) error {
 		if c.output == outputJSON {
 			if _, err := fmt.Fprintf(e.stdout, "%s\n", raw); err != nil {
 				return err

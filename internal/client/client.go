@@ -1,10 +1,17 @@
-// Package client is the Go client of the ledger's HTTP API (package api)
-// and of its submit service, used by the CLI.
+// Package client holds what the ledger's own tools need beyond the public
+// Go client (package github.com/mewledger/ledger/client, which the CLI
+// uses for every HTTP call): the operations endpoints (online rebuild and
+// verify), reporting a bridge's gap, the submit service over NATS
+// (Submitter), and the signatures the bridge, the benchmarks and the
+// app's tests were written against, with the internal record and wire
+// types.
 //
-// Contract: every call takes ctx first; an HTTP error answer is returned
-// as *APIError (status plus the wire error); a server that cannot be
-// reached is an error wrapping ErrUnreachable, so callers can tell "the
-// ledger said no" from "there is no ledger".
+// It has no HTTP code of its own: every call goes through the public
+// client's transport and error handling (its Do and typed methods), and
+// its errors are converted here: an HTTP error answer is an *APIError
+// (status plus the wire error); a server that cannot be reached is an
+// error wrapping ErrUnreachable (the public client's sentinel), so callers
+// can tell "the ledger said no" from "there is no ledger".
 package client
 
 import (
@@ -14,26 +21,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
+	pub "github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/projections"
 )
 
 // DefaultAPI is the API address of a default `ledger serve`.
-const DefaultAPI = "http://127.0.0.1:8080"
+const DefaultAPI = pub.DefaultAPI
 
-// Errors.
+// Errors: the public client's, so errors.Is works across both.
 var (
 	// ErrUnreachable is wrapped when no server answered at all.
-	ErrUnreachable = errors.New("client: ledger unreachable")
+	ErrUnreachable = pub.ErrUnreachable
 	// ErrOptions is wrapped by Options.Validate errors.
-	ErrOptions = errors.New("client: invalid options")
+	ErrOptions = pub.ErrOptions
 )
 
 // APIError is an error answer of the API.
@@ -56,13 +60,24 @@ func (e *APIError) Wire() *wire.Error {
 	return &wire.Error{Code: e.Code, Message: e.Message, Field: e.Field}
 }
 
+// apiErr converts the public client's *Error into an *APIError; any
+// other error is returned as is.
+func apiErr(err error) error {
+	var pe *pub.Error
+	if errors.As(err, &pe) {
+		return &APIError{Status: pe.Status, Code: pe.Code, Message: pe.Message, Field: pe.Field}
+	}
+	return err
+}
+
 // Options configures a Client.
 type Options struct {
 	// API is the base URL. Default DefaultAPI.
 	API string
 	// HTTP is the HTTP client. Default one with a 60 s overall timeout.
-	// The online operations (Rebuild, Verify), which may take longer,
-	// use its transport without the overall timeout: ctx bounds them.
+	// The online operations (Verify) and streamed appends, which may take
+	// longer, use its transport without the overall timeout: ctx bounds
+	// them.
 	HTTP *http.Client
 	// Token, if set, is sent as "Authorization: Bearer <Token>" (the API's
 	// tokens, SPEC §10).
@@ -71,35 +86,34 @@ type Options struct {
 
 // Validate fills defaults and checks the options.
 func (o *Options) Validate() error {
-	if o.API == "" {
-		o.API = DefaultAPI
+	po := pub.Options{API: o.API, HTTP: o.HTTP, Token: o.Token}
+	if err := po.Validate(); err != nil {
+		return err
 	}
-	if o.HTTP == nil {
-		o.HTTP = &http.Client{Timeout: 60 * time.Second}
-	}
-	u, err := url.Parse(o.API)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%w: API %q is not an http(s) URL such as %s", ErrOptions, o.API, DefaultAPI)
-	}
-	o.API = strings.TrimRight(o.API, "/")
+	o.API, o.HTTP = po.API, po.HTTP
 	return nil
 }
 
-// Client talks to one ledger's HTTP API. It is safe for concurrent use.
+// Client talks to one ledger's HTTP API through the public client. It is
+// safe for concurrent use.
 type Client struct {
-	opts Options
+	pc *pub.Client
 }
 
 // New returns a client.
 func New(o Options) (*Client, error) {
-	if err := o.Validate(); err != nil {
+	pc, err := pub.New(pub.Options{API: o.API, HTTP: o.HTTP, Token: o.Token})
+	if err != nil {
 		return nil, err
 	}
-	return &Client{opts: o}, nil
+	return &Client{pc: pc}, nil
 }
 
+// Public returns the public client this one is built on.
+func (c *Client) Public() *pub.Client { return c.pc }
+
 // API returns the base URL.
-func (c *Client) API() string { return c.opts.API }
+func (c *Client) API() string { return c.pc.API() }
 
 // ReadOptions are the parameters every read takes.
 type ReadOptions struct {
@@ -111,114 +125,40 @@ type ReadOptions struct {
 	AsOf    time.Time
 }
 
-func (r ReadOptions) values() url.Values {
-	v := url.Values{}
-	if r.Space != "" {
-		v.Set("space", r.Space)
-	}
-	if r.MinSeq > 0 {
-		v.Set("min_seq", strconv.FormatUint(r.MinSeq, 10))
-	}
-	if r.AsOfSeq > 0 {
-		v.Set("as_of_seq", strconv.FormatUint(r.AsOfSeq, 10))
-	}
-	if !r.AsOf.IsZero() {
-		v.Set("as_of", r.AsOf.UTC().Format(time.RFC3339Nano))
-	}
-	return v
+func (r ReadOptions) public() *pub.ReadOptions {
+	return &pub.ReadOptions{Space: r.Space, MinSeq: r.MinSeq, AsOfSeq: r.AsOfSeq, AsOf: r.AsOf}
 }
 
-// do sends a request and decodes a 2xx JSON answer into out.
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, contentType string, out any) error {
-	return c.doWith(ctx, c.opts.HTTP, method, path, q, body, contentType, out)
-}
-
-// long is the HTTP client of the long operations: the configured one
-// without its overall timeout.
-func (c *Client) long() *http.Client {
-	hc := *c.opts.HTTP
-	hc.Timeout = 0
-	return &hc
-}
-
-func (c *Client) doWith(ctx context.Context, hc *http.Client, method, path string, q url.Values, body io.Reader, contentType string, out any) error {
-	u := c.opts.API + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return fmt.Errorf("client: %s %s: %w", method, path, err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		if isUnreachable(err) {
-			return fmt.Errorf("%w: %s: %w", ErrUnreachable, c.opts.API, err)
-		}
-		return fmt.Errorf("client: %s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("client: %s %s: read answer: %w", method, path, err)
-	}
-	if resp.StatusCode >= 300 {
-		var eb wire.ErrorBody
-		if json.Unmarshal(data, &eb) == nil && eb.Error != nil {
-			return &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Field: eb.Error.Field}
-		}
-		return &APIError{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode),
-			Message: fmt.Sprintf("unexpected answer from %s (is it a ledger?): %.200s", c.opts.API, data)}
-	}
-	if out == nil {
-		return nil
-	}
-	if raw, ok := out.(*[]byte); ok {
-		*raw = data
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("client: %s %s: answer is not the expected JSON: %w", method, path, err)
+// decode unmarshals an answer the public client returned as sent.
+func decode(what string, raw []byte, out any) error {
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("client: %s: %w", what, err)
 	}
 	return nil
 }
 
-// isUnreachable reports whether err means no server answered.
-func isUnreachable(err error) bool {
-	var op *net.OpError
-	var dns *net.DNSError
-	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns)
-}
-
 // Get returns a proposal and its JSON exactly as the API sent it.
 func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*projections.Proposal, []byte, error) {
-	var raw []byte
-	if err := c.do(ctx, http.MethodGet, "/v1/proposals/"+url.PathEscape(id), ro.values(), nil, "", &raw); err != nil {
-		return nil, nil, err
+	raw, err := c.pc.GetRaw(ctx, id, ro.public())
+	if err != nil {
+		return nil, nil, apiErr(err)
 	}
 	var p projections.Proposal
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, nil, fmt.Errorf("client: proposal: %w", err)
+	if err := decode("proposal", raw, &p); err != nil {
+		return nil, nil, err
 	}
 	return &p, raw, nil
 }
 
 // History returns a history and its JSON as sent.
 func (c *Client) History(ctx context.Context, id string, ro ReadOptions) (*wire.History, []byte, error) {
-	var raw []byte
-	if err := c.do(ctx, http.MethodGet, "/v1/proposals/"+url.PathEscape(id)+"/history", ro.values(), nil, "", &raw); err != nil {
-		return nil, nil, err
+	raw, err := c.pc.HistoryRaw(ctx, id, ro.public())
+	if err != nil {
+		return nil, nil, apiErr(err)
 	}
 	var h wire.History
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return nil, nil, fmt.Errorf("client: history: %w", err)
+	if err := decode("history", raw, &h); err != nil {
+		return nil, nil, err
 	}
 	return &h, raw, nil
 }
@@ -235,63 +175,57 @@ type ListFilter struct {
 
 // List returns one page of proposals and its JSON as sent.
 func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*wire.List, []byte, error) {
-	q := ro.values()
-	set := func(k, v string) {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	set("state", f.State)
-	set("proposer", f.Proposer)
-	set("target", f.Target)
-	set("anomaly", f.Anomaly)
-	set("action_type", f.ActionType)
-	set("resource_type", f.ResourceType)
-	set("domain", f.Domain)
-	set("form", f.Form)
-	set("since", f.Since)
-	set("until", f.Until)
-	set("cursor", f.Cursor)
-	if f.Limit > 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
-	}
-	var raw []byte
-	if err := c.do(ctx, http.MethodGet, "/v1/proposals", q, nil, "", &raw); err != nil {
-		return nil, nil, err
+	pf := pub.ListFilter{State: f.State, Proposer: f.Proposer, Target: f.Target, Anomaly: f.Anomaly,
+		Since: f.Since, Until: f.Until, ActionType: f.ActionType, ResourceType: f.ResourceType, Domain: f.Domain,
+		Form: f.Form, Limit: f.Limit}
+	raw, err := c.pc.ListPageRaw(ctx, pf, f.Cursor, ro.public())
+	if err != nil {
+		return nil, nil, apiErr(err)
 	}
 	var l wire.List
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return nil, nil, fmt.Errorf("client: list: %w", err)
+	if err := decode("list", raw, &l); err != nil {
+		return nil, nil, err
 	}
 	return &l, raw, nil
 }
 
 // Stats returns the statistics of a space and their JSON as sent.
 func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*projections.Stats, []byte, error) {
-	var raw []byte
-	if err := c.do(ctx, http.MethodGet, "/v1/stats", ro.values(), nil, "", &raw); err != nil {
-		return nil, nil, err
+	raw, err := c.pc.StatsRaw(ctx, ro.public())
+	if err != nil {
+		return nil, nil, apiErr(err)
 	}
 	st := projections.NewStats()
-	if err := json.Unmarshal(raw, st); err != nil {
-		return nil, nil, fmt.Errorf("client: stats: %w", err)
+	if err := decode("stats", raw, st); err != nil {
+		return nil, nil, err
 	}
 	return st, raw, nil
 }
 
 // Status returns /v1/status.
 func (c *Client) Status(ctx context.Context) (*wire.Status, error) {
-	var st wire.Status
-	if err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, "", &st); err != nil {
-		return nil, err
+	st, err := c.pc.Status(ctx)
+	if err != nil {
+		return nil, apiErr(err)
 	}
-	return &st, nil
+	return &wire.Status{StreamSeq: st.StreamSeq, ProjectedSeq: st.ProjectedSeq, Lag: st.Lag, LogProblem: st.LogProblem}, nil
+}
+
+// AppendResult converts a result of the public client's bulk append into
+// the wire's per-line answer.
+func AppendResult(r pub.Result) wire.AppendResult {
+	out := wire.AppendResult{Line: r.Line, ID: r.Ack.ID, Seq: r.Ack.Seq, Duplicate: r.Ack.Duplicate}
+	if r.Err != nil {
+		out.Error = &wire.Error{Code: r.Err.Code, Message: r.Err.Message, Field: r.Err.Field}
+	}
+	return out
 }
 
 // Publish appends one envelope (POST /v1/events). A refusal is an
 // *APIError with status 400 or 413.
 func (c *Client) Publish(ctx context.Context, space string, envelope []byte) (wire.AppendResult, error) {
-	return c.publish(ctx, space, envelope, false)
+	a, err := c.pc.Append(ctx, envelope, &pub.AppendOptions{Space: space})
+	return wire.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, apiErr(err)
 }
 
 // PublishKernel appends one bare kernel submission (a Proposal or
@@ -299,20 +233,8 @@ func (c *Client) Publish(ctx context.Context, space string, envelope []byte) (wi
 // its kernel/proposal envelope. A refusal is an *APIError whose code is
 // the V-PROP rule id.
 func (c *Client) PublishKernel(ctx context.Context, space string, bare []byte) (wire.AppendResult, error) {
-	return c.publish(ctx, space, bare, true)
-}
-
-func (c *Client) publish(ctx context.Context, space string, envelope []byte, kernel bool) (wire.AppendResult, error) {
-	q := url.Values{}
-	if space != "" {
-		q.Set("space", space)
-	}
-	if kernel {
-		q.Set("kernel", "1")
-	}
-	var r wire.AppendResult
-	err := c.do(ctx, http.MethodPost, "/v1/events", q, bytes.NewReader(envelope), "application/json", &r)
-	return r, err
+	a, err := c.pc.Append(ctx, bare, &pub.AppendOptions{Space: space, Kernel: true})
+	return wire.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, apiErr(err)
 }
 
 // PublishLines appends envelopes as one NDJSON POST and returns the
@@ -329,32 +251,28 @@ func (c *Client) PublishKernelLines(ctx context.Context, space string, lines [][
 }
 
 func (c *Client) publishLines(ctx context.Context, space string, lines [][]byte, kernel bool) ([]wire.AppendResult, error) {
-	q := url.Values{}
-	if space != "" {
-		q.Set("space", space)
-	}
-	if kernel {
-		q.Set("kernel", "1")
-	}
 	var body bytes.Buffer
 	for _, l := range lines {
 		body.Write(l)
 		body.WriteByte('\n')
 	}
-	var raw []byte
-	if err := c.do(ctx, http.MethodPost, "/v1/events", q, &body, "application/x-ndjson", &raw); err != nil {
-		return nil, err
-	}
 	var out []wire.AppendResult
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	for dec.More() {
-		var r wire.AppendResult
-		if err := dec.Decode(&r); err != nil {
-			return out, fmt.Errorf("client: NDJSON answer line %d: %w", len(out)+1, err)
-		}
+	err := c.PublishStream(ctx, space, kernel, &body, func(r wire.AppendResult) error {
 		out = append(out, r)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
+}
+
+// PublishStream appends the envelopes read from body (NDJSON, one per
+// line) as one streamed POST and calls each with every answer, in order,
+// as the ledger sends them back: the public client's AppendStream. The
+// answers' line numbers are the body's (blank lines counted). An error
+// from each stops reading the answers and ends the request.
+func (c *Client) PublishStream(ctx context.Context, space string, kernel bool, body io.Reader, each func(wire.AppendResult) error) error {
+	return apiErr(c.pc.AppendStream(ctx, body, &pub.AppendOptions{Space: space, Kernel: kernel}, func(r pub.Result) error {
+		return each(AppendResult(r))
+	}))
 }
 
 // StartRebuild starts an online rebuild (POST /v1/ops/rebuild, role ops)
@@ -362,8 +280,8 @@ func (c *Client) publishLines(ctx context.Context, space string, lines [][]byte,
 // status 409 (code busy).
 func (c *Client) StartRebuild(ctx context.Context) (*wire.RebuildStatus, error) {
 	var st wire.RebuildStatus
-	if err := c.do(ctx, http.MethodPost, "/v1/ops/rebuild", nil, nil, "", &st); err != nil {
-		return nil, err
+	if err := c.pc.Do(ctx, http.MethodPost, "/v1/ops/rebuild", nil, nil, "", false, &st); err != nil {
+		return nil, apiErr(err)
 	}
 	return &st, nil
 }
@@ -372,8 +290,8 @@ func (c *Client) StartRebuild(ctx context.Context) (*wire.RebuildStatus, error) 
 // /v1/ops/rebuild).
 func (c *Client) RebuildStatus(ctx context.Context) (*wire.RebuildStatus, error) {
 	var st wire.RebuildStatus
-	if err := c.do(ctx, http.MethodGet, "/v1/ops/rebuild", nil, nil, "", &st); err != nil {
-		return nil, err
+	if err := c.pc.Do(ctx, http.MethodGet, "/v1/ops/rebuild", nil, nil, "", false, &st); err != nil {
+		return nil, apiErr(err)
 	}
 	return &st, nil
 }
@@ -384,61 +302,8 @@ func (c *Client) RebuildStatus(ctx context.Context) (*wire.RebuildStatus, error)
 // bounds it, not the client's timeout.
 func (c *Client) Verify(ctx context.Context) (*wire.VerifyResult, error) {
 	var res wire.VerifyResult
-	if err := c.doWith(ctx, c.long(), http.MethodPost, "/v1/ops/verify", nil, nil, "", &res); err != nil {
-		return nil, err
+	if err := c.pc.Do(ctx, http.MethodPost, "/v1/ops/verify", nil, nil, "", true, &res); err != nil {
+		return nil, apiErr(err)
 	}
 	return &res, nil
-}
-
-// PublishStream appends the envelopes read from body (NDJSON, one per
-// line) as one streamed POST and calls each with every answer, in order,
-// as the ledger sends them back: the ledger reads, appends and answers
-// line by line, so neither side holds the whole body. The answers' line
-// numbers are the body's (blank lines counted). An error from each stops
-// reading the answers and ends the request.
-func (c *Client) PublishStream(ctx context.Context, space string, kernel bool, body io.Reader, each func(wire.AppendResult) error) error {
-	q := url.Values{}
-	if space != "" {
-		q.Set("space", space)
-	}
-	if kernel {
-		q.Set("kernel", "1")
-	}
-	u := c.opts.API + "/v1/events?" + q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
-	if err != nil {
-		return fmt.Errorf("client: POST /v1/events: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	if c.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	}
-	resp, err := c.long().Do(req)
-	if err != nil {
-		if isUnreachable(err) {
-			return fmt.Errorf("%w: %s: %w", ErrUnreachable, c.opts.API, err)
-		}
-		return fmt.Errorf("client: POST /v1/events: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var eb wire.ErrorBody
-		if json.Unmarshal(data, &eb) == nil && eb.Error != nil {
-			return &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Field: eb.Error.Field}
-		}
-		return &APIError{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode),
-			Message: fmt.Sprintf("unexpected answer from %s (is it a ledger?): %.200s", c.opts.API, data)}
-	}
-	dec := json.NewDecoder(resp.Body)
-	for n := 1; dec.More(); n++ {
-		var r wire.AppendResult
-		if err := dec.Decode(&r); err != nil {
-			return fmt.Errorf("client: NDJSON answer line %d: %w", n, err)
-		}
-		if err := each(r); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -27,14 +27,20 @@ func (c *Client) ReportGap(ctx context.Context, space string, g ledger.Gap) (wir
 		q.Set("space", space)
 	}
 	var r wire.AppendResult
-	err = c.do(ctx, http.MethodPost, "/v1/gaps", q, bytes.NewReader(body), "application/json", &r)
-	return r, err
+	err = c.pc.Do(ctx, http.MethodPost, "/v1/gaps", q, bytes.NewReader(body), "application/json", false, &r)
+	return r, apiErr(err)
 }
 
 // Gaps returns one page of a space's recording gaps, oldest first (GET
 // /v1/gaps; limit 0 = the server's default, cursor "" = from the first).
 func (c *Client) Gaps(ctx context.Context, limit int, cursor string, ro ReadOptions) (*wire.Gaps, error) {
-	q := ro.values()
+	q := url.Values{}
+	if ro.Space != "" {
+		q.Set("space", ro.Space)
+	}
+	if ro.MinSeq > 0 {
+		q.Set("min_seq", strconv.FormatUint(ro.MinSeq, 10))
+	}
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
@@ -42,8 +48,8 @@ func (c *Client) Gaps(ctx context.Context, limit int, cursor string, ro ReadOpti
 		q.Set("cursor", cursor)
 	}
 	var g wire.Gaps
-	if err := c.do(ctx, http.MethodGet, "/v1/gaps", q, nil, "", &g); err != nil {
-		return nil, err
+	if err := c.pc.Do(ctx, http.MethodGet, "/v1/gaps", q, nil, "", false, &g); err != nil {
+		return nil, apiErr(err)
 	}
 	return &g, nil
 }

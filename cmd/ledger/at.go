@@ -32,7 +32,7 @@ func runAt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	output := fs.String("output", envOr("LEDGER_OUTPUT", outputTable), "table, or json for the API's objects exactly (env LEDGER_OUTPUT)")
 	fs.StringVar(output, "o", *output, "alias of --output")
 	tmp := fs.String("tmp", "", "directory for the temporary projection (default: the system's)")
-	o.register(fs.FlagSet)
+	o.register(fs.FlagSet, stderr)
 	if err := fs.parse(args, true); err != nil {
 		return err
 	}

@@ -136,6 +136,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	o.Logger = log
 
 	if natsURL != "" {
+		announce(e.stderr, natsURL, f.source("nats-url"))
 		nopts, err := creds.options()
 		if err != nil {
 			return err
@@ -160,6 +161,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return usageError("%v", err)
 		}
+		announce(e.stderr, cl.API(), f.source("api"))
 		o.Sink = bridge.HTTPSink{Client: cl}
 	}
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mewledger/ledger/client"
+	iclient "github.com/mewledger/ledger/internal/client"
 )
 
 // unreachableError: no ledger to talk to (exit status 2).
@@ -42,6 +43,8 @@ type clientOpts struct {
 	space  string
 	output string
 	minSeq uint64
+	quiet  bool
+	f      *flags
 }
 
 // addClientFlags registers --api, --token, --space and, for reads,
@@ -50,6 +53,9 @@ func addClientFlags(f *flags, c *clientOpts, read bool) {
 	f.str(&c.api, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
 	f.str(&c.token, "token", "TOKEN", "", "bearer token for an API started with --auth (prefer the environment variable: a flag shows in ps)", true)
 	f.hide("token")
+	f.boolean(&c.quiet, "quiet", false, "do not say on stderr which ledger the command acts on", true)
+	f.short("q", "quiet")
+	c.f = f
 	f.str(&c.space, "space", "NAME", "", "space (default: the server's default space)", true)
 	if read {
 		f.str(&c.output, "output", "table|json", outputTable, "table, or json for the API's objects exactly", true)
@@ -73,7 +79,16 @@ func (c *clientOpts) client() (*client.Client, error) {
 	if err != nil {
 		return nil, usageError("%v", err)
 	}
+	c.announce(cl.API(), "api")
 	return cl, nil
+}
+
+// announce says on stderr which ledger the command acts on (target, the
+// value of flag name), unless --quiet.
+func (c *clientOpts) announce(target, name string) {
+	if !c.quiet {
+		announce(c.f.stderr, target, c.f.source(name))
+	}
 }
 
 func (c *clientOpts) read() *client.ReadOptions {
@@ -84,16 +99,25 @@ func (c *clientOpts) read() *client.ReadOptions {
 // dispatcher reports: unreachable (exit 2) with a hint, or the API's error
 // (exit 1).
 func clientError(api string, err error) error {
-	var ae *client.Error
+	var (
+		ae     *client.Error
+		ops    *iclient.APIError // the operations' calls (internal/client)
+		status int
+	)
 	switch {
 	case errors.Is(err, client.ErrUnreachable):
 		return unreachable("the ledger", api, err)
-	case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
-		return fmt.Errorf("%s (give the API's bearer token: LEDGER_TOKEN or --token)", ae.Error())
 	case errors.As(err, &ae):
-		return fmt.Errorf("%s", ae.Error())
+		status = ae.Status
+	case errors.As(err, &ops):
+		status = ops.Status
+	default:
+		return err
 	}
-	return err
+	if status == http.StatusUnauthorized {
+		return fmt.Errorf("%s (give the API's bearer token: LEDGER_TOKEN or --token)", err.Error())
+	}
+	return fmt.Errorf("%s", err.Error())
 }
 
 // positional parses flags that may come before or after positional

@@ -24,7 +24,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(format, "o", "jsonl", "alias of --output")
 	from := fs.Uint64("from-seq", 0, "first sequence (default: the first)")
 	to := fs.Uint64("to-seq", 0, "last sequence (default: the last when the export starts)")
-	o.register(fs.FlagSet)
+	o.register(fs.FlagSet, stderr)
 	if err := fs.parse(args, false); err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ type flags struct {
 	secret  map[string]bool   // flags whose value usage must not print
 	envErrs []error
 	stdout  io.Writer
+	stderr  io.Writer
 }
 
 // newFlags returns the flag set of cmd. Parse errors are returned, not
@@ -51,6 +52,7 @@ func newFlags(cmd *command, e env) *flags {
 		alias:  map[string]string{},
 		secret: map[string]bool{},
 		stdout: e.stdout,
+		stderr: e.stderr,
 	}
 	f.fs.SetOutput(io.Discard)
 	f.fs.Usage = func() {}
@@ -195,6 +197,30 @@ func (f *flags) usage(w io.Writer) {
 	})
 	if len(lines) > 0 {
 		fmt.Fprintf(w, "\nFlags:\n%s\n", strings.Join(lines, "\n"))
+	}
+}
+
+// source says where a flag's value came from: "--name" when given on the
+// command line, its environment variable when set there, else "default".
+// Call it after parse.
+func (f *flags) source(name string) string {
+	given := false
+	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name || f.alias[fl.Name] == name })
+	if given {
+		return "--" + name
+	}
+	if e, ok := f.env[name]; ok && os.Getenv(e) != "" {
+		return e
+	}
+	return "default"
+}
+
+// announce prints on stderr the one line that says which ledger a command
+// acts on, and where that choice came from: "ledger: URL (--api)". stdout
+// stays the command's machine-readable output.
+func announce(w io.Writer, target, source string) {
+	if w != nil {
+		fmt.Fprintf(w, "ledger: %s (%s)\n", target, source)
 	}
 }
 

@@ -25,7 +25,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	force := fs.Bool("force", false, "import even while consumers of the stream are active (a running projector would fold imported messages with the wrong times)")
 	replicas := fs.Int("replicas", 1, "replicas of the LEDGER stream when the import creates it")
 	batch := fs.Int("batch", archive.DefaultImportBatch, "messages per batch (and per import-marker update)")
-	o.register(fs.FlagSet)
+	o.register(fs.FlagSet, stderr)
 	if err := fs.parse(args, false); err != nil {
 		return err
 	}

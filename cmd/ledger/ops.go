@@ -70,6 +70,11 @@ type opsFlags struct {
 	// api and token: the online operations' API (registerAPI).
 	api, token string
 	fs         *flag.FlagSet
+	// quiet: do not say which ledger the command acts on; stderr is
+	// where it is said, once (announced).
+	quiet     bool
+	stderr    io.Writer
+	announced bool
 	// lock holds <data> while the command works on it offline (lockData);
 	// locks counts the holds (released at zero).
 	lock  *datalock.Lock
@@ -103,7 +108,13 @@ func (o *opsFlags) unlockData() {
 	}
 }
 
-func (o *opsFlags) register(fs *flag.FlagSet) {
+// register adds the common flags; stderr is where the command says which
+// ledger it acts on.
+func (o *opsFlags) register(fs *flag.FlagSet, stderr io.Writer) {
+	o.stderr = stderr
+	quiet, _ := strconv.ParseBool(os.Getenv("LEDGER_QUIET"))
+	fs.BoolVar(&o.quiet, "quiet", quiet, "do not say on stderr which ledger the command acts on (env LEDGER_QUIET)")
+	fs.BoolVar(&o.quiet, "q", quiet, "alias of --quiet")
 	fs.StringVar(&o.data, "data", opsEnv("LEDGER_DATA", app.DefaultDataDir), "ledger data directory (env LEDGER_DATA)")
 	fs.StringVar(&o.natsURL, "nats-url", opsEnv("LEDGER_NATS_URL", ""), "NATS server URL(s), comma-separated; default: the ledger of --data (env LEDGER_NATS_URL)")
 	fs.StringVar(&o.natsConf, "nats-config", opsEnv("LEDGER_NATS_CONFIG", ""), "nats-server configuration `FILE` for the embedded server started on <data>/nats, the same as ledger serve's (env LEDGER_NATS_CONFIG)")
@@ -121,6 +132,36 @@ func (o *opsFlags) registerAPI(fs *flag.FlagSet) {
 	fs.StringVar(&o.token, "token", "", "bearer token (role ops) for an API started with --auth (env LEDGER_TOKEN, which keeps it out of ps)")
 }
 
+// source says where the value of flag name came from: "--name" when given
+// on the command line, the environment variable env when set, else
+// "default". Call it after parsing.
+func (o *opsFlags) source(name, env string) string {
+	given := false
+	o.fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	switch {
+	case given:
+		return "--" + name
+	case os.Getenv(env) != "":
+		return env
+	}
+	return "default"
+}
+
+// announce says on stderr, once, which ledger the command acts on and
+// where that choice came from, unless --quiet.
+func (o *opsFlags) announce(target, source string) {
+	if o.quiet || o.announced {
+		return
+	}
+	o.announced = true
+	announce(o.stderr, target, source)
+}
+
+// announceData says the command acts on the data directory.
+func (o *opsFlags) announceData() {
+	o.announce(o.data, o.source("data", "LEDGER_DATA"))
+}
+
 // apiTarget returns the API an online operation goes through, or "" to
 // work offline on the data directory: --api when given; else the running
 // `ledger serve` of --data (its address file); else, when --data was not
@@ -130,24 +171,26 @@ func (o *opsFlags) registerAPI(fs *flag.FlagSet) {
 // An explicit flag beats an environment variable: --data on the command
 // line works offline on that directory even when LEDGER_API is set (only
 // an --api flag then goes online).
-func (o *opsFlags) apiTarget() string {
+//
+// The second result says where the choice came from, for announce.
+func (o *opsFlags) apiTarget() (string, string) {
 	apiFlag, dataFlag := false, false
 	o.fs.Visit(func(f *flag.Flag) {
 		apiFlag = apiFlag || f.Name == "api"
 		dataFlag = dataFlag || f.Name == "data"
 	})
 	if o.api != "" && (apiFlag || !dataFlag) {
-		return o.api
+		return o.api, o.source("api", "LEDGER_API")
 	}
 	if addr, ok := o.serveRunning(); ok {
-		return "http://" + addr.HTTP
+		return "http://" + addr.HTTP, "the ledger serve running on " + o.data + ", " + o.source("data", "LEDGER_DATA")
 	}
 	given := os.Getenv("LEDGER_DATA") != ""
 	o.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "data" })
 	if _, err := os.Stat(filepath.Join(o.data, app.NATSDirName)); !given && err != nil {
-		return client.DefaultAPI
+		return client.DefaultAPI, "default: " + o.data + " holds no ledger"
 	}
-	return ""
+	return "", ""
 }
 
 // apiClient returns the client of an online operation.
@@ -362,9 +405,11 @@ func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger,
 	c := &opsConn{}
 	switch addr, running := o.serveRunning(); {
 	case o.natsURL != "":
+		o.announce(o.natsURL, o.source("nats-url", "LEDGER_NATS_URL"))
 		c.url = o.natsURL
 		c.nc, err = nats.Connect(o.natsURL, opts...)
 	case running:
+		o.announce(o.data, o.source("data", "LEDGER_DATA")+"; through its running ledger serve at "+addr.NATS)
 		c.url = addr.NATS
 		c.nc, err = nats.Connect(addr.NATS, opts...)
 		if err != nil {
@@ -372,6 +417,7 @@ func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger,
 				filepath.Join(o.data, app.AddrFileName), addr.NATS, err)
 		}
 	default:
+		o.announceData()
 		dir := filepath.Join(o.data, app.NATSDirName)
 		if _, serr := os.Stat(dir); serr != nil && !create {
 			return nil, &unreachableError{msg: fmt.Sprintf("no NATS server: %s does not exist and no --nats-url was given (is --data the ledger's data directory?)", dir)}
@@ -407,6 +453,7 @@ func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger,
 // a running `ledger serve` (or another offline command) holds, and
 // otherwise takes its lock: the caller must unlockData when done.
 func (o *opsFlags) refuseIfServing() error {
+	o.announceData()
 	if addr, ok := o.serveRunning(); ok {
 		return fmt.Errorf("`ledger serve` (HTTP %s) holds the projection of %s open: stop it first (Pebble allows one opener), "+
 			"or run the command online with --api", addr.HTTP, o.data)

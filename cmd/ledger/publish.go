@@ -130,6 +130,7 @@ func runPublish(ctx context.Context, e env, args []string) error {
 
 	var err error
 	if natsURL != "" {
+		c.announce(natsURL, "nats-url")
 		err = publishNATS(ctx, natsURL, c.space, kernel, creds, in, report, oversize)
 	} else {
 		err = publishHTTP(ctx, c, kernel, in, size, maxLines, e, report, oversize)

@@ -31,7 +31,7 @@ const rebuildUsage = "rebuild [--api URL [--token T]] | rebuild --data DIR [--na
 func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opsFlags
 	fs := newOpsFlagSet("rebuild", stdout, rebuildUsage)
-	o.register(fs.FlagSet)
+	o.register(fs.FlagSet, stderr)
 	o.registerAPI(fs.FlagSet)
 	if err := fs.parse(args, false); err != nil {
 		return err
@@ -40,7 +40,8 @@ func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if api := o.apiTarget(); api != "" {
+	if api, src := o.apiTarget(); api != "" {
+		o.announce(api, src)
 		return rebuildOnline(ctx, &o, api, stdout, stderr, log)
 	}
 	if err := o.refuseIfServing(); err != nil {

@@ -37,7 +37,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	target := fs.String("republish-url", "", "NATS URL to republish to (default: the ledger's NATS)")
 	useJS := fs.Bool("republish-js", false, "republish with JetStream and wait for each acknowledgement (a stream must bind PREFIX.>)")
 	tmp := fs.String("tmp", "", "directory for the temporary projection of --proposal")
-	o.register(fs.FlagSet)
+	o.register(fs.FlagSet, stderr)
 	if err := fs.parse(args, false); err != nil {
 		return err
 	}

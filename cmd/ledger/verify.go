@@ -37,7 +37,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	export := fs.String("export", "", "check the hash chain of an export file (- for stdin)")
 	head := fs.String("head", "", "with --export: the head hash `ledger export` reported, kept apart from the file; the file's must equal it (a chain recomputed after an edit verifies by itself, never against a head kept elsewhere)")
 	tmp := fs.String("tmp", "", "directory for the temporary projection (default: the system's)")
-	o.register(fs.FlagSet)
+	o.register(fs.FlagSet, stderr)
 	o.registerAPI(fs.FlagSet)
 	if err := fs.parse(args, false); err != nil {
 		return err
@@ -78,7 +78,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if api := o.apiTarget(); api != "" {
+	if api, src := o.apiTarget(); api != "" {
+		o.announce(api, src)
 		return verifyOnline(ctx, &o, api, stdout)
 	}
 	if err := o.refuseIfServing(); err != nil {

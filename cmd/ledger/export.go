@@ -62,7 +62,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	rep, err := o.reporter(stderr, log, "export", "messages")
+	rep, err := o.reporter(stderr, log, "export", "events")
 	if err != nil {
 		return err
 	}

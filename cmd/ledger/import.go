@@ -50,7 +50,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if _, err := ledger.EnsureStream(ctx, c.js, ledger.StreamOptions{Replicas: *replicas}); err != nil {
 		return fmt.Errorf("%w", err)
 	}
-	rep, err := o.reporter(stderr, log, "import", "messages")
+	rep, err := o.reporter(stderr, log, "import", "events")
 	if err != nil {
 		return err
 	}

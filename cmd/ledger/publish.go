@@ -207,15 +207,17 @@ func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, s
 	if progress.IsTerminal(e.stderr) {
 		mode = progress.Bar
 	}
-	unit := "lines"
+	unit := "events"
 	if size > 0 {
 		unit = "bytes"
 	}
 	bar := progress.New(size, progress.Options{Description: "publish", Unit: unit, Out: e.stderr, Mode: mode})
-	var done uint64
+	var done, answered uint64
 	advance := func(en pubEntry) {
+		answered++
 		if unit == "bytes" {
 			done += en.bytes
+			bar.Events(answered) // the one rate shown: lines (events) per second
 		} else {
 			done++
 		}

@@ -1,9 +1,14 @@
 // Package progress reports the progress of long operations (rebuild,
-// export, import, replay): a progress bar (github.com/schollz/progressbar/v3:
-// count, events/s, percent, ETA) when the output is a terminal, and
-// otherwise one zerolog line every few seconds (done, total, percent, rate,
-// ETA), so that logs of a job or a pipe are not flooded with carriage
-// returns.
+// export, import, replay, publish): a one-line progress bar when the
+// output is a terminal (percent, bar, events done, one rate in events/s,
+// ETA; see Render), and otherwise one zerolog line every few seconds
+// (done, total, percent, events, rate, ETA), so that logs of a job or a
+// pipe are not flooded with carriage returns.
+//
+// One rate: the position of an operation may be counted in another unit
+// than events (publish -f counts the bytes of its file, which give the
+// percent and the ETA), but the only rate shown is events per second,
+// averaged since the first update.
 //
 // Contract: New starts at most one goroutine (the periodic logger, in log
 // mode), which Finish stops and waits for; Finish must be called exactly
@@ -13,18 +18,26 @@
 package progress
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
 
 // DefaultInterval is how often the log mode writes a line.
 const DefaultInterval = 5 * time.Second
+
+// redraw is the least time between two drawings of the bar.
+const redraw = 100 * time.Millisecond
+
+// barWidth is the bar's width in cells.
+const barWidth = 30
 
 // Mode selects how progress is shown.
 type Mode int
@@ -45,7 +58,9 @@ const (
 type Options struct {
 	// Description names the operation ("rebuild", "export", ...).
 	Description string
-	// Unit names what is counted (default "events").
+	// Unit names what done and total count (default "events"). When it
+	// is not "events" (publish -f counts bytes), the caller reports the
+	// events done with Events: the rate is always events per second.
 	Unit string
 	// Out is where the bar is drawn; default os.Stderr.
 	Out io.Writer
@@ -60,12 +75,16 @@ type Options struct {
 // Reporter shows the progress of one operation.
 type Reporter struct {
 	o     Options
-	bar   *progressbar.ProgressBar
 	start time.Time
 
 	mu           sync.Mutex
 	done, total  uint64
 	first        uint64 // done at the first update (a resumed operation)
+	events       uint64 // events done (done itself when Unit is events)
+	firstEvents  uint64
+	firstAt      time.Time // of the first update: the rate is since then
+	drawnAt      time.Time
+	width        int // of the last line drawn, to clear it
 	started      bool
 	finished     bool
 	stop, exited chan struct{}
@@ -97,19 +116,6 @@ func New(total uint64, o Options) *Reporter {
 	}
 	r := &Reporter{o: o, total: total, start: time.Now()}
 	switch o.Mode {
-	case Bar:
-		r.bar = progressbar.NewOptions64(int64(total),
-			progressbar.OptionSetDescription(o.Description),
-			progressbar.OptionSetWriter(o.Out),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString(o.Unit),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionOnCompletion(func() { _, _ = io.WriteString(o.Out, "\n") }),
-		)
 	case Log:
 		r.stop, r.exited = make(chan struct{}), make(chan struct{})
 		go r.logLoop()
@@ -129,18 +135,86 @@ func (r *Reporter) Update(done, total uint64) {
 		return
 	}
 	if !r.started {
-		r.started, r.first = true, done
+		r.started, r.first, r.firstEvents, r.firstAt = true, done, r.eventsLocked(done), time.Now()
 	}
-	if total > 0 && total != r.total {
+	if total > 0 {
 		r.total = total
-		if r.bar != nil {
-			r.bar.ChangeMax64(int64(total))
-		}
 	}
 	r.done = done
-	if r.bar != nil {
-		_ = r.bar.Set64(int64(done))
+	r.drawLocked(false)
+}
+
+// Events records the events done, for a Reporter whose Unit is not
+// events (it is done itself otherwise). Call it before the Update of the
+// same step.
+func (r *Reporter) Events(n uint64) {
+	if r == nil {
+		return
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = n
+}
+
+// eventsLocked is the count of events, given the position done.
+func (r *Reporter) eventsLocked(done uint64) uint64 {
+	if r.o.Unit == "events" {
+		return done
+	}
+	return r.events
+}
+
+// drawLocked draws the bar (Bar mode) at most every redraw, or now when
+// final.
+func (r *Reporter) drawLocked(final bool) {
+	if r.o.Mode != Bar {
+		return
+	}
+	now := time.Now()
+	if !final && now.Sub(r.drawnAt) < redraw {
+		return
+	}
+	r.drawnAt = now
+	var el time.Duration
+	if r.started {
+		el = now.Sub(r.firstAt)
+	}
+	line := Render(r.o.Description, r.done, r.total, r.eventsLocked(r.done)-r.firstEvents, r.eventsLocked(r.done), r.done-r.first, el)
+	pad := ""
+	if n := len([]rune(line)); n < r.width {
+		pad = strings.Repeat(" ", r.width-n)
+	}
+	r.width = len([]rune(line))
+	_, _ = io.WriteString(r.o.Out, "\r"+line+pad)
+}
+
+// Render is the bar's line: the description, the percent and a bar when
+// the total is known, the events done, one rate (events per second over
+// elapsed, of the eventsSince counted since the first update), and the
+// ETA (from the position: progressed units of done since the first
+// update, over elapsed). For example:
+//
+//	publish  45% |█████████████                 | 12345 events  8123 events/s  ETA 3s
+func Render(desc string, done, total, eventsSince, events, progressed uint64, elapsed time.Duration) string {
+	var b strings.Builder
+	b.WriteString(desc)
+	if total > 0 {
+		frac := float64(done) / float64(total)
+		if frac > 1 {
+			frac = 1
+		}
+		cells := int(frac * barWidth)
+		fmt.Fprintf(&b, " %3d%% |%s%s|", int(frac*100), strings.Repeat("█", cells), strings.Repeat(" ", barWidth-cells))
+	}
+	fmt.Fprintf(&b, " %s events", strconv.FormatUint(events, 10))
+	if secs := elapsed.Seconds(); secs > 0 && eventsSince > 0 {
+		fmt.Fprintf(&b, "  %s events/s", strconv.FormatFloat(float64(eventsSince)/secs, 'f', 0, 64))
+		if total > done && progressed > 0 {
+			eta := time.Duration(float64(total-done) / (float64(progressed) / secs) * float64(time.Second))
+			fmt.Fprintf(&b, "  ETA %s", eta.Round(time.Second))
+		}
+	}
+	return b.String()
 }
 
 // Func returns Update as a func(done, total uint64), the shape of
@@ -171,13 +245,11 @@ func (r *Reporter) Finish(err error) {
 		close(r.stop)
 		<-r.exited
 	}
-	if r.bar != nil {
-		if err == nil && r.done >= r.total {
-			_ = r.bar.Finish()
-		} else {
-			_ = r.bar.Exit()
-			_, _ = io.WriteString(r.o.Out, "\n")
-		}
+	if r.o.Mode == Bar {
+		r.mu.Lock()
+		r.drawLocked(true)
+		r.mu.Unlock()
+		_, _ = io.WriteString(r.o.Out, "\n")
 	}
 	if r.o.Mode == Off {
 		return
@@ -194,18 +266,26 @@ func (r *Reporter) Finish(err error) {
 func (r *Reporter) line(ev *zerolog.Event) *zerolog.Event {
 	r.mu.Lock()
 	done, total, first := r.done, r.total, r.first
+	events, firstEvents, firstAt, started := r.eventsLocked(r.done), r.firstEvents, r.firstAt, r.started
 	r.mu.Unlock()
-	el := time.Since(r.start).Seconds()
 	ev = ev.Uint64("done", done).Uint64("total", total).Str("unit", r.o.Unit)
+	if r.o.Unit != "events" {
+		ev = ev.Uint64("events", events)
+	}
 	if total > 0 {
 		ev = ev.Float64("percent", float64(int(1000*float64(done)/float64(total)))/10)
 	}
-	if el > 0 && done > first {
-		rate := float64(done-first) / el
-		ev = ev.Float64("rate", float64(int(rate*10))/10)
-		if total > done {
-			ev = ev.Dur("eta", time.Duration(float64(total-done)/rate*float64(time.Second)).Round(time.Second))
-		}
+	if !started {
+		return ev
+	}
+	el := time.Since(firstAt).Seconds()
+	if el > 0 && events > firstEvents {
+		// The one rate: events per second.
+		ev = ev.Float64("rate", float64(int(float64(events-firstEvents)/el*10))/10)
+	}
+	if el > 0 && done > first && total > done {
+		pace := float64(done-first) / el
+		ev = ev.Dur("eta", time.Duration(float64(total-done)/pace*float64(time.Second)).Round(time.Second))
 	}
 	return ev
 }

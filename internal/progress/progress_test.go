@@ -91,3 +91,48 @@ func TestNilReporter(t *testing.T) {
 		t.Fatal("nil reporter Func must be nil")
 	}
 }
+
+// TestRenderOneRate: the bar's line shows one rate, in events per second,
+// whatever unit the position is counted in.
+func TestRenderOneRate(t *testing.T) {
+	// publish -f: 450 of 1000 bytes read, 120 events, 100 of them in the
+	// 2 s since the first update, in which 300 bytes went by.
+	got := Render("publish", 450, 1000, 100, 120, 300, 2*time.Second)
+	want := "publish  45% |█████████████                 | 120 events  50 events/s  ETA 4s"
+	if got != want {
+		t.Fatalf("Render:\n got %q\nwant %q", got, want)
+	}
+	// No total known: no percent, no ETA; nothing yet: no rate.
+	if got := Render("rebuild", 7, 0, 7, 7, 7, time.Second); got != "rebuild 7 events  7 events/s" {
+		t.Fatalf("Render without a total: %q", got)
+	}
+	if got := Render("import", 0, 10, 0, 0, 0, 0); got != "import   0% |                              | 0 events" {
+		t.Fatalf("Render at the start: %q", got)
+	}
+}
+
+// TestBarCountsBytesRatesEvents: a bar whose position is in bytes draws
+// every line with exactly one rate, events/s, and ends with a newline.
+func TestBarCountsBytesRatesEvents(t *testing.T) {
+	var out syncBuf
+	r := New(1000, Options{Description: "publish", Unit: "bytes", Out: &out, Mode: Bar})
+	for i := uint64(1); i <= 10; i++ {
+		r.Events(i)
+		r.Update(i*100, 0)
+	}
+	r.Finish(nil)
+	s := out.b.String()
+	if !strings.HasSuffix(s, "\n") {
+		t.Fatalf("the bar does not end its line: %q", s)
+	}
+	frames := strings.Split(strings.TrimSuffix(s, "\n"), "\r")
+	last := strings.TrimSpace(frames[len(frames)-1])
+	if !strings.HasPrefix(last, "publish 100% |") || !strings.Contains(last, " 10 events") {
+		t.Fatalf("last frame %q", last)
+	}
+	for _, f := range frames {
+		if strings.Contains(f, "bytes") || strings.Count(f, "/s") > 1 || (strings.Contains(f, "/s") && !strings.Contains(f, "events/s")) {
+			t.Fatalf("frame with another rate: %q", f)
+		}
+	}
+}

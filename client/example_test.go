@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -147,4 +148,24 @@ func ExampleClient_List() {
 	// l-3 pending
 	// l-2 pending
 	// l-1 pending
+}
+
+// Do calls a route this package has no method for, with the client's
+// token and errors: here the operations endpoint that compares the live
+// projection with a fold of the log (a token with the ops role, when the
+// ledger runs with --auth). long lets it run past the client's timeout.
+func ExampleClient_Do() {
+	ctx := context.Background()
+	c, err := client.New(client.Options{API: ledgerURL})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var res struct {
+		OK bool `json:"ok"`
+	}
+	if err := c.Do(ctx, http.MethodPost, "/v1/ops/verify", nil, nil, "", true, &res); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("projection equals the log:", res.OK)
+	// Output: projection equals the log: true
 }

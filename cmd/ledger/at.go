@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"strings"
 	"time"
 
 	"github.com/mewledger/ledger/internal/repair"
@@ -14,7 +15,23 @@ import (
 	"github.com/mewledger/ledger/projections"
 )
 
-const atUsage = "at --seq N | --time T [--space S] [-o table|json] <get ID | history ID | list [--state S] [--proposer P] [--target T] [--anomaly A] [--since T] [--until T] [--limit N] [--cursor C] | stats>"
+// atQueries is the part of `ledger at`'s synopsis after its flags.
+const atQueries = "<get ID | history ID | list [--state S] [--proposer P] [--target T] [--anomaly A] [--since T] [--until T] [--limit N] [--cursor C] | stats>"
+
+func init() {
+	register(&command{
+		name:     "at",
+		synopsis: "at --seq N | --time T [--space S] [-o table|json] " + atQueries,
+		short:    "answer get / history / list / stats as of a past sequence or time",
+		help: "Answers get, history, list or stats as the ledger stood after sequence N or at\n" +
+			"time T, by folding the log up to that point into a temporary projection,\n" +
+			"removed afterwards. -o and --space work as in the client commands; the point\n" +
+			"the answer reflects (the last sequence folded) goes to stderr. A point beyond\n" +
+			"the log is an error. 'ledger at ... list --help' shows list's flags.",
+		run: runAt,
+		ops: true,
+	})
+}
 
 // runAt is `ledger at`: answer get, history, list or stats as of a past
 // sequence or time, by folding the log up to that point into a temporary
@@ -23,38 +40,44 @@ const atUsage = "at --seq N | --time T [--space S] [-o table|json] <get ID | his
 // to stderr. A point beyond the log is an error. -o table|json (env
 // LEDGER_OUTPUT, default table) and --space (env LEDGER_SPACE) work as in
 // the client commands.
-func runAt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var o opsFlags
-	fs := newOpsFlagSet("at", stdout, atUsage)
-	seq := fs.Uint64("seq", 0, "the state after this sequence")
-	at := fs.String("time", "", "the state at this time (RFC 3339): after every event up to the first one after it")
-	space := fs.String("space", envOr("LEDGER_SPACE", ledger.DefaultSpace), "space (env LEDGER_SPACE)")
-	output := fs.String("output", envOr("LEDGER_OUTPUT", outputTable), "table, or json for the API's objects exactly (env LEDGER_OUTPUT)")
-	fs.StringVar(output, "o", *output, "alias of --output")
-	tmp := fs.String("tmp", "", "directory for the temporary projection (default: the system's)")
-	o.register(fs.FlagSet, stderr)
-	if err := fs.parse(args, true); err != nil {
+func runAt(ctx context.Context, e env, args []string) error {
+	stdout, stderr := e.stdout, e.stderr
+	var (
+		o                 opsFlags
+		seq               uint64
+		at, space, output string
+		tmp               string
+	)
+	f := newFlags(commands["at"], e)
+	f.u64(&seq, "seq", "N", 0, "the state after this sequence", false)
+	f.str(&at, "time", "TIME", "", "the state at this time (RFC 3339): after every event up to the first one after it", false)
+	f.str(&space, "space", "NAME", ledger.DefaultSpace, "space", true)
+	f.str(&output, "output", "FORMAT", outputTable, "table, or json for the API's objects exactly", true)
+	f.short("o", "output")
+	f.str(&tmp, "tmp", "DIR", "", "directory for the temporary projection (default: the system's)", false)
+	o.register(f)
+	if err := f.parse(args); err != nil {
 		return err
 	}
 	var p repair.Point
-	p.Seq = *seq
-	if *at != "" {
-		t, err := parseOpsTime(*at)
+	p.Seq = seq
+	if at != "" {
+		t, err := parseOpsTime(at)
 		if err != nil {
-			return opsUsage("--time: %v", err)
+			return usageError("--time: %v", err)
 		}
 		p.Time = t
 	}
 	if (p.Seq == 0) == p.Time.IsZero() {
-		return opsUsage("give exactly one of --seq N and --time T")
+		return usageError("give exactly one of --seq N and --time T")
 	}
-	if *output != outputTable && *output != outputJSON {
-		return opsUsage("--output %q: want table or json", *output)
+	if output != outputTable && output != outputJSON {
+		return usageError("--output %q: want table or json", output)
 	}
-	if fs.NArg() == 0 {
-		return opsUsage("which query? get ID, history ID, list or stats")
+	if f.fs.NArg() == 0 {
+		return usageError("which query? get ID, history ID, list or stats")
 	}
-	query, err := parseAtQuery(fs.Arg(0), fs.Args()[1:], space)
+	query, err := parseAtQuery(e, f.fs.Arg(0), f.fs.Args()[1:], &space)
 	if err != nil {
 		return err
 	}
@@ -72,7 +95,7 @@ func runAt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	v, err := repair.At(ctx, c.js, p, repair.Options{TempDir: *tmp, Progress: rep.Func()})
+	v, err := repair.At(ctx, c.js, p, repair.Options{TempDir: tmp, Progress: rep.Func()})
 	rep.Finish(err)
 	if err != nil {
 		return fmt.Errorf("%w", err)
@@ -83,10 +106,10 @@ func runAt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("as of %s: %w", p, err)
 	}
 	fmt.Fprintf(stderr, "as of %s (log folded through seq %d)\n", p, v.AppliedSeq())
-	if *output == outputJSON {
+	if output == outputJSON {
 		return writeOpsJSON(stdout, answer)
 	}
-	return renderAt(stdout, answer, *space)
+	return renderAt(stdout, answer, space)
 }
 
 // renderAt prints an answer of `ledger at` as the client commands'
@@ -112,42 +135,50 @@ func renderAt(w io.Writer, answer any, space string) error {
 	return writeOpsJSON(w, answer)
 }
 
-// envOr returns the environment variable name, or def when it is unset
-// or empty.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// parseAtQuery parses the query after `ledger at ...` (its own flags, on
+// the one flag layer; --help shows them) and returns the function that
+// answers it from a projection. spaceFlag is at's --space, which the
+// query may also take.
+func parseAtQuery(e env, name string, args []string, spaceFlag *string) (func(*repair.View) (any, error), error) {
+	synopsis := map[string]string{"get": "get [--space S] ID", "history": "history [--space S] ID", "stats": "stats [--space S]",
+		"list": "list [--space S] [--state S] [--proposer P] [--target T] [--anomaly A] [--since T] [--until T] [--limit N] [--cursor C]"}
+	if _, ok := synopsis[name]; !ok {
+		return nil, usageError("unknown query %q (want get, history, list or stats)", name)
 	}
-	return def
-}
-
-// parseAtQuery parses the query after `ledger at ...` and returns the
-// function that answers it from a projection.
-func parseAtQuery(name string, args []string, spaceFlag *string) (func(*repair.View) (any, error), error) {
-	qfs := flag.NewFlagSet("at "+name, flag.ContinueOnError)
-	qfs.SetOutput(io.Discard)
-	qfs.StringVar(spaceFlag, "space", *spaceFlag, "space")
-	needID := func() (string, error) {
-		if err := qfs.Parse(args); err != nil {
-			return "", opsUsage("at %s: %v", name, err)
+	qf := newFlags(&command{
+		name:     "at " + name,
+		synopsis: "at --seq N | --time T [flags] " + synopsis[name],
+		help:     fmt.Sprintf("The %s query of 'ledger at' (see 'ledger help at' for the flags before it).", name),
+	}, e)
+	qf.str(spaceFlag, "space", "NAME", *spaceFlag, "space (the same as at's --space)", false)
+	// parse parses the query's flags; the error names the query.
+	parse := func(positionals int) ([]string, error) {
+		pos, err := positional(qf, args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return nil, err
+		case err != nil:
+			return nil, usageError("at %s: %s", name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+		case len(pos) != positionals && positionals == 1:
+			return nil, usageError("at %s: want exactly one proposal id", name)
+		case len(pos) != positionals:
+			return nil, usageError("at %s: unexpected argument %q", name, pos[0])
 		}
-		if qfs.NArg() != 1 {
-			return "", opsUsage("at %s: want exactly one proposal id", name)
-		}
-		return qfs.Arg(0), nil
+		return pos, nil
 	}
 	switch name {
 	case "get":
-		id, err := needID()
+		pos, err := parse(1)
 		if err != nil {
 			return nil, err
 		}
-		return func(v *repair.View) (any, error) { return v.Get(*spaceFlag, id) }, nil
+		return func(v *repair.View) (any, error) { return v.Get(*spaceFlag, pos[0]) }, nil
 	case "history":
-		id, err := needID()
+		pos, err := parse(1)
 		if err != nil {
 			return nil, err
 		}
+		id := pos[0]
 		return func(v *repair.View) (any, error) {
 			h, err := v.History(*spaceFlag, id)
 			if err != nil {
@@ -156,52 +187,48 @@ func parseAtQuery(name string, args []string, spaceFlag *string) (func(*repair.V
 			return wire.History{ID: id, Space: *spaceFlag, Events: h}, nil
 		}, nil
 	case "stats":
-		if err := qfs.Parse(args); err != nil {
-			return nil, opsUsage("at %s: %v", name, err)
+		if _, err := parse(0); err != nil {
+			return nil, err
 		}
 		return func(v *repair.View) (any, error) { return v.Stats(*spaceFlag) }, nil
-	case "list":
-		var q projections.ListQuery
-		var state, since, until string
-		qfs.StringVar(&state, "state", "", "state")
-		qfs.StringVar(&q.Proposer, "proposer", "", "proposer")
-		qfs.StringVar(&q.Target, "target", "", "a member of to")
-		qfs.StringVar(&q.Anomaly, "anomaly", "", "anomaly")
-		qfs.StringVar(&since, "since", "", "created at or after (RFC 3339)")
-		qfs.StringVar(&until, "until", "", "created before (RFC 3339)")
-		qfs.IntVar(&q.Limit, "limit", 0, "page size")
-		qfs.StringVar(&q.Cursor, "cursor", "", "next_cursor of the previous page")
-		if err := qfs.Parse(args); err != nil {
-			return nil, opsUsage("at %s: %v", name, err)
-		}
-		if qfs.NArg() > 0 {
-			return nil, opsUsage("at list: unexpected argument %q", qfs.Arg(0))
-		}
-		q.State = projections.ProposalState(state)
-		for _, x := range []struct {
-			s string
-			t *time.Time
-		}{{since, &q.Since}, {until, &q.Until}} {
-			if x.s == "" {
-				continue
-			}
-			t, err := parseOpsTime(x.s)
-			if err != nil {
-				return nil, opsUsage("at list: %v", err)
-			}
-			*x.t = t
-		}
-		return func(v *repair.View) (any, error) {
-			q.Space = *spaceFlag
-			page, err := v.List(q)
-			if err != nil {
-				return nil, err
-			}
-			if page.Proposals == nil {
-				page.Proposals = []*projections.Proposal{}
-			}
-			return wire.List{Proposals: page.Proposals, NextCursor: page.NextCursor}, nil
-		}, nil
 	}
-	return nil, opsUsage("unknown query %q (want get, history, list or stats)", name)
+	// list
+	var q projections.ListQuery
+	var state, since, until string
+	qf.str(&state, "state", "STATE", "", "only proposals in this state", false)
+	qf.str(&q.Proposer, "proposer", "NAME", "", "only proposals from this participant", false)
+	qf.str(&q.Target, "target", "NAME", "", "only proposals with this participant among to", false)
+	qf.str(&q.Anomaly, "anomaly", "KIND", "", "only proposals with this anomaly", false)
+	qf.str(&since, "since", "TIME", "", "created at or after this time (RFC 3339)", false)
+	qf.str(&until, "until", "TIME", "", "created before this time (RFC 3339)", false)
+	qf.integer(&q.Limit, "limit", "N", 0, "page size", false)
+	qf.str(&q.Cursor, "cursor", "CURSOR", "", "next_cursor of the previous page", false)
+	if _, err := parse(0); err != nil {
+		return nil, err
+	}
+	q.State = projections.ProposalState(state)
+	for _, x := range []struct {
+		s string
+		t *time.Time
+	}{{since, &q.Since}, {until, &q.Until}} {
+		if x.s == "" {
+			continue
+		}
+		t, err := parseOpsTime(x.s)
+		if err != nil {
+			return nil, usageError("at list: %v", err)
+		}
+		*x.t = t
+	}
+	return func(v *repair.View) (any, error) {
+		q.Space = *spaceFlag
+		page, err := v.List(q)
+		if err != nil {
+			return nil, err
+		}
+		if page.Proposals == nil {
+			page.Proposals = []*projections.Proposal{}
+		}
+		return wire.List{Proposals: page.Proposals, NextCursor: page.NextCursor}, nil
+	}, nil
 }

@@ -52,9 +52,9 @@ type completionSpec struct {
 	flags       []string // long names, without dashes
 }
 
-// flagLine matches a flag at the start of a usage line, in both help
-// styles: "  -o, --output table|json" and Go's "  -data string".
-var flagLine = regexp.MustCompile(`(?m)^\s+(?:-[A-Za-z], )?--?([a-z][a-z0-9-]+)`)
+// flagLine matches a flag at the start of a usage line, in the one help
+// style of every subcommand (flags.usage): "  -o, --output table|json".
+var flagLine = regexp.MustCompile(`(?m)^  (?:-[A-Za-z], )?--([a-z][a-z0-9-]+)`)
 
 // completionSpecs asks every subcommand for its --help and reads its flags
 // from it, so the scripts follow the commands without a second list.

@@ -3,33 +3,53 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/mewledger/ledger/internal/archive"
 )
 
+func init() {
+	register(&command{
+		name:     "export",
+		synopsis: "export [-f FILE] [-o jsonl] [--from-seq N] [--to-seq N] [--data DIR | --nats-url URL]",
+		short:    "write the log as JSON lines with sequence, time, subject and hash chain",
+		help: "Writes the log as hash-chained JSON lines (sequence, time, subject, headers,\n" +
+			"the original envelope, hash), to stdout or to -f FILE, written atomically\n" +
+			"(FILE.partial, renamed when complete). The summary, with the head hash to keep\n" +
+			"apart from the file, goes to stderr: `ledger verify --export FILE --head HASH`\n" +
+			"checks the file against it.",
+		run: runExport,
+		ops: true,
+	})
+}
+
 // runExport is `ledger export`: the log as hash-chained JSON lines
 // (internal/archive), to stdout or to a file written atomically (FILE.partial,
 // renamed when complete, so a cut-off export never has the final name).
 // The summary, with the head hash to keep alongside the file, goes to
 // stderr.
-func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var o opsFlags
-	fs := newOpsFlagSet("export", stdout, "export [-f FILE] [-o jsonl] [--from-seq N] [--to-seq N] [--data DIR | --nats-url URL]")
-	out := fs.String("file", "-", "output `FILE`, written atomically (- for stdout)")
-	fs.StringVar(out, "f", "-", "alias of --file")
-	format := fs.String("output", "jsonl", "output format: jsonl, the only one (as everywhere, -o is a format, not a file)")
-	fs.StringVar(format, "o", "jsonl", "alias of --output")
-	from := fs.Uint64("from-seq", 0, "first sequence (default: the first)")
-	to := fs.Uint64("to-seq", 0, "last sequence (default: the last when the export starts)")
-	o.register(fs.FlagSet, stderr)
-	if err := fs.parse(args, false); err != nil {
+func runExport(ctx context.Context, e env, args []string) error {
+	stdout, stderr := e.stdout, e.stderr
+	var (
+		o        opsFlags
+		out      string
+		format   string
+		from, to uint64
+	)
+	f := newFlags(commands["export"], e)
+	f.str(&out, "file", "FILE", "-", "output file, written atomically (- for stdout)", false)
+	f.short("f", "file")
+	f.str(&format, "output", "FORMAT", "jsonl", "output format: jsonl, the only one (as everywhere, -o is a format, not a file)", false)
+	f.short("o", "output")
+	f.u64(&from, "from-seq", "N", 0, "first sequence (default: the first)", false)
+	f.u64(&to, "to-seq", "N", 0, "last sequence (default: the last when the export starts)", false)
+	o.register(f)
+	if err := f.parseNone(args); err != nil {
 		return err
 	}
-	if *format != "jsonl" {
-		return opsUsage("-o %q: the only export format is jsonl (-o is a format everywhere; write to a file with -f FILE)", *format)
+	if format != "jsonl" {
+		return usageError("-o %q: the only export format is jsonl (-o is a format everywhere; write to a file with -f FILE)", format)
 	}
 	log, err := o.logger(stderr)
 	if err != nil {
@@ -42,8 +62,8 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer c.Close()
 
 	w, finish := stdout, func(error) error { return nil }
-	if *out != "-" {
-		f, err := os.Create(*out + ".partial")
+	if out != "-" {
+		f, err := os.Create(out + ".partial")
 		if err != nil {
 			return fmt.Errorf("%w", err)
 		}
@@ -54,7 +74,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				err = cerr
 			}
 			if failed == nil && err == nil {
-				err = os.Rename(f.Name(), *out)
+				err = os.Rename(f.Name(), out)
 			}
 			if failed != nil || err != nil {
 				_ = os.Remove(f.Name())
@@ -66,7 +86,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	sum, err := archive.Export(ctx, c.js, w, archive.ExportOptions{FromSeq: *from, ToSeq: *to, Progress: rep.Func()})
+	sum, err := archive.Export(ctx, c.js, w, archive.ExportOptions{FromSeq: from, ToSeq: to, Progress: rep.Func()})
 	rep.Finish(err)
 	if ferr := finish(err); err == nil && ferr != nil {
 		err = ferr
@@ -75,8 +95,8 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("%w", err)
 	}
 	dest := "stdout"
-	if *out != "-" {
-		dest, _ = filepath.Abs(*out)
+	if out != "-" {
+		dest, _ = filepath.Abs(out)
 	}
 	fmt.Fprintf(stderr, "exported %d messages (seq %d..%d) to %s\nhead hash %s (keep it apart from the file: `ledger verify --export FILE --head %s` checks the file against it)\n",
 		sum.Lines, sum.FirstSeq, sum.LastSeq, dest, sum.Head, sum.Head)

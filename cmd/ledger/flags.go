@@ -27,8 +27,17 @@ func usageError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
 }
 
-// flags is a subcommand's flag set whose flags default to their
-// environment variable.
+// flags is the one flag layer of every subcommand: a stdlib flag set
+// (so -name and --name, -name=value and -name value all work) whose flags
+// may default to their environment variable LEDGER_<NAME>, with a
+// placeholder, a one-letter alias and a secret mark for usage, and source
+// to say where a value came from. An explicit flag always beats its
+// environment variable, which beats the built-in default; an environment
+// value that does not parse is a usage error naming the variable.
+//
+// Flags that read no variable (a file, a sequence, an alias) say so by
+// env=false: a variable per flag of every set would make LEDGER_FILE or
+// LEDGER_O change a command behind the user's back.
 type flags struct {
 	fs      *flag.FlagSet
 	cmd     *command
@@ -159,6 +168,26 @@ func (f *flags) parse(args []string) error {
 	return nil
 }
 
+// parseNone parses args and refuses positional arguments: for commands
+// that take flags only.
+func (f *flags) parseNone(args []string) error {
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return usageError("unexpected argument %q", f.fs.Arg(0))
+	}
+	return nil
+}
+
+// given reports whether flag name (or its short alias) was on the
+// command line. Call it after parse.
+func (f *flags) given(name string) bool {
+	given := false
+	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name || f.alias[fl.Name] == name })
+	return given
+}
+
 // usage prints the command's synopsis and its flags with their
 // environment variables and defaults.
 func (f *flags) usage(w io.Writer) {
@@ -204,9 +233,7 @@ func (f *flags) usage(w io.Writer) {
 // command line, its environment variable when set there, else "default".
 // Call it after parse.
 func (f *flags) source(name string) string {
-	given := false
-	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name || f.alias[fl.Name] == name })
-	if given {
+	if f.given(name) {
 		return "--" + name
 	}
 	if e, ok := f.env[name]; ok && os.Getenv(e) != "" {

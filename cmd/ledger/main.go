@@ -44,8 +44,9 @@ type command struct {
 	short    string // one line for `ledger --help`
 	help     string // paragraph for `ledger help CMD`
 	run      func(ctx context.Context, e env, args []string) error
-	// selfHelp: the command prints its own usage on --help.
-	selfHelp bool
+	// ops: an operations command (SPEC §9), listed after the client
+	// commands.
+	ops bool
 }
 
 // commands is filled by each subcommand's file (init order does not
@@ -123,7 +124,7 @@ func run(ctx context.Context, e env, args []string) int {
 		return exitOK
 	case errors.Is(err, errFailed):
 		return exitFailed
-	case errors.Is(err, errUsage), errors.Is(err, errOpsUsage):
+	case errors.Is(err, errUsage):
 		fmt.Fprintf(e.stderr, "ledger %s: %v\nRun 'ledger help %s' for usage.\n", c.name, strings.TrimPrefix(err.Error(), "usage: "), c.name)
 		return exitUsage
 	case errors.As(err, new(*unreachableError)):
@@ -140,7 +141,7 @@ func group(name string) int {
 	switch {
 	case name == "serve":
 		return 0
-	case commands[name].selfHelp:
+	case commands[name].ops:
 		return 2
 	}
 	return 1
@@ -169,7 +170,7 @@ Commands:
 		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].short)
 	}
 	fmt.Fprint(w, `
-Every flag also reads an environment variable: --data is LEDGER_DATA,
+Most flags also read an environment variable: --data is LEDGER_DATA,
 --nats-url is LEDGER_NATS_URL, and so on. 'ledger help COMMAND' shows them.
 LEDGER_MEMORY_LIMIT sets a soft Go memory limit (e.g. 1GiB; default off;
 GOMEMLIMIT wins); the collector runs at GOGC=50 unless GOGC is set. Build
@@ -177,5 +178,10 @@ with CGO_ENABLED=0, as 'make build' does: the store's memory is then on
 the Go heap, under that policy.
 
 Exit status: 0 ok, 1 refused or not found, 2 usage error or no ledger to talk to.
+
+An explicit flag always beats its environment variable. Every command that
+talks to a ledger first says on stderr which one, and where that choice came
+from: "ledger: http://127.0.0.1:8080 (--api)"; -q, --quiet (env LEDGER_QUIET)
+silences that line. -o, --output is the output format wherever there is one.
 `)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"os"
 
 	"github.com/nats-io/nats.go"
@@ -26,18 +25,11 @@ const (
 )
 
 // register adds --nats-user, --nats-password-file and --nats-nkey to a
-// client subcommand's flags (env LEDGER_NATS_USER, ...).
+// subcommand's flags (env LEDGER_NATS_USER, ...).
 func (c *natsCreds) register(f *flags) {
 	f.str(&c.user, "nats-user", "USER", "", natsUserUsage, true)
 	f.str(&c.passwordFile, "nats-password-file", "FILE", "", natsPasswordUsage, true)
 	f.str(&c.nkeyFile, "nats-nkey", "SEEDFILE", "", natsNkeyUsage, true)
-}
-
-// registerOps adds the same flags to an ops subcommand's flag set.
-func (c *natsCreds) registerOps(fs *flag.FlagSet) {
-	fs.StringVar(&c.user, "nats-user", opsEnv("LEDGER_NATS_USER", ""), natsUserUsage+" (env LEDGER_NATS_USER)")
-	fs.StringVar(&c.passwordFile, "nats-password-file", opsEnv("LEDGER_NATS_PASSWORD_FILE", ""), natsPasswordUsage+" (env LEDGER_NATS_PASSWORD_FILE)")
-	fs.StringVar(&c.nkeyFile, "nats-nkey", opsEnv("LEDGER_NATS_NKEY", ""), natsNkeyUsage+" (env LEDGER_NATS_NKEY)")
 }
 
 // options returns the nats.go options of the credentials (none when no

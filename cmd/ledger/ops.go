@@ -1,8 +1,8 @@
 package main
 
 // Shared plumbing of the ops subcommands (export, import, verify, replay,
-// at, rebuild): flags that read environment variables, the logger, and
-// reaching the ledger's NATS server.
+// at, rebuild): their common flags (on flags, as every subcommand's), the
+// logger, and reaching the ledger's NATS server.
 //
 // rebuild and verify also run online, through a running ledger's API
 // (apiTarget): POST /v1/ops/rebuild and /v1/ops/verify.
@@ -18,14 +18,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,24 +38,8 @@ import (
 	"github.com/mewledger/ledger/internal/wire"
 )
 
-// errOpsUsage marks errors that are the caller's (bad flags or
-// arguments): the dispatcher maps it to its usage exit status.
-var errOpsUsage = errors.New("usage")
-
-// opsUsage returns a usage error.
-func opsUsage(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errOpsUsage, fmt.Sprintf(format, args...))
-}
-
-// opsEnv returns the environment variable name, or def.
-func opsEnv(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
-
-// opsFlags are the flags every ops subcommand takes.
+// opsFlags are the flags every ops subcommand takes, on the command's
+// flags (the one flag layer of every subcommand).
 type opsFlags struct {
 	data      string
 	natsURL   string
@@ -69,11 +50,10 @@ type opsFlags struct {
 	creds     natsCreds
 	// api and token: the online operations' API (registerAPI).
 	api, token string
-	fs         *flag.FlagSet
-	// quiet: do not say which ledger the command acts on; stderr is
-	// where it is said, once (announced).
+	f          *flags
+	// quiet: do not say on stderr which ledger the command acts on; stderr
+	// is where it is said, once (announced).
 	quiet     bool
-	stderr    io.Writer
 	announced bool
 	// lock holds <data> while the command works on it offline (lockData);
 	// locks counts the holds (released at zero).
@@ -108,43 +88,27 @@ func (o *opsFlags) unlockData() {
 	}
 }
 
-// register adds the common flags; stderr is where the command says which
-// ledger it acts on.
-func (o *opsFlags) register(fs *flag.FlagSet, stderr io.Writer) {
-	o.stderr = stderr
-	quiet, _ := strconv.ParseBool(os.Getenv("LEDGER_QUIET"))
-	fs.BoolVar(&o.quiet, "quiet", quiet, "do not say on stderr which ledger the command acts on (env LEDGER_QUIET)")
-	fs.BoolVar(&o.quiet, "q", quiet, "alias of --quiet")
-	fs.StringVar(&o.data, "data", opsEnv("LEDGER_DATA", app.DefaultDataDir), "ledger data directory (env LEDGER_DATA)")
-	fs.StringVar(&o.natsURL, "nats-url", opsEnv("LEDGER_NATS_URL", ""), "NATS server URL(s), comma-separated; default: the ledger of --data (env LEDGER_NATS_URL)")
-	fs.StringVar(&o.natsConf, "nats-config", opsEnv("LEDGER_NATS_CONFIG", ""), "nats-server configuration `FILE` for the embedded server started on <data>/nats, the same as ledger serve's (env LEDGER_NATS_CONFIG)")
-	fs.StringVar(&o.logFormat, "log-format", opsEnv("LEDGER_LOG_FORMAT", ""), "log format: console or json (env LEDGER_LOG_FORMAT)")
-	fs.StringVar(&o.logLevel, "log-level", opsEnv("LEDGER_LOG_LEVEL", "info"), "log level (env LEDGER_LOG_LEVEL)")
-	fs.StringVar(&o.progress, "progress", opsEnv("LEDGER_PROGRESS", "auto"), "progress: auto (bar on a terminal, log lines otherwise), bar, log or off")
-	o.creds.registerOps(fs)
-	o.fs = fs
+// register adds the common flags to f; f's stderr is where the command
+// says which ledger it acts on.
+func (o *opsFlags) register(f *flags) {
+	o.f = f
+	f.boolean(&o.quiet, "quiet", false, "do not say on stderr which ledger the command acts on", true)
+	f.short("q", "quiet")
+	f.str(&o.data, "data", "DIR", app.DefaultDataDir, "ledger data directory", true)
+	f.str(&o.natsURL, "nats-url", "URL", "", "NATS server URL(s), comma-separated; default: the ledger of --data", true)
+	f.str(&o.natsConf, "nats-config", "FILE", "", "nats-server configuration file for the embedded server started on <data>/nats, the same as ledger serve's", true)
+	f.str(&o.logFormat, "log-format", "FORMAT", "", "log format: console or json", true)
+	f.str(&o.logLevel, "log-level", "LEVEL", "info", "log level", true)
+	f.str(&o.progress, "progress", "MODE", "auto", "progress: auto (bar on a terminal, log lines otherwise), bar, log or off", true)
+	o.creds.register(f)
 }
 
 // registerAPI adds --api and --token (rebuild and verify run online
 // through the API).
-func (o *opsFlags) registerAPI(fs *flag.FlagSet) {
-	fs.StringVar(&o.api, "api", opsEnv("LEDGER_API", ""), "run online through this ledger's HTTP API, e.g. "+client.DefaultAPI+" (env LEDGER_API)")
-	fs.StringVar(&o.token, "token", "", "bearer token (role ops) for an API started with --auth (env LEDGER_TOKEN, which keeps it out of ps)")
-}
-
-// source says where the value of flag name came from: "--name" when given
-// on the command line, the environment variable env when set, else
-// "default". Call it after parsing.
-func (o *opsFlags) source(name, env string) string {
-	given := false
-	o.fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	switch {
-	case given:
-		return "--" + name
-	case os.Getenv(env) != "":
-		return env
-	}
-	return "default"
+func (o *opsFlags) registerAPI(f *flags) {
+	f.str(&o.api, "api", "URL", "", "run online through this ledger's HTTP API, e.g. "+client.DefaultAPI, true)
+	f.str(&o.token, "token", "TOKEN", "", "bearer token (role ops) for an API started with --auth (prefer the environment variable: a flag shows in ps)", true)
+	f.hide("token")
 }
 
 // announce says on stderr, once, which ledger the command acts on and
@@ -154,12 +118,12 @@ func (o *opsFlags) announce(target, source string) {
 		return
 	}
 	o.announced = true
-	announce(o.stderr, target, source)
+	announce(o.f.stderr, target, source)
 }
 
 // announceData says the command acts on the data directory.
 func (o *opsFlags) announceData() {
-	o.announce(o.data, o.source("data", "LEDGER_DATA"))
+	o.announce(o.data, o.f.source("data"))
 }
 
 // apiTarget returns the API an online operation goes through, or "" to
@@ -174,19 +138,13 @@ func (o *opsFlags) announceData() {
 //
 // The second result says where the choice came from, for announce.
 func (o *opsFlags) apiTarget() (string, string) {
-	apiFlag, dataFlag := false, false
-	o.fs.Visit(func(f *flag.Flag) {
-		apiFlag = apiFlag || f.Name == "api"
-		dataFlag = dataFlag || f.Name == "data"
-	})
-	if o.api != "" && (apiFlag || !dataFlag) {
-		return o.api, o.source("api", "LEDGER_API")
+	if o.api != "" && (o.f.given("api") || !o.f.given("data")) {
+		return o.api, o.f.source("api")
 	}
 	if addr, ok := o.serveRunning(); ok {
-		return "http://" + addr.HTTP, "the ledger serve running on " + o.data + ", " + o.source("data", "LEDGER_DATA")
+		return "http://" + addr.HTTP, "the ledger serve running on " + o.data + ", " + o.f.source("data")
 	}
-	given := os.Getenv("LEDGER_DATA") != ""
-	o.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "data" })
+	given := o.f.source("data") != "default"
 	if _, err := os.Stat(filepath.Join(o.data, app.NATSDirName)); !given && err != nil {
 		return client.DefaultAPI, "default: " + o.data + " holds no ledger"
 	}
@@ -195,125 +153,17 @@ func (o *opsFlags) apiTarget() (string, string) {
 
 // apiClient returns the client of an online operation.
 func (o *opsFlags) apiClient(api string) (*client.Client, error) {
-	token := o.token
-	if token == "" {
-		token = os.Getenv("LEDGER_TOKEN")
-	}
-	cl, err := client.New(client.Options{API: api, Token: token})
+	cl, err := client.New(client.Options{API: api, Token: o.token})
 	if err != nil {
-		return nil, opsUsage("%v", err)
+		return nil, usageError("%v", err)
 	}
 	return cl, nil
-}
-
-// opsFlagSet is a subcommand's flag set: errors are returned, not
-// printed (the dispatcher prints them), and --help prints the usage on
-// stdout.
-type opsFlagSet struct {
-	*flag.FlagSet
-	usage  string
-	stdout io.Writer
-}
-
-func newOpsFlagSet(name string, stdout io.Writer, usage string) *opsFlagSet {
-	fs := flag.NewFlagSet("ledger "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return &opsFlagSet{FlagSet: fs, usage: usage, stdout: stdout}
-}
-
-// parse parses args and refuses positional arguments unless allowed.
-func (fs *opsFlagSet) parse(args []string, positional bool) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.printUsage()
-			return err
-		}
-		return opsUsage("%v", err)
-	}
-	if !positional && fs.NArg() > 0 {
-		return opsUsage("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
-
-// opsEnvNote matches the "(env LEDGER_X)" an ops flag's usage ends with.
-var opsEnvNote = regexp.MustCompile(`\s*\(env (LEDGER_[A-Z_]+)[^)]*\)`)
-
-// opsMeta are the placeholders of the ops commands' string flags.
-var opsMeta = map[string]string{"data": "DIR", "nats-url": "URL", "log-format": "FORMAT", "log-level": "LEVEL",
-	"progress": "MODE", "nats-user": "USER", "nats-password-file": "FILE", "nats-nkey": "SEEDFILE", "output": "FORMAT",
-	"space": "NAME", "api": "URL", "token": "TOKEN", "tmp": "DIR", "time": "TIME", "since": "TIME", "until": "TIME",
-	"type": "TYPE", "proposal": "ID", "republish-to": "SUBJECT", "republish-url": "URL", "export": "FILE", "head": "HASH"}
-
-// printUsage prints the command's usage in the style of every other
-// subcommand (flags.usage): the synopsis, what it does, and each flag
-// with its placeholder, short alias, environment variable and default.
-func (fs *opsFlagSet) printUsage() {
-	name := strings.Fields(fs.usage)[0]
-	about := ""
-	if c := commands[name]; c != nil {
-		about = c.short
-		if about != "" {
-			about = strings.ToUpper(about[:1]) + about[1:] + "."
-		}
-	}
-	fmt.Fprintf(fs.stdout, "Usage: ledger %s\n\n%s\n", fs.usage, about)
-	short := map[string]string{}
-	fs.VisitAll(func(f *flag.Flag) {
-		if long, ok := strings.CutPrefix(f.Usage, "alias of --"); ok {
-			short[long] = f.Name
-		}
-	})
-	var lines []string
-	fs.VisitAll(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Usage, "alias of --") {
-			return
-		}
-		meta, usage := flag.UnquoteUsage(f)
-		if m, ok := opsMeta[f.Name]; ok {
-			meta = m
-		}
-		switch meta {
-		case "string":
-			meta = "VALUE"
-		case "uint", "int":
-			meta = "N"
-		case "duration":
-			meta = "DURATION"
-		case "float":
-			meta = "X"
-		}
-		head := "--" + f.Name
-		if s, ok := short[f.Name]; ok {
-			head = "-" + s + ", " + head
-		}
-		if meta != "" {
-			head += " " + meta
-		}
-		var notes []string
-		if m := opsEnvNote.FindStringSubmatch(usage); m != nil {
-			notes = append(notes, "env "+m[1])
-			usage = opsEnvNote.ReplaceAllString(usage, "")
-		}
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
-			notes = append(notes, "default "+f.DefValue)
-		}
-		line := "  " + head + "\n      " + usage
-		if len(notes) > 0 {
-			line += " (" + strings.Join(notes, "; ") + ")"
-		}
-		lines = append(lines, line)
-	})
-	if len(lines) > 0 {
-		fmt.Fprintf(fs.stdout, "\nFlags:\n%s\n", strings.Join(lines, "\n"))
-	}
 }
 
 func (o *opsFlags) logger(stderr io.Writer) (zerolog.Logger, error) {
 	l, err := logging.New(logging.Options{Format: o.logFormat, Level: o.logLevel, Out: stderr})
 	if err != nil {
-		return l, opsUsage("%v", err)
+		return l, usageError("%v", err)
 	}
 	return l, nil
 }
@@ -331,7 +181,7 @@ func (o *opsFlags) reporter(stderr io.Writer, log zerolog.Logger, desc, unit str
 	case "off":
 		mode = progress.Off
 	default:
-		return nil, opsUsage("--progress %q: want auto, bar, log or off", o.progress)
+		return nil, usageError("--progress %q: want auto, bar, log or off", o.progress)
 	}
 	return progress.New(0, progress.Options{Description: desc, Unit: unit, Out: stderr, Logger: log, Mode: mode}), nil
 }
@@ -405,11 +255,11 @@ func (o *opsFlags) connect(ctx context.Context, name string, log zerolog.Logger,
 	c := &opsConn{}
 	switch addr, running := o.serveRunning(); {
 	case o.natsURL != "":
-		o.announce(o.natsURL, o.source("nats-url", "LEDGER_NATS_URL"))
+		o.announce(o.natsURL, o.f.source("nats-url"))
 		c.url = o.natsURL
 		c.nc, err = nats.Connect(o.natsURL, opts...)
 	case running:
-		o.announce(o.data, o.source("data", "LEDGER_DATA")+"; through its running ledger serve at "+addr.NATS)
+		o.announce(o.data, o.f.source("data")+"; through its running ledger serve at "+addr.NATS)
 		c.url = addr.NATS
 		c.nc, err = nats.Connect(addr.NATS, opts...)
 		if err != nil {

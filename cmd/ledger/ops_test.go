@@ -23,19 +23,34 @@ import (
 	"github.com/mewledger/ledger/projections"
 )
 
-// opsRun runs an ops command and returns its stdout and stderr.
-func opsRun(t *testing.T, cmd func(context.Context, []string, io.Writer, io.Writer) error, args ...string) (string, string, error) {
+// opsCmd is an ops command's run function.
+type opsCmd = func(context.Context, env, []string) error
+
+// opsRun runs an ops command with an empty stdin and returns its stdout
+// and stderr.
+func opsRun(t *testing.T, cmd opsCmd, args ...string) (string, string, error) {
+	t.Helper()
+	return opsRunIn(t, strings.NewReader(""), cmd, args...)
+}
+
+// opsRunIn runs an ops command reading stdin.
+func opsRunIn(t *testing.T, stdin io.Reader, cmd opsCmd, args ...string) (string, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer
-	err := cmd(ctx, append([]string{"--progress", "off", "--log-level", "warn"}, args...), &out, &errb)
+	err := cmd(ctx, env{stdin: stdin, stdout: &out, stderr: &errb}, append([]string{"--progress", "off", "--log-level", "warn"}, args...))
 	return out.String(), errb.String(), err
 }
 
-func opsMustRun(t *testing.T, cmd func(context.Context, []string, io.Writer, io.Writer) error, args ...string) (string, string) {
+func opsMustRun(t *testing.T, cmd opsCmd, args ...string) (string, string) {
 	t.Helper()
-	out, errs, err := opsRun(t, cmd, args...)
+	return opsMustRunIn(t, strings.NewReader(""), cmd, args...)
+}
+
+func opsMustRunIn(t *testing.T, stdin io.Reader, cmd opsCmd, args ...string) (string, string) {
+	t.Helper()
+	out, errs, err := opsRunIn(t, stdin, cmd, args...)
 	if err != nil {
 		t.Fatalf("%v: %v\nstderr: %s", args, err, errs)
 	}
@@ -57,7 +72,7 @@ func TestOpsCommands(t *testing.T) {
 
 	// export
 	_, errs := opsMustRun(t, runExport, "--nats-url", url, "-f", file)
-	if _, _, err := opsRun(t, runExport, "--nats-url", url, "-o", file); !errors.Is(err, errOpsUsage) || !strings.Contains(err.Error(), "-f FILE") {
+	if _, _, err := opsRun(t, runExport, "--nats-url", url, "-o", file); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "-f FILE") {
 		t.Fatalf("export -o FILE: %v, want a usage error pointing to -f", err)
 	}
 	if !strings.Contains(errs, "exported "+strconv.FormatUint(last, 10)+" messages") || !strings.Contains(errs, "head hash ") {
@@ -108,9 +123,7 @@ func TestOpsCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	opsStdin = f
-	t.Cleanup(func() { opsStdin = os.Stdin })
-	out, _ = opsMustRun(t, runImport, "--data", data)
+	out, _ = opsMustRunIn(t, f, runImport, "--data", data)
 	var ir archive.ImportResult
 	if err := json.Unmarshal([]byte(out), &ir); err != nil || ir.Imported != int(last) || ir.LastSeq != last {
 		t.Fatalf("import: %s (%v)", out, err)
@@ -247,7 +260,7 @@ func TestOpsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range []func(context.Context, []string, io.Writer, io.Writer) error{runRebuild, runVerify} {
+	for _, cmd := range []opsCmd{runRebuild, runVerify} {
 		if _, _, err := opsRun(t, cmd, "--data", data); !errors.As(err, new(*unreachableError)) || !strings.Contains(err.Error(), "http://127.0.0.1:1") {
 			t.Fatalf("rebuild/verify with serve running: %v, want its API unreachable", err)
 		}

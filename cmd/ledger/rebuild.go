@@ -14,7 +14,21 @@ import (
 	"github.com/mewledger/ledger/internal/wire"
 )
 
-const rebuildUsage = "rebuild [--api URL [--token T]] | rebuild --data DIR [--nats-url URL]"
+func init() {
+	register(&command{
+		name:     "rebuild",
+		synopsis: "rebuild [--api URL [--token T]] | rebuild --data DIR [--nats-url URL]",
+		short:    "drop the projection and fold the stream again from sequence 1",
+		help: "Online, through a running ledger's API (role ops): with --api, when a `ledger\n" +
+			"serve` runs on --data, or when no --data is given and the default data directory\n" +
+			"holds no ledger. The server folds the log into a new projection while it keeps\n" +
+			"answering, then swaps; the command follows the rebuild until it ends.\n" +
+			"Offline on --data otherwise: it folds the whole log into <data>/projection.new,\n" +
+			"then exchanges it with <data>/projection. An explicit --data beats LEDGER_API.",
+		run: runRebuild,
+		ops: true,
+	})
+}
 
 // runRebuild is `ledger rebuild`:
 //
@@ -28,12 +42,13 @@ const rebuildUsage = "rebuild [--api URL [--token T]] | rebuild --data DIR [--na
 //     <data>/projection.new with a progress bar, then exchanges it with
 //     <data>/projection atomically and deletes the old one
 //     (repair.OfflineRebuild).
-func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runRebuild(ctx context.Context, e env, args []string) error {
+	stdout, stderr := e.stdout, e.stderr
 	var o opsFlags
-	fs := newOpsFlagSet("rebuild", stdout, rebuildUsage)
-	o.register(fs.FlagSet, stderr)
-	o.registerAPI(fs.FlagSet)
-	if err := fs.parse(args, false); err != nil {
+	f := newFlags(commands["rebuild"], e)
+	o.register(f)
+	o.registerAPI(f)
+	if err := f.parseNone(args); err != nil {
 		return err
 	}
 	log, err := o.logger(stderr)

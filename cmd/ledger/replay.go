@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,6 +15,22 @@ import (
 	"github.com/mewledger/ledger/projections"
 )
 
+func init() {
+	register(&command{
+		name:     "replay",
+		synopsis: "replay [--since SEQ|TIME] [--until SEQ|TIME] [--space S] [--type T] [--proposal ID] [--republish-to PREFIX [--republish-url URL] [--republish-js]]",
+		short:    "stream the log's original envelopes out, or republish them",
+		help: "Prints the log's original envelopes, filtered, as JSON lines on stdout (seq,\n" +
+			"time, subject, headers, raw: the export format without hash), or republishes\n" +
+			"them under another subject prefix, on the ledger's NATS or another server.\n" +
+			"--since and --until take a sequence or an RFC 3339 time. --proposal ID adds the\n" +
+			"events chained to it under other keys (folding the log into a temporary\n" +
+			"projection to find them).",
+		run: runReplay,
+		ops: true,
+	})
+}
+
 // runReplay is `ledger replay`: the log's original envelopes, filtered
 // (internal/replay), as JSON lines on stdout (seq, time, subject, headers,
 // raw: the export format without hash), or republished under another
@@ -25,35 +40,41 @@ import (
 // (in --space, default "default") adds the events chained to it under
 // other keys, found in its history: the command folds the log into a
 // temporary projection for that.
-func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var o opsFlags
-	fs := newOpsFlagSet("replay", stdout, "replay [--since SEQ|TIME] [--until SEQ|TIME] [--space S] [--type T] [--proposal ID] [--republish-to PREFIX [--republish-url URL] [--republish-js]]")
-	since := fs.String("since", "", "first sequence, or earliest time (RFC 3339)")
-	until := fs.String("until", "", "last sequence, or latest time (RFC 3339)")
-	space := fs.String("space", "", "only this space (default: all; with --proposal: default)")
-	typ := fs.String("type", "", "only this event type (proposal, withdraw, reject, fulfil, response, note, approve, expire)")
-	proposal := fs.String("proposal", "", "only this proposal and the events chained to it")
-	prefix := fs.String("republish-to", "", "republish under this subject prefix instead of printing (ledger.<space>... becomes PREFIX.<space>...)")
-	target := fs.String("republish-url", "", "NATS URL to republish to (default: the ledger's NATS)")
-	useJS := fs.Bool("republish-js", false, "republish with JetStream and wait for each acknowledgement (a stream must bind PREFIX.>)")
-	tmp := fs.String("tmp", "", "directory for the temporary projection of --proposal")
-	o.register(fs.FlagSet, stderr)
-	if err := fs.parse(args, false); err != nil {
+func runReplay(ctx context.Context, e env, args []string) error {
+	stdout, stderr := e.stdout, e.stderr
+	var (
+		o                                  opsFlags
+		since, until, space, typ, proposal string
+		prefix, target, tmp                string
+		useJS                              bool
+	)
+	fl := newFlags(commands["replay"], e)
+	fl.str(&since, "since", "SEQ|TIME", "", "first sequence, or earliest time (RFC 3339)", false)
+	fl.str(&until, "until", "SEQ|TIME", "", "last sequence, or latest time (RFC 3339)", false)
+	fl.str(&space, "space", "NAME", "", "only this space (default: all; with --proposal: default)", false)
+	fl.str(&typ, "type", "TYPE", "", "only this event type (proposal, withdraw, reject, fulfil, response, note, approve, expire)", false)
+	fl.str(&proposal, "proposal", "ID", "", "only this proposal and the events chained to it", false)
+	fl.str(&prefix, "republish-to", "PREFIX", "", "republish under this subject prefix instead of printing (ledger.<space>... becomes PREFIX.<space>...)", false)
+	fl.str(&target, "republish-url", "URL", "", "NATS URL to republish to (default: the ledger's NATS)", false)
+	fl.boolean(&useJS, "republish-js", false, "republish with JetStream and wait for each acknowledgement (a stream must bind PREFIX.>)", false)
+	fl.str(&tmp, "tmp", "DIR", "", "directory for the temporary projection of --proposal", false)
+	o.register(fl)
+	if err := fl.parseNone(args); err != nil {
 		return err
 	}
-	f := replay.Filter{Space: *space, Type: *typ, Proposal: *proposal}
+	f := replay.Filter{Space: space, Type: typ, Proposal: proposal}
 	var err error
-	if f.SinceSeq, f.Since, err = parseSeqOrTime(*since); err != nil {
-		return opsUsage("--since: %v", err)
+	if f.SinceSeq, f.Since, err = parseSeqOrTime(since); err != nil {
+		return usageError("--since: %v", err)
 	}
-	if f.UntilSeq, f.Until, err = parseSeqOrTime(*until); err != nil {
-		return opsUsage("--until: %v", err)
+	if f.UntilSeq, f.Until, err = parseSeqOrTime(until); err != nil {
+		return usageError("--until: %v", err)
 	}
 	if f.Proposal != "" && f.Space == "" {
 		f.Space = ledger.DefaultSpace
 	}
-	if *prefix == "" && (*target != "" || *useJS) {
-		return opsUsage("--republish-url and --republish-js need --republish-to")
+	if prefix == "" && (target != "" || useJS) {
+		return usageError("--republish-url and --republish-js need --republish-to")
 	}
 	log, err := o.logger(stderr)
 	if err != nil {
@@ -71,7 +92,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("%w", err)
 		}
 		if last > 0 {
-			v, err := repair.At(ctx, c.js, repair.Point{Seq: last}, repair.Options{TempDir: *tmp})
+			v, err := repair.At(ctx, c.js, repair.Point{Seq: last}, repair.Options{TempDir: tmp})
 			if err != nil {
 				return fmt.Errorf("history of %q: %w", f.Proposal, err)
 			}
@@ -82,7 +103,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 
-	if *prefix == "" {
+	if prefix == "" {
 		w := bufio.NewWriterSize(stdout, 1<<16)
 		_, err := replay.Read(ctx, c.js, f, replay.JSONWriter(w))
 		if ferr := w.Flush(); err == nil {
@@ -95,13 +116,13 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	nc := c.nc
-	if *target != "" {
-		if nc, err = nats.Connect(*target, nats.Name("ledger replay"), nats.Timeout(5*time.Second)); err != nil {
-			return fmt.Errorf("connect to %s: %w", *target, err)
+	if target != "" {
+		if nc, err = nats.Connect(target, nats.Name("ledger replay"), nats.Timeout(5*time.Second)); err != nil {
+			return fmt.Errorf("connect to %s: %w", target, err)
 		}
 		defer nc.Close()
 	}
-	rp, err := replay.NewRepublisher(nc, *prefix, *useJS)
+	rp, err := replay.NewRepublisher(nc, prefix, useJS)
 	if err != nil {
 		return fmt.Errorf("%w", err)
 	}
@@ -114,7 +135,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("after %d messages: %w", rp.Published(), err)
 	}
-	fmt.Fprintf(stderr, "republished %d messages under %s (log at seq %d)\n", rp.Published(), *prefix, info.LastSeq)
+	fmt.Fprintf(stderr, "republished %d messages under %s (log at seq %d)\n", rp.Published(), prefix, info.LastSeq)
 	return nil
 }
 

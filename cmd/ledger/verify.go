@@ -16,12 +16,28 @@ import (
 // errHeadMismatch: an export's head hash is not the one kept apart.
 var errHeadMismatch = errors.New("head hash mismatch")
 
+func init() {
+	register(&command{
+		name:     "verify",
+		synopsis: "verify --export FILE [--head HASH] | verify [--api URL [--token T]] | verify --data DIR [--nats-url URL]",
+		short:    "rebuild into a temporary store and compare; check an export's hash chain",
+		help: "With --export FILE (- for stdin): checks an export's hash chain and prints its\n" +
+			"summary; --head HASH, kept from `ledger export` apart from the file, must equal\n" +
+			"the file's head. Otherwise: folds the log into a temporary store up to the live\n" +
+			"projection's checkpoint and compares the two, naming the first difference;\n" +
+			"online through the API (role ops) as rebuild chooses it, else offline on\n" +
+			"<data>/projection. The result goes to stdout as JSON; a mismatch exits 1.",
+		run: runVerify,
+		ops: true,
+	})
+}
+
 // runVerify is `ledger verify`:
 //
 //   - --export FILE checks an export's hash chain and prints its summary
 //     (with the head hash); the error names the first bad line; with
 //     --head H the head hash must also equal H, kept from `ledger export`
-//     apart from the file;
+//     apart from the file; --export - reads e.stdin;
 //   - otherwise it folds the log into a temporary store up to the live
 //     projection's checkpoint and compares the two, reporting the first
 //     difference and the proposal it concerns: online through a running
@@ -31,42 +47,46 @@ var errHeadMismatch = errors.New("head hash mismatch")
 //     else offline on <data>/projection.
 //
 // The result goes to stdout as JSON; a mismatch is also an error.
-func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var o opsFlags
-	fs := newOpsFlagSet("verify", stdout, "verify --export FILE [--head HASH] | verify [--api URL [--token T]] | verify --data DIR [--nats-url URL]")
-	export := fs.String("export", "", "check the hash chain of an export file (- for stdin)")
-	head := fs.String("head", "", "with --export: the head hash `ledger export` reported, kept apart from the file; the file's must equal it (a chain recomputed after an edit verifies by itself, never against a head kept elsewhere)")
-	tmp := fs.String("tmp", "", "directory for the temporary projection (default: the system's)")
-	o.register(fs.FlagSet, stderr)
-	o.registerAPI(fs.FlagSet)
-	if err := fs.parse(args, false); err != nil {
+func runVerify(ctx context.Context, e env, args []string) error {
+	stdout, stderr := e.stdout, e.stderr
+	var (
+		o                 opsFlags
+		export, head, tmp string
+	)
+	f := newFlags(commands["verify"], e)
+	f.str(&export, "export", "FILE", "", "check the hash chain of an export file (- for stdin)", false)
+	f.str(&head, "head", "HASH", "", "with --export: the head hash ledger export reported, kept apart from the file; the file's must equal it (a chain recomputed after an edit verifies by itself, never against a head kept elsewhere)", false)
+	f.str(&tmp, "tmp", "DIR", "", "directory for the temporary projection (default: the system's)", false)
+	o.register(f)
+	o.registerAPI(f)
+	if err := f.parseNone(args); err != nil {
 		return err
 	}
-	if *head != "" && *export == "" {
-		return opsUsage("--head goes with --export")
+	if head != "" && export == "" {
+		return usageError("--head goes with --export")
 	}
-	if *export != "" {
-		in := opsStdin
-		if *export != "-" {
-			f, err := os.Open(*export)
+	if export != "" {
+		in := e.stdin
+		if export != "-" {
+			fh, err := os.Open(export)
 			if err != nil {
 				return fmt.Errorf("%w", err)
 			}
-			defer f.Close()
-			in = f
+			defer fh.Close()
+			in = fh
 		}
 		sum, err := archive.VerifyChain(in)
 		if err != nil {
-			return fmt.Errorf("%s: %w (the %d lines before it verify)", *export, err, sum.Lines)
+			return fmt.Errorf("%s: %w (the %d lines before it verify)", export, err, sum.Lines)
 		}
-		if *head != "" && !strings.EqualFold(strings.TrimSpace(*head), sum.Head) {
+		if head != "" && !strings.EqualFold(strings.TrimSpace(head), sum.Head) {
 			_ = writeOpsJSON(stdout, struct {
 				OK bool `json:"ok"`
 				archive.Summary
 				WantHead string `json:"want_head"`
-			}{false, sum, *head})
+			}{false, sum, head})
 			return fmt.Errorf("%s: %w: its head hash is %s, not the %s kept from the export: the file was changed (and its chain recomputed) or is another export",
-				*export, errHeadMismatch, sum.Head, *head)
+				export, errHeadMismatch, sum.Head, head)
 		}
 		return writeOpsJSON(stdout, struct {
 			OK bool `json:"ok"`
@@ -104,7 +124,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	res, err := repair.Verify(ctx, c.js, live, repair.Options{TempDir: *tmp, Progress: rep.Func()})
+	res, err := repair.Verify(ctx, c.js, live, repair.Options{TempDir: tmp, Progress: rep.Func()})
 	rep.Finish(err)
 	if err != nil && !errors.Is(err, repair.ErrMismatch) {
 		return fmt.Errorf("%w", err)

@@ -71,6 +71,13 @@ func TestCompletionBash(t *testing.T) {
 	if got := complete("ledger", "serve", "--nats-l"); got != "--nats-listen" {
 		t.Errorf("ledger serve --nats-l<TAB> = %q, want --nats-listen", got)
 	}
+	// The ops commands' flags, on the same layer, complete too.
+	if got := complete("ledger", "import", "--fi"); got != "--file" {
+		t.Errorf("ledger import --fi<TAB> = %q, want --file", got)
+	}
+	if got := complete("ledger", "verify", "--he"); got != "--head --help" {
+		t.Errorf("ledger verify --he<TAB> = %q, want --head --help", got)
+	}
 	if got := complete("ledger", "help", "verif"); got != "verify" {
 		t.Errorf("ledger help verif<TAB> = %q, want verify", got)
 	}

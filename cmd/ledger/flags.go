@@ -39,13 +39,15 @@ func usageError(format string, args ...any) error {
 // env=false: a variable per flag of every set would make LEDGER_FILE or
 // LEDGER_O change a command behind the user's back.
 type flags struct {
-	fs      *flag.FlagSet
-	cmd     *command
-	env     map[string]string // flag name -> env var (flags that read one)
-	meta    map[string]string // flag name -> placeholder (DIR, ADDR, ...)
-	alias   map[string]string // short name -> long name
-	secret  map[string]bool   // flags whose value usage must not print
-	envErrs []error
+	fs     *flag.FlagSet
+	cmd    *command
+	env    map[string]string // flag name -> env var (flags that read one)
+	meta   map[string]string // flag name -> placeholder (DIR, ADDR, ...)
+	alias  map[string]string // short name -> long name
+	secret map[string]bool   // flags whose value usage must not print
+	// envErrs: environment values that do not parse, by flag name; parse
+	// reports those of the flags not given on the command line.
+	envErrs map[string]error
 	stdout  io.Writer
 	stderr  io.Writer
 }
@@ -54,14 +56,15 @@ type flags struct {
 // printed (the dispatcher prints them); --help prints the usage on stdout.
 func newFlags(cmd *command, e env) *flags {
 	f := &flags{
-		fs:     flag.NewFlagSet("ledger "+cmd.name, flag.ContinueOnError),
-		cmd:    cmd,
-		env:    map[string]string{},
-		meta:   map[string]string{},
-		alias:  map[string]string{},
-		secret: map[string]bool{},
-		stdout: e.stdout,
-		stderr: e.stderr,
+		fs:      flag.NewFlagSet("ledger "+cmd.name, flag.ContinueOnError),
+		cmd:     cmd,
+		env:     map[string]string{},
+		meta:    map[string]string{},
+		alias:   map[string]string{},
+		secret:  map[string]bool{},
+		envErrs: map[string]error{},
+		stdout:  e.stdout,
+		stderr:  e.stderr,
 	}
 	f.fs.SetOutput(io.Discard)
 	f.fs.Usage = func() {}
@@ -79,7 +82,7 @@ func (f *flags) lookup(name string, env bool) (string, bool) {
 }
 
 func (f *flags) envErr(name, v string, err error) {
-	f.envErrs = append(f.envErrs, usageError("%s=%q: %v", envName(name), v, err))
+	f.envErrs[name] = usageError("%s=%q: %v", envName(name), v, err)
 }
 
 // str registers a string flag; env says whether it reads LEDGER_<NAME>.
@@ -154,10 +157,10 @@ func (f *flags) short(letter, long string) {
 }
 
 // parse parses args; --help is flag.ErrHelp, anything else a usage error.
+// An environment value that does not parse is a usage error naming the
+// variable, unless the flag was given on the command line (which beats
+// the variable, bad or not).
 func (f *flags) parse(args []string) error {
-	if len(f.envErrs) > 0 {
-		return errors.Join(f.envErrs...)
-	}
 	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			f.usage(f.stdout)
@@ -165,7 +168,13 @@ func (f *flags) parse(args []string) error {
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	return nil
+	var errs []error
+	f.fs.VisitAll(func(fl *flag.Flag) { // by name: a stable order
+		if err, ok := f.envErrs[fl.Name]; ok && !f.given(fl.Name) {
+			errs = append(errs, err)
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // parseNone parses args and refuses positional arguments: for commands

@@ -75,6 +75,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 		logLevel            string
 		api, apiToken       string
 		creds               natsCreds
+		quiet               bool
 	)
 	f := newFlags(commands["bridge"], e)
 	f.str(&o.Gateway, "gateway", "URL", "", "the MEW gateway's WebSocket URL (ws://HOST:PORT)", true)
@@ -86,6 +87,8 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	f.str(&apiToken, "token", "TOKEN", "", "API bearer token with the writer role, for a ledger started with --auth (prefer the environment variable)", true)
 	f.hide("token")
 	f.str(&natsURL, "nats-url", "URL", "", "append through the ledger's NATS submit service at these servers instead of the HTTP API", true)
+	f.boolean(&quiet, "quiet", false, "do not say on stderr which ledger the bridge appends to", true)
+	f.short("q", "quiet")
 	creds.register(f)
 	f.str(&o.HistoryFile, "history", "FILE", "", "follow the gateway's envelope-history.jsonl instead of joining (needs --nats-url)", true)
 	f.str(&httpAddr, "http", "ADDR", "", "serve /healthz and /metrics on this address", true)
@@ -136,7 +139,9 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	o.Logger = log
 
 	if natsURL != "" {
-		announce(e.stderr, natsURL, f.source("nats-url"))
+		if !quiet {
+			announce(e.stderr, natsURL, f.source("nats-url"))
+		}
 		nopts, err := creds.options()
 		if err != nil {
 			return err
@@ -161,7 +166,9 @@ func runBridge(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return usageError("%v", err)
 		}
-		announce(e.stderr, cl.API(), f.source("api"))
+		if !quiet {
+			announce(e.stderr, cl.API(), f.source("api"))
+		}
 		o.Sink = bridge.HTTPSink{Client: cl}
 	}
 

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -169,5 +173,32 @@ func TestAtQueryFlags(t *testing.T) {
 	dir := t.TempDir()
 	if code, _, errOut := runCLI(t, "", "at", "--data", dir, "--seq", "1", "get", "x", "--space", "other"); code != exitUsage || !strings.Contains(errOut, "no NATS server") {
 		t.Errorf("at get x --space other: %d %s", code, errOut)
+	}
+}
+
+// TestBridgeSaysWhichLedger: the bridge names the ledger it appends to,
+// like every command that talks to one, and -q silences it. (A cancelled
+// context: the bridge stops before it reaches the gateway.)
+func TestBridgeSaysWhichLedger(t *testing.T) {
+	clearLedgerEnv(t)
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	args := []string{"bridge", "--gateway", "ws://127.0.0.1:1", "--mew-space", "s", "--participant", "p", "--token-file", token,
+		"--api", "http://127.0.0.1:1", "--log-level", "error"}
+	for _, quiet := range []bool{false, true} {
+		a := args
+		if quiet {
+			a = append(a, "-q")
+		}
+		var out, errb bytes.Buffer
+		run(ctx, env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}, a)
+		said := strings.HasPrefix(errb.String(), "ledger: http://127.0.0.1:1 (--api)\n")
+		if said == quiet {
+			t.Errorf("bridge (quiet %v): stderr %q", quiet, errb.String())
+		}
 	}
 }

@@ -59,9 +59,10 @@ func TestHelpOneStyle(t *testing.T) {
 	}
 }
 
-// TestFlagBeatsEnvironment: in both flag layers an explicit flag wins over
-// its environment variable, which wins over the default; exit statuses
-// follow the documented rule (2: usage, or no ledger to talk to).
+// TestFlagBeatsEnvironment: in every command (client and ops, one flag
+// layer) an explicit flag wins over its environment variable, which wins
+// over the default; exit statuses follow the documented rule (2: usage,
+// or no ledger to talk to).
 func TestFlagBeatsEnvironment(t *testing.T) {
 	t.Setenv("LEDGER_API", "http://127.0.0.1:1")
 	// The environment's API is unreachable; the flag's is another
@@ -70,7 +71,7 @@ func TestFlagBeatsEnvironment(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "http://127.0.0.1:2") || strings.Contains(stderr, "127.0.0.1:1") {
 		t.Errorf("stats --api over LEDGER_API: %d %s", code, stderr)
 	}
-	// Ops layer: --data over LEDGER_DATA.
+	// An ops command: --data over LEDGER_DATA.
 	t.Setenv("LEDGER_DATA", t.TempDir())
 	other := t.TempDir()
 	code, _, stderr = runCLI(t, "", "export", "--data", other)

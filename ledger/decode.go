@@ -40,6 +40,13 @@ type DecodeOptions struct {
 	// on submit paths, the stream timestamp when folding. Nothing in Decode
 	// reads the wall clock.
 	Now time.Time
+
+	// kernel is the typed view of a kernel/proposal payload validated
+	// already, from the same bytes and Now (wrapKernel builds the
+	// envelope around the payload it validated): decodeKernel uses it
+	// instead of validating the payload a second time, when its
+	// proposal_id and actor are the envelope's id and from.
+	kernel *KernelProposal
 }
 
 // Decode validates one envelope in any accepted dialect (SPEC §2), normalises
@@ -440,6 +447,9 @@ func refusalFromCanon(err error) *RefusalError {
 }
 
 func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
+	if testHookDecode != nil {
+		testHookDecode()
+	}
 	if len(raw) > MaxEnvelopeBytes {
 		return nil, refuse(CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), MaxEnvelopeBytes)
 	}
@@ -760,7 +770,7 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 		if env.Payload == nil {
 			return refuse(CodeMissingField, "payload", "a kernel/proposal requires a payload object (the typed Proposal)")
 		}
-		if err := decodeKernel(d, env.Payload, opts.Now); err != nil {
+		if err := decodeKernel(d, env.Payload, opts); err != nil {
 			if r, ok := AsRefusal(err); ok {
 				return r
 			}

@@ -652,7 +652,7 @@ func digest(env *Envelope, canonPayload []byte) string {
 	b = append(b, '{')
 	if env.Context != "" {
 		b = append(b, `"context":`...)
-		b = appendJSONString(b, env.Context)
+		b = canon.AppendString(b, env.Context)
 		b = append(b, ',')
 	}
 	if len(env.CorrelationID) > 0 {
@@ -661,11 +661,11 @@ func digest(env *Envelope, canonPayload []byte) string {
 		b = append(b, ',')
 	}
 	b = append(b, `"from":`...)
-	b = appendJSONString(b, env.From)
+	b = canon.AppendString(b, env.From)
 	b = append(b, `,"id":`...)
-	b = appendJSONString(b, env.ID)
+	b = canon.AppendString(b, env.ID)
 	b = append(b, `,"kind":`...)
-	b = appendJSONString(b, env.Kind)
+	b = canon.AppendString(b, env.Kind)
 	if len(env.Payload) > 0 {
 		b = append(b, `,"payload":`...)
 		b = append(b, canonPayload...)
@@ -689,47 +689,11 @@ func appendJSONStrings(b []byte, ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, s)
+		b = canon.AppendString(b, s)
 	}
 	return append(b, ']')
 }
 
-// appendJSONString is canon.AppendString for a string: s must be valid
-// UTF-8.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	last := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[last:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		last = i + 1
-	}
-	dst = append(dst, s[last:]...)
-	return append(dst, '"')
-}
-
-const hexDigits = "0123456789abcdef"
 
 // classify sets Type, Targets and the payload-derived fields.
 func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalError {

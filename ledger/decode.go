@@ -694,7 +694,6 @@ func appendJSONStrings(b []byte, ss []string) []byte {
 	return append(b, ']')
 }
 
-
 // classify sets Type, Targets and the payload-derived fields.
 func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalError {
 	env := &d.Env

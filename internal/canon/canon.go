@@ -129,12 +129,6 @@ func (p *parser) release() {
 	parsers.Put(p)
 }
 
-// Valid reports whether raw has a canonical form.
-func Valid(raw []byte) bool {
-	_, err := Canonical(raw)
-	return err == nil
-}
-
 // Equal reports whether a and b are both valid JSON texts (in the sense of
 // Canonical) with the same canonical form. Invalid input is equal to
 // nothing, not even to itself.

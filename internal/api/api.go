@@ -33,8 +33,10 @@
 //   - The live Reader sits behind a RWMutex: [API.SwapReader] puts a new
 //     one in its place while serving (reads wait for the swap, never see
 //     a closed store).
-//   - The API holds no goroutines of its own; the caller owns the
-//     http.Server (see package app). Extra routes are added with
+//   - The API holds no long-lived goroutines: the few a request starts
+//     (an NDJSON POST's writer, a watch's wait for the next commit) have
+//     returned when its handler returns. The caller owns the http.Server
+//     (see package app). Extra routes are added with
 //     [API.Handle] and get the same error handling and metrics.
 package api
 

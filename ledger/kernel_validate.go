@@ -158,8 +158,8 @@ func validateKernel(payload []byte, opts KernelOptions) (*KernelProposal, *Refus
 // IsBareKernel reports whether raw looks like a bare kernel submission (a
 // Proposal or KernelRequest object, not an envelope): a JSON object with a
 // proposal_id or request_id member and no protocol member. It does not
-// validate; submit paths that accept both forms use it to decide whether to
-// call WrapKernel.
+// validate; MaybeBareKernel (Appender.PrepareBody's dialect detection)
+// uses it to decide whether to call WrapKernel.
 func IsBareKernel(raw []byte) bool {
 	if !json.Valid(raw) {
 		return false

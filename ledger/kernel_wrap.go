@@ -34,9 +34,9 @@ type WrapOptions struct {
 // Code the V-PROP rule id), with Field relative to the bare object
 // ("target.domain", not "payload.target.domain"), and checks that the
 // envelope decodes (Decode with opts.Now), so an envelope WrapKernel returns
-// is accepted by the append paths at that time. Submit paths (HTTP, submit
-// service, ledger publish --kernel) call it on a bare body and append the
-// result as any envelope:
+// is accepted by the append paths at that time. The submit paths reach it
+// through Appender.PrepareBody, which also reuses the decoded envelope;
+// on its own:
 //
 //	env, err := ledger.WrapKernel(body, ledger.WrapOptions{Now: time.Now()})
 func WrapKernel(bare []byte, opts WrapOptions) ([]byte, error) {

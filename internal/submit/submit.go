@@ -209,7 +209,7 @@ func (s *Service) handle(req micro.Request) { s.dispatch(req, s.accept) }
 // counts it as an error. It returns the second stage, or nil when it has
 // answered: a handler goroutine runs it to wait for the acknowledgements
 // and reply (see reply). Micro has returned from the handler by then, so
-// the second stage's answers (successes, and streams that did not
+// the second stage's answers (successes, and envelopes the stream did not
 // acknowledge) are not in micro's error count; the ledger's metrics count
 // them.
 

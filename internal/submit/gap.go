@@ -20,10 +20,11 @@ import (
 // append the ledger's own envelopes (a *ledger.Appender can).
 const GapEndpoint = "gap"
 
-// SystemAppender appends the envelopes the ledger writes itself.
-// *ledger.Appender implements it.
+// SystemAppender checks and hands to the group commit the envelopes the
+// ledger writes itself. *ledger.Appender implements it.
 type SystemAppender interface {
-	AppendSystem(ctx context.Context, space string, raw []byte) (ledger.Result, error)
+	PrepareSystem(space string, raw []byte) (*ledger.Prepared, error)
+	Submit(ctx context.Context, p *ledger.Prepared) (*ledger.Pending, error)
 }
 
 // Log keys of gap reports.
@@ -54,8 +55,8 @@ func (s *Service) addGapEndpoint(svc micro.Service) error {
 func (s *Service) handleGap(req micro.Request) { s.dispatch(req, s.acceptGap) }
 
 // acceptGap is the gap endpoint's first stage (see dispatch): a bad
-// subject or gap is answered at once; the append is awaited by the
-// second stage.
+// subject or gap, or a gap envelope the Appender refuses, is answered at
+// once; the append is awaited by the second stage.
 func (s *Service) acceptGap(req micro.Request) func() {
 	space, err := subjects.ParseGap(req.Subject())
 	if err != nil {
@@ -71,9 +72,21 @@ func (s *Service) acceptGap(req micro.Request) func() {
 		s.answer(req, wire.AppendResult{Error: e}, StatusRefused)
 		return nil
 	}
+	raw, _ := ledger.GapEnvelope(g) // ParseGap checked it builds
+	sys := s.opts.Appender.(SystemAppender)
+	p, err := sys.PrepareSystem(space, raw)
+	if err != nil {
+		s.outcome(req, ledger.Result{Err: err}, s.answer)
+		return nil
+	}
+	pd, err := sys.Submit(s.ctx, p)
+	if err != nil {
+		err = fmt.Errorf("%w: gap %q to %s: %w", ledger.ErrPublish, p.Decoded.Env.ID, p.Subject, err)
+		s.outcome(req, ledger.Result{Err: err}, s.answer)
+		return nil
+	}
 	return func() {
-		raw, _ := ledger.GapEnvelope(g) // ParseGap checked it builds
-		res, err := s.opts.Appender.(SystemAppender).AppendSystem(s.ctx, space, raw)
+		res, err := pd.Result(s.ctx)
 		if err == nil {
 			s.log.Info().Str(keyBridge, g.Bridge).Str(keyGapID, res.ID).Uint64(logging.KeySeq, res.Seq).Msg("gap recorded")
 		}

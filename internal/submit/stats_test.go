@@ -79,4 +79,26 @@ func TestMicroStatsCountRefusals(t *testing.T) {
 	if got := svc.Stats(); got.Endpoints[0].NumErrors != len(refusals) {
 		t.Fatalf("Stats(): %+v", got.Endpoints[0])
 	}
+
+	// The gap endpoint too: a gap that does not parse, and one whose
+	// space the Appender refuses; then a gap recorded.
+	gapRefusals := []struct{ space, body, code string }{
+		{"default", `{"bridge":"rec"}`, ledger.CodeMissingField},
+		{strings.Repeat("s", ledger.MaxSpaceBytes+1), `{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z"}`, ledger.CodeTooLong},
+	}
+	for i, r := range gapRefusals {
+		msg := request(t, nc, subjects.Gap(r.space), r.body)
+		rep, err := submit.ParseReply(msg.Data)
+		if err != nil || rep.Error == nil || rep.Error.Code != r.code || msg.Header.Get(micro.ErrorCodeHeader) != submit.StatusRefused {
+			t.Fatalf("gap refusal %d: reply %s %v (%v), want code %s", i, msg.Data, msg.Header, err, r.code)
+		}
+	}
+	if r, err := submit.ParseReply(request(t, nc, subjects.Gap("default"), `{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z"}`).Data); err != nil || r.Error != nil {
+		t.Fatalf("gap: %+v, %v", r, err)
+	}
+	for _, e := range svc.Stats().Endpoints {
+		if e.Name == submit.GapEndpoint && (e.NumErrors != len(gapRefusals) || e.NumRequests < len(gapRefusals)) {
+			t.Fatalf("gap endpoint: %d errors of %d requests, want %d errors", e.NumErrors, e.NumRequests, len(gapRefusals))
+		}
+	}
 }

@@ -24,8 +24,7 @@
 // Refusals are answered through micro's Request.Error, so `nats micro
 // stats` counts them as errors; a 503 for an envelope the stream did not
 // acknowledge comes later, from a handler goroutine, and is not counted
-// there (the ledger's metrics count it), nor is the rare refusal of a gap
-// whose space the Appender refuses.
+// there (the ledger's metrics count it).
 //
 // Requests are validated and handed to the group commit one at a time on
 // the endpoint's subscription, then awaited concurrently (up to

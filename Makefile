@@ -4,7 +4,7 @@ FUZZTIME     ?= 10s
 TEST_TIMEOUT ?= 30m
 BIN          ?= bin/ledger
 # The binary is pure Go: Pebble then keeps its memtables and block cache on
-# the Go heap, under the process's soft memory limit (LEDGER_MEMORY_LIMIT),
+# the Go heap, under the process's soft memory limit (GOMEMLIMIT),
 # instead of in C memory through a cgo call per block. Tests keep cgo: the
 # race detector needs it.
 NOCGO        := CGO_ENABLED=0

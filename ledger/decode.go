@@ -40,6 +40,13 @@ type DecodeOptions struct {
 	// on submit paths, the stream timestamp when folding. Nothing in Decode
 	// reads the wall clock.
 	Now time.Time
+
+	// kernel is the typed view of a kernel/proposal payload validated
+	// already, from the same bytes and Now (wrapKernel builds the
+	// envelope around the payload it validated): decodeKernel uses it
+	// instead of validating the payload a second time, when its
+	// proposal_id and actor are the envelope's id and from.
+	kernel *KernelProposal
 }
 
 // Decode validates one envelope in any accepted dialect (SPEC §2), normalises
@@ -440,6 +447,9 @@ func refusalFromCanon(err error) *RefusalError {
 }
 
 func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
+	if testHookDecode != nil {
+		testHookDecode()
+	}
 	if len(raw) > MaxEnvelopeBytes {
 		return nil, refuse(CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), MaxEnvelopeBytes)
 	}
@@ -642,7 +652,7 @@ func digest(env *Envelope, canonPayload []byte) string {
 	b = append(b, '{')
 	if env.Context != "" {
 		b = append(b, `"context":`...)
-		b = appendJSONString(b, env.Context)
+		b = canon.AppendString(b, env.Context)
 		b = append(b, ',')
 	}
 	if len(env.CorrelationID) > 0 {
@@ -651,11 +661,11 @@ func digest(env *Envelope, canonPayload []byte) string {
 		b = append(b, ',')
 	}
 	b = append(b, `"from":`...)
-	b = appendJSONString(b, env.From)
+	b = canon.AppendString(b, env.From)
 	b = append(b, `,"id":`...)
-	b = appendJSONString(b, env.ID)
+	b = canon.AppendString(b, env.ID)
 	b = append(b, `,"kind":`...)
-	b = appendJSONString(b, env.Kind)
+	b = canon.AppendString(b, env.Kind)
 	if len(env.Payload) > 0 {
 		b = append(b, `,"payload":`...)
 		b = append(b, canonPayload...)
@@ -679,47 +689,10 @@ func appendJSONStrings(b []byte, ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, s)
+		b = canon.AppendString(b, s)
 	}
 	return append(b, ']')
 }
-
-// appendJSONString is canon.AppendString for a string: s must be valid
-// UTF-8.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	last := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[last:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		last = i + 1
-	}
-	dst = append(dst, s[last:]...)
-	return append(dst, '"')
-}
-
-const hexDigits = "0123456789abcdef"
 
 // classify sets Type, Targets and the payload-derived fields.
 func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalError {
@@ -760,7 +733,7 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 		if env.Payload == nil {
 			return refuse(CodeMissingField, "payload", "a kernel/proposal requires a payload object (the typed Proposal)")
 		}
-		if err := decodeKernel(d, env.Payload, opts.Now); err != nil {
+		if err := decodeKernel(d, env.Payload, opts); err != nil {
 			if r, ok := AsRefusal(err); ok {
 				return r
 			}

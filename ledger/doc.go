@@ -8,8 +8,15 @@
 // paths and the fold agree on what is valid. The original bytes are what is
 // stored; the canonical form is derived from them whenever it is needed.
 //
+// Every submit path (HTTP, the submit service, the bridges) takes a body
+// through one entry, [Appender.PrepareBody] (and [Appender.SubmitBody],
+// [Appender.AppendBody] around it): dialect detection, bare kernel
+// proposals wrapped, every check, one decode.
+//
 // Appending ([Appender]) goes through a group commit (SPEC §4): appends
-// that arrive together are written as JetStream atomic batches, each caller
-// answered with its own sequence, in acceptance order, once its batch is
-// stored; duplicate answers are verified against the stored message.
+// that arrive together are written together, as JetStream atomic batches
+// or, where the server does not fsync each write, as pipelined messages
+// ([CommitOptionsForSync]); each caller is answered with its own sequence,
+// in acceptance order, once its group is stored; duplicate answers are
+// verified against the stored message.
 package ledger

@@ -12,7 +12,10 @@ import (
 // map[string]json.RawMessage and []json.RawMessage (values without their
 // surrounding white space, keys decoded), at a fraction of the cost. Decode
 // used to parse each envelope four times with encoding/json on top of the
-// canon pass; this is what replaces those passes.
+// canon pass; this is what replaces those passes. It is the ledger's one
+// JSON accessor kit: the kernel validation (kernel_validate.go's k*
+// checks, on a payload canon accepted first) and IsBareKernel (after
+// json.Valid) read through it too.
 
 // jsonMember is one object member: its decoded key and its raw value.
 type jsonMember struct {

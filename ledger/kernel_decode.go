@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"encoding/json"
-	"time"
 )
 
 // decodeKernel validates the payload of a kernel/proposal envelope with
@@ -11,12 +10,16 @@ import (
 // timestamp when folding, the append time when submitting) — and sets
 // d.Kernel, d.Method ("kernel/" + action_type) and d.Params (the
 // parameters). The error is a *RefusalError whose Field is prefixed with
-// "payload." ("payload.target.domain").
-func decodeKernel(d *Decoded, payload json.RawMessage, now time.Time) error {
-	k, r := validateKernel(payload, KernelOptions{Now: now, ID: d.Env.ID, From: d.Env.From})
-	if r != nil {
-		r.Field = payloadPath(r.Field)
-		return r
+// "payload." ("payload.target.domain"). A payload opts.kernel holds
+// already (see wrapKernel) is not validated again.
+func decodeKernel(d *Decoded, payload json.RawMessage, opts DecodeOptions) error {
+	k := opts.kernel
+	if k == nil || k.ProposalID != d.Env.ID || k.Actor != d.Env.From {
+		var r *RefusalError
+		if k, r = validateKernel(payload, KernelOptions{Now: opts.Now, ID: d.Env.ID, From: d.Env.From}); r != nil {
+			r.Field = payloadPath(r.Field)
+			return r
+		}
 	}
 	d.Kernel = k
 	d.Method = k.Method()

@@ -82,3 +82,25 @@ func FuzzKernel(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIsBareKernel checks IsBareKernel, which scans with jsonscan.go,
+// against encoding/json decoding the object into a map.
+func FuzzIsBareKernel(f *testing.F) {
+	for _, s := range []string{`{"proposal_id":"p","actor":"a"}`, `{"request_id":"r"}`, ` {"protocol":"mew/v0.4","payload":{"proposal_id":"p"}}`,
+		`{"pro\u0070osal_id":1}`, `null`, `[{"proposal_id":1}]`, `{"proposal_id":`, `{"a":"\"proposal_id\"","b":[{"request_id":2}]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var top map[string]json.RawMessage
+		want := false
+		if json.Unmarshal(raw, &top) == nil && top != nil {
+			_, proto := top["protocol"]
+			_, p := top["proposal_id"]
+			_, q := top["request_id"]
+			want = !proto && (p || q)
+		}
+		if got := IsBareKernel(raw); got != want {
+			t.Fatalf("IsBareKernel(%q) = %t, encoding/json says %t", raw, got, want)
+		}
+	})
+}

@@ -49,7 +49,7 @@ const (
 // "execute": nothing in the older form says more); where the parameters
 // were given (params or tool_call.params); and whether evidence was one
 // string or a list.
-func mapKernelRequest(top kobj, opts KernelOptions) (*KernelProposal, *RefusalError) {
+func mapKernelRequest(top fields, opts KernelOptions) (*KernelProposal, *RefusalError) {
 	if r := kUnknownIn(top, requestMembers, "", "a KernelRequest"); r != nil {
 		return nil, r
 	}
@@ -65,7 +65,7 @@ func mapKernelRequest(top kobj, opts KernelOptions) (*KernelProposal, *RefusalEr
 		return nil, r
 	}
 
-	raw, ok := top.member("tool_call")
+	raw, ok := top.get("tool_call")
 	if !ok {
 		return nil, refuse(RuleActionType, "tool_call", "a KernelRequest without tool_call names no action: its action_type cannot be derived from the free-text intent, so it is refused (fail closed)")
 	}
@@ -129,11 +129,7 @@ func mapKernelRequest(top kobj, opts KernelOptions) (*KernelProposal, *RefusalEr
 	if err != nil { // unreachable: every member is valid JSON
 		return nil, refuse(CodeBadValue, "", "the Proposal mapped from this KernelRequest does not marshal: %v", err)
 	}
-	var m kobj
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, refuse(CodeBadValue, "", "the Proposal mapped from this KernelRequest does not parse: %v", err)
-	}
-	k, r := validateProposal(m, opts)
+	k, r := validateProposal(splitObject(b), opts)
 	if r != nil { // unreachable: the checks above cover every mapped member
 		r.Message = "the Proposal mapped from this KernelRequest breaks a rule: " + r.Message
 		return nil, r
@@ -144,8 +140,8 @@ func mapKernelRequest(top kobj, opts KernelOptions) (*KernelProposal, *RefusalEr
 
 // kParamsObject returns an optional object member in canonical form (nil
 // when absent), refusing anything else under V-PROP-006.
-func kParamsObject(o kobj, name, path string) (json.RawMessage, *RefusalError) {
-	raw, ok := o.member(name)
+func kParamsObject(o fields, name, path string) (json.RawMessage, *RefusalError) {
+	raw, ok := o.get(name)
 	if !ok {
 		return nil, nil
 	}
@@ -159,8 +155,8 @@ func emptyObject(c json.RawMessage) bool { return len(c) == 0 || string(c) == "{
 
 // kEvidenceStrings returns the evidence of a KernelRequest: a string, or an
 // array of distinct non-empty strings (V-PROP-013).
-func kEvidenceStrings(top kobj) ([]string, *RefusalError) {
-	raw, ok := top.member("evidence")
+func kEvidenceStrings(top fields) ([]string, *RefusalError) {
+	raw, ok := top.get("evidence")
 	if !ok {
 		return nil, nil
 	}
@@ -172,12 +168,8 @@ func kEvidenceStrings(top kobj) ([]string, *RefusalError) {
 		}
 		return []string{s}, nil
 	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return nil, refuse(RuleEvidence, "evidence", "evidence: %v", err)
-		}
 		var out []string
-		for i, it := range items {
+		for i, it := range splitArray(raw) {
 			p := kIndex("evidence", i)
 			s, r := kEvidenceString(it, p)
 			if r != nil {
@@ -194,10 +186,10 @@ func kEvidenceStrings(top kobj) ([]string, *RefusalError) {
 }
 
 func kEvidenceString(raw json.RawMessage, path string) (string, *RefusalError) {
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	if raw[0] != '"' {
 		return "", refuse(RuleEvidence, path, "%s must be a string, not %s", path, kJSONKind(raw))
 	}
+	s := decodeString(raw)
 	if s == "" {
 		return "", refuse(RuleEvidence, path, "%s must not be empty", path)
 	}

@@ -127,7 +127,15 @@ func ValidateKernel(payload []byte, opts KernelOptions) (*KernelProposal, error)
 	return k, nil
 }
 
+// testHookValidateKernel and testHookDecode, set only by tests (which do
+// not run in parallel), are called on each kernel payload validation and
+// each envelope decode: they count that a submission is decoded once.
+var testHookValidateKernel, testHookDecode func()
+
 func validateKernel(payload []byte, opts KernelOptions) (*KernelProposal, *RefusalError) {
+	if testHookValidateKernel != nil {
+		testHookValidateKernel()
+	}
 	payload = bytes.TrimSpace(payload)
 	if !utf8.Valid(payload) {
 		return nil, refuse(CodeInvalidUTF8, "", "the kernel payload is not valid UTF-8")
@@ -139,8 +147,8 @@ func validateKernel(payload []byte, opts KernelOptions) (*KernelProposal, *Refus
 	if r != nil {
 		return nil, r
 	}
-	_, hasReq := top["request_id"]
-	_, hasProp := top["proposal_id"]
+	_, hasReq := top.member("request_id")
+	_, hasProp := top.member("proposal_id")
 	if hasReq && !hasProp {
 		return mapKernelRequest(top, opts)
 	}
@@ -150,23 +158,26 @@ func validateKernel(payload []byte, opts KernelOptions) (*KernelProposal, *Refus
 // IsBareKernel reports whether raw looks like a bare kernel submission (a
 // Proposal or KernelRequest object, not an envelope): a JSON object with a
 // proposal_id or request_id member and no protocol member. It does not
-// validate; submit paths that accept both forms use it to decide whether to
-// call WrapKernel.
+// validate; MaybeBareKernel (Appender.PrepareBody's dialect detection)
+// uses it to decide whether to call WrapKernel.
 func IsBareKernel(raw []byte) bool {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(raw, &top) != nil || top == nil {
+	if !json.Valid(raw) {
 		return false
 	}
-	if _, ok := top["protocol"]; ok {
+	v := raw[scanWS(raw, 0):]
+	if v[0] != '{' {
 		return false
 	}
-	_, p := top["proposal_id"]
-	_, q := top["request_id"]
+	if _, ok := findMember(v, "protocol"); ok {
+		return false
+	}
+	_, p := findMember(v, "proposal_id")
+	_, q := findMember(v, "request_id")
 	return p || q
 }
 
 // validateProposal checks a Proposal object's members (see ValidateKernel).
-func validateProposal(top kobj, opts KernelOptions) (*KernelProposal, *RefusalError) {
+func validateProposal(top fields, opts KernelOptions) (*KernelProposal, *RefusalError) {
 	if r := kUnknown(top, proposalMembers, ""); r != nil {
 		return nil, r
 	}
@@ -203,7 +214,7 @@ func validateProposal(top kobj, opts KernelOptions) (*KernelProposal, *RefusalEr
 	}
 
 	// V-PROP-006
-	raw, ok := top.member("parameters")
+	raw, ok := top.get("parameters")
 	if !ok {
 		return nil, refuse(RuleParameters, "parameters", "parameters is required: a JSON object of the action's parameters")
 	}
@@ -223,7 +234,7 @@ func validateProposal(top kobj, opts KernelOptions) (*KernelProposal, *RefusalEr
 		return nil, r
 	}
 	// V-PROP-013
-	_, declared := top.member("evidence_bindings")
+	_, declared := top.get("evidence_bindings")
 	if k.EvidenceBindings, r = kBindings(top); r != nil {
 		return nil, r
 	}
@@ -243,7 +254,7 @@ func validateProposal(top kobj, opts KernelOptions) (*KernelProposal, *RefusalEr
 
 // kProposalID checks the proposal's id member (proposal_id, or request_id
 // of a KernelRequest) under V-PROP-001.
-func kProposalID(o kobj, name string, opts KernelOptions) (string, *RefusalError) {
+func kProposalID(o fields, name string, opts KernelOptions) (string, *RefusalError) {
 	id, r := kIDString(o, name, name, RuleProposalID)
 	if r != nil {
 		return "", r
@@ -255,8 +266,8 @@ func kProposalID(o kobj, name string, opts KernelOptions) (string, *RefusalError
 }
 
 // kTSms checks ts_ms under V-PROP-002.
-func kTSms(o kobj, name string) (int64, *RefusalError) {
-	raw, ok := o.member(name)
+func kTSms(o fields, name string) (int64, *RefusalError) {
+	raw, ok := o.get(name)
 	if !ok {
 		return 0, refuse(RuleTSms, name, "%s is required: a positive integer (Unix milliseconds)", name)
 	}
@@ -271,7 +282,7 @@ func kTSms(o kobj, name string) (int64, *RefusalError) {
 }
 
 // kActor checks actor under V-PROP-003.
-func kActor(o kobj, name string, opts KernelOptions) (string, *RefusalError) {
+func kActor(o fields, name string, opts KernelOptions) (string, *RefusalError) {
 	a, r := kIDString(o, name, name, RuleActor)
 	if r != nil {
 		return "", r
@@ -282,8 +293,8 @@ func kActor(o kobj, name string, opts KernelOptions) (string, *RefusalError) {
 	return a, nil
 }
 
-func kTarget(top kobj) (*Target, *RefusalError) {
-	raw, ok := top.member("target")
+func kTarget(top fields) (*Target, *RefusalError) {
+	raw, ok := top.get("target")
 	if !ok {
 		return nil, refuse(RuleTarget, "target", "target is required: an object with resource_type, resource_id and domain")
 	}
@@ -309,7 +320,7 @@ func kTarget(top kobj) (*Target, *RefusalError) {
 		}
 		*f.dst = s
 	}
-	if raw, ok := o.member("constraints"); ok {
+	if raw, ok := o.get("constraints"); ok {
 		if raw[0] != '{' {
 			return nil, refuse(RuleTarget, "target.constraints", "target.constraints must be an object, not %s", kJSONKind(raw))
 		}
@@ -320,8 +331,8 @@ func kTarget(top kobj) (*Target, *RefusalError) {
 	return t, nil
 }
 
-func kTimeWindow(top kobj, now time.Time) (*TimeWindow, *RefusalError) {
-	raw, ok := top.member("time_window")
+func kTimeWindow(top fields, now time.Time) (*TimeWindow, *RefusalError) {
+	raw, ok := top.get("time_window")
 	if !ok {
 		return nil, nil
 	}
@@ -334,7 +345,7 @@ func kTimeWindow(top kobj, now time.Time) (*TimeWindow, *RefusalError) {
 	}
 	w := &TimeWindow{}
 	const up, fp, dp = "time_window.valid_until_ms", "time_window.valid_from_ms", "time_window.max_duration_ms"
-	raw, ok = o.member("valid_until_ms")
+	raw, ok = o.get("valid_until_ms")
 	if !ok {
 		return nil, refuse(RuleValidUntil, up, "%s is required in a time_window: an integer (Unix milliseconds)", up)
 	}
@@ -348,7 +359,7 @@ func kTimeWindow(top kobj, now time.Time) (*TimeWindow, *RefusalError) {
 		return nil, refuse(RuleValidUntil, up, "%s %d (%s) must be after the current time %d (%s)", up,
 			w.ValidUntilMs, msTime(w.ValidUntilMs), nowMs, msTime(nowMs))
 	}
-	if raw, ok := o.member("max_duration_ms"); ok {
+	if raw, ok := o.get("max_duration_ms"); ok {
 		if w.MaxDurationMs, r = kInt(raw, dp, RuleValidUntil); r != nil {
 			return nil, r
 		}
@@ -356,7 +367,7 @@ func kTimeWindow(top kobj, now time.Time) (*TimeWindow, *RefusalError) {
 			return nil, refuse(RuleValidUntil, dp, "%s must be a positive integer, not %d", dp, w.MaxDurationMs)
 		}
 	}
-	raw, ok = o.member("valid_from_ms")
+	raw, ok = o.get("valid_from_ms")
 	if !ok {
 		return nil, refuse(RuleValidFrom, fp, "%s is required in a time_window: an integer (Unix milliseconds)", fp)
 	}
@@ -370,8 +381,8 @@ func kTimeWindow(top kobj, now time.Time) (*TimeWindow, *RefusalError) {
 	return w, nil
 }
 
-func kRiskEnvelope(top kobj) (*RiskEnvelope, *RefusalError) {
-	raw, ok := top.member("risk_envelope")
+func kRiskEnvelope(top fields) (*RiskEnvelope, *RefusalError) {
+	raw, ok := top.get("risk_envelope")
 	if !ok {
 		return nil, nil
 	}
@@ -384,7 +395,7 @@ func kRiskEnvelope(top kobj) (*RiskEnvelope, *RefusalError) {
 	}
 	e := &RiskEnvelope{}
 	const mp = "risk_envelope.max_affected_records"
-	raw, ok = o.member("max_affected_records")
+	raw, ok = o.get("max_affected_records")
 	if !ok {
 		return nil, refuse(RuleRisk, mp, "%s is required in a risk_envelope: a positive integer", mp)
 	}
@@ -402,15 +413,16 @@ func kRiskEnvelope(top kobj) (*RiskEnvelope, *RefusalError) {
 	if e.ForbiddenEffects, r = kStringList(o, "forbidden_effects", "risk_envelope.forbidden_effects", RuleRisk); r != nil {
 		return nil, r
 	}
-	if raw, ok := o.member("reversible_required"); ok {
-		if err := json.Unmarshal(raw, &e.ReversibleRequired); err != nil || (raw[0] != 't' && raw[0] != 'f') {
+	if raw, ok := o.get("reversible_required"); ok {
+		if string(raw) != "true" && string(raw) != "false" {
 			return nil, refuse(RuleRisk, "risk_envelope.reversible_required", "risk_envelope.reversible_required must be a boolean, not %s", kJSONKind(raw))
 		}
+		e.ReversibleRequired = string(raw) == "true"
 	}
 	return e, nil
 }
 
-func kBindings(top kobj) ([]EvidenceBinding, *RefusalError) {
+func kBindings(top fields) ([]EvidenceBinding, *RefusalError) {
 	items, r := kArray(top, "evidence_bindings", "evidence_bindings", RuleEvidence)
 	if r != nil || len(items) == 0 {
 		return nil, r
@@ -443,7 +455,7 @@ func kBindings(top kobj) ([]EvidenceBinding, *RefusalError) {
 		if b.Digest, _, r = kString(o, "digest", p+".digest", RuleEvidence); r != nil {
 			return nil, r
 		}
-		if raw, ok := o.member("data"); ok {
+		if raw, ok := o.get("data"); ok {
 			if b.Data, r = kCanon(raw, p+".data"); r != nil {
 				return nil, r
 			}
@@ -456,7 +468,7 @@ func kBindings(top kobj) ([]EvidenceBinding, *RefusalError) {
 // kPreconditions checks the preconditions; when declared (the proposal has
 // an evidence_bindings member, even empty), every evidence_ref must name one
 // of bindings.
-func kPreconditions(top kobj, bindings []EvidenceBinding, declared bool) ([]Precondition, *RefusalError) {
+func kPreconditions(top fields, bindings []EvidenceBinding, declared bool) ([]Precondition, *RefusalError) {
 	items, r := kArray(top, "preconditions", "preconditions", RuleEvidence)
 	if r != nil || len(items) == 0 {
 		return nil, r
@@ -491,7 +503,7 @@ func kPreconditions(top kobj, bindings []EvidenceBinding, declared bool) ([]Prec
 			return nil, refuse(RuleEvidence, p+".operator", "%s.operator %q is not one of %s", p, op, strings.Join(PreconditionOperators, ", "))
 		}
 		c.Operator = op
-		raw, present := o["value"] // null is a value here
+		raw, present := o.member("value") // null is a value here
 		if !present {
 			return nil, refuse(RuleEvidence, p+".value", "%s.value is required (any JSON value, null included)", p)
 		}
@@ -514,7 +526,7 @@ func kPreconditions(top kobj, bindings []EvidenceBinding, declared bool) ([]Prec
 	return out, nil
 }
 
-func kApproval(top kobj, actor string) (ApprovalClass, *ApprovalParams, *RefusalError) {
+func kApproval(top fields, actor string) (ApprovalClass, *ApprovalParams, *RefusalError) {
 	cls, ok, r := kString(top, "approval_class", "approval_class", RuleApproval)
 	if r != nil {
 		return "", nil, r
@@ -526,7 +538,7 @@ func kApproval(top kobj, actor string) (ApprovalClass, *ApprovalParams, *Refusal
 			return "", nil, refuse(RuleApproval, "approval_class", "approval_class %q is not one of none, single, dual, threshold", cls)
 		}
 	}
-	raw, has := top.member("approval")
+	raw, has := top.get("approval")
 	if !has {
 		if class == ApprovalThreshold {
 			return "", nil, refuse(RuleApproval, "approval", `approval_class threshold needs "approval": {"required": N, "approvers": [...]}`)
@@ -549,7 +561,7 @@ func kApproval(top kobj, actor string) (ApprovalClass, *ApprovalParams, *Refusal
 	}
 	a := &ApprovalParams{}
 	const rp, ap = "approval.required", "approval.approvers"
-	rraw, hasRequired := o.member("required")
+	rraw, hasRequired := o.get("required")
 	if hasRequired {
 		n, r := kInt(rraw, rp, RuleApproval)
 		if r != nil {
@@ -560,14 +572,11 @@ func kApproval(top kobj, actor string) (ApprovalClass, *ApprovalParams, *Refusal
 		}
 		a.Required = int(n)
 	}
-	if araw, ok := o.member("approvers"); ok {
+	if araw, ok := o.get("approvers"); ok {
 		if araw[0] != '[' {
 			return "", nil, refuse(RuleApproval, ap, "%s must be an array of approver ids, not %s", ap, kJSONKind(araw))
 		}
-		var items []json.RawMessage
-		if err := json.Unmarshal(araw, &items); err != nil {
-			return "", nil, refuse(RuleApproval, ap, "%s: %v", ap, err)
-		}
+		items := splitArray(araw)
 		if len(items) == 0 {
 			return "", nil, refuse(RuleApproval, ap, "%s must not be empty: nobody could approve (omit it to let anyone but the proposer approve)", ap)
 		}
@@ -615,8 +624,8 @@ func kApproval(top kobj, actor string) (ApprovalClass, *ApprovalParams, *Refusal
 	return class, a, nil
 }
 
-func kRollback(top kobj) (*RollbackSpec, *RefusalError) {
-	raw, ok := top.member("rollback_semantics")
+func kRollback(top fields) (*RollbackSpec, *RefusalError) {
+	raw, ok := top.get("rollback_semantics")
 	if !ok {
 		return nil, nil
 	}
@@ -640,7 +649,7 @@ func kRollback(top kobj) (*RollbackSpec, *RefusalError) {
 		return nil, refuse(CodeBadValue, sp, "%s %q is not one of %s", sp, s, strings.Join(RollbackStrategies, ", "))
 	}
 	rs.Strategy = s
-	if raw, ok := o.member("action"); ok {
+	if raw, ok := o.get("action"); ok {
 		if raw[0] != '{' {
 			return nil, refuse(CodeWrongType, "rollback_semantics.action", "rollback_semantics.action must be an object, not %s", kJSONKind(raw))
 		}
@@ -652,18 +661,6 @@ func kRollback(top kobj) (*RollbackSpec, *RefusalError) {
 		return nil, r
 	}
 	return rs, nil
-}
-
-// kobj is a JSON object's members, raw.
-type kobj map[string]json.RawMessage
-
-// member returns a member, null meaning absent.
-func (o kobj) member(name string) (json.RawMessage, bool) {
-	v, ok := o[name]
-	if !ok || len(v) == 0 || string(v) == "null" {
-		return nil, false
-	}
-	return v, true
 }
 
 // jsonMembers lists the JSON member names of a struct type's fields.
@@ -680,16 +677,16 @@ func jsonMembers[T any]() []string {
 }
 
 // kUnknown refuses the first member (in key order) of o not in allowed.
-func kUnknown(o kobj, allowed []string, prefix string) *RefusalError {
+func kUnknown(o fields, allowed []string, prefix string) *RefusalError {
 	return kUnknownIn(o, allowed, prefix, "a kernel proposal")
 }
 
 // kUnknownIn is kUnknown naming the top-level object "where".
-func kUnknownIn(o kobj, allowed []string, prefix, where string) *RefusalError {
+func kUnknownIn(o fields, allowed []string, prefix, where string) *RefusalError {
 	var unknown []string
-	for k := range o {
-		if !slices.Contains(allowed, k) {
-			unknown = append(unknown, k)
+	for _, m := range o {
+		if !slices.Contains(allowed, m.name) {
+			unknown = append(unknown, m.name)
 		}
 	}
 	if len(unknown) == 0 {
@@ -704,52 +701,42 @@ func kUnknownIn(o kobj, allowed []string, prefix, where string) *RefusalError {
 		unknown[0], where, strings.Join(allowed, ", "))
 }
 
-// kObject parses raw as an object; anything else is refused with code.
-func kObject(raw json.RawMessage, path, code string) (kobj, *RefusalError) {
+// kObject splits raw (valid JSON: validateKernel canonicalised the whole
+// payload first) as an object; anything else is refused with code.
+func kObject(raw json.RawMessage, path, code string) (fields, *RefusalError) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, refuse(code, path, "%s must be a JSON object, not %s", kWhat(path), kJSONKind(raw))
 	}
-	var o kobj
-	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, refuse(code, path, "%s: %v", kWhat(path), err)
-	}
-	return o, nil
+	return splitObject(raw), nil
 }
 
 // kArray returns the items of an optional array member (nil when absent).
-func kArray(o kobj, name, path, code string) ([]json.RawMessage, *RefusalError) {
-	raw, ok := o.member(name)
+func kArray(o fields, name, path, code string) ([]json.RawMessage, *RefusalError) {
+	raw, ok := o.get(name)
 	if !ok {
 		return nil, nil
 	}
 	if raw[0] != '[' {
 		return nil, refuse(code, path, "%s must be an array, not %s", path, kJSONKind(raw))
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, refuse(code, path, "%s: %v", path, err)
-	}
-	return items, nil
+	return splitArray(raw), nil
 }
 
 // kString returns an optional string member; present is false when it is
 // absent or null.
-func kString(o kobj, name, path, code string) (s string, present bool, r *RefusalError) {
-	raw, ok := o.member(name)
+func kString(o fields, name, path, code string) (s string, present bool, r *RefusalError) {
+	raw, ok := o.get(name)
 	if !ok {
 		return "", false, nil
 	}
 	if raw[0] != '"' {
 		return "", false, refuse(code, path, "%s must be a string, not %s", path, kJSONKind(raw))
 	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", false, refuse(code, path, "%s: %v", path, err)
-	}
-	return s, true, nil
+	return decodeString(raw), true, nil
 }
 
 // kStringList returns an optional array of non-empty strings.
-func kStringList(o kobj, name, path, code string) ([]string, *RefusalError) {
+func kStringList(o fields, name, path, code string) ([]string, *RefusalError) {
 	items, r := kArray(o, name, path, code)
 	if r != nil || len(items) == 0 {
 		return nil, r
@@ -757,10 +744,10 @@ func kStringList(o kobj, name, path, code string) ([]string, *RefusalError) {
 	out := make([]string, 0, len(items))
 	for i, it := range items {
 		p := kIndex(path, i)
-		var s string
-		if it[0] != '"' || json.Unmarshal(it, &s) != nil {
+		if it[0] != '"' {
 			return nil, refuse(code, p, "%s must be a string, not %s", p, kJSONKind(it))
 		}
+		s := decodeString(it)
 		if s == "" {
 			return nil, refuse(code, p, "%s must not be empty", p)
 		}
@@ -770,8 +757,8 @@ func kStringList(o kobj, name, path, code string) ([]string, *RefusalError) {
 }
 
 // kIDString returns a required id-like string member (see kIDValue).
-func kIDString(o kobj, name, path, code string) (string, *RefusalError) {
-	raw, ok := o.member(name)
+func kIDString(o fields, name, path, code string) (string, *RefusalError) {
+	raw, ok := o.get(name)
 	if !ok {
 		return "", refuse(code, path, "%s is required and must be a non-empty string", path)
 	}
@@ -782,10 +769,10 @@ func kIDString(o kobj, name, path, code string) (string, *RefusalError) {
 // or sender: a non-empty string of at most MaxIDBytes bytes without control
 // characters.
 func kIDValue(raw json.RawMessage, path, code string) (string, *RefusalError) {
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	if raw[0] != '"' {
 		return "", refuse(code, path, "%s must be a non-empty string, not %s", path, kJSONKind(raw))
 	}
+	s := decodeString(raw)
 	if s == "" {
 		return "", refuse(code, path, "%s must be a non-empty string", path)
 	}
@@ -806,11 +793,11 @@ func kInt(raw json.RawMessage, path, code string) (int64, *RefusalError) {
 		return 0, refuse(code, path, "%s must be an integer, not %s", path, kJSONKind(raw))
 	}
 	if bytes.ContainsAny(raw, ".eE") {
-		return 0, refuse(code, path, "%s must be an integer (no fraction or exponent), not %s", path, kTrunc(string(raw), 40))
+		return 0, refuse(code, path, "%s must be an integer (no fraction or exponent), not %s", path, truncate(string(raw), 40))
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
-		return 0, refuse(code, path, "%s %s is out of range", path, kTrunc(string(raw), 40))
+		return 0, refuse(code, path, "%s %s is out of range", path, truncate(string(raw), 40))
 	}
 	return n, nil
 }
@@ -852,7 +839,7 @@ func kJSONKind(v json.RawMessage) string {
 	case 'n':
 		return "null"
 	}
-	return "the number " + kTrunc(string(v), 40)
+	return "the number " + truncate(string(v), 40)
 }
 
 func kPath(prefix, name string) string {
@@ -869,17 +856,6 @@ func kWhat(path string) string {
 		return "the kernel payload"
 	}
 	return path
-}
-
-// kTrunc shortens s to at most n bytes (on a rune boundary) for messages.
-func kTrunc(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func joinActions() string {

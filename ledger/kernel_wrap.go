@@ -34,19 +34,28 @@ type WrapOptions struct {
 // Code the V-PROP rule id), with Field relative to the bare object
 // ("target.domain", not "payload.target.domain"), and checks that the
 // envelope decodes (Decode with opts.Now), so an envelope WrapKernel returns
-// is accepted by the append paths at that time. Submit paths (HTTP, submit
-// service, ledger publish --kernel) call it on a bare body and append the
-// result as any envelope:
+// is accepted by the append paths at that time. The submit paths reach it
+// through Appender.PrepareBody, which also reuses the decoded envelope;
+// on its own:
 //
 //	env, err := ledger.WrapKernel(body, ledger.WrapOptions{Now: time.Now()})
 func WrapKernel(bare []byte, opts WrapOptions) ([]byte, error) {
+	env, _, err := wrapKernel(bare, opts)
+	return env, err
+}
+
+// wrapKernel is WrapKernel, also returning the envelope decoded. The
+// payload is validated once: the envelope's Decode reuses the typed view
+// (DecodeOptions.kernel), so Appender.PrepareBody decodes a bare
+// submission once in all.
+func wrapKernel(bare []byte, opts WrapOptions) ([]byte, *Decoded, error) {
 	b := bytes.TrimSpace(bare)
 	if len(b) > MaxEnvelopeBytes {
-		return nil, refuse(CodeOversize, "", "the kernel proposal is %d bytes, over the envelope limit of %d", len(b), MaxEnvelopeBytes)
+		return nil, nil, refuse(CodeOversize, "", "the kernel proposal is %d bytes, over the envelope limit of %d", len(b), MaxEnvelopeBytes)
 	}
 	k, r := validateKernel(b, KernelOptions{Now: opts.Now, From: opts.Sender})
 	if r != nil {
-		return nil, r
+		return nil, nil, r
 	}
 	env := make([]byte, 0, len(b)+len(k.ProposalID)+len(k.Actor)+96)
 	env = append(env, `{"protocol":`...)
@@ -60,15 +69,13 @@ func WrapKernel(bare []byte, opts WrapOptions) ([]byte, error) {
 	env = append(env, `,"payload":`...)
 	env = append(env, b...)
 	env = append(env, '}')
-	if _, err := Decode(env, DecodeOptions{Now: opts.Now}); err != nil {
-		if r, ok := AsRefusal(err); ok {
-			rr := *r
-			rr.Field = barePath(rr.Field)
-			return nil, &rr
-		}
-		return nil, err
+	d, r := decode(env, DecodeOptions{Now: opts.Now, kernel: k})
+	if r != nil {
+		rr := *r
+		rr.Field = barePath(rr.Field)
+		return nil, nil, &rr
 	}
-	return env, nil
+	return env, d, nil
 }
 
 // barePath turns an envelope path into one relative to the bare object

@@ -32,6 +32,12 @@ func PrepareStandalone(space string, raw []byte, limits SubmitLimits, now time.T
 // envelope must still decode to a lifecycle type). On a refusal it also
 // returns the envelope id when the envelope decoded.
 func prepare(space string, raw []byte, limits SubmitLimits, now time.Time, submit bool) (*Prepared, string, error) {
+	return prepareDecoded(space, raw, limits, now, submit, nil)
+}
+
+// prepareDecoded is prepare; d, when not nil, is raw decoded already (with
+// now), which it does not decode again.
+func prepareDecoded(space string, raw []byte, limits SubmitLimits, now time.Time, submit bool, d *Decoded) (*Prepared, string, error) {
 	if space == "" {
 		space = DefaultSpace
 	}
@@ -41,9 +47,11 @@ func prepare(space string, raw []byte, limits SubmitLimits, now time.Time, submi
 	if err := limits.Check(raw, nil); err != nil {
 		return nil, "", err
 	}
-	d, err := Decode(raw, DecodeOptions{Now: now})
-	if err != nil {
-		return nil, "", err
+	if d == nil {
+		var r *RefusalError
+		if d, r = decode(raw, DecodeOptions{Now: now}); r != nil {
+			return nil, "", r
+		}
 	}
 	if submit {
 		if err := Submittable(d); err != nil {
@@ -65,6 +73,15 @@ func prepare(space string, raw []byte, limits SubmitLimits, now time.Time, submi
 	}, d.Env.ID, nil
 }
 
+// PrepareSystem is Prepare for an envelope the ledger writes itself
+// (ledger/gap, ledger/expire): AppendSystem's checks, without Submittable
+// (it must still decode to a lifecycle type and pass the limits). Hand
+// the result to Submit. The error is a *RefusalError.
+func (a *Appender) PrepareSystem(space string, raw []byte) (*Prepared, error) {
+	p, _, err := a.prepare(space, raw, false)
+	return p, err
+}
+
 // Now returns the Appender's clock: the time of an append, which is the
 // "current time" of kernel rule V-PROP-010 at submit time.
 func (a *Appender) Now() time.Time { return a.opts.Now() }
@@ -82,15 +99,6 @@ func (a *Appender) Limits() SubmitLimits {
 		l.MaxCorrelation = def.MaxCorrelation
 	}
 	return l
-}
-
-// WrapKernel wraps a bare kernel submission (a Proposal or KernelRequest
-// object) into its kernel/proposal envelope with the Appender's clock as
-// the time of the append (see the package function WrapKernel). The
-// submit paths call it on a body that MaybeBareKernel recognises, or that
-// the client marked as kernel, and append the result.
-func (a *Appender) WrapKernel(bare []byte) ([]byte, error) {
-	return WrapKernel(bare, WrapOptions{Now: a.opts.Now()})
 }
 
 // MaybeBareKernel reports whether a body sent to a submit path is a bare

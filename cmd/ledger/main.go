@@ -16,11 +16,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
-
-	"github.com/mewledger/ledger/internal/memlimit"
 )
 
 // Exit statuses.
@@ -59,6 +58,9 @@ func register(c *command) { commands[c.name] = c }
 // failed (exit status 1).
 var errFailed = errors.New("failed")
 
+// defaultGCPercent is the collector's GOGC unless GOGC is set.
+const defaultGCPercent = 50
+
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
@@ -70,12 +72,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ledger: second signal: exiting without a clean shutdown")
 		os.Exit(exitSignals)
 	}()
-	// The process's memory policy (GOGC 50 unless GOGC is set, and
-	// LEDGER_MEMORY_LIMIT): set here, not in run, which tests call
-	// in-process.
-	if _, err := memlimit.Apply(os.LookupEnv); err != nil {
-		fmt.Fprintf(os.Stderr, "ledger: %v\n", err)
+	// The process's memory policy: the collector at GOGC 50 unless GOGC
+	// is set (Pebble's buffers are live heap in a pure-Go build; see the
+	// README's Performance), and the Go runtime's own GOMEMLIMIT for a
+	// soft limit. Set here, not in run, which tests call in-process.
+	if v := os.Getenv("LEDGER_MEMORY_LIMIT"); v != "" {
+		fmt.Fprintf(os.Stderr, "ledger: LEDGER_MEMORY_LIMIT is no longer read: set GOMEMLIMIT=%s instead (the Go runtime's soft memory limit, same syntax)\n", v)
 		os.Exit(exitUsage)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
 	}
 	code := run(ctx, env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	cancel()
@@ -172,8 +178,8 @@ Commands:
 	fmt.Fprint(w, `
 Most flags also read an environment variable: --data is LEDGER_DATA,
 --nats-url is LEDGER_NATS_URL, and so on. 'ledger help COMMAND' shows them.
-LEDGER_MEMORY_LIMIT sets a soft Go memory limit (e.g. 1GiB; default off;
-GOMEMLIMIT wins); the collector runs at GOGC=50 unless GOGC is set. Build
+GOMEMLIMIT sets a soft Go memory limit (e.g. 1GiB; default off); the
+collector runs at GOGC=50 unless GOGC is set. Build
 with CGO_ENABLED=0, as 'make build' does: the store's memory is then on
 the Go heap, under that policy.
 

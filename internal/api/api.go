@@ -14,16 +14,16 @@
 //     the parameter's name as field: a typo must not silently widen an
 //     audit query.
 //   - Appends go through an [Appender] (the ledger's), with the same
-//     validation as every other submit path.
+//     validation as every other submit path: ledger.Appender.PrepareBody.
 //   - A bare kernel submission (a Proposal or KernelRequest object, SPEC
 //     §12) POSTed to /v1/events is wrapped in its kernel/proposal envelope
 //     (ledger.WrapKernel, the time of the append as V-PROP-010's "now")
 //     and appended: recognised by ledger.MaybeBareKernel (no protocol
 //     member, a proposal_id or request_id member), or forced with
-//     ?kernel=1 (then every body, or NDJSON line, is taken as bare, so a
-//     malformed one gets its V-PROP refusal rather than an envelope's).
-//     Refusals carry the V-PROP rule id as code and the field relative to
-//     the bare object.
+//     ?kernel=1 (ledger.BodyOptions.Kernel: then every body, or NDJSON
+//     line, is taken as bare, so a malformed one gets its V-PROP refusal
+//     rather than an envelope's). Refusals carry the V-PROP rule id as
+//     code and the field relative to the bare object.
 //   - With Options.AsOf, every read but /v1/status takes as_of_seq=N or
 //     as_of=RFC3339 and answers from the projection as of that point
 //     (header Ledger-As-Of-Seq: the last sequence folded); a point beyond
@@ -33,8 +33,10 @@
 //   - The live Reader sits behind a RWMutex: [API.SwapReader] puts a new
 //     one in its place while serving (reads wait for the swap, never see
 //     a closed store).
-//   - The API holds no goroutines of its own; the caller owns the
-//     http.Server (see package app). Extra routes are added with
+//   - The API holds no long-lived goroutines: the few a request starts
+//     (an NDJSON POST's writer, a watch's wait for the next commit) have
+//     returned when its handler returns. The caller owns the http.Server
+//     (see package app). Extra routes are added with
 //     [API.Handle] and get the same error handling and metrics.
 package api
 
@@ -79,10 +81,11 @@ type Reader interface {
 	WaitApplied(ctx context.Context, seq uint64) error
 }
 
-// Appender is what POST /v1/events needs. *ledger.Appender implements it.
+// Appender is what POST /v1/events needs: the ledger's one submit entry
+// (validation, bare-kernel wrapping, hand-off to the group commit).
+// *ledger.Appender implements it.
 type Appender interface {
-	Append(ctx context.Context, space string, raw []byte) (ledger.Result, error)
-	AppendMany(ctx context.Context, space string, raws [][]byte) []ledger.Result
+	SubmitBody(ctx context.Context, space string, body []byte, o ledger.BodyOptions) (*ledger.Pending, error)
 }
 
 // StreamSeqFunc returns the last sequence of the LEDGER stream.
@@ -121,10 +124,6 @@ type Options struct {
 	// Metrics records request durations and append outcomes; nil records
 	// nothing. /metrics is served when it is set.
 	Metrics *metrics.Metrics
-	// WrapKernel wraps a bare kernel submission into its envelope; nil
-	// means the Appender's WrapKernel method when it has one (a
-	// *ledger.Appender does), else bare submissions are not recognised.
-	WrapKernel func(bare []byte) ([]byte, error)
 	// AsOf, if set, answers reads as of a past point (as_of_seq, as_of).
 	AsOf AsOfFunc
 	// Ops, if set, mounts the online operations under /v1/ops.
@@ -167,11 +166,6 @@ func (o *Options) Validate() error {
 	}
 	if o.WatchPage == 0 {
 		o.WatchPage = DefaultWatchPage
-	}
-	if o.WrapKernel == nil {
-		if k, ok := o.Appender.(interface{ WrapKernel([]byte) ([]byte, error) }); ok {
-			o.WrapKernel = k.WrapKernel
-		}
 	}
 	switch {
 	case o.Reader == nil:

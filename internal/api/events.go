@@ -2,7 +2,6 @@ package api
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -53,10 +52,6 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		kernel = b
 	}
-	if kernel && a.opts.WrapKernel == nil {
-		writeError(w, http.StatusBadRequest, badParam(paramKernel, "this server does not take bare kernel submissions"))
-		return
-	}
 	// An invalid space is refused by the Appender with field "space", as
 	// on every other path; only "no space" means the default.
 	space := q.Get(paramSpace)
@@ -68,16 +63,6 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.postOne(w, r, space, kernel)
-}
-
-// envelope returns the envelope to append for a body: the body, or the
-// envelope a bare kernel submission is wrapped in (when kernel is set, or
-// the body is recognised as one). The error is the wrapping's refusal.
-func (a *API) envelope(body []byte, kernel bool) ([]byte, error) {
-	if a.opts.WrapKernel == nil || (!kernel && !ledger.MaybeBareKernel(body)) {
-		return body, nil
-	}
-	return a.opts.WrapKernel(body)
 }
 
 func (a *API) tooLarge(w http.ResponseWriter, limit int64, what string) {
@@ -100,11 +85,11 @@ func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string, kern
 		return
 	}
 	var res ledger.Result
-	env, err := a.envelope(body, kernel)
+	pd, err := a.opts.Appender.SubmitBody(r.Context(), space, body, ledger.BodyOptions{Kernel: kernel})
 	if err != nil {
 		res.Err = err
 	} else {
-		res, err = a.opts.Appender.Append(r.Context(), space, env)
+		res, err = pd.Result(r.Context())
 	}
 	out := wire.FromResult(res)
 	a.count(metrics.PathHTTP, res)
@@ -135,15 +120,6 @@ func (a *API) count(path string, res ledger.Result) {
 	}
 }
 
-// streamAppender is what the streamed NDJSON path needs of an Appender
-// (a *ledger.Appender has it): lines are prepared and handed to the group
-// commit one by one, and answered as their acknowledgements come back.
-// Another Appender gets the lines in chunks of ndjsonChunk (AppendMany).
-type streamAppender interface {
-	Prepare(space string, raw []byte) (*ledger.Prepared, error)
-	Submit(ctx context.Context, p *ledger.Prepared) (*ledger.Pending, error)
-}
-
 const (
 	// ndjsonWindow is the most lines of one request read ahead of their
 	// answers, and ndjsonWindowBytes the most bytes they hold: with the
@@ -152,18 +128,15 @@ const (
 	// budget still goes, alone).
 	ndjsonWindow      = 1024
 	ndjsonWindowBytes = 8 << 20
-	// ndjsonChunk is the AppendMany chunk of an Appender without Submit.
-	ndjsonChunk = 256
 )
 
-// ndjsonEntry is one non-blank line on its way to its answer: a refusal,
-// a pending append, or raw bytes for an Appender without Submit.
+// ndjsonEntry is one non-blank line on its way to its answer: a refusal
+// or a pending append.
 type ndjsonEntry struct {
 	no      int
 	size    int64
 	refusal *wire.Error
 	pending *ledger.Pending
-	raw     []byte
 }
 
 // postNDJSON appends one envelope per non-blank line and answers 200 with
@@ -185,7 +158,6 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 	ctx := r.Context()
 	// Answer while the body is still being read (HTTP/1.1 full duplex).
 	_ = http.NewResponseController(w).EnableFullDuplex()
-	sa, _ := a.opts.Appender.(streamAppender)
 
 	entries := make(chan ndjsonEntry, ndjsonWindow)
 	budget := make(chan struct{}, 1) // signalled when bytes are released
@@ -241,57 +213,25 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
-		var chunk []ndjsonEntry
-		flushChunk := func() {
-			raws := make([][]byte, len(chunk))
-			for i, e := range chunk {
-				raws[i] = e.raw
-			}
-			for i, res := range a.opts.Appender.AppendMany(ctx, space, raws) {
-				a.count(metrics.PathHTTPNDJSON, res)
-				out := wire.FromResult(res)
-				out.Line = chunk[i].no
-				write(out)
-				release(chunk[i].size)
-			}
-			chunk = chunk[:0]
-		}
 		for e := range entries {
 			start()
-			switch {
-			case e.raw != nil:
-				chunk = append(chunk, e)
-				if len(chunk) < ndjsonChunk && len(entries) > 0 {
-					continue
-				}
-				flushChunk()
-			case e.refusal != nil:
-				if len(chunk) > 0 {
-					flushChunk()
-				}
+			if e.refusal != nil {
 				if e.refusal.Code != wire.CodeBadRequest {
 					a.opts.Metrics.Refused(metrics.PathHTTPNDJSON, e.refusal.Code)
 				}
 				write(wire.AppendResult{Line: e.no, Error: e.refusal})
-				release(e.size)
-			default:
+			} else {
 				res, _ := e.pending.Result(ctx)
 				a.count(metrics.PathHTTPNDJSON, res)
 				out := wire.FromResult(res)
 				out.Line = e.no
 				write(out)
-				release(e.size)
 			}
+			release(e.size)
 			if len(entries) == 0 {
-				if len(chunk) > 0 {
-					flushChunk()
-				}
 				_ = bw.Flush()
 				_ = flusher.Flush()
 			}
-		}
-		if len(chunk) > 0 {
-			flushChunk()
 		}
 		_ = bw.Flush()
 	}()
@@ -314,15 +254,10 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 		if l.Oversize() {
 			e.refusal = &wire.Error{Code: ledger.CodeOversize,
 				Message: fmt.Sprintf("envelope is %d bytes, over the limit of %d", l.Size, maxLine)}
-		} else if env, err := a.envelope(l.Data, kernel); err != nil {
+		} else if pd, err := a.opts.Appender.SubmitBody(ctx, space, l.Data, ledger.BodyOptions{Kernel: kernel}); err != nil {
 			e.refusal = wire.FromError(err)
-		} else if sa == nil {
-			e.raw = env
-		} else if p, err := sa.Prepare(space, env); err != nil {
-			e.refusal = wire.FromError(err)
-		} else if e.pending, err = sa.Submit(ctx, p); err != nil {
-			e.pending = nil
-			e.refusal = wire.FromError(fmt.Errorf("%w: envelope %q: %w", ledger.ErrPublish, p.Decoded.Env.ID, err))
+		} else {
+			e.pending = pd
 		}
 		entries <- e
 		return nil

@@ -20,9 +20,6 @@ const RouteOpenAPI = "GET /openapi.json"
 //go:embed openapi.json
 var openAPIDoc []byte
 
-// OpenAPI returns the OpenAPI document (a copy).
-func OpenAPI() []byte { return append([]byte(nil), openAPIDoc...) }
-
 func (a *API) openAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache")

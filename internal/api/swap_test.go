@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,8 +30,9 @@ func TestSwapReader(t *testing.T) {
 	if err := newStore.NewBatch().Commit(5); err != nil {
 		t.Fatal(err)
 	}
+	old := &waitSignal{Store: oldStore, waiting: make(chan struct{})}
 	a, err := api.New(api.Options{
-		Reader:     oldStore,
+		Reader:     old,
 		StreamSeq:  func(context.Context) (uint64, error) { return 5, nil },
 		MinSeqWait: 5 * time.Second,
 		Logger:     natstest.Logger(t),
@@ -51,16 +53,20 @@ func TestSwapReader(t *testing.T) {
 		resp.Body.Close()
 		done <- resp.StatusCode
 	}()
-	time.Sleep(100 * time.Millisecond) // the read waits on the old store
+	select { // the read waits on the old store
+	case <-old.waiting:
+	case code := <-done:
+		t.Fatalf("min_seq=5 answered %d before the swap", code)
+	}
 	select {
 	case code := <-done:
 		t.Fatalf("min_seq=5 answered %d before the swap", code)
 	default:
 	}
 	swapErr := errors.New("reported")
-	err = a.SwapReader(func(old api.Reader) (api.Reader, error) {
-		if old != api.Reader(oldStore) {
-			t.Errorf("SwapReader got %v, want the old store", old)
+	err = a.SwapReader(func(o api.Reader) (api.Reader, error) {
+		if o != api.Reader(old) {
+			t.Errorf("SwapReader got %v, want the old store", o)
 		}
 		_ = oldStore.Close()
 		return newStore, swapErr
@@ -79,4 +85,17 @@ func TestSwapReader(t *testing.T) {
 	if got := a.Reader().AppliedSeq(); got != 5 {
 		t.Fatalf("AppliedSeq after the swap = %d", got)
 	}
+}
+
+// waitSignal is a store whose WaitApplied closes waiting when it is
+// entered: the test knows a read is waiting on it without sleeping.
+type waitSignal struct {
+	*projections.Store
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (w *waitSignal) WaitApplied(ctx context.Context, seq uint64) error {
+	w.once.Do(func() { close(w.waiting) })
+	return w.Store.WaitApplied(ctx, seq)
 }

@@ -5,16 +5,21 @@
 // thing in-process.
 //
 // Ownership and order. New acquires everything (and releases whatever it
-// acquired when it fails); Run starts the goroutines, each owned by one
-// errgroup, and returns after an orderly shutdown when its ctx is cancelled
-// or Close is called, or when a component fails (then with that error).
-// The shutdown order is: cancel an online operation in hand (ops.go) →
-// stop accepting HTTP (requests in hand finish,
-// bounded by ShutdownTimeout) → stop the submit service (requests in hand
-// finish) → stop the expirer → drain the projector (it folds and commits
-// the batch in hand) → close the Pebble store → drain the NATS connection →
-// stop the embedded server. Close is safe to call twice and from any
-// goroutine; after Run returns, everything is released.
+// acquired when it fails); Run starts the goroutines and returns after an
+// orderly shutdown when its ctx is cancelled or Close is called, or when a
+// component fails (then with that error). Each goroutine has one owner
+// that stops it and waits for it during that shutdown: Run itself for the
+// HTTP server's (an errgroup) and the log check's (a done channel), the
+// pipeline for its projector's and expirer's (pipeline.stop), the submit
+// service for its handlers' (Stop), and stopOps for an online rebuild's
+// or verify's (a WaitGroup). The shutdown order
+// is: cancel an online operation in hand (ops.go) → stop accepting HTTP
+// (requests in hand finish, bounded by ShutdownTimeout) → stop the submit
+// service (requests in hand finish) → stop the log check → stop the
+// expirer → drain the projector (it folds and commits the batch in hand)
+// → close the Pebble store → drain the NATS connection → stop the
+// embedded server. Close is safe to call twice and from any goroutine;
+// after Run returns, everything is released.
 //
 // The projection (Pebble store, projector, expirer) is a pipeline that an
 // online rebuild replaces while the ledger serves (ops.go): the API reads
@@ -430,7 +435,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	stopCheck()
 	<-checkDone
 	a.current().stop()
-	_ = g.Wait() // every goroutine has returned; failures are in failErr
+	_ = g.Wait() // the HTTP goroutine's; every other has returned above; failures are in failErr
 	// 5..7. Close the store, drain the connection, stop the server.
 	relCtx, cancelRel := context.WithTimeout(base, a.opts.ShutdownTimeout)
 	defer cancelRel()

@@ -90,7 +90,32 @@ func TestOnlineRebuild(t *testing.T) {
 		appendedDuring, readsDuring atomic.Int64
 		readErrs                    = make(chan error, 100)
 		lastAppended                atomic.Uint64
+		// Each goroutine ticks after every round: the test waits for
+		// rounds, not for time to pass.
+		appendTick, readTick = make(chan struct{}, 1), make(chan struct{}, 1)
 	)
+	tick := func(c chan struct{}) {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	// rounds waits until each goroutine has completed n more rounds.
+	rounds := func(n int) {
+		for _, c := range []chan struct{}{appendTick, readTick} {
+			select { // a tick left from before does not count
+			case <-c:
+			default:
+			}
+			for range n {
+				select {
+				case <-c:
+				case <-ctx.Done():
+					t.Fatal("appends or reads stopped")
+				}
+			}
+		}
+	}
 	running := func() bool { return a.RebuildStatus().Running }
 	wg.Add(2)
 	go func() { // appends go on
@@ -117,6 +142,7 @@ func TestOnlineRebuild(t *testing.T) {
 			if running() {
 				appendedDuring.Add(int64(len(res)))
 			}
+			tick(appendTick)
 		}
 	}()
 	go func() { // reads answer throughout
@@ -142,10 +168,11 @@ func TestOnlineRebuild(t *testing.T) {
 			if running() {
 				readsDuring.Add(1)
 			}
+			tick(readTick)
 		}
 	}()
 
-	time.Sleep(50 * time.Millisecond)
+	rounds(1) // appends and reads are going
 	st, err := c.StartRebuild(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +196,7 @@ func TestOnlineRebuild(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond) // appends and reads on the new projection
+	rounds(2) // a whole round of appends and reads on the new projection
 	close(stop)
 	wg.Wait()
 	close(readErrs)

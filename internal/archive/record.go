@@ -219,9 +219,6 @@ func NewChainReader(r io.Reader) *ChainReader {
 	return &ChainReader{br: bufio.NewReaderSize(r, 1<<16), sum: Summary{Contiguous: true, Head: hex.EncodeToString(make([]byte, HashSize))}}
 }
 
-// Line returns the number of the last line read (1-based).
-func (c *ChainReader) Line() int { return c.line }
-
 // Summary returns what has been verified so far.
 func (c *ChainReader) Summary() Summary { return c.sum }
 

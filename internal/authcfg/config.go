@@ -225,10 +225,6 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// Parse parses and validates a configuration; relative secret-file paths
-// are resolved against dir.
-func Parse(data []byte, dir string) (*Config, error) { return parse(data, dir, "") }
-
 func parse(data []byte, dir, file string) (*Config, error) {
 	c := &Config{file: file, dir: dir}
 	dec := yaml.NewDecoder(bytes.NewReader(data))

@@ -3,13 +3,11 @@ package bridge
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/mewledger/ledger/internal/client"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/subjects"
 )
 
 // Sink is where a bridge sends what it records: one of the ledger's
@@ -54,9 +52,6 @@ type AppenderSink struct {
 
 // Append implements Sink.
 func (s AppenderSink) Append(ctx context.Context, space string, raw []byte, sender string) (wire.AppendResult, error) {
-	if sender == "" {
-		return appenderResult(s.Appender.Append(ctx, space, raw))
-	}
 	return appenderResult(AppendAs(ctx, s.Appender, space, raw, sender))
 }
 
@@ -81,29 +76,16 @@ func appenderResult(r ledger.Result, err error) (wire.AppendResult, error) {
 	return wire.FromResult(r), nil
 }
 
-// AppendAs validates raw as every submit path does (Appender.Prepare) and
-// appends it under the subject whose sender token is sender instead of the
-// envelope's from (SPEC §14 history mode): the fold then finds the two
-// differ when the envelope's from was forged, and folds it invalid
-// (spoofed_sender). sender "ledger" is refused (reserved_sender): the
-// ledger's own envelopes are written only by the ledger.
+// AppendAs appends raw through the ledger's one submit entry
+// (Appender.AppendBody, the same validation as every submit path) under
+// the subject whose sender token is sender instead of the envelope's from
+// (SPEC §14 history mode; sender "" means the envelope's from): the fold
+// then finds the two differ when the envelope's from was forged, and
+// folds it invalid (spoofed_sender). sender "ledger" is refused
+// (reserved_sender): the ledger's own envelopes are written only by the
+// ledger.
 func AppendAs(ctx context.Context, a *ledger.Appender, space string, raw []byte, sender string) (ledger.Result, error) {
-	if sender == ledger.LedgerSender {
-		err := &ledger.RefusalError{Code: CodeReservedSender, Field: "from",
-			Message: fmt.Sprintf("sender %q is the ledger's own: no participant may publish as it", ledger.LedgerSender)}
-		return ledger.Result{Err: err}, err
-	}
-	if !validID(sender) {
-		err := &ledger.RefusalError{Code: ledger.CodeBadValue, Field: "from",
-			Message: fmt.Sprintf("sender %q is not 1..%d bytes of UTF-8 without control characters", sender, ledger.MaxIDBytes)}
-		return ledger.Result{Err: err}, err
-	}
-	p, err := a.Prepare(space, raw)
-	if err != nil {
-		return ledger.Result{Err: err}, err
-	}
-	p.Subject = subjects.Event{Space: p.Space, Key: p.Decoded.Key, Type: string(p.Decoded.Type), Sender: sender}.String()
-	return a.AppendPrepared(ctx, p)
+	return a.AppendBody(ctx, space, raw, ledger.BodyOptions{Sender: sender})
 }
 
 // HTTPSink appends through the ledger's HTTP API (POST /v1/events, POST

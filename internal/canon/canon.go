@@ -129,12 +129,6 @@ func (p *parser) release() {
 	parsers.Put(p)
 }
 
-// Valid reports whether raw has a canonical form.
-func Valid(raw []byte) bool {
-	_, err := Canonical(raw)
-	return err == nil
-}
-
 // Equal reports whether a and b are both valid JSON texts (in the sense of
 // Canonical) with the same canonical form. Invalid input is equal to
 // nothing, not even to itself.
@@ -601,47 +595,7 @@ func hex4(in []byte, i int) (rune, bool) {
 	return r, true
 }
 
-const hexDigits = "0123456789abcdef"
-
 // writeString writes the decoded (valid UTF-8) string s in canonical form.
 func (p *parser) writeString(s []byte) {
 	p.out = AppendString(p.out, s)
-}
-
-// AppendString appends the canonical JSON encoding of the UTF-8 string s to
-// dst. s must be valid UTF-8 (bytes are copied as they are).
-func AppendString(dst, s []byte) []byte {
-	dst = append(dst, '"')
-	last := 0
-	for i, c := range s {
-		var esc string
-		switch {
-		case c == '"':
-			esc = `\"`
-		case c == '\\':
-			esc = `\\`
-		case c == '\b':
-			esc = `\b`
-		case c == '\f':
-			esc = `\f`
-		case c == '\n':
-			esc = `\n`
-		case c == '\r':
-			esc = `\r`
-		case c == '\t':
-			esc = `\t`
-		case c < 0x20:
-			dst = append(dst, s[last:i]...)
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			last = i + 1
-			continue
-		default:
-			continue
-		}
-		dst = append(dst, s[last:i]...)
-		dst = append(dst, esc...)
-		last = i + 1
-	}
-	dst = append(dst, s[last:]...)
-	return append(dst, '"')
 }

@@ -235,9 +235,6 @@ func New(cfg Config) (*Guard, error) {
 // AuthEnabled reports whether tokens are configured (false: open mode).
 func (g *Guard) AuthEnabled() bool { return len(g.tokens) > 0 }
 
-// Limiter returns the Guard's write limiter.
-func (g *Guard) Limiter() *Limiter { return g.limiter }
-
 // Authentication failures of Authenticate.
 var (
 	ErrNoToken      = errors.New("httpauth: no bearer token")
@@ -330,24 +327,9 @@ func joinRoles(roles []Role) string {
 	return strings.Join(s, " ")
 }
 
-// Required wraps next so that it needs a token holding any of roles (at
-// least one role must be given). It does not rate-limit; see Limit.
-func (g *Guard) Required(next http.Handler, roles ...Role) http.Handler {
-	if len(roles) == 0 {
-		panic("httpauth: Required needs at least one role")
-	}
-	roles = slices.Clone(roles)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r = g.check(w, r, roles, false); r != nil {
-			next.ServeHTTP(w, r)
-		}
-	})
-}
-
 // Limit wraps next with the Guard's per-client write limit: a token's own
 // (Token.WriteLimit) when it has one, else Config.WriteLimit. Put it
-// inside Required (or Protect), so that the client is the token when
-// there is one.
+// inside Protect, so that the client is the token when there is one.
 func (g *Guard) Limit(next http.Handler) http.Handler {
 	global := g.limiter.Wrap(next)
 	if len(g.tokenLimits) == 0 {

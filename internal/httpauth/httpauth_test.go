@@ -279,7 +279,7 @@ func TestRateLimitWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := newClock()
-	withClock(g.Limiter(), clk)
+	withClock(g.limiter, clk)
 	h, err := g.Protect(g.Rules(), backend())
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +330,7 @@ func TestRateLimitByIPInOpenMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := newClock()
-	withClock(g.Limiter(), clk)
+	withClock(g.limiter, clk)
 	h, _ := g.Protect(g.Rules(), backend())
 	post := func(addr string) int {
 		req := httptest.NewRequest("POST", "/v1/events", nil)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,32 +41,41 @@ func (s *syncBuf) lines() []map[string]any {
 	return out
 }
 
+// TestLogMode runs in a synctest bubble: the periodic line is written
+// when the fake clock passes the interval, not when a sleep lets it.
 func TestLogMode(t *testing.T) {
-	var logs syncBuf
-	r := New(100, Options{Description: "rebuild", Out: &bytes.Buffer{}, Logger: zerolog.New(&logs), Interval: 20 * time.Millisecond})
-	if r.o.Mode != Log {
-		t.Fatalf("a buffer is not a terminal: mode %v, want Log", r.o.Mode)
-	}
-	r.Update(10, 0)
-	r.Update(50, 0)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(logs.lines()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	r.Update(100, 0)
-	r.Finish(nil)
-	r.Finish(nil) // idempotent
-	ls := logs.lines()
-	if len(ls) < 2 {
-		t.Fatalf("want a periodic and a final line, got %v", ls)
-	}
-	last := ls[len(ls)-1]
-	if last["message"] != "rebuild finished" || last["done"] != float64(100) || last["percent"] != float64(100) {
-		t.Fatalf("final line: %v", last)
-	}
-	if ls[0]["message"] != "rebuild" || ls[0]["total"] != float64(100) {
-		t.Fatalf("periodic line: %v", ls[0])
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var logs syncBuf
+		r := New(100, Options{Description: "rebuild", Out: &bytes.Buffer{}, Logger: zerolog.New(&logs), Interval: 20 * time.Millisecond})
+		if r.o.Mode != Log {
+			t.Fatalf("a buffer is not a terminal: mode %v, want Log", r.o.Mode)
+		}
+		r.Update(10, 0)
+		r.Update(50, 0)
+		synctest.Wait()
+		if n := len(logs.lines()); n != 0 {
+			t.Fatalf("%d lines before the first interval", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+		synctest.Wait() // the log loop has written its line
+		if n := len(logs.lines()); n != 1 {
+			t.Fatalf("%d lines after one interval, want 1", n)
+		}
+		r.Update(100, 0)
+		r.Finish(nil)
+		r.Finish(nil) // idempotent
+		ls := logs.lines()
+		if len(ls) != 2 {
+			t.Fatalf("want a periodic and a final line, got %v", ls)
+		}
+		last := ls[len(ls)-1]
+		if last["message"] != "rebuild finished" || last["done"] != float64(100) || last["percent"] != float64(100) {
+			t.Fatalf("final line: %v", last)
+		}
+		if ls[0]["message"] != "rebuild" || ls[0]["total"] != float64(100) || ls[0]["done"] != float64(50) {
+			t.Fatalf("periodic line: %v", ls[0])
+		}
+	})
 }
 
 func TestBarModeAndError(t *testing.T) {

@@ -2,13 +2,11 @@ package submit
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -18,6 +16,7 @@ import (
 	"github.com/mewledger/ledger/internal/ndjson"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/subjects"
 )
 
 // Batch requests (one request, many envelopes, one result per line).
@@ -32,15 +31,6 @@ const (
 	// its reply (about 100 bytes a line) fits a NATS message.
 	MaxBatchEnvelopes = 1000
 )
-
-// batchAppender is what a batch request needs of the Appender (a
-// *ledger.Appender has it): every envelope handed to the group commit
-// before any is awaited, so a batch request is stored in a few atomic
-// batches. Another Appender appends them one at a time.
-type batchAppender interface {
-	Prepare(space string, raw []byte) (*ledger.Prepared, error)
-	Submit(ctx context.Context, p *ledger.Prepared) (*ledger.Pending, error)
-}
 
 var ndjsonTypes = map[string]bool{
 	"application/x-ndjson": true, "application/ndjson": true, "application/jsonl": true,
@@ -89,45 +79,36 @@ func batchItems(req micro.Request) ([]batchItem, bool, error) {
 
 var errTooMany = fmt.Errorf("a batch request takes at most %d envelopes", MaxBatchEnvelopes)
 
-// serveBatch appends a batch request's envelopes in order and replies
-// with one result per envelope, as NDJSON, each naming its line (or array
-// index). A refused envelope does not stop the others; the reply has no
-// error status unless the whole request was refused.
-func (s *Service) serveBatch(req micro.Request, space string, items []batchItem, err error) {
+// acceptBatch is the first stage (see dispatch) of a batch request: it
+// hands every envelope to the group commit in order, before any is
+// awaited, so a batch request is stored in a few atomic batches; the
+// second stage waits for them and replies with one result per envelope,
+// as NDJSON, each naming its line (or array index). A refused envelope
+// does not stop the others; the reply has no error status unless the
+// whole request was refused (answered at once, counted by micro).
+func (s *Service) acceptBatch(req micro.Request, space string, items []batchItem, err error) func() {
 	if err != nil {
 		code := ledger.CodeNotJSON
 		if errors.Is(err, errTooMany) {
 			code = ledger.CodeTooMany
 		}
 		s.opts.Metrics.Refused(metrics.PathSubmit, code)
-		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: code, Message: err.Error()}}, StatusRefused)
-		return
+		s.answer(req, wire.AppendResult{Error: &wire.Error{Code: code, Message: err.Error()}}, StatusRefused)
+		return nil
 	}
 	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))
-	ba, _ := s.opts.Appender.(batchAppender)
 	results := make([]ledger.Result, len(items))
 	pending := make([]*ledger.Pending, len(items))
 	for i, it := range items {
-		env := it.data
-		if s.opts.WrapKernel != nil && (force || ledger.MaybeBareKernel(env)) {
-			if env, err = s.opts.WrapKernel(env); err != nil {
-				results[i].Err = err
-				continue
-			}
-		}
-		if ba == nil {
-			results[i], _ = s.opts.Appender.Append(s.ctx, space, env)
-			continue
-		}
-		p, err := ba.Prepare(space, env)
-		if err != nil {
+		if pending[i], err = s.opts.Appender.SubmitBody(s.ctx, space, it.data, ledger.BodyOptions{Kernel: force}); err != nil {
 			results[i].Err = err
-			continue
-		}
-		if pending[i], err = ba.Submit(s.ctx, p); err != nil {
-			results[i] = ledger.Result{ID: p.Decoded.Env.ID, Err: fmt.Errorf("%w: envelope %q: %w", ledger.ErrPublish, p.Decoded.Env.ID, err)}
 		}
 	}
+	return func() { s.replyBatch(req, items, results, pending) }
+}
+
+// replyBatch waits for a batch request's appends and replies.
+func (s *Service) replyBatch(req micro.Request, items []batchItem, results []ledger.Result, pending []*ledger.Pending) {
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)
@@ -151,7 +132,7 @@ func (s *Service) serveBatch(req micro.Request, space string, items []batchItem,
 	if req.Reply() == "" {
 		return
 	}
-	if !strings.HasPrefix(req.Reply(), nats.InboxPrefix) {
+	if !subjects.IsInbox(req.Reply()) {
 		// Only inboxes, as for single replies: the service publishes with
 		// its own rights, which reach the event subjects.
 		s.log.Warn().Str(logging.KeySubject, req.Reply()).Msg("submit reply subject is not an inbox (_INBOX.…): not answered")

@@ -2,7 +2,6 @@ package submit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/micro"
@@ -21,10 +20,11 @@ import (
 // append the ledger's own envelopes (a *ledger.Appender can).
 const GapEndpoint = "gap"
 
-// SystemAppender appends the envelopes the ledger writes itself.
-// *ledger.Appender implements it.
+// SystemAppender checks and hands to the group commit the envelopes the
+// ledger writes itself. *ledger.Appender implements it.
 type SystemAppender interface {
-	AppendSystem(ctx context.Context, space string, raw []byte) (ledger.Result, error)
+	PrepareSystem(space string, raw []byte) (*ledger.Prepared, error)
+	Submit(ctx context.Context, p *ledger.Prepared) (*ledger.Pending, error)
 }
 
 // Log keys of gap reports.
@@ -52,40 +52,44 @@ func (s *Service) addGapEndpoint(svc micro.Service) error {
 }
 
 // handleGap runs on the gap endpoint's subscription goroutine.
-func (s *Service) handleGap(req micro.Request) { s.dispatch(req, s.serveGap) }
+func (s *Service) handleGap(req micro.Request) { s.dispatch(req, s.acceptGap) }
 
-func (s *Service) serveGap(req micro.Request) {
+// acceptGap is the gap endpoint's first stage (see dispatch): a bad
+// subject or gap, or a gap envelope the Appender refuses, is answered at
+// once; the append is awaited by the second stage.
+func (s *Service) acceptGap(req micro.Request) func() {
 	space, err := subjects.ParseGap(req.Subject())
 	if err != nil {
 		s.opts.Metrics.Refused(metrics.PathSubmit, ledger.CodeBadValue)
-		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: ledger.CodeBadValue, Field: "space",
+		s.answer(req, wire.AppendResult{Error: &wire.Error{Code: ledger.CodeBadValue, Field: "space",
 			Message: fmt.Sprintf("the subject's space token is not a valid encoding: %v", err)}}, StatusRefused)
-		return
+		return nil
 	}
 	g, err := ledger.ParseGap(req.Data())
 	if err != nil {
 		e := wire.FromError(err)
 		s.opts.Metrics.Refused(metrics.PathSubmit, e.Code)
-		s.reply(req, wire.AppendResult{Error: e}, StatusRefused)
-		return
+		s.answer(req, wire.AppendResult{Error: e}, StatusRefused)
+		return nil
 	}
 	raw, _ := ledger.GapEnvelope(g) // ParseGap checked it builds
-	res, err := s.opts.Appender.(SystemAppender).AppendSystem(s.ctx, space, raw)
-	out := wire.FromResult(res)
-	switch r, refused := ledger.AsRefusal(err); {
-	case err == nil:
-		s.opts.Metrics.Appended(metrics.PathSubmit, res.Duplicate)
-		s.log.Info().Str(keyBridge, g.Bridge).Str(keyGapID, res.ID).Uint64(logging.KeySeq, res.Seq).Msg("gap recorded")
-		s.reply(req, out, "")
-	case refused:
-		s.opts.Metrics.Refused(metrics.PathSubmit, r.Code)
-		s.reply(req, out, StatusRefused)
-	case errors.Is(err, ledger.ErrPublish):
-		s.opts.Metrics.AppendError(metrics.PathSubmit)
-		s.log.Warn().Err(err).Msg("gap not acknowledged")
-		s.reply(req, out, StatusUnavailable)
-	default:
-		s.log.Error().Err(err).Msg("gap append failed")
-		s.reply(req, out, StatusInternal)
+	sys := s.opts.Appender.(SystemAppender)
+	p, err := sys.PrepareSystem(space, raw)
+	if err != nil {
+		s.outcome(req, ledger.Result{Err: err}, s.answer)
+		return nil
+	}
+	pd, err := sys.Submit(s.ctx, p)
+	if err != nil {
+		err = fmt.Errorf("%w: gap %q to %s: %w", ledger.ErrPublish, p.Decoded.Env.ID, p.Subject, err)
+		s.outcome(req, ledger.Result{Err: err}, s.answer)
+		return nil
+	}
+	return func() {
+		res, err := pd.Result(s.ctx)
+		if err == nil {
+			s.log.Info().Str(keyBridge, g.Bridge).Str(keyGapID, res.ID).Uint64(logging.KeySeq, res.Seq).Msg("gap recorded")
+		}
+		s.outcome(req, res, s.reply)
 	}
 }

@@ -3,8 +3,9 @@
 // `nats micro ls` / `nats micro info ledger-submit` show it.
 //
 // A request's body is one bare envelope; the space is the subject's last
-// token. The envelope goes through the same Appender (the same validation)
-// as the HTTP path. The reply body is always JSON (package wire):
+// token. The envelope goes through the same entry as the HTTP path
+// (ledger.Appender.SubmitBody: the same validation). The reply body is
+// always JSON (package wire):
 //
 //	{"id":"env-req-1","seq":12,"duplicate":false}
 //	{"error":{"code":"missing_field","message":"...","field":"id"}}
@@ -20,11 +21,19 @@
 // An error reply also carries the micro error headers
 // (Nats-Service-Error-Code: 400 for a refusal, 503 when the stream did not
 // acknowledge and retrying is safe; Nats-Service-Error: "<code>: <message>").
+// Refusals are answered through micro's Request.Error, so `nats micro
+// stats` counts them as errors; a 503 for an envelope the stream did not
+// acknowledge comes later, from a handler goroutine, and is not counted
+// there (the ledger's metrics count it).
 //
-// Requests are handled concurrently (up to Options.Concurrency): envelopes
-// sent without waiting for each reply may be stored in any order, which
-// the fold tolerates (orphans, SPEC §5.7). A client that needs an order
-// waits for each reply before sending the next, as request/reply does.
+// Requests are validated and handed to the group commit one at a time on
+// the endpoint's subscription, then awaited concurrently (up to
+// Options.Concurrency requests in hand). Envelopes sent without waiting
+// for each reply are usually stored in arrival order, but a batch the
+// stream did not take whole is republished one by one, so the order is
+// not promised; the fold tolerates any (orphans, SPEC §5.7). A client
+// that needs an order waits for each reply before sending the next, as
+// request/reply does.
 //
 // Stop stops taking requests, lets the ones in hand finish (bounded by its
 // ctx) and returns when every handler goroutine has returned. The caller
@@ -72,19 +81,17 @@ const HeaderKernel = "Ledger-Kernel"
 // ErrOptions is wrapped by Options.Validate errors.
 var ErrOptions = errors.New("submit: invalid options")
 
-// Appender is what the service needs of the ledger's appender.
+// Appender is what the service needs of the ledger's appender: the one
+// submit entry of every path (validation, bare-kernel wrapping, hand-off
+// to the group commit). *ledger.Appender implements it.
 type Appender interface {
-	Append(ctx context.Context, space string, raw []byte) (ledger.Result, error)
+	SubmitBody(ctx context.Context, space string, body []byte, o ledger.BodyOptions) (*ledger.Pending, error)
 }
 
 // Options configures the service.
 type Options struct {
 	// Appender appends the envelopes. Required.
 	Appender Appender
-	// WrapKernel wraps a bare kernel submission into its envelope; nil
-	// means the Appender's WrapKernel method when it has one (a
-	// *ledger.Appender does).
-	WrapKernel func(bare []byte) ([]byte, error)
 	// Name and Version identify the micro service. Defaults
 	// "ledger-submit", "0.1.0".
 	Name    string
@@ -107,11 +114,6 @@ func (o *Options) Validate() error {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
-	}
-	if o.WrapKernel == nil {
-		if k, ok := o.Appender.(interface{ WrapKernel([]byte) ([]byte, error) }); ok {
-			o.WrapKernel = k.WrapKernel
-		}
 	}
 	switch {
 	case o.Appender == nil:
@@ -196,16 +198,30 @@ func (s *Service) Info() micro.Info { return s.svc.Info() }
 func (s *Service) Stats() micro.Stats { return s.svc.Stats() }
 
 // handle runs on the submit endpoint's subscription goroutine.
-func (s *Service) handle(req micro.Request) { s.dispatch(req, s.serve) }
+func (s *Service) handle(req micro.Request) { s.dispatch(req, s.accept) }
 
-// dispatch hands a request of any endpoint to a handler goroutine running
-// serve (waiting for a slot, which keeps the subscription's pending limits
-// as backpressure); a stopping service answers shutting_down.
-func (s *Service) dispatch(req micro.Request, serve func(micro.Request)) {
+// A request is served in two stages. accept runs on the endpoint's
+// subscription goroutine, inside micro's accounting: it validates the
+// request and hands its envelopes to the group commit (Appender.SubmitBody,
+// which waits when the commit queue is full: backpressure), and answers a
+// refusal at once through micro.Request.Error, so that `nats micro stats`
+// counts it as an error. It returns the second stage, or nil when it has
+// answered: a handler goroutine runs it to wait for the acknowledgements
+// and reply (see reply). Micro has returned from the handler by then, so
+// the second stage's answers (successes, and envelopes the stream did not
+// acknowledge) are not in micro's error count; the ledger's metrics count
+// them.
+
+// dispatch runs accept for a request of any endpoint, holding one of
+// Concurrency slots (waiting for one keeps the subscription's pending
+// limits as backpressure) until the request is answered; a stopping
+// service answers shutting_down.
+func (s *Service) dispatch(req micro.Request, accept func(micro.Request) func()) {
+	shuttingDown := wire.AppendResult{Error: &wire.Error{Code: wire.CodeShuttingDown, Message: "the submit service is stopping; retry"}}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
-		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: wire.CodeShuttingDown, Message: "the submit service is stopping; retry"}}, StatusUnavailable)
+		s.answer(req, shuttingDown, StatusUnavailable)
 		return
 	}
 	s.wg.Add(1)
@@ -214,88 +230,97 @@ func (s *Service) dispatch(req micro.Request, serve func(micro.Request)) {
 	case s.sem <- struct{}{}:
 	case <-s.ctx.Done():
 		s.wg.Done()
-		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: wire.CodeShuttingDown, Message: "the submit service is stopping; retry"}}, StatusUnavailable)
+		s.answer(req, shuttingDown, StatusUnavailable)
+		return
+	}
+	finish := accept(req)
+	if finish == nil {
+		<-s.sem
+		s.wg.Done()
 		return
 	}
 	go func() {
 		defer s.wg.Done()
 		defer func() { <-s.sem }()
-		serve(req)
+		finish()
 	}()
 }
 
-func (s *Service) serve(req micro.Request) {
+// accept is the submit endpoint's first stage (see dispatch).
+func (s *Service) accept(req micro.Request) func() {
 	space, err := subjects.ParseSubmit(req.Subject())
 	if err != nil {
 		// Cannot happen through the wildcard subscription but for a
 		// badly encoded space token.
 		s.opts.Metrics.Refused(metrics.PathSubmit, ledger.CodeBadValue)
-		s.reply(req, wire.AppendResult{Error: &wire.Error{Code: ledger.CodeBadValue, Field: "space",
+		s.answer(req, wire.AppendResult{Error: &wire.Error{Code: ledger.CodeBadValue, Field: "space",
 			Message: fmt.Sprintf("the subject's space token is not a valid encoding: %v", err)}}, StatusRefused)
-		return
+		return nil
 	}
 	if items, batch, err := batchItems(req); batch {
-		s.serveBatch(req, space, items, err)
-		return
-	}
-	var res ledger.Result
-	env, err := s.envelope(req)
-	if err != nil {
-		res.Err = err
-	} else {
-		res, err = s.opts.Appender.Append(s.ctx, space, env)
-	}
-	out := wire.FromResult(res)
-	switch r, refused := ledger.AsRefusal(err); {
-	case err == nil:
-		s.opts.Metrics.Appended(metrics.PathSubmit, res.Duplicate)
-		s.reply(req, out, "")
-	case refused:
-		s.opts.Metrics.Refused(metrics.PathSubmit, r.Code)
-		s.reply(req, out, StatusRefused)
-	case errors.Is(err, ledger.ErrPublish):
-		s.opts.Metrics.AppendError(metrics.PathSubmit)
-		s.log.Warn().Err(err).Msg("append not acknowledged")
-		s.reply(req, out, StatusUnavailable)
-	default:
-		s.log.Error().Err(err).Msg("append failed")
-		s.reply(req, out, StatusInternal)
-	}
-}
-
-// envelope returns the envelope to append for a request: its body, or
-// the envelope a bare kernel submission is wrapped in.
-func (s *Service) envelope(req micro.Request) ([]byte, error) {
-	data := req.Data()
-	if s.opts.WrapKernel == nil {
-		return data, nil
+		return s.acceptBatch(req, space, items, err)
 	}
 	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))
-	if !force && !ledger.MaybeBareKernel(data) {
-		return data, nil
+	pd, err := s.opts.Appender.SubmitBody(s.ctx, space, req.Data(), ledger.BodyOptions{Kernel: force})
+	if err != nil {
+		s.outcome(req, ledger.Result{Err: err}, s.answer)
+		return nil
 	}
-	return s.opts.WrapKernel(data)
+	return func() {
+		res, _ := pd.Result(s.ctx)
+		s.outcome(req, res, s.reply)
+	}
 }
 
-// reply answers req with the JSON body, as a micro error (the
-// Nats-Service-Error-Code and Nats-Service-Error headers) when status is
-// set. It publishes on the connection itself rather than through
-// req.Respond or req.Error: those write the request, which micro reads once
-// the handler has returned — and the handler returned long ago, since
-// replies come from handler goroutines (a data race otherwise).
-func (s *Service) reply(req micro.Request, body wire.AppendResult, status string) {
-	data, err := json.Marshal(body)
-	if err != nil { // cannot happen: plain structs
-		s.log.Error().Err(err).Msg("marshal reply")
+// outcome counts an append's result and answers it with send (answer in
+// the first stage, reply in the second).
+func (s *Service) outcome(req micro.Request, res ledger.Result, send func(micro.Request, wire.AppendResult, string)) {
+	out := wire.FromResult(res)
+	switch r, refused := ledger.AsRefusal(res.Err); {
+	case res.Err == nil:
+		s.opts.Metrics.Appended(metrics.PathSubmit, res.Duplicate)
+		send(req, out, "")
+	case refused:
+		s.opts.Metrics.Refused(metrics.PathSubmit, r.Code)
+		send(req, out, StatusRefused)
+	case errors.Is(res.Err, ledger.ErrPublish):
+		s.opts.Metrics.AppendError(metrics.PathSubmit)
+		s.log.Warn().Err(res.Err).Msg("append not acknowledged")
+		send(req, out, StatusUnavailable)
+	default:
+		s.log.Error().Err(res.Err).Msg("append failed")
+		send(req, out, StatusInternal)
+	}
+}
+
+// answer answers req from the first stage, on the subscription goroutine:
+// through req.Error when status is set (the micro error headers
+// Nats-Service-Error-Code and Nats-Service-Error, and micro counts the
+// error), else req.Respond. Only inboxes are answered (see replyTo).
+func (s *Service) answer(req micro.Request, body wire.AppendResult, status string) {
+	data, ok := s.replyTo(req, body)
+	if !ok {
 		return
 	}
-	if req.Reply() == "" {
-		return // a publish, not a request: nobody to answer
+	var err error
+	if status != "" {
+		err = req.Error(status, body.Error.Code+": "+body.Error.Message, data)
+	} else {
+		err = req.Respond(data)
 	}
-	if !subjects.IsInbox(req.Reply()) {
-		// Only inboxes: the service publishes with its own rights, which
-		// reach the event subjects (issue 15, item 7).
-		s.log.Warn().Str(logging.KeySubject, req.Reply()).Msg("submit reply subject is not an inbox (_INBOX.…): not answered")
+	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		s.log.Debug().Err(err).Msg("reply")
+	}
+}
+
+// reply answers req from the second stage, on a handler goroutine, with
+// the same message answer sends. It publishes on the connection itself
+// rather than through req.Respond or req.Error: those write the request,
+// which micro reads once the handler has returned, and it returned before
+// the second stage began (a data race otherwise).
+func (s *Service) reply(req micro.Request, body wire.AppendResult, status string) {
+	data, ok := s.replyTo(req, body)
+	if !ok {
 		return
 	}
 	msg := &nats.Msg{Subject: req.Reply(), Data: data}
@@ -305,10 +330,30 @@ func (s *Service) reply(req micro.Request, body wire.AppendResult, status string
 			micro.ErrorHeader:     []string{body.Error.Code + ": " + body.Error.Message},
 		}
 	}
-	err = s.nc.PublishMsg(msg)
+	err := s.nc.PublishMsg(msg)
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		s.log.Debug().Err(err).Msg("reply")
 	}
+}
+
+// replyTo returns the JSON reply body for req, and false when req is not
+// to be answered: a publish (no reply subject: nobody to answer) or a
+// reply subject that is not an inbox (the service publishes with its own
+// rights, which reach the event subjects; issue 15, item 7).
+func (s *Service) replyTo(req micro.Request, body wire.AppendResult) ([]byte, bool) {
+	if req.Reply() == "" {
+		return nil, false
+	}
+	if !subjects.IsInbox(req.Reply()) {
+		s.log.Warn().Str(logging.KeySubject, req.Reply()).Msg("submit reply subject is not an inbox (_INBOX.…): not answered")
+		return nil, false
+	}
+	data, err := json.Marshal(body)
+	if err != nil { // cannot happen: plain structs
+		s.log.Error().Err(err).Msg("marshal reply")
+		return nil, false
+	}
+	return data, true
 }
 
 // Stop stops taking requests (late ones are answered shutting_down), waits

@@ -1,0 +1,118 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mewledger/ledger/subjects"
+)
+
+// BodyOptions says how a submit path takes a body (see Appender.PrepareBody).
+type BodyOptions struct {
+	// Kernel takes the body as a bare kernel submission (a Proposal or
+	// KernelRequest object) whatever it looks like, so that a malformed
+	// one gets its V-PROP refusal rather than an envelope's (HTTP
+	// ?kernel=1, the submit service's Ledger-Kernel header). Without it a
+	// body is taken as bare when MaybeBareKernel recognises it.
+	Kernel bool
+	// Sender, when not empty, publishes the envelope under this sender's
+	// subject token instead of its from (SPEC §14 history mode: a bridge
+	// appends what a participant was received from, and the fold finds a
+	// forged from invalid, spoofed_sender). LedgerSender is refused
+	// (reserved_sender), as is a sender that is not 1..MaxIDBytes bytes of
+	// UTF-8 without C0 control characters or DEL (bad_value); both with field
+	// "from".
+	Sender string
+}
+
+// PrepareBody is the one validation of every submit path (HTTP, the
+// submit service, the CLI through HTTP, the bridge): it takes a body as a
+// client sent it and returns it ready to publish, in this order:
+//
+//  1. the sender check of o.Sender (when set);
+//  2. dialect detection: a bare kernel submission (o.Kernel, or
+//     MaybeBareKernel) is validated (ValidateKernel; refusal codes are the
+//     V-PROP rule ids, fields relative to the bare object) and wrapped in
+//     its kernel/proposal envelope (WrapKernel), the Appender's clock
+//     being V-PROP-010's "now";
+//  3. Prepare's checks (space, size, Decode, Submittable, limits) on the
+//     envelope, which is decoded once: a wrapped envelope's decoded form
+//     from step 2 is reused, and its kernel payload is not validated
+//     again.
+//
+// space "" is the Appender's default space. The error is a *RefusalError.
+// body is not copied (a wrapped envelope is a new slice).
+func (a *Appender) PrepareBody(space string, body []byte, o BodyOptions) (*Prepared, error) {
+	if o.Sender != "" {
+		if err := checkSender(o.Sender); err != nil {
+			return nil, err
+		}
+	}
+	now := a.opts.Now()
+	raw := body
+	var d *Decoded
+	if o.Kernel || MaybeBareKernel(body) {
+		env, dk, err := wrapKernel(body, WrapOptions{Now: now})
+		if err != nil {
+			return nil, err
+		}
+		raw, d = env, dk
+	}
+	if space == "" {
+		space = a.opts.Space
+	}
+	p, _, err := prepareDecoded(space, raw, a.opts.Limits, now, true, d)
+	if err != nil {
+		return nil, err
+	}
+	if o.Sender != "" {
+		p.Subject = subjects.Event{Space: p.Space, Key: p.Decoded.Key, Type: string(p.Decoded.Type), Sender: o.Sender}.String()
+	}
+	return p, nil
+}
+
+// SubmitBody is PrepareBody, then Submit: it hands the envelope to the
+// group commit and returns its Pending without waiting for the
+// acknowledgement (unless the commit queue is full, when it waits for
+// room or ctx). The error is PrepareBody's refusal, or wraps ErrPublish
+// (and ctx's error or ErrClosed) and names the envelope id. It is what the
+// streaming paths (NDJSON, the submit service) call for each envelope.
+func (a *Appender) SubmitBody(ctx context.Context, space string, body []byte, o BodyOptions) (*Pending, error) {
+	p, err := a.PrepareBody(space, body, o)
+	if err != nil {
+		return nil, err
+	}
+	pd, err := a.Submit(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: envelope %q to %s: %w", ErrPublish, p.Decoded.Env.ID, p.Subject, err)
+	}
+	return pd, nil
+}
+
+// AppendBody is SubmitBody, then waits for the acknowledgement: Append for
+// a body in any form a submit path takes. The returned error is
+// Result.Err.
+func (a *Appender) AppendBody(ctx context.Context, space string, body []byte, o BodyOptions) (Result, error) {
+	pd, err := a.SubmitBody(ctx, space, body, o)
+	if err != nil {
+		return Result{Err: err}, err
+	}
+	return pd.Result(ctx)
+}
+
+// checkSender refuses a BodyOptions.Sender that is the ledger's own or not
+// an id.
+func checkSender(sender string) error {
+	if sender == LedgerSender {
+		return &RefusalError{Code: CodeReservedSender, Field: "from",
+			Message: fmt.Sprintf("sender %q is the ledger's own: no participant may publish as it", LedgerSender)}
+	}
+	if len(sender) > MaxIDBytes || !utf8.ValidString(sender) ||
+		strings.ContainsFunc(sender, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return &RefusalError{Code: CodeBadValue, Field: "from",
+			Message: fmt.Sprintf("sender %q is not 1..%d bytes of UTF-8 without control characters", sender, MaxIDBytes)}
+	}
+	return nil
+}

@@ -72,16 +72,18 @@ func TestEncodersMatchMarshal(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, p := range st.proposals {
-		checkEncoders(t, p, nil, nil)
-		n++
-	}
-	for _, r := range st.refs {
-		checkEncoders(t, nil, nil, r)
-	}
-	for _, hs := range st.history {
-		for _, h := range hs {
-			checkEncoders(t, nil, &h, nil)
+	for _, sp := range st.Spaces() {
+		for _, p := range st.Proposals(sp) {
+			checkEncoders(t, p, nil, nil)
+			n++
+		}
+		for _, r := range st.EventRefs(sp) {
+			checkEncoders(t, nil, nil, r)
+		}
+		for _, key := range st.HistoryKeys(sp) {
+			for _, h := range st.History(sp, key) {
+				checkEncoders(t, nil, &h, nil)
+			}
 		}
 	}
 	if n < 500 {

@@ -27,21 +27,16 @@ func compareWithStore(t *testing.T, mem *MemState, log []Event) {
 		}
 	}
 	enc := func(v any) string { j, _ := json.Marshal(v); return string(j) }
-	spaces := map[string]bool{}
-	for k, p := range mem.proposals {
-		spaces[p.Space] = true
-		got, err := s.Get(p.Space, p.ID)
-		if err != nil {
-			t.Fatalf("store: proposal %q: %v", k, err)
+	for _, sp := range mem.Spaces() {
+		for _, p := range mem.Proposals(sp) {
+			got, err := s.Get(p.Space, p.ID)
+			if err != nil {
+				t.Fatalf("store: proposal %q in %q: %v", p.ID, sp, err)
+			}
+			if a, b := enc(p), enc(got); a != b {
+				t.Fatalf("proposal %q differs:\nmem:   %s\nstore: %s", p.ID, a, b)
+			}
 		}
-		if a, b := enc(p), enc(got); a != b {
-			t.Fatalf("proposal %q differs:\nmem:   %s\nstore: %s", p.ID, a, b)
-		}
-	}
-	for sp := range mem.stats {
-		spaces[sp] = true
-	}
-	for sp := range spaces {
 		for _, key := range mem.HistoryKeys(sp) {
 			got, err := s.History(sp, key)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mewledger/ledger/projections/fold"
 	"sync"
 	"time"
 
@@ -223,7 +224,7 @@ func readChunks(it jetstream.MessagesContext, out chan<- rebuildChunk, done <-ch
 			}
 			evs = append(evs, ev)
 		}
-		decodeAll(evs)
+		fold.DecodeAll(evs)
 		if !send(rebuildChunk{evs: evs, err: err}) || err != nil || past {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mewledger/ledger/projections/fold"
 	"math/rand"
 	"os"
 	"reflect"
@@ -1356,11 +1357,11 @@ func TestValueSeparation(t *testing.T) {
 		subj := subjects.Event{Space: "sp", Key: p.ID, Type: string(ledger.TypeFulfil), Sender: "bob"}.String()
 		evs = append(evs, Event{Seq: uint64(51 + i), Time: t0, Subject: subj, Raw: []byte(raw)})
 	}
-	decodeAll(evs)
-	if pr := evs[0].pre; pr.serr != nil || pr.derr != nil {
-		t.Fatalf("test event: %v %v", pr.serr, pr.derr)
+	fold.DecodeAll(evs)
+	if _, _, ok := evs[0].Decoded(); !ok {
+		t.Fatal("test event does not decode")
 	}
-	if err := b.prefetch(evs); err != nil {
+	if err := b.Prefetch(evs); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range ps {

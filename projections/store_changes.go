@@ -30,9 +30,6 @@ import (
 // one commit resumes after that sequence and misses nothing.
 const tagChange = 'C'
 
-// TableChange is the change index's table, as KeyInfo.Table names it.
-const TableChange = "change"
-
 type changeID struct {
 	seq       uint64
 	space, id string

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/model"
 )
 
 // DefaultAPI is the API address of a default `ledger serve`.
@@ -198,12 +198,12 @@ func isUnreachable(err error) bool {
 }
 
 // Get returns a proposal and its JSON exactly as the API sent it.
-func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*projections.Proposal, []byte, error) {
+func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*model.Proposal, []byte, error) {
 	var raw []byte
 	if err := c.do(ctx, http.MethodGet, "/v1/proposals/"+url.PathEscape(id), ro.values(), nil, "", &raw); err != nil {
 		return nil, nil, err
 	}
-	var p projections.Proposal
+	var p model.Proposal
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, nil, fmt.Errorf("client: proposal: %w", err)
 	}
@@ -267,12 +267,12 @@ func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*wire.
 }
 
 // Stats returns the statistics of a space and their JSON as sent.
-func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*projections.Stats, []byte, error) {
+func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*model.Stats, []byte, error) {
 	var raw []byte
 	if err := c.do(ctx, http.MethodGet, "/v1/stats", ro.values(), nil, "", &raw); err != nil {
 		return nil, nil, err
 	}
-	st := projections.NewStats()
+	st := model.NewStats()
 	if err := json.Unmarshal(raw, st); err != nil {
 		return nil, nil, fmt.Errorf("client: stats: %w", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	pub "github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/model"
 )
 
 // WatchOptions are the filters of GET /v1/watch.
@@ -25,7 +25,7 @@ type WatchOptions struct {
 // JSON: the public client's WatchFunc (reconnecting with Last-Event-ID, so
 // nothing is missed), with this package's errors: an error answer of the
 // API is an *APIError, no ledger at the first connection ErrUnreachable.
-func (c *Client) Watch(ctx context.Context, o WatchOptions, fn func(ch projections.Change, raw []byte) error) error {
+func (c *Client) Watch(ctx context.Context, o WatchOptions, fn func(ch model.Change, raw []byte) error) error {
 	pc, err := pub.New(pub.Options{API: c.opts.API, Token: c.opts.Token, HTTP: c.opts.HTTP})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrOptions, err)

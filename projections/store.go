@@ -48,8 +48,6 @@ const (
 
 // Errors of the store.
 var (
-	// ErrReadOnly is returned by Commit on a batch made by [Store.Snapshot].
-	ErrReadOnly = errors.New("projections: read-only snapshot")
 	// ErrBatchDone is returned by every use of a batch after Commit, Close
 	// or Discard.
 	ErrBatchDone = errors.New("projections: batch already committed or closed")
@@ -131,9 +129,6 @@ type Store struct {
 	// mu is held shared by every use of db and exclusively by Close.
 	mu     sync.RWMutex
 	closed bool
-
-	snapMu sync.Mutex
-	snaps  map[*Batch]struct{} // open read-only snapshots, released by Close
 
 	applied  atomic.Uint64
 	notifyMu sync.Mutex
@@ -233,7 +228,6 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	s := &Store{
 		db:     db,
 		log:    o.Logger,
-		snaps:  map[*Batch]struct{}{},
 		notify: make(chan struct{}),
 		done:   make(chan struct{}),
 		spaces: map[string]struct{}{},
@@ -265,8 +259,11 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the store. In-flight reads finish first; open snapshots are
-// released. It is safe to call twice; every later use returns ErrClosed.
+// Close closes the store's Pebble database: reads and commits under way
+// finish first (they hold the store's shared lock), and every later use of
+// the store or of its batches returns ErrClosed. It does not commit
+// anything: a batch not committed is lost, as after a crash. It is safe to
+// call twice (the second call returns nil).
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -279,9 +276,6 @@ func (s *Store) Close() error {
 	s.recentMu.Lock()
 	s.recent, s.recentOrder = nil, nil
 	s.recentMu.Unlock()
-	for b := range s.snaps {
-		b.releaseLocked()
-	}
 	s.cbuf.close() // no commit runs: they hold mu shared
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("projections: close store: %w", err)
@@ -594,8 +588,6 @@ type statsSlot struct {
 // Discard ends it; every later use returns ErrBatchDone.
 type Batch struct {
 	s        *Store
-	snap     *pebble.Snapshot // read-only snapshot batches only
-	readOnly bool
 	done     bool
 
 	props   map[spaceID]*propSlot
@@ -649,29 +641,11 @@ func (s *Store) newBatchFor(events int) *Batch {
 	return b
 }
 
-// Snapshot returns a [State] over a consistent point-in-time view of the
-// store that never writes to Pebble: its writes stay in memory and its
-// Commit returns ErrReadOnly. It is for dry runs. Close it to release the
-// Pebble snapshot (Store.Close releases any left open).
-func (s *Store) Snapshot() (*Batch, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.release()
-	b := newBatch(s)
-	b.readOnly = true
-	b.snap = s.db.NewSnapshot()
-	s.snapMu.Lock()
-	s.snaps[b] = struct{}{}
-	s.snapMu.Unlock()
-	return b, nil
-}
-
 // Len returns the number of dirty records in the overlay (proposals, event
 // refs, orphan lists, stats and history entries), to bound batch sizes.
 func (b *Batch) Len() int { return b.dirty }
 
-// read runs f against the batch's reader under the store's shared lock.
+// read runs f against the store's database under its shared lock.
 func (b *Batch) read(f func(r pebble.Reader) error) error {
 	if b.ended() {
 		return ErrBatchDone
@@ -680,9 +654,6 @@ func (b *Batch) read(f func(r pebble.Reader) error) error {
 		return err
 	}
 	defer b.s.release()
-	if b.snap != nil {
-		return f(b.snap)
-	}
 	return f(b.s.db)
 }
 
@@ -705,18 +676,13 @@ func (b *Batch) ended() bool { return b.done || b.frozen }
 // goroutine) or b.Close; after Handoff every other use of b returns
 // ErrBatchDone. A batch that read from b waits, in its own Commit, for
 // b's to end, and fails with ErrParentFailed if b was not committed.
-// Read-only snapshots and the store's own reads (Get, List, ...) see
-// only committed state.
+// The store's own reads (Get, List, ...) see only committed state.
 //
 // Only one batch is pending at a time: Handoff returns ErrPending while
-// another one is. It returns ErrReadOnly for a snapshot and ErrBatchDone
-// for an ended batch.
+// another one is. It returns ErrBatchDone for an ended batch.
 func (b *Batch) Handoff() error {
 	if err := b.check(); err != nil {
 		return err
-	}
-	if b.readOnly {
-		return ErrReadOnly
 	}
 	s := b.s
 	s.pendMu.Lock()
@@ -751,7 +717,7 @@ func (b *Batch) endPending(err error) {
 // through, under the shared side of pendMu; when f reports that it found
 // the record there, the pending batch becomes one of b's parents.
 func (b *Batch) fromPending(f func(p *Batch) bool) bool {
-	if b.readOnly || b.ended() {
+	if b.ended() {
 		return false
 	}
 	s := b.s
@@ -835,17 +801,15 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 		b.props[k] = &propSlot{origKnown: true, orig: pp, cur: c}
 		return c, nil
 	}
-	if !b.readOnly {
-		if p := b.s.recentProposal(k); p != nil {
-			if b.ended() {
-				return nil, ErrBatchDone
-			}
-			// p is the committed value, never modified: it is orig, and the
-			// caller gets a copy (as from Pebble, a value of its own).
-			c := p.Clone()
-			b.props[k] = &propSlot{origKnown: true, orig: p, cur: c}
-			return c, nil
+	if p := b.s.recentProposal(k); p != nil {
+		if b.ended() {
+			return nil, ErrBatchDone
 		}
+		// p is the committed value, never modified: it is orig, and the
+		// caller gets a copy (as from Pebble, a value of its own).
+		c := p.Clone()
+		b.props[k] = &propSlot{origKnown: true, orig: p, cur: c}
+		return c, nil
 	}
 	if b.neverWritten(preProposal, space, id) {
 		if err := b.check(); err != nil {
@@ -1151,36 +1115,17 @@ func (b *Batch) PutStats(space string, st *Stats) error {
 	return nil
 }
 
-// Discard is Close.
+// Discard is Close, for deferred calls.
 func (b *Batch) Discard() { _ = b.Close() }
 
-// Close releases the batch without writing anything. It is safe to call
-// more than once and after Commit.
+// Close ends the batch without writing anything: its overlay is dropped,
+// and a handed-off batch closed instead of committed fails, with
+// ErrParentFailed, the commits of the batches that read from it. It always
+// returns nil, and is safe to call more than once and after Commit.
 func (b *Batch) Close() error {
-	if b.readOnly {
-		b.s.mu.RLock()
-		b.releaseLocked()
-		b.s.mu.RUnlock()
-	}
 	b.endPending(ErrBatchDone) // handed off and closed without a commit
 	b.finish()
 	return nil
-}
-
-// releaseLocked closes the Pebble snapshot of a read-only batch; the caller
-// holds s.mu (either side: Store.Close clears b.snap under the exclusive
-// side, and every reader of b.snap holds the shared side).
-func (b *Batch) releaseLocked() {
-	b.s.snapMu.Lock()
-	defer b.s.snapMu.Unlock()
-	if b.snap == nil {
-		return
-	}
-	if _, ok := b.s.snaps[b]; ok {
-		delete(b.s.snaps, b)
-		_ = b.snap.Close()
-	}
-	b.snap = nil
 }
 
 func (b *Batch) finish() {
@@ -1210,9 +1155,6 @@ type kv struct {
 func (b *Batch) Commit(seq uint64) (err error) {
 	if b.done {
 		return ErrBatchDone
-	}
-	if b.readOnly {
-		return ErrReadOnly // the snapshot stays usable; Close releases it
 	}
 	defer b.finish()
 	defer func() { b.endPending(err) }() // before finish: readers leave first

@@ -93,7 +93,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 			if _, ok := b.props[k]; ok {
 				return
 			}
-			if !b.readOnly && b.s.recentProposal(k) != nil {
+			if b.s.recentProposal(k) != nil {
 				return // Proposal takes it from there
 			}
 		case preRef:
@@ -124,11 +124,9 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 		a.b = appendSpaceID(a.b, preTags[kind], space, id)
 		keys = append(keys, preKey{kind: kind, k: k, key: a.take(st)})
 	}
-	if !b.readOnly {
-		b.s.pendMu.RLock()
-		if p := b.s.pending; p != b {
-			pending = p
-		}
+	b.s.pendMu.RLock()
+	if p := b.s.pending; p != b {
+		pending = p
 	}
 	for i := range evs {
 		space, d, ok := evs[i].Decoded()
@@ -164,9 +162,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 			}
 		}
 	}
-	if !b.readOnly {
-		b.s.pendMu.RUnlock()
-	}
+	b.s.pendMu.RUnlock()
 	buf.keys = keys
 	if len(keys) == 0 {
 		return nil

@@ -662,7 +662,7 @@ func TestStoreListCursorStableUnderAppends(t *testing.T) {
 	}
 }
 
-// --- history, spaces, snapshots ---------------------------------------------
+// --- history, spaces ---------------------------------------------------------
 
 func TestStoreHistoryOrderAndIsolation(t *testing.T) {
 	s := openMemStore(t)
@@ -698,46 +698,6 @@ func TestStoreHistoryOrderAndIsolation(t *testing.T) {
 	if !slices.Equal(sp, []string{"sp", "sp\x00"}) {
 		t.Fatalf("Spaces = %q", sp)
 	}
-}
-
-func TestStoreSnapshotIsReadOnlyAndPointInTime(t *testing.T) {
-	s := openMemStore(t)
-	putAll(t, s, 1, mkProp("sp", "a", 1, StatePending, "x"))
-	before := dump(t, s)
-	snap, err := s.Snapshot()
-	must(t, err)
-	putAll(t, s, 2, mkProp("sp", "b", 2, StatePending, "x"))
-	if p, _ := snap.Proposal("sp", "b"); p != nil {
-		t.Fatal("snapshot sees a later commit")
-	}
-	a, _ := snap.Proposal("sp", "a")
-	a = a.Clone()
-	a.State = StateWithdrawn
-	must(t, snap.PutProposal(a))
-	if p, _ := snap.Proposal("sp", "a"); p.State != StateWithdrawn {
-		t.Fatal("snapshot lost its own write")
-	}
-	if err := snap.Commit(3); !errors.Is(err, ErrReadOnly) {
-		t.Fatalf("snapshot Commit = %v", err)
-	}
-	if p, _ := snap.Proposal("sp", "a"); p == nil || p.State != StateWithdrawn {
-		t.Fatal("snapshot unusable after a refused commit")
-	}
-	must(t, snap.Close())
-	if p, _ := s.Get("sp", "a"); p.State != StatePending {
-		t.Fatal("snapshot wrote to the store")
-	}
-	if s.AppliedSeq() != 2 || dump(t, s) == before {
-		t.Fatal("unexpected store state")
-	}
-	// A snapshot left open is released by Close.
-	snap2, err := s.Snapshot()
-	must(t, err)
-	must(t, s.Close())
-	if _, err := snap2.Proposal("sp", "zzz"); !errors.Is(err, ErrClosed) {
-		t.Fatalf("snapshot read after store close: %v", err)
-	}
-	must(t, snap2.Close())
 }
 
 // --- determinism -------------------------------------------------------------
@@ -872,7 +832,6 @@ func TestStoreCloseTwiceAndUseAfterClose(t *testing.T) {
 	_, checks["DueExpiries"] = s.DueExpiries(t0, 1)
 	checks["Dump"] = s.Dump(&bytes.Buffer{})
 	_, checks["Digest"] = s.Digest()
-	_, checks["Snapshot"] = s.Snapshot()
 	_, checks["Batch.Proposal"] = b.Proposal("sp", "a")
 	checks["WaitApplied"] = s.WaitApplied(context.Background(), 5)
 	for name, err := range checks {

@@ -2,9 +2,10 @@ package projections
 
 import (
 	"errors"
-	"github.com/mewledger/ledger/ledger"
 	"testing"
 	"time"
+
+	"github.com/mewledger/ledger/ledger"
 )
 
 // A handed-off batch's writes are visible to the next writable batch

@@ -85,7 +85,7 @@ func (b *Batch) Prefetch(evs []Event) error {
 func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 	buf.reset()
 	keys, a := buf.keys, &buf.a
-	var pending *Batch // the handed-off batch, read under pendMu
+	var pending *Batch // the handed-off batch, read under the handoff lock
 	add := func(kind int, space, id string) {
 		k := spaceID{space, id}
 		switch kind {
@@ -93,7 +93,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 			if _, ok := b.props[k]; ok {
 				return
 			}
-			if b.s.recentProposal(k) != nil {
+			if b.s.recent.get(k) != nil {
 				return // Proposal takes it from there
 			}
 		case preRef:
@@ -124,8 +124,8 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 		a.b = appendSpaceID(a.b, preTags[kind], space, id)
 		keys = append(keys, preKey{kind: kind, k: k, key: a.take(st)})
 	}
-	b.s.pendMu.RLock()
-	if p := b.s.pending; p != b {
+	b.s.handoff.mu.RLock()
+	if p := b.s.handoff.pending; p != b {
 		pending = p
 	}
 	for i := range evs {
@@ -162,7 +162,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 			}
 		}
 	}
-	b.s.pendMu.RUnlock()
+	b.s.handoff.mu.RUnlock()
 	buf.keys = keys
 	if len(keys) == 0 {
 		return nil

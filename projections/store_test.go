@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mewledger/ledger/projections/fold"
 	"math/rand"
 	"os"
 	"reflect"
@@ -22,6 +21,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 

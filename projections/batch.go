@@ -17,27 +17,61 @@ type historyID struct {
 	seq        uint64
 }
 
-type propSlot struct {
-	orig      *Proposal // the version in Pebble (nil: none), valid when origKnown
-	origKnown bool
-	cur       *Proposal
-	dirty     bool
-}
-
-type refSlot struct {
-	cur   *EventRef
+// slot is the overlay's entry for one record: its value as read (from
+// Pebble, the pending batch or the recent cache) or as last put, the zero
+// value meaning absent, and whether this batch put it (dirty: Commit
+// writes it, or deletes it when absent). A slot exists once the record was
+// looked at, so that each record is read at most once per batch and
+// absence is remembered too.
+type slot[T any] struct {
+	cur   T
 	dirty bool
 }
 
-type orphanSlot struct {
-	cur   []Orphan
-	dirty bool
+// put makes v the record's value; the first put counts the record in the
+// batch's Len.
+func (sl *slot[T]) put(b *Batch, v T) {
+	if !sl.dirty {
+		sl.dirty = true
+		b.dirty++
+	}
+	sl.cur = v
 }
 
-type statsSlot struct {
-	cur   *Stats
-	dirty bool
-	owned bool // cur is the batch's private copy (MutableStats)
+// slotOf returns m's slot for k, made clean and absent when there is none
+// (a put of a record never read).
+func slotOf[K comparable, S any](m map[K]*S, k K) *S {
+	sl, ok := m[k]
+	if !ok {
+		sl = new(S)
+		m[k] = sl
+	}
+	return sl
+}
+
+// The overlay's slots, by record kind.
+type (
+	refSlot    = slot[*EventRef]
+	orphanSlot = slot[[]Orphan]
+	// propSlot also keeps the version in Pebble, which Commit needs to
+	// change the indexes.
+	propSlot struct {
+		slot[*Proposal]
+		orig      *Proposal // the version in Pebble (nil: none), valid when origKnown
+		origKnown bool
+	}
+	statsSlot struct {
+		slot[*Stats]
+		owned bool // cur is the batch's private copy (MutableStats)
+	}
+)
+
+// knownProp returns the slot of a proposal whose version in Pebble is
+// known to be orig, with cur as its value.
+func knownProp(orig, cur *Proposal) *propSlot {
+	sl := &propSlot{orig: orig, origKnown: true}
+	sl.cur = cur
+	return sl
 }
 
 // Batch is a write overlay over the store implementing [State]: reads see
@@ -156,7 +190,7 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 		// (what Pebble holds once that batch commits), the caller gets a
 		// copy.
 		c := pp.Clone()
-		b.props[k] = &propSlot{origKnown: true, orig: pp, cur: c}
+		b.props[k] = knownProp(pp, c)
 		return c, nil
 	}
 	if p := b.s.recent.get(k); p != nil {
@@ -166,14 +200,14 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 		// p is the committed value, never modified: it is orig, and the
 		// caller gets a copy (as from Pebble, a value of its own).
 		c := p.Clone()
-		b.props[k] = &propSlot{origKnown: true, orig: p, cur: c}
+		b.props[k] = knownProp(p, c)
 		return c, nil
 	}
 	if b.neverWritten(preProposal, space, id) {
 		if err := b.check(); err != nil {
 			return nil, err
 		}
-		b.props[k] = &propSlot{origKnown: true}
+		b.props[k] = knownProp(nil, nil)
 		return nil, nil
 	}
 	var p *Proposal
@@ -190,7 +224,7 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 	}
 	// orig is a private copy: the index diff of Commit must not depend on
 	// a caller that modifies what it got in place.
-	sl := &propSlot{origKnown: true, cur: p}
+	sl := knownProp(nil, p)
 	if p != nil {
 		sl.orig = p.Clone()
 	}
@@ -214,17 +248,9 @@ func (b *Batch) PutProposal(p *Proposal) error {
 		}
 	}
 	b.noteWrite(preProposal, p.Space, p.ID)
-	sl, ok := b.props[k]
-	if !ok {
-		sl = &propSlot{}
-		b.props[k] = sl
-	}
+	sl := slotOf(b.props, k)
 	b.noteChange(sl.cur, p)
-	if !sl.dirty {
-		sl.dirty = true
-		b.dirty++
-	}
-	sl.cur = p
+	sl.put(b, p)
 	b.spaces[p.Space] = struct{}{}
 	return nil
 }
@@ -284,16 +310,7 @@ func (b *Batch) PutEventRef(space, id string, r *EventRef) error {
 	}
 	k := spaceID{space, id}
 	b.noteWrite(preRef, space, id)
-	sl, ok := b.refs[k]
-	if !ok {
-		sl = &refSlot{}
-		b.refs[k] = sl
-	}
-	if !sl.dirty {
-		sl.dirty = true
-		b.dirty++
-	}
-	sl.cur = r
+	slotOf(b.refs, k).put(b, r)
 	b.spaces[space] = struct{}{}
 	return nil
 }
@@ -342,16 +359,7 @@ func (b *Batch) PutOrphans(space, target string, o []Orphan) error {
 		o = nil
 	}
 	k := spaceID{space, target}
-	sl, ok := b.orphans[k]
-	if !ok {
-		sl = &orphanSlot{}
-		b.orphans[k] = sl
-	}
-	if !sl.dirty {
-		sl.dirty = true
-		b.dirty++
-	}
-	sl.cur = o
+	slotOf(b.orphans, k).put(b, o)
 	if o != nil {
 		b.spaces[space] = struct{}{}
 	}
@@ -404,7 +412,7 @@ func (b *Batch) Stats(space string) (*Stats, error) {
 		}
 		return ok && sl.dirty
 	}) {
-		b.stats[space] = &statsSlot{cur: pst}
+		b.stats[space] = &statsSlot{slot: slot[*Stats]{cur: pst}}
 		return pst, nil
 	}
 	var st *Stats
@@ -419,7 +427,7 @@ func (b *Batch) Stats(space string) (*Stats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: batch: read stats of space %q: %w", space, err)
 	}
-	b.stats[space] = &statsSlot{cur: st}
+	b.stats[space] = &statsSlot{slot: slot[*Stats]{cur: st}}
 	return st, nil
 }
 
@@ -457,18 +465,11 @@ func (b *Batch) PutStats(space string, st *Stats) error {
 	if st == nil {
 		return fmt.Errorf("projections: batch: put nil stats in space %q", space)
 	}
-	sl, ok := b.stats[space]
-	if !ok {
-		sl = &statsSlot{}
-		b.stats[space] = sl
-	}
-	if !sl.dirty {
-		sl.dirty = true
-		b.dirty++
-	}
+	sl := slotOf(b.stats, space)
 	if sl.cur != st {
-		sl.cur, sl.owned = st, false
+		sl.owned = false
 	}
+	sl.put(b, st)
 	b.spaces[space] = struct{}{}
 	return nil
 }

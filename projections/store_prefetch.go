@@ -109,7 +109,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 			// Absent, without a read (most keys: new ids).
 			switch kind {
 			case preProposal:
-				b.props[k] = &propSlot{origKnown: true}
+				b.props[k] = knownProp(nil, nil)
 			case preRef:
 				b.refs[k] = &refSlot{}
 			case preFiled:
@@ -215,7 +215,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 		pk := &keys[i]
 		switch pk.kind {
 		case preProposal:
-			sl := &propSlot{origKnown: true}
+			sl := knownProp(nil, nil)
 			if pk.ok {
 				sl.cur, sl.orig = pk.p, pk.p.Clone()
 			}
@@ -223,7 +223,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 		case preRef:
 			b.refs[pk.k] = &refSlot{cur: pk.r}
 		case preFiled:
-			b.aux[auxID{tagFiled, pk.k.space, pk.k.id}] = &auxSlot{cur: pk.val}
+			b.aux[auxID{tagFiled, pk.k.space, pk.k.id}] = &auxSlot{slot: slot[[]byte]{cur: pk.val}}
 		}
 	}
 	return nil

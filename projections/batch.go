@@ -112,10 +112,9 @@ type Batch struct {
 	parents   []*Batch
 }
 
-func newBatch(s *Store) *Batch { return newBatchSized(s, 0) }
-
-// newBatchSized is newBatch with room for the records of about events
-// events (a rebuild's batches are large: growing the maps was measurable).
+// newBatchSized returns an empty batch of s with room for the records of
+// about events events (a rebuild's batches are large: growing the maps was
+// measurable).
 func newBatchSized(s *Store, events int) *Batch {
 	return &Batch{
 		s:       s,

@@ -217,3 +217,18 @@ func FuzzEncoders(f *testing.F) {
 		checkEncoders(t, p, h, r)
 	})
 }
+
+// marshalProposal is json.Marshal(p).
+func marshalProposal(p *Proposal) ([]byte, error) {
+	return appendMarshalProposal(make([]byte, 0, 512+len(p.Params)), p)
+}
+
+// marshalHistory is json.Marshal(h).
+func marshalHistory(h *HistoryEntry) ([]byte, error) {
+	return appendMarshalHistory(make([]byte, 0, 192+len(h.Detail)+len(h.Text)), h)
+}
+
+// marshalEventRef is json.Marshal(r).
+func marshalEventRef(r *EventRef) ([]byte, error) {
+	return appendEventRef(make([]byte, 0, 160), r), nil
+}

@@ -3,7 +3,7 @@ package projections
 import (
 	"errors"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/mewledger/ledger/ledger"
 )
@@ -186,22 +186,25 @@ func TestStoreHandoffTiesLaterBatches(t *testing.T) {
 		}
 	})
 	t.Run("order", func(t *testing.T) {
-		s, p, c := pendingAndBlindChild(t)
-		done := make(chan error, 1)
-		go func() { done <- c.Commit(3) }()
-		// c must wait for p's commit, not overtake it. A store that lets
-		// it through lands it in milliseconds; a correct one never does,
-		// so this cannot fail spuriously.
-		select {
-		case err := <-done:
-			t.Fatalf("a batch made while another was pending committed first (%v)", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-		must(t, p.Commit(2)) // ErrStaleCommit had c landed first
-		must(t, <-done)
-		if s.AppliedSeq() != 3 {
-			t.Fatalf("checkpoint %d, want 3", s.AppliedSeq())
-		}
+		// In a synctest bubble (the store's goroutines too): once every
+		// goroutine is blocked, c's Commit must be waiting for p's, not
+		// done.
+		synctest.Test(t, func(t *testing.T) {
+			s, p, c := pendingAndBlindChild(t)
+			done := make(chan error, 1)
+			go func() { done <- c.Commit(3) }()
+			synctest.Wait()
+			select {
+			case err := <-done:
+				t.Fatalf("a batch made while another was pending committed first (%v)", err)
+			default:
+			}
+			must(t, p.Commit(2)) // ErrStaleCommit had c landed first
+			must(t, <-done)
+			if s.AppliedSeq() != 3 {
+				t.Fatalf("checkpoint %d, want 3", s.AppliedSeq())
+			}
+		})
 	})
 }
 

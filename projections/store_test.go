@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -775,45 +776,66 @@ func TestStoreDigestIndependentOfWriteOrderAndBatching(t *testing.T) {
 
 // --- waiting and closing -------------------------------------------------------
 
+// TestCheckpointWait: a waiter wakes at the commit that reaches its
+// sequence (not at an earlier one), at its context's deadline, and at
+// close. In a synctest bubble: "not woken" is checked once every
+// goroutine is blocked, and the deadline passes on the bubble's clock.
+func TestCheckpointWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCheckpoint()
+		ctx := context.Background()
+		must(t, c.wait(ctx, 0)) // already there
+
+		done := make(chan error, 1)
+		go func() { done <- c.wait(ctx, 3) }()
+		c.publish(2)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("woke at seq 2: %v", err)
+		default:
+		}
+		c.publish(3)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			must(t, err)
+		default:
+			t.Fatal("wait did not wake on the commit of its sequence")
+		}
+
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if err := c.wait(cctx, 10); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 30*time.Millisecond {
+			t.Fatalf("wait with a 30ms timeout = %v after %v", err, time.Since(start))
+		}
+
+		go func() { done <- c.wait(ctx, 100) }()
+		synctest.Wait()
+		c.close()
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Fatalf("wait on close = %v", err)
+		}
+	})
+}
+
+// TestStoreWaitApplied: WaitApplied is the checkpoint's wait on the
+// store's commits: it wakes at a commit, and returns ErrClosed once the
+// store is closed.
 func TestStoreWaitApplied(t *testing.T) {
 	s := openMemStore(t)
 	ctx := context.Background()
-	must(t, s.WaitApplied(ctx, 0)) // already there
-
+	must(t, s.WaitApplied(ctx, 0))
 	done := make(chan error, 1)
 	go func() { done <- s.WaitApplied(ctx, 3) }()
 	mustCommit(t, s.NewBatch(), 2)
-	select {
-	case err := <-done:
-		t.Fatalf("woke at seq 2: %v", err)
-	case <-time.After(50 * time.Millisecond):
-	}
 	mustCommit(t, s.NewBatch(), 3)
-	select {
-	case err := <-done:
-		must(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("WaitApplied did not wake on commit")
-	}
-
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	err := s.WaitApplied(cctx, 10)
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
-		t.Fatalf("WaitApplied with timeout = %v after %v", err, time.Since(start))
-	}
-
+	must(t, <-done)
 	go func() { done <- s.WaitApplied(ctx, 100) }()
-	time.Sleep(20 * time.Millisecond)
 	must(t, s.Close())
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrClosed) {
-			t.Fatalf("WaitApplied on close = %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("WaitApplied did not wake on close")
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitApplied on close = %v", err)
 	}
 }
 

@@ -16,10 +16,8 @@ import (
 //	'X' space seq(8 B)  → JSON ParkedEvent (an orphan event's bytes, stored once)
 //	'F' space key       → decimal count of history entries filed under key
 //	                      while it named no proposal
-const (
-	tagParked = 'X'
-	tagFiled  = 'F'
-)
+//
+// (tags in store_keys.go)
 
 type auxID struct {
 	tag       byte

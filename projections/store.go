@@ -110,9 +110,10 @@ func (o *StoreOptions) Validate() error {
 // last applied stream sequence), which is written in the same Pebble batch as
 // the changes it caused. The key layout is documented in store_keys.go.
 //
-// There is one writer (the projector, through [Store.NewBatch] and
-// [Batch.Commit]); reads are safe for concurrent use with it and with each
-// other, and each read sees a consistent point-in-time view.
+// There is one writer at a time (a [Pipeline]: the projector's or a
+// rebuild's, through [Store.NewBatch], [Batch.Handoff] and [Batch.Commit]);
+// reads are safe for concurrent use with it and with each other, and each
+// read sees a consistent point-in-time view of committed state.
 type Store struct {
 	db  *pebble.DB
 	log zerolog.Logger

@@ -59,3 +59,17 @@ func TestDependencies(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordUsersLinkNoStore: the wire types and the CLI's client take the
+// records from projections/model, and link neither the projections
+// package nor Pebble.
+func TestRecordUsersLinkNoStore(t *testing.T) {
+	const mod = "github.com/mewledger/ledger/"
+	for _, pkg := range []string{mod + "internal/wire", mod + "internal/client"} {
+		for _, p := range listDeps(t, true, pkg) {
+			if p == mod+"projections" || strings.HasPrefix(p, "github.com/cockroachdb/pebble") {
+				t.Errorf("%s depends on %s", pkg, p)
+			}
+		}
+	}
+}

@@ -96,9 +96,9 @@ func (o *ProjectorOptions) Validate() error {
 // its last sequence are committed in one Pebble batch, and only then is the
 // batch acknowledged to JetStream, so a crash at any point neither loses nor
 // double-applies an event (a redelivered event at or below the checkpoint is
-// skipped). The next batch folds while the previous one commits (see
-// [Batch.Handoff]); commits and acknowledgements stay in order. Run must be
-// called at most once at a time.
+// skipped). Batches go through a [Pipeline]: the next batch folds while
+// the previous one commits, and commits and acknowledgements stay in
+// order. Run must be called at most once at a time.
 type Projector struct {
 	js    jetstream.JetStream
 	store *Store

@@ -2,101 +2,13 @@ package projections
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 )
-
-// DiffKind says how two stores differ at a key.
-type DiffKind string
-
-// Kinds of difference.
-const (
-	MissingInA   DiffKind = "missing_in_a"
-	MissingInB   DiffKind = "missing_in_b"
-	ValuesDiffer DiffKind = "values_differ"
-)
-
-// Difference is the first difference between two stores (see Compare).
-type Difference struct {
-	// Key is the differing key, decoded.
-	Key KeyInfo `json:"key"`
-	// Kind says how it differs.
-	Kind DiffKind `json:"kind"`
-	// Proposal is the proposal the key belongs to, when there is one: the
-	// proposal, history, index and deadline keys name it, an event-id
-	// entry names the proposals it was applied to (the first one here).
-	Proposal string `json:"proposal,omitempty"`
-	// A and B are the values in each store (nil when missing).
-	A json.RawMessage `json:"a"`
-	B json.RawMessage `json:"b"`
-	// Fields are the top-level JSON fields whose values differ, when both
-	// values are JSON objects.
-	Fields []string `json:"fields,omitempty"`
-	// ASeq and BSeq are the stores' checkpoints.
-	ASeq uint64 `json:"a_seq"`
-	BSeq uint64 `json:"b_seq"`
-}
-
-// String describes the difference for a person, calling the stores a
-// and b.
-func (d *Difference) String() string { return d.Format("a", "b") }
-
-// Format describes the difference, calling the stores by the given names
-// (e.g. "live" and "rebuild").
-func (d *Difference) Format(aName, bName string) string {
-	key := d.Key.String()
-	if d.Proposal != "" && d.Key.Table != TableProposal {
-		key += fmt.Sprintf(" (proposal %q)", d.Proposal)
-	}
-	var s string
-	switch d.Kind {
-	case MissingInA:
-		s = fmt.Sprintf("%s: missing in %s, in %s: %s", key, aName, bName, show(d.B))
-	case MissingInB:
-		s = fmt.Sprintf("%s: missing in %s, in %s: %s", key, bName, aName, show(d.A))
-	default:
-		s = fmt.Sprintf("%s: values differ", key)
-		if len(d.Fields) > 0 {
-			s += fmt.Sprintf(" (fields %v)", d.Fields)
-		}
-		s += fmt.Sprintf(":\n  %s: %s\n  %s: %s", aName, show(d.A), bName, show(d.B))
-	}
-	return s
-}
-
-// show renders a value: JSON as is, a checkpoint as its number, anything
-// else quoted; long values cut.
-func show(v []byte) string {
-	const maxShow = 2048
-	var s string
-	switch {
-	case v == nil:
-		return "(none)"
-	case len(v) == 0:
-		return `""`
-	case json.Valid(v):
-		s = string(v)
-	case len(v) == 8:
-		s = strconv.FormatUint(beU64(v), 10)
-	default:
-		s = strconv.Quote(string(v))
-	}
-	if len(s) > maxShow {
-		s = s[:maxShow] + "…"
-	}
-	return s
-}
-
-func beU64(b []byte) uint64 {
-	var n uint64
-	for _, c := range b {
-		n = n<<8 | uint64(c)
-	}
-	return n
-}
 
 // Compare walks two stores in key order (the order of Dump), each on a
 // consistent snapshot, and returns nil when they hold the same keys and
@@ -228,7 +140,7 @@ func asJSON(v []byte) json.RawMessage {
 	}
 	s := strconv.Quote(string(v))
 	if len(v) == 8 {
-		s = strconv.FormatUint(beU64(v), 10)
+		s = strconv.FormatUint(binary.BigEndian.Uint64(v), 10)
 	}
 	return json.RawMessage(s)
 }

@@ -18,11 +18,6 @@ import (
 // HTML-escape) falls back to json.Marshal. TestEncodersMatchMarshal and
 // FuzzEncoders compare the two.
 
-// marshalProposal is json.Marshal(p).
-func marshalProposal(p *Proposal) ([]byte, error) {
-	return appendMarshalProposal(make([]byte, 0, 512+len(p.Params)), p)
-}
-
 // appendMarshalProposal appends json.Marshal(p) to b.
 func appendMarshalProposal(b []byte, p *Proposal) ([]byte, error) {
 	if out, ok := appendProposal(b, p); ok {
@@ -32,11 +27,6 @@ func appendMarshalProposal(b []byte, p *Proposal) ([]byte, error) {
 	return append(b, v...), err
 }
 
-// marshalHistory is json.Marshal(h).
-func marshalHistory(h *HistoryEntry) ([]byte, error) {
-	return appendMarshalHistory(make([]byte, 0, 192+len(h.Detail)+len(h.Text)), h)
-}
-
 // appendMarshalHistory appends json.Marshal(h) to b.
 func appendMarshalHistory(b []byte, h *HistoryEntry) ([]byte, error) {
 	if out, ok := appendHistory(b, h); ok {
@@ -44,11 +34,6 @@ func appendMarshalHistory(b []byte, h *HistoryEntry) ([]byte, error) {
 	}
 	v, err := json.Marshal(h)
 	return append(b, v...), err
-}
-
-// marshalEventRef is json.Marshal(r).
-func marshalEventRef(r *EventRef) ([]byte, error) {
-	return appendEventRef(make([]byte, 0, 160), r), nil
 }
 
 // jsonWriter appends one JSON object's members.

@@ -72,16 +72,18 @@ func TestEncodersMatchMarshal(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, p := range st.proposals {
-		checkEncoders(t, p, nil, nil)
-		n++
-	}
-	for _, r := range st.refs {
-		checkEncoders(t, nil, nil, r)
-	}
-	for _, hs := range st.history {
-		for _, h := range hs {
-			checkEncoders(t, nil, &h, nil)
+	for _, sp := range st.Spaces() {
+		for _, p := range st.Proposals(sp) {
+			checkEncoders(t, p, nil, nil)
+			n++
+		}
+		for _, r := range st.EventRefs(sp) {
+			checkEncoders(t, nil, nil, r)
+		}
+		for _, key := range st.HistoryKeys(sp) {
+			for _, h := range st.History(sp, key) {
+				checkEncoders(t, nil, &h, nil)
+			}
 		}
 	}
 	if n < 500 {
@@ -214,4 +216,19 @@ func FuzzEncoders(f *testing.F) {
 		r := &EventRef{Seq: n, Digest: a, From: b, Proposals: []string{a}}
 		checkEncoders(t, p, h, r)
 	})
+}
+
+// marshalProposal is json.Marshal(p).
+func marshalProposal(p *Proposal) ([]byte, error) {
+	return appendMarshalProposal(make([]byte, 0, 512+len(p.Params)), p)
+}
+
+// marshalHistory is json.Marshal(h).
+func marshalHistory(h *HistoryEntry) ([]byte, error) {
+	return appendMarshalHistory(make([]byte, 0, 192+len(h.Detail)+len(h.Text)), h)
+}
+
+// marshalEventRef is json.Marshal(r).
+func marshalEventRef(r *EventRef) ([]byte, error) {
+	return appendEventRef(make([]byte, 0, 160), r), nil
 }

@@ -6,17 +6,52 @@ import (
 	"testing"
 )
 
-// compareWithStore folds log into a fresh Pebble store (in-memory vfs), in
-// batches of three events (so that reads cross both the overlay and
-// Pebble), and checks that every proposal, history, statistics and gap
-// list of mem is exactly what the store holds.
+// compareWithStore folds log into fresh Pebble stores (in-memory vfs) —
+// committed event by event, in batches of three (so that reads cross both
+// the overlay and Pebble), and through the Pipeline (prepared, handed off)
+// in runs of seven and in one run of the whole log — and checks that every
+// proposal, history, statistics and gap list of mem is exactly what each
+// store holds, and that the stores are byte-identical.
 func compareWithStore(t *testing.T, mem *MemState, log []Event) {
 	t.Helper()
-	s := openMemStore(t)
+	var first string
+	for _, c := range []struct {
+		size     int
+		pipeline bool
+	}{{1, false}, {3, false}, {7, true}, {max(len(log), 1), true}} {
+		s := openMemStore(t)
+		if c.pipeline {
+			pl, err := NewPipeline(s, PipelineOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, run := range runs(log, 0, c.size) {
+				if err := pl.Fold(run, nil); err != nil {
+					t.Fatalf("pipeline, runs of %d: %v", c.size, err)
+				}
+			}
+			if err := pl.Close(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			foldBatches(t, s, log, c.size)
+		}
+		compareViews(t, mem, s)
+		if d := dumpStore(t, s); first == "" {
+			first = d
+		} else if d != first {
+			t.Fatalf("the store committed in batches of %d (pipeline %t) differs from the one committed event by event", c.size, c.pipeline)
+		}
+	}
+}
+
+// foldBatches folds log into s, unprepared, committing every size events.
+func foldBatches(t *testing.T, s *Store, log []Event, size int) {
+	t.Helper()
 	f := NewFolder()
-	for i := 0; i < len(log); i += 3 {
+	for i := 0; i < len(log); i += size {
 		b := s.NewBatch()
-		end := min(i+3, len(log))
+		end := min(i+size, len(log))
 		for _, ev := range log[i:end] {
 			if _, err := f.Apply(b, ev); err != nil {
 				t.Fatalf("store fold seq %d: %v", ev.Seq, err)
@@ -26,22 +61,23 @@ func compareWithStore(t *testing.T, mem *MemState, log []Event) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// compareViews checks that every proposal, history, statistics and gap
+// list of mem is exactly what s serves.
+func compareViews(t *testing.T, mem *MemState, s *Store) {
+	t.Helper()
 	enc := func(v any) string { j, _ := json.Marshal(v); return string(j) }
-	spaces := map[string]bool{}
-	for k, p := range mem.proposals {
-		spaces[p.Space] = true
-		got, err := s.Get(p.Space, p.ID)
-		if err != nil {
-			t.Fatalf("store: proposal %q: %v", k, err)
+	for _, sp := range mem.Spaces() {
+		for _, p := range mem.Proposals(sp) {
+			got, err := s.Get(p.Space, p.ID)
+			if err != nil {
+				t.Fatalf("store: proposal %q in %q: %v", p.ID, sp, err)
+			}
+			if a, b := enc(p), enc(got); a != b {
+				t.Fatalf("proposal %q differs:\nmem:   %s\nstore: %s", p.ID, a, b)
+			}
 		}
-		if a, b := enc(p), enc(got); a != b {
-			t.Fatalf("proposal %q differs:\nmem:   %s\nstore: %s", p.ID, a, b)
-		}
-	}
-	for sp := range mem.stats {
-		spaces[sp] = true
-	}
-	for sp := range spaces {
 		for _, key := range mem.HistoryKeys(sp) {
 			got, err := s.History(sp, key)
 			if err != nil {
@@ -56,10 +92,11 @@ func compareWithStore(t *testing.T, mem *MemState, log []Event) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ms != nil {
-			if a, b := enc(ms), enc(ss); a != b {
-				t.Fatalf("stats of %q differ:\nmem:   %s\nstore: %s", sp, a, b)
-			}
+		if ms == nil {
+			ms = NewStats() // what the store serves for a space without stats
+		}
+		if a, b := enc(ms), enc(ss); a != b {
+			t.Fatalf("stats of %q differ:\nmem:   %s\nstore: %s", sp, a, b)
 		}
 		gaps, _, err := s.Gaps(sp, 0, 0)
 		if err != nil {

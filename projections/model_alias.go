@@ -6,6 +6,9 @@ package projections
 import "github.com/mewledger/ledger/projections/model"
 
 type (
+	DiffKind          = model.DiffKind
+	Difference        = model.Difference
+	KeyInfo           = model.KeyInfo
 	Change            = model.Change
 	Approval          = model.Approval
 	Effect            = model.Effect
@@ -26,6 +29,24 @@ type (
 )
 
 const (
+	MissingInA                     = model.MissingInA
+	MissingInB                     = model.MissingInB
+	ValuesDiffer                   = model.ValuesDiffer
+	TableCheckpoint                = model.TableCheckpoint
+	TableSpace                     = model.TableSpace
+	TableProposal                  = model.TableProposal
+	TableHistory                   = model.TableHistory
+	TableEventRef                  = model.TableEventRef
+	TableOrphans                   = model.TableOrphans
+	TableParked                    = model.TableParked
+	TableFiled                     = model.TableFiled
+	TableGap                       = model.TableGap
+	TableVersion                   = model.TableVersion
+	TableStats                     = model.TableStats
+	TableIndex                     = model.TableIndex
+	TableDeadline                  = model.TableDeadline
+	TableChange                    = model.TableChange
+	TableUnknown                   = model.TableUnknown
 	StatePending                   = model.StatePending
 	StateFulfilled                 = model.StateFulfilled
 	StateWithdrawn                 = model.StateWithdrawn

@@ -96,9 +96,9 @@ func (o *ProjectorOptions) Validate() error {
 // its last sequence are committed in one Pebble batch, and only then is the
 // batch acknowledged to JetStream, so a crash at any point neither loses nor
 // double-applies an event (a redelivered event at or below the checkpoint is
-// skipped). The next batch folds while the previous one commits (see
-// [Batch.Handoff]); commits and acknowledgements stay in order. Run must be
-// called at most once at a time.
+// skipped). Batches go through a [Pipeline]: the next batch folds while
+// the previous one commits, and commits and acknowledgements stay in
+// order. Run must be called at most once at a time.
 type Projector struct {
 	js    jetstream.JetStream
 	store *Store
@@ -284,29 +284,19 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 		<-cc.Closed()
 	}()
 
-	// The fold of a batch overlaps the commit of the one before it, as in
-	// Rebuild: a folded batch is handed off (Batch.Handoff) and committed
-	// on a goroutine while the next one folds, reading its writes. One
-	// commit is in flight at a time; it is acknowledged (and reported to
-	// OnBatch) only once it has committed, and settled before the session
-	// ends, whatever ends it.
-	var inflight *projCommit
-	settle := func(err error) error {
-		f := inflight
-		inflight = nil
-		if err != nil {
-			return &commitError{seq: f.info.LastSeq, err: err}
-		}
-		p.acked(f)
-		return nil
+	// The fold of a batch overlaps the commit of the one before it (see
+	// Pipeline); a batch is acknowledged, and reported to OnBatch, only
+	// once it has committed, and the commit in flight is settled before
+	// the session ends, whatever ends it.
+	pl, err := NewPipeline(p.store, PipelineOptions{Folder: p.opts.Folder})
+	if err != nil {
+		return err
 	}
 	defer func() {
-		if inflight != nil {
-			// A failed commit outranks whatever ended the session,
-			// cancellation included: Run reports it.
-			if err := settle(<-inflight.errc); err != nil {
-				rerr = err
-			}
+		// A failed commit outranks whatever ended the session,
+		// cancellation included: Run reports it.
+		if err := pl.Close(); err != nil {
+			rerr = err
 		}
 	}()
 	// waitResumed waits out a Pause, settling the commit in flight as
@@ -319,15 +309,11 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 			if !paused {
 				return nil
 			}
-			var done chan error
-			if inflight != nil {
-				done = inflight.errc
-			}
 			select {
 			case <-resumed:
 				return nil
-			case err := <-done:
-				if err := settle(err); err != nil {
+			case <-pl.Committed():
+				if err := pl.Settle(); err != nil {
 					return err
 				}
 			case <-ctx.Done():
@@ -335,22 +321,17 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 			}
 		}
 	}
-	next := p.store.AppliedSeq() + 1 // nothing is in flight yet
 	batch := make([]jetstream.Msg, 0, p.opts.BatchSize)
 	for {
 		if err := waitResumed(); err != nil {
 			return err
 		}
 		batch = batch[:0]
-		var done chan error // the commit in flight, settled as soon as it ends
-		if inflight != nil {
-			done = inflight.errc
-		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-done:
-			if err := settle(err); err != nil {
+		case <-pl.Committed():
+			if err := pl.Settle(); err != nil {
 				return err
 			}
 			continue
@@ -372,95 +353,36 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 		if err := waitResumed(); err != nil {
 			return err
 		}
-		c, gap, err := p.fold(batch, next)
+		evs, ack, gap, err := p.events(batch, pl.Next())
 		if err != nil {
-			// A commit that failed under this fold is the cause: what the
-			// fold read through it stopped being there half-way.
-			if inflight != nil {
-				if serr := settle(<-inflight.errc); serr != nil {
-					return serr
-				}
-			}
 			return err
 		}
-		if inflight != nil {
-			if err := settle(<-inflight.errc); err != nil {
-				c.b.Discard()
-				return err
-			}
-		}
-		if c.last != nil {
-			next = c.info.LastSeq + 1
-			if err := c.b.Handoff(); err != nil {
-				c.b.Discard()
-				return fmt.Errorf("projections: hand off seq %d..: %w", c.info.FirstSeq, err)
-			}
-			c.errc = make(chan error, 1)
-			go func() {
-				err := c.b.Commit(c.info.LastSeq)
-				c.committed = time.Now() // before the send: read after the receive
-				c.errc <- err
-			}()
-			inflight = c
-		} else {
-			c.b.Discard()
+		if err := pl.Fold(evs, ack); err != nil {
+			return err
 		}
 		if gap > 0 {
 			// Out of order: nothing beyond the gap was folded; what was
 			// is committed, and a consumer starts at the checkpoint.
-			if inflight != nil {
-				if err := settle(<-inflight.errc); err != nil {
-					return err
-				}
+			if err := pl.Settle(); err != nil {
+				return err
 			}
-			p.log.Info().Uint64(logKeySeq, gap).Uint64("expected", next).Msg("sequence gap in delivery; resubscribing")
+			p.log.Info().Uint64(logKeySeq, gap).Uint64("expected", pl.Next()).Msg("sequence gap in delivery; resubscribing")
 			return errResubscribe
 		}
 	}
 }
 
-// projCommit is a folded batch of the projector: committed on its own
-// goroutine (errc), then acknowledged.
-type projCommit struct {
-	b         *Batch
-	last      jetstream.Msg // acknowledged (AckAll) once b committed
-	info      BatchInfo
-	start     time.Time
-	committed time.Time // set by the commit goroutine before it sends on errc
-	errc      chan error
-}
-
-// commitError is a batch commit of the projector that failed.
-type commitError struct {
-	seq uint64
-	err error
-}
-
-func (e *commitError) Error() string {
-	return fmt.Sprintf("projections: commit through seq %d: %v", e.seq, e.err)
-}
-
-func (e *commitError) Unwrap() error { return e.err }
-
-// fold applies the messages of a batch from sequence next on, up to a gap
-// (returned, 0 if none), into a new batch, which the caller commits (when
-// it folded anything: last is set) or discards.
-func (p *Projector) fold(msgs []jetstream.Msg, next uint64) (c *projCommit, gap uint64, err error) {
-	c = &projCommit{b: p.store.NewBatch(), start: time.Now()}
-	defer func() {
-		if err != nil {
-			c.b.Discard()
-		}
-	}()
-	// Take the messages in order up to a gap, as events, then fold them
-	// prepared (decoded in parallel, their records read in key order).
-	evs := make([]Event, 0, len(msgs))
-	taken := make([]jetstream.Msg, 0, len(msgs))
-	stored := make([]time.Time, 0, len(msgs))
+// events takes the messages of a batch from sequence next on, in order up
+// to a gap (returned, 0 if none), as events, and returns the settle
+// callback that acknowledges them once committed and reports them.
+func (p *Projector) events(msgs []jetstream.Msg, next uint64) (evs []Event, ack func(BatchInfo), gap uint64, err error) {
+	evs = make([]Event, 0, len(msgs))
+	var last jetstream.Msg
+	var lastStored time.Time
 	for _, m := range msgs {
 		md, err := m.Metadata()
 		if err != nil {
-			return c, 0, fmt.Errorf("projections: message metadata: %w", err)
+			return nil, nil, 0, fmt.Errorf("projections: message metadata: %w", err)
 		}
 		seq := md.Sequence.Stream
 		if seq < next {
@@ -471,38 +393,21 @@ func (p *Projector) fold(msgs []jetstream.Msg, next uint64) (c *projCommit, gap 
 			break
 		}
 		evs = append(evs, eventOf(m, md, p.importedThrough))
-		taken = append(taken, m)
-		stored = append(stored, md.Timestamp)
+		last, lastStored = m, md.Timestamp
 		next++
 	}
-	if err := p.opts.Folder.Prepare(c.b, evs); err != nil {
-		return c, 0, fmt.Errorf("projections: prepare seq %d..: %w", next-uint64(len(evs)), err)
-	}
-	for i, ev := range evs {
-		if _, err := p.opts.Folder.Apply(c.b, ev); err != nil {
-			return c, 0, fmt.Errorf("projections: fold seq %d: %w", ev.Seq, err)
+	ack = func(info BatchInfo) {
+		// AckAll: acknowledging the last message acknowledges the batch.
+		// A lost ack only means a redelivery, which the checkpoint skips.
+		if err := last.Ack(); err != nil {
+			p.log.Debug().Err(err).Uint64(logKeySeq, info.LastSeq).Msg("ack")
 		}
-		if c.info.Events == 0 {
-			c.info.FirstSeq = ev.Seq
+		info.LastStored = lastStored // the stream's time, not the event's
+		if p.opts.OnBatch != nil {
+			p.opts.OnBatch(info)
 		}
-		c.info.Events++
-		c.info.LastSeq, c.info.LastStored = ev.Seq, stored[i]
-		c.last = taken[i]
 	}
-	return c, gap, nil
-}
-
-// acked acknowledges a committed batch and reports it.
-func (p *Projector) acked(c *projCommit) {
-	// AckAll: acknowledging the last message acknowledges the batch. A lost
-	// ack only means a redelivery, which the checkpoint skips.
-	if err := c.last.Ack(); err != nil {
-		p.log.Debug().Err(err).Uint64(logKeySeq, c.info.LastSeq).Msg("ack")
-	}
-	c.info.Took = c.committed.Sub(c.start) // fold + commit, not the wait to settle
-	if p.opts.OnBatch != nil {
-		p.opts.OnBatch(c.info)
-	}
+	return evs, ack, gap, nil
 }
 
 // importedThrough reads the stream's import marker (ledger.MetaImportedThrough).

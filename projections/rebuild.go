@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -100,81 +101,50 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 	}()
 
 	// The fold of a batch overlaps the commit of the one before it (a
-	// third stage): the folded batch is handed off (Batch.Handoff) and
-	// committed on a goroutine of its own while this one folds the next
-	// batch, which reads the handed-off writes as if committed. One commit
-	// is in flight at a time, and commits land in order. Each is still one
-	// synced Pebble batch with its checkpoint, so a crash leaves whole
-	// batches to resume from; its fsync now overlaps the next fold.
-	type inflight struct {
-		seq  uint64
-		errc chan error
+	// third stage, see Pipeline). Each commit is one synced Pebble batch
+	// with its checkpoint, so a crash leaves whole batches to resume from;
+	// its fsync overlaps the next fold.
+	pl, err := NewPipeline(store, PipelineOptions{Folder: opts.Folder, Presize: opts.BatchSize})
+	if err != nil {
+		return 0, err
 	}
-	var pending *inflight
 	last := store.AppliedSeq()
-	// settle waits for the commit in flight, if any, and reports it.
-	settle := func() error {
-		if pending == nil {
-			return nil
-		}
-		err := <-pending.errc
-		seq := pending.seq
-		pending = nil
-		if err != nil {
-			return fmt.Errorf("projections: rebuild: commit through %d: %w", seq, err)
-		}
-		last = seq
+	progress := func(info BatchInfo) {
+		last = info.LastSeq
 		if opts.Progress != nil {
 			opts.Progress(last, target)
 		}
-		return nil
 	}
-	b := store.newBatchFor(opts.BatchSize)
-	defer func() { b.Discard() }() // the batch in hand at return, not the first
-	// fold runs the loop; whatever it returns, the commit in flight is
-	// settled before Rebuild returns, so that the sequence returned is the
-	// store's checkpoint.
-	fold := func() error {
-		for c := range chunks {
-			if err := ctx.Err(); err != nil {
-				return err // nothing more is folded once ctx is done
-			}
-			if len(c.evs) > 0 {
-				if err := opts.Folder.Prepare(b, c.evs); err != nil {
-					return fmt.Errorf("projections: rebuild: prepare seq %d..: %w", c.evs[0].Seq, err)
-				}
-				for _, ev := range c.evs {
-					if _, err := opts.Folder.Apply(b, ev); err != nil {
-						return fmt.Errorf("projections: rebuild: fold seq %d: %w", ev.Seq, err)
-					}
-				}
-				if err := settle(); err != nil {
-					return err
-				}
-				if err := b.Handoff(); err != nil {
-					return fmt.Errorf("projections: rebuild: hand off seq %d..: %w", c.evs[0].Seq, err)
-				}
-				pending = &inflight{seq: c.evs[len(c.evs)-1].Seq, errc: make(chan error, 1)}
-				go func(b *Batch, p *inflight) { p.errc <- b.Commit(p.seq) }(b, pending)
-				b = store.newBatchFor(opts.BatchSize)
-			}
-			if c.err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return c.err
-			}
-		}
-		return nil
-	}
-	err = fold()
-	// A failed commit wins over the fold's error: the batch folding while
-	// it failed read its writes until they were gone, and may have failed
-	// for that.
-	if serr := settle(); serr != nil {
+	err = foldChunks(ctx, pl, chunks, progress)
+	// The commit in flight is settled before Rebuild returns, so that the
+	// sequence returned is the store's checkpoint. A failed commit wins
+	// over the fold's error: the batch folding while it failed read its
+	// writes until they were gone, and may have failed for that.
+	if serr := pl.Close(); serr != nil {
 		err = serr
 	}
 	return last, err
+}
+
+// foldChunks is Rebuild's fold stage: it feeds the chunks to pl until they
+// end, one of them carries an error, or ctx is done (nothing more is
+// folded then).
+func foldChunks(ctx context.Context, pl *Pipeline, chunks <-chan rebuildChunk, progress func(BatchInfo)) error {
+	for c := range chunks {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := pl.Fold(c.evs, progress); err != nil {
+			return err
+		}
+		if c.err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return c.err
+		}
+	}
+	return nil
 }
 
 // rebuildChunk is a batch of decoded events for Rebuild's fold stage; err
@@ -223,7 +193,7 @@ func readChunks(it jetstream.MessagesContext, out chan<- rebuildChunk, done <-ch
 			}
 			evs = append(evs, ev)
 		}
-		decodeAll(evs)
+		fold.DecodeAll(evs)
 		if !send(rebuildChunk{evs: evs, err: err}) || err != nil || past {
 			return
 		}

@@ -16,19 +16,17 @@ import (
 //	'X' space seq(8 B)  → JSON ParkedEvent (an orphan event's bytes, stored once)
 //	'F' space key       → decimal count of history entries filed under key
 //	                      while it named no proposal
-const (
-	tagParked = 'X'
-	tagFiled  = 'F'
-)
+//
+// (tags in store_keys.go)
 
 type auxID struct {
 	tag       byte
 	space, id string
 }
 
+// auxSlot is the overlay's slot of a small record (cur nil: absent).
 type auxSlot struct {
-	cur   []byte // nil: absent (or deleted)
-	dirty bool
+	slot[[]byte]
 	// parked is the decoded ParkedEvent of a 'X' slot: the fold changes
 	// its Refs once per waiting id, so it is kept as an object and encoded
 	// once, at Commit (encoding a 1 MiB message per id was O(ids × size)).
@@ -73,7 +71,7 @@ func (b *Batch) getAux(tag byte, space, id string) ([]byte, error) {
 		if perr != nil {
 			return nil, fmt.Errorf("projections: batch: read %c record %q in space %q from the pending batch: %w", tag, id, space, perr)
 		}
-		b.aux[k] = &auxSlot{cur: pval}
+		b.aux[k] = &auxSlot{slot: slot[[]byte]{cur: pval}}
 		return pval, nil
 	}
 	if tag == tagFiled && b.neverWritten(preFiled, space, id) {
@@ -98,7 +96,7 @@ func (b *Batch) getAux(tag byte, space, id string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: batch: read %c record %q in space %q: %w", tag, id, space, err)
 	}
-	b.aux[k] = &auxSlot{cur: val}
+	b.aux[k] = &auxSlot{slot: slot[[]byte]{cur: val}}
 	return val, nil
 }
 
@@ -111,16 +109,7 @@ func (b *Batch) putAux(tag byte, space, id string, val []byte) error {
 	if tag == tagFiled {
 		b.noteWrite(preFiled, space, id)
 	}
-	sl, ok := b.aux[k]
-	if !ok {
-		sl = &auxSlot{}
-		b.aux[k] = sl
-	}
-	if !sl.dirty {
-		sl.dirty = true
-		b.dirty++
-	}
-	sl.cur = val
+	slotOf(b.aux, k).put(b, val)
 	if val != nil {
 		b.spaces[space] = struct{}{}
 	}

@@ -27,11 +27,8 @@ import (
 // pure function of the log and a rebuild writes the same keys as the live
 // projector, whatever its batch sizes. Sequences of later commits are
 // higher, so a reader that has seen every change up to the checkpoint of
-// one commit resumes after that sequence and misses nothing.
-const tagChange = 'C'
-
-// TableChange is the change index's table, as KeyInfo.Table names it.
-const TableChange = "change"
+// one commit resumes after that sequence and misses nothing. (The tag is
+// in store_keys.go.)
 
 type changeID struct {
 	seq       uint64

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -13,86 +12,10 @@ import (
 // Reading raw keys for Compare. The layout itself is store_keys.go's; this
 // file only decodes it.
 
-// Store tables, as KeyInfo.Table names them.
-const (
-	TableCheckpoint = "checkpoint"
-	TableSpace      = "space"
-	TableProposal   = "proposal"
-	TableHistory    = "history"
-	TableEventRef   = "event"
-	TableOrphans    = "orphans"
-	TableParked     = "parked"
-	TableFiled      = "filed"
-	TableGap        = "gap"
-	TableVersion    = "version"
-	TableStats      = "stats"
-	TableIndex      = "index"
-	TableDeadline   = "deadline"
-	TableUnknown    = "unknown"
-)
-
 var indexKindNames = map[byte]string{
 	idxAll: "all", idxState: "state", idxProposer: "proposer", idxTarget: "target",
 	idxAnomaly: "anomaly", idxActionType: "action_type", idxResourceType: "resource_type", idxDomain: "domain",
 	idxForm: "form",
-}
-
-// KeyInfo is a store key decoded: which table, and the components that
-// name the record.
-type KeyInfo struct {
-	Table string `json:"table"`
-	Space string `json:"space,omitempty"`
-	// ID is the proposal id (proposal, index, deadline), the key a history
-	// entry is filed under, the event id (event) or the awaited id
-	// (orphans).
-	ID string `json:"id,omitempty"`
-	// Seq is a history entry's sequence or an index entry's created_seq.
-	Seq uint64 `json:"seq,omitempty"`
-	// Index and Value are an index entry's kind and value.
-	Index string `json:"index,omitempty"`
-	Value string `json:"value,omitempty"`
-	// Deadline is a deadline entry's time.
-	Deadline time.Time `json:"deadline,omitzero"`
-	// Raw is the key itself.
-	Raw []byte `json:"raw"`
-}
-
-// String describes the key for a person.
-func (k KeyInfo) String() string {
-	switch k.Table {
-	case TableCheckpoint:
-		return "the checkpoint"
-	case TableSpace:
-		return fmt.Sprintf("the marker of space %q", k.Space)
-	case TableProposal:
-		return fmt.Sprintf("proposal %q in space %q", k.ID, k.Space)
-	case TableHistory:
-		return fmt.Sprintf("history entry seq %d of %q in space %q", k.Seq, k.ID, k.Space)
-	case TableEventRef:
-		return fmt.Sprintf("event-id index entry %q in space %q", k.ID, k.Space)
-	case TableOrphans:
-		return fmt.Sprintf("orphans waiting for %q in space %q", k.ID, k.Space)
-	case TableParked:
-		return fmt.Sprintf("parked orphan event seq %d in space %q", k.Seq, k.Space)
-	case TableVersion:
-		return fmt.Sprintf("superseded version %q in space %q", k.ID, k.Space)
-	case TableGap:
-		return fmt.Sprintf("recording gap seq %d in space %q", k.Seq, k.Space)
-	case TableFiled:
-		return fmt.Sprintf("count of entries filed under %q in space %q", k.ID, k.Space)
-	case TableStats:
-		return fmt.Sprintf("statistics of space %q", k.Space)
-	case TableIndex:
-		if k.Index == "all" {
-			return fmt.Sprintf("index all of space %q: proposal %q (created_seq %d)", k.Space, k.ID, k.Seq)
-		}
-		return fmt.Sprintf("index %s=%q of space %q: proposal %q (created_seq %d)", k.Index, k.Value, k.Space, k.ID, k.Seq)
-	case TableChange:
-		return fmt.Sprintf("change seq %d of proposal %q in space %q", k.Seq, k.ID, k.Space)
-	case TableDeadline:
-		return fmt.Sprintf("deadline %s of proposal %q in space %q", k.Deadline.Format(time.RFC3339Nano), k.ID, k.Space)
-	}
-	return "key " + strconv.Quote(string(k.Raw))
 }
 
 // DecodeKey decodes a key of the store's layout. A key that does not

@@ -13,8 +13,8 @@ import (
 //
 // One record per ledger/gap event, written through the batch's small-record
 // overlay (store_aux.go) and so committed with everything else of the batch,
-// in key order; a space's gaps are one prefix scan, oldest first.
-const tagGap = 'G'
+// in key order; a space's gaps are one prefix scan, oldest first. (The tag
+// is in store_keys.go.)
 
 // MaxGapsLimit is the most gaps one Gaps call returns.
 const MaxGapsLimit = 1000
@@ -78,8 +78,8 @@ func (s *Store) Gaps(space string, after uint64, limit int) ([]Gap, uint64, erro
 //
 // written when a different event takes over an id in the event index, read
 // only when an event's id is known with another digest (a reuse or the
-// retry of a superseded event): never on the fold's common path.
-const tagVersion = 'V'
+// retry of a superseded event): never on the fold's common path. (The tag
+// is in store_keys.go.)
 
 func versionID(id, digest string) string { return id + "\x00" + digest }
 

@@ -2,13 +2,14 @@ package projections
 
 import (
 	"errors"
-	"github.com/mewledger/ledger/ledger"
 	"testing"
-	"time"
+	"testing/synctest"
+
+	"github.com/mewledger/ledger/ledger"
 )
 
 // A handed-off batch's writes are visible to the next writable batch
-// before its commit lands, as copies; snapshots and the store's own reads
+// before its commit lands, as copies; the store's own reads
 // see only committed state; the next batch commits after it, on top of it.
 func TestStoreHandoffReadsThroughPendingBatch(t *testing.T) {
 	s := openMemStore(t)
@@ -29,19 +30,12 @@ func TestStoreHandoffReadsThroughPendingBatch(t *testing.T) {
 	st.Events = 3
 	must(t, parent.PutStats("sp", st))
 
-	snap, err := s.Snapshot()
-	must(t, err)
-	defer snap.Close()
-
 	must(t, parent.Handoff())
 	if err := parent.PutProposal(mkProp("sp", "x", 4, StatePending, "eve")); !errors.Is(err, ErrBatchDone) {
 		t.Fatalf("PutProposal after Handoff: %v, want ErrBatchDone", err)
 	}
 	if err := s.NewBatch().Handoff(); !errors.Is(err, ErrPending) {
 		t.Fatalf("second Handoff: %v, want ErrPending", err)
-	}
-	if err := snap.Handoff(); !errors.Is(err, ErrPending) && !errors.Is(err, ErrReadOnly) {
-		t.Fatalf("snapshot Handoff: %v, want ErrReadOnly", err)
 	}
 
 	child := s.NewBatch()
@@ -70,8 +64,8 @@ func TestStoreHandoffReadsThroughPendingBatch(t *testing.T) {
 		t.Fatalf("child reads stats: %+v, %v", cs, err)
 	}
 	// Committed readers see none of it yet.
-	if sp, err := snap.Proposal("sp", "old"); err != nil || sp.State != StatePending {
-		t.Fatalf("snapshot reads old as %+v, %v: want the committed pending version", sp, err)
+	if sp, err := s.Get("sp", "old"); err != nil || sp.State != StatePending {
+		t.Fatalf("store Get of old as %+v, %v: want the committed pending version", sp, err)
 	}
 	if _, err := s.Get("sp", "new"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("store Get of new before the commit: %v, want ErrNotFound", err)
@@ -192,22 +186,25 @@ func TestStoreHandoffTiesLaterBatches(t *testing.T) {
 		}
 	})
 	t.Run("order", func(t *testing.T) {
-		s, p, c := pendingAndBlindChild(t)
-		done := make(chan error, 1)
-		go func() { done <- c.Commit(3) }()
-		// c must wait for p's commit, not overtake it. A store that lets
-		// it through lands it in milliseconds; a correct one never does,
-		// so this cannot fail spuriously.
-		select {
-		case err := <-done:
-			t.Fatalf("a batch made while another was pending committed first (%v)", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-		must(t, p.Commit(2)) // ErrStaleCommit had c landed first
-		must(t, <-done)
-		if s.AppliedSeq() != 3 {
-			t.Fatalf("checkpoint %d, want 3", s.AppliedSeq())
-		}
+		// In a synctest bubble (the store's goroutines too): once every
+		// goroutine is blocked, c's Commit must be waiting for p's, not
+		// done.
+		synctest.Test(t, func(t *testing.T) {
+			s, p, c := pendingAndBlindChild(t)
+			done := make(chan error, 1)
+			go func() { done <- c.Commit(3) }()
+			synctest.Wait()
+			select {
+			case err := <-done:
+				t.Fatalf("a batch made while another was pending committed first (%v)", err)
+			default:
+			}
+			must(t, p.Commit(2)) // ErrStaleCommit had c landed first
+			must(t, <-done)
+			if s.AppliedSeq() != 3 {
+				t.Fatalf("checkpoint %d, want 3", s.AppliedSeq())
+			}
+		})
 	})
 }
 

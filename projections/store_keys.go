@@ -24,15 +24,25 @@ import (
 // that they sort numerically; "^seq" is the bitwise complement of a sequence,
 // so that an ascending scan yields the highest (newest) sequence first.
 //
+//	0x00 "stream"                              → the stream identity (store_meta.go; not part of the fold)
 //	0x01 "checkpoint"                          → seq (8 B BE): last applied stream sequence
-//	'S' space                                  → "" : the space has data (Spaces)
-//	'P' space id                               → JSON Proposal
-//	'H' space key seq                          → JSON HistoryEntry (History is one prefix scan)
-//	'E' space eventID                          → JSON EventRef
-//	'O' space target                           → JSON []Orphan (the waiting list of target)
-//	'T' space                                  → JSON Stats
-//	'I' space kind [value] ^createdSeq id      → created_at (8 B, unix nanos, sign-flipped)
+//	'C' seq space id                           → JSON Change (the change index, store_changes.go)
 //	'D' deadline space id                      → "" : pending proposals with expires_at
+//	'E' space eventID                          → JSON EventRef
+//	'F' space key                              → decimal count of history entries filed under key
+//	                                             while it named no proposal (store_aux.go)
+//	'G' space seq                              → JSON Gap: a bridge's recording gap (store_gaps.go)
+//	'H' space key seq                          → JSON HistoryEntry (History is one prefix scan)
+//	'I' space kind [value] ^createdSeq id      → created_at (8 B, unix nanos, sign-flipped)
+//	'O' space target                           → JSON []Orphan (the waiting list of target)
+//	'P' space id                               → JSON Proposal
+//	'S' space                                  → "" : the space has data (Spaces)
+//	'T' space                                  → JSON Stats
+//	'V' space id+"\x00"+digest                 → decimal seq: a superseded version of a reused id (store_gaps.go)
+//	'X' space seq                              → JSON ParkedEvent: an orphan event's bytes, stored once (store_aux.go)
+//
+// Sequences in 'G' and 'X' keys are 8-byte big-endian strings written as
+// escaped components (parkedID); in 'C' keys a plain 8-byte prefix.
 //
 // Index kinds ('I'): 'a' all proposals of the space (no value component),
 // 's' state, 'p' proposer, 't' target (one entry per distinct `to` member
@@ -47,14 +57,19 @@ import (
 // unix-nanosecond range (years 1677..2262).
 const (
 	tagCheckpoint = 0x01
-	tagSpace      = 'S'
-	tagProposal   = 'P'
-	tagHistory    = 'H'
-	tagEventRef   = 'E'
-	tagOrphans    = 'O'
-	tagStats      = 'T'
-	tagIndex      = 'I'
+	tagChange     = 'C'
 	tagDeadline   = 'D'
+	tagEventRef   = 'E'
+	tagFiled      = 'F'
+	tagGap        = 'G'
+	tagHistory    = 'H'
+	tagIndex      = 'I'
+	tagOrphans    = 'O'
+	tagProposal   = 'P'
+	tagSpace      = 'S'
+	tagStats      = 'T'
+	tagVersion    = 'V'
+	tagParked     = 'X'
 )
 
 // Index kinds.

@@ -16,11 +16,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -661,7 +663,7 @@ func TestStoreListCursorStableUnderAppends(t *testing.T) {
 	}
 }
 
-// --- history, spaces, snapshots ---------------------------------------------
+// --- history, spaces ---------------------------------------------------------
 
 func TestStoreHistoryOrderAndIsolation(t *testing.T) {
 	s := openMemStore(t)
@@ -697,46 +699,6 @@ func TestStoreHistoryOrderAndIsolation(t *testing.T) {
 	if !slices.Equal(sp, []string{"sp", "sp\x00"}) {
 		t.Fatalf("Spaces = %q", sp)
 	}
-}
-
-func TestStoreSnapshotIsReadOnlyAndPointInTime(t *testing.T) {
-	s := openMemStore(t)
-	putAll(t, s, 1, mkProp("sp", "a", 1, StatePending, "x"))
-	before := dump(t, s)
-	snap, err := s.Snapshot()
-	must(t, err)
-	putAll(t, s, 2, mkProp("sp", "b", 2, StatePending, "x"))
-	if p, _ := snap.Proposal("sp", "b"); p != nil {
-		t.Fatal("snapshot sees a later commit")
-	}
-	a, _ := snap.Proposal("sp", "a")
-	a = a.Clone()
-	a.State = StateWithdrawn
-	must(t, snap.PutProposal(a))
-	if p, _ := snap.Proposal("sp", "a"); p.State != StateWithdrawn {
-		t.Fatal("snapshot lost its own write")
-	}
-	if err := snap.Commit(3); !errors.Is(err, ErrReadOnly) {
-		t.Fatalf("snapshot Commit = %v", err)
-	}
-	if p, _ := snap.Proposal("sp", "a"); p == nil || p.State != StateWithdrawn {
-		t.Fatal("snapshot unusable after a refused commit")
-	}
-	must(t, snap.Close())
-	if p, _ := s.Get("sp", "a"); p.State != StatePending {
-		t.Fatal("snapshot wrote to the store")
-	}
-	if s.AppliedSeq() != 2 || dump(t, s) == before {
-		t.Fatal("unexpected store state")
-	}
-	// A snapshot left open is released by Close.
-	snap2, err := s.Snapshot()
-	must(t, err)
-	must(t, s.Close())
-	if _, err := snap2.Proposal("sp", "zzz"); !errors.Is(err, ErrClosed) {
-		t.Fatalf("snapshot read after store close: %v", err)
-	}
-	must(t, snap2.Close())
 }
 
 // --- determinism -------------------------------------------------------------
@@ -814,45 +776,66 @@ func TestStoreDigestIndependentOfWriteOrderAndBatching(t *testing.T) {
 
 // --- waiting and closing -------------------------------------------------------
 
+// TestCheckpointWait: a waiter wakes at the commit that reaches its
+// sequence (not at an earlier one), at its context's deadline, and at
+// close. In a synctest bubble: "not woken" is checked once every
+// goroutine is blocked, and the deadline passes on the bubble's clock.
+func TestCheckpointWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCheckpoint()
+		ctx := context.Background()
+		must(t, c.wait(ctx, 0)) // already there
+
+		done := make(chan error, 1)
+		go func() { done <- c.wait(ctx, 3) }()
+		c.publish(2)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("woke at seq 2: %v", err)
+		default:
+		}
+		c.publish(3)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			must(t, err)
+		default:
+			t.Fatal("wait did not wake on the commit of its sequence")
+		}
+
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if err := c.wait(cctx, 10); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 30*time.Millisecond {
+			t.Fatalf("wait with a 30ms timeout = %v after %v", err, time.Since(start))
+		}
+
+		go func() { done <- c.wait(ctx, 100) }()
+		synctest.Wait()
+		c.close()
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Fatalf("wait on close = %v", err)
+		}
+	})
+}
+
+// TestStoreWaitApplied: WaitApplied is the checkpoint's wait on the
+// store's commits: it wakes at a commit, and returns ErrClosed once the
+// store is closed.
 func TestStoreWaitApplied(t *testing.T) {
 	s := openMemStore(t)
 	ctx := context.Background()
-	must(t, s.WaitApplied(ctx, 0)) // already there
-
+	must(t, s.WaitApplied(ctx, 0))
 	done := make(chan error, 1)
 	go func() { done <- s.WaitApplied(ctx, 3) }()
 	mustCommit(t, s.NewBatch(), 2)
-	select {
-	case err := <-done:
-		t.Fatalf("woke at seq 2: %v", err)
-	case <-time.After(50 * time.Millisecond):
-	}
 	mustCommit(t, s.NewBatch(), 3)
-	select {
-	case err := <-done:
-		must(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("WaitApplied did not wake on commit")
-	}
-
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	err := s.WaitApplied(cctx, 10)
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
-		t.Fatalf("WaitApplied with timeout = %v after %v", err, time.Since(start))
-	}
-
+	must(t, <-done)
 	go func() { done <- s.WaitApplied(ctx, 100) }()
-	time.Sleep(20 * time.Millisecond)
 	must(t, s.Close())
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrClosed) {
-			t.Fatalf("WaitApplied on close = %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("WaitApplied did not wake on close")
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitApplied on close = %v", err)
 	}
 }
 
@@ -871,7 +854,6 @@ func TestStoreCloseTwiceAndUseAfterClose(t *testing.T) {
 	_, checks["DueExpiries"] = s.DueExpiries(t0, 1)
 	checks["Dump"] = s.Dump(&bytes.Buffer{})
 	_, checks["Digest"] = s.Digest()
-	_, checks["Snapshot"] = s.Snapshot()
 	_, checks["Batch.Proposal"] = b.Proposal("sp", "a")
 	checks["WaitApplied"] = s.WaitApplied(context.Background(), 5)
 	for name, err := range checks {
@@ -1356,11 +1338,11 @@ func TestValueSeparation(t *testing.T) {
 		subj := subjects.Event{Space: "sp", Key: p.ID, Type: string(ledger.TypeFulfil), Sender: "bob"}.String()
 		evs = append(evs, Event{Seq: uint64(51 + i), Time: t0, Subject: subj, Raw: []byte(raw)})
 	}
-	decodeAll(evs)
-	if pr := evs[0].pre; pr.serr != nil || pr.derr != nil {
-		t.Fatalf("test event: %v %v", pr.serr, pr.derr)
+	fold.DecodeAll(evs)
+	if _, _, ok := evs[0].Decoded(); !ok {
+		t.Fatal("test event does not decode")
 	}
-	if err := b.prefetch(evs); err != nil {
+	if err := b.Prefetch(evs); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range ps {

@@ -77,9 +77,6 @@ func (f *writtenFilter) mayExist(k writtenKey) bool {
 // noteWrite adds k to the store's filter, if it has one, before b writes
 // it; a full filter is dropped.
 func (b *Batch) noteWrite(kind int, space, id string) {
-	if b.readOnly {
-		return // a snapshot's writes never reach Pebble
-	}
 	if f := b.s.written.Load(); f != nil && !f.add(writtenKey{kind, space, id}) {
 		b.s.written.CompareAndSwap(f, nil)
 	}

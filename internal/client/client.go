@@ -26,7 +26,7 @@ import (
 
 	pub "github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/model"
 )
 
 // DefaultAPI is the API address of a default `ledger serve`.
@@ -138,12 +138,12 @@ func decode(what string, raw []byte, out any) error {
 }
 
 // Get returns a proposal and its JSON exactly as the API sent it.
-func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*projections.Proposal, []byte, error) {
+func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*model.Proposal, []byte, error) {
 	raw, err := c.pc.GetRaw(ctx, id, ro.public())
 	if err != nil {
 		return nil, nil, apiErr(err)
 	}
-	var p projections.Proposal
+	var p model.Proposal
 	if err := decode("proposal", raw, &p); err != nil {
 		return nil, nil, err
 	}
@@ -190,12 +190,12 @@ func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*wire.
 }
 
 // Stats returns the statistics of a space and their JSON as sent.
-func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*projections.Stats, []byte, error) {
+func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*model.Stats, []byte, error) {
 	raw, err := c.pc.StatsRaw(ctx, ro.public())
 	if err != nil {
 		return nil, nil, apiErr(err)
 	}
-	st := projections.NewStats()
+	st := model.NewStats()
 	if err := decode("stats", raw, st); err != nil {
 		return nil, nil, err
 	}

@@ -1,10 +1,10 @@
 package wire
 
-import "github.com/mewledger/ledger/projections"
+import "github.com/mewledger/ledger/projections/model"
 
 // Gaps is the body of GET /v1/gaps: the recording gaps of a space's
 // bridges, oldest first (SPEC §7, §14). NextCursor is "" on the last page.
 type Gaps struct {
-	Gaps       []projections.Gap `json:"gaps"`
-	NextCursor string            `json:"next_cursor,omitempty"`
+	Gaps       []model.Gap `json:"gaps"`
+	NextCursor string      `json:"next_cursor,omitempty"`
 }

@@ -3,7 +3,7 @@ package wire
 import (
 	"time"
 
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/model"
 )
 
 // Error codes of the online operations (SPEC §9) and as-of reads.
@@ -54,7 +54,7 @@ type VerifyResult struct {
 	// Digest is the projection's digest when OK.
 	Digest string `json:"digest,omitempty"`
 	// Difference is the first difference when not OK.
-	Difference *projections.Difference `json:"difference,omitempty"`
+	Difference *model.Difference `json:"difference,omitempty"`
 	// Message describes the difference for a person.
 	Message string `json:"message,omitempty"`
 }

@@ -3,8 +3,8 @@
 // The server packages (api, submit) and the client package share these
 // types, so both ends of every exchange agree on field names.
 //
-// Read responses embed the projection's own types (projections.Proposal,
-// projections.HistoryEntry, projections.Stats): the proposal object of the
+// Read responses embed the projection's own records (projections/model:
+// Proposal, HistoryEntry, Stats): the proposal object of the
 // API is exactly the projection's record.
 package wire
 
@@ -14,7 +14,7 @@ import (
 	"fmt"
 
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/model"
 )
 
 // Error codes of the API and the submit service, besides the refusal codes
@@ -100,15 +100,15 @@ func FromResult(r ledger.Result) AppendResult {
 
 // History is GET /v1/proposals/{id}/history.
 type History struct {
-	ID     string                     `json:"id"`
-	Space  string                     `json:"space"`
-	Events []projections.HistoryEntry `json:"events"`
+	ID     string               `json:"id"`
+	Space  string               `json:"space"`
+	Events []model.HistoryEntry `json:"events"`
 }
 
 // List is GET /v1/proposals.
 type List struct {
-	Proposals  []*projections.Proposal `json:"proposals"`
-	NextCursor string                  `json:"next_cursor"`
+	Proposals  []*model.Proposal `json:"proposals"`
+	NextCursor string            `json:"next_cursor"`
 }
 
 // Status is GET /v1/status.

@@ -1,7 +1,7 @@
-package projections
+package fold
 
 import (
-	"errors"
+	"github.com/mewledger/ledger/projections/model"
 	"time"
 
 	"github.com/mewledger/ledger/ledger"
@@ -57,25 +57,17 @@ type ParkedEvent struct {
 	Flags EventFlags `json:"flags,omitempty"`
 }
 
-// Errors of this package.
-var (
-	// ErrNotFound is returned by reads of a proposal or history that does
-	// not exist.
-	ErrNotFound = errors.New("projections: not found")
-	// ErrClosed is returned by operations on a closed store or projector.
-	ErrClosed = errors.New("projections: closed")
-)
-
 // State is what the fold reads and writes: a transactional view of the
 // projection. Implementations: [MemState] (tests, point-in-time queries) and
-// the Pebble store's batch overlay. Reads must return the latest value
+// the Pebble store's batch (package projections), which also implements
+// the optional [Prefetcher] and [StatsMutator]. Reads must return the latest value
 // written through the same State (read-your-writes); getters return nil (and
 // no error) for absent records, and callers may mutate what they get only
 // after cloning (the fold always Puts a modified copy). Errors are storage
 // failures only; the fold aborts the batch on any error.
 type State interface {
-	Proposal(space, id string) (*Proposal, error)
-	PutProposal(p *Proposal) error
+	Proposal(space, id string) (*model.Proposal, error)
+	PutProposal(p *model.Proposal) error
 	EventRef(space, id string) (*EventRef, error)
 	PutEventRef(space, id string, r *EventRef) error
 	// Orphans returns the events waiting for target, in sequence order.
@@ -92,12 +84,12 @@ type State interface {
 	// under key while it named no proposal; PutFiled sets it (0 deletes).
 	Filed(space, key string) (int, error)
 	PutFiled(space, key string, n int) error
-	PutHistory(space, key string, h *HistoryEntry) error
+	PutHistory(space, key string, h *model.HistoryEntry) error
 	DeleteHistory(space, key string, seq uint64) error
-	Stats(space string) (*Stats, error)
-	PutStats(space string, s *Stats) error
+	Stats(space string) (*model.Stats, error)
+	PutStats(space string, s *model.Stats) error
 	// PutGap records a recording gap of a bridge under (space, g.Seq).
-	PutGap(space string, g *Gap) error
+	PutGap(space string, g *model.Gap) error
 	// Version returns the sequence of an earlier event of the space that
 	// had id and digest and was since superseded in the event index by a
 	// different event reusing its id (SPEC §5.2), 0 when none; PutVersion

@@ -4,93 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/subjects"
 )
-
-// prepared is what Prepare worked out of an event ahead of Apply: its
-// subject and its decoding, exactly as arrive would compute them.
-type prepared struct {
-	subj subjects.Event
-	serr error
-	d    *ledger.Decoded
-	derr error
-}
-
-// decodeEvent parses ev's subject and decodes its envelope, as arrive does.
-// It is pure.
-func decodeEvent(ev *Event) *prepared {
-	pr := &prepared{}
-	pr.subj, pr.serr = subjects.ParseEvent(ev.Subject)
-	if pr.serr != nil {
-		return pr // arrive does not decode an event with a bad subject
-	}
-	pr.d, pr.derr = ledger.Decode(ev.Raw, ledger.DecodeOptions{Now: ev.Time.UTC()})
-	return pr
-}
-
-// minParallelDecode is the batch size from which Prepare decodes on
-// several goroutines.
-const minParallelDecode = 64
-
-// Prepare readies evs, which are about to be applied to st in this order,
-// for a fast fold. It decodes them (on up to GOMAXPROCS goroutines:
-// decoding is pure, and Apply reuses the result kept in each Event); when
-// st is a store [Batch], it then reads into the batch's overlay, in key
-// order with one Pebble iterator, the records their fold will look up
-// first: the event ref of each envelope id, the proposal (and filed count)
-// each event is about, and in a second pass the proposals of the
-// fulfilments that responses name. Point reads in key order cost a third
-// of random ones, and the fold then finds them in memory. Records that the
-// store's written filter rules out are not read at all (see writtenFilter).
-//
-// Prepare changes nothing the fold computes: Apply of a prepared event
-// returns and writes exactly what Apply of the unprepared one would (the
-// data-driven fold tests run both ways). Records already in the overlay are
-// left alone. Prepare must be called before any of evs is applied to st;
-// evs are modified in place. It returns the batch's read errors
-// (ErrBatchDone, ErrClosed, storage errors).
-func (f *Folder) Prepare(st State, evs []Event) error {
-	decodeAll(evs)
-	if b, ok := st.(*Batch); ok {
-		return b.prefetch(evs)
-	}
-	return nil
-}
-
-// decodeAll sets evs[i].pre for every event that has none.
-func decodeAll(evs []Event) {
-	workers := runtime.GOMAXPROCS(0)
-	if len(evs) < minParallelDecode || workers < 2 {
-		for i := range evs {
-			if evs[i].pre == nil {
-				evs[i].pre = decodeEvent(&evs[i])
-			}
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (len(evs) + workers - 1) / workers
-	for lo := 0; lo < len(evs); lo += chunk {
-		part := evs[lo:min(lo+chunk, len(evs))]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range part {
-				if part[i].pre == nil {
-					part[i].pre = decodeEvent(&part[i])
-				}
-			}
-		}()
-	}
-	wg.Wait()
-}
 
 // Prefetched record kinds.
 const (
@@ -137,10 +57,16 @@ func (buf *prefetchBuf) put() {
 	prefetchBufs.Put(buf)
 }
 
-// prefetch loads into the overlay the records the fold of evs reads first
-// (see Prepare), in key order. A second pass loads the proposals of the
-// fulfilments that responses name, once the first has read their event refs.
-func (b *Batch) prefetch(evs []Event) error {
+// Prefetch implements [fold.Prefetcher]: it loads into the overlay, in key
+// order with one Pebble iterator, the records the fold of evs reads first:
+// the event ref of each envelope id, the proposal (and filed count) each
+// event is about, and in a second pass the proposals of the fulfilments that
+// responses name, once the first has read their event refs. Only events
+// already decoded ([fold.DecodeAll]) are looked at. Records that the store's
+// written filter rules out are not read at all (see writtenFilter); records
+// already in the overlay are left alone. It returns the batch's read errors
+// (ErrBatchDone, ErrClosed, storage errors).
+func (b *Batch) Prefetch(evs []Event) error {
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -159,7 +85,7 @@ func (b *Batch) prefetch(evs []Event) error {
 func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 	buf.reset()
 	keys, a := buf.keys, &buf.a
-	var pending *Batch // the handed-off batch, read under pendMu
+	var pending *Batch // the handed-off batch, read under the handoff lock
 	add := func(kind int, space, id string) {
 		k := spaceID{space, id}
 		switch kind {
@@ -167,7 +93,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 			if _, ok := b.props[k]; ok {
 				return
 			}
-			if !b.readOnly && b.s.recentProposal(k) != nil {
+			if b.s.recent.get(k) != nil {
 				return // Proposal takes it from there
 			}
 		case preRef:
@@ -183,7 +109,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 			// Absent, without a read (most keys: new ids).
 			switch kind {
 			case preProposal:
-				b.props[k] = &propSlot{origKnown: true}
+				b.props[k] = knownProp(nil, nil)
 			case preRef:
 				b.refs[k] = &refSlot{}
 			case preFiled:
@@ -198,18 +124,15 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 		a.b = appendSpaceID(a.b, preTags[kind], space, id)
 		keys = append(keys, preKey{kind: kind, k: k, key: a.take(st)})
 	}
-	if !b.readOnly {
-		b.s.pendMu.RLock()
-		if p := b.s.pending; p != b {
-			pending = p
-		}
+	b.s.handoff.mu.RLock()
+	if p := b.s.handoff.pending; p != b {
+		pending = p
 	}
 	for i := range evs {
-		pr := evs[i].pre
-		if pr == nil || pr.serr != nil || pr.derr != nil {
+		space, d, ok := evs[i].Decoded()
+		if !ok {
 			continue // rare paths read what they need themselves
 		}
-		space, d := pr.subj.Space, pr.d
 		if pass == 2 {
 			if d.Type != ledger.TypeResponse {
 				continue
@@ -239,9 +162,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 			}
 		}
 	}
-	if !b.readOnly {
-		b.s.pendMu.RUnlock()
-	}
+	b.s.handoff.mu.RUnlock()
 	buf.keys = keys
 	if len(keys) == 0 {
 		return nil
@@ -294,7 +215,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 		pk := &keys[i]
 		switch pk.kind {
 		case preProposal:
-			sl := &propSlot{origKnown: true}
+			sl := knownProp(nil, nil)
 			if pk.ok {
 				sl.cur, sl.orig = pk.p, pk.p.Clone()
 			}
@@ -302,7 +223,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 		case preRef:
 			b.refs[pk.k] = &refSlot{cur: pk.r}
 		case preFiled:
-			b.aux[auxID{tagFiled, pk.k.space, pk.k.id}] = &auxSlot{cur: pk.val}
+			b.aux[auxID{tagFiled, pk.k.space, pk.k.id}] = &auxSlot{slot: slot[[]byte]{cur: pk.val}}
 		}
 	}
 	return nil

@@ -1,0 +1,319 @@
+package fold
+
+import (
+	"encoding/json"
+	"fmt"
+	"github.com/mewledger/ledger/projections/model"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// MemState is an in-memory State: the fold's reference store for tests and
+// for throw-away folds. It is not safe for concurrent use. Records it returns
+// must not be mutated by callers (the fold clones before changing).
+type MemState struct {
+	proposals map[string]*model.Proposal
+	refs      map[string]*EventRef
+	orphans   map[string][]Orphan
+	parked    map[string]*ParkedEvent
+	filed     map[string]int
+	history   map[string]map[uint64]model.HistoryEntry
+	stats     map[string]*model.Stats
+	gaps      map[string][]model.Gap // by space, in the order written (stream order)
+	versions  map[string]uint64
+}
+
+// NewMemState returns an empty MemState.
+func NewMemState() *MemState {
+	return &MemState{
+		proposals: map[string]*model.Proposal{},
+		refs:      map[string]*EventRef{},
+		orphans:   map[string][]Orphan{},
+		parked:    map[string]*ParkedEvent{},
+		filed:     map[string]int{},
+		history:   map[string]map[uint64]model.HistoryEntry{},
+		stats:     map[string]*model.Stats{},
+		gaps:      map[string][]model.Gap{},
+		versions:  map[string]uint64{},
+	}
+}
+
+func mk(space, id string) string { return space + "\x00" + id }
+
+// Proposal implements State.
+func (m *MemState) Proposal(space, id string) (*model.Proposal, error) {
+	return m.proposals[mk(space, id)], nil
+}
+
+// PutProposal implements State.
+func (m *MemState) PutProposal(p *model.Proposal) error {
+	m.proposals[mk(p.Space, p.ID)] = p
+	return nil
+}
+
+// EventRef implements State.
+func (m *MemState) EventRef(space, id string) (*EventRef, error) { return m.refs[mk(space, id)], nil }
+
+// PutEventRef implements State.
+func (m *MemState) PutEventRef(space, id string, r *EventRef) error {
+	m.refs[mk(space, id)] = r
+	return nil
+}
+
+// Orphans implements State.
+func (m *MemState) Orphans(space, target string) ([]Orphan, error) {
+	return m.orphans[mk(space, target)], nil
+}
+
+// PutOrphans implements State.
+func (m *MemState) PutOrphans(space, target string, o []Orphan) error {
+	if len(o) == 0 {
+		delete(m.orphans, mk(space, target))
+		return nil
+	}
+	m.orphans[mk(space, target)] = o
+	return nil
+}
+
+func parkKey(space string, seq uint64) string { return fmt.Sprintf("%s\x00%020d", space, seq) }
+
+// Parked implements State.
+func (m *MemState) Parked(space string, seq uint64) (*ParkedEvent, error) {
+	return m.parked[parkKey(space, seq)], nil
+}
+
+// PutParked implements State.
+func (m *MemState) PutParked(space string, seq uint64, p *ParkedEvent) error {
+	if p == nil {
+		delete(m.parked, parkKey(space, seq))
+		return nil
+	}
+	m.parked[parkKey(space, seq)] = p
+	return nil
+}
+
+// Filed implements State.
+func (m *MemState) Filed(space, key string) (int, error) { return m.filed[mk(space, key)], nil }
+
+// PutFiled implements State.
+func (m *MemState) PutFiled(space, key string, n int) error {
+	if n <= 0 {
+		delete(m.filed, mk(space, key))
+		return nil
+	}
+	m.filed[mk(space, key)] = n
+	return nil
+}
+
+// PutHistory implements State.
+func (m *MemState) PutHistory(space, key string, h *model.HistoryEntry) error {
+	k := mk(space, key)
+	if m.history[k] == nil {
+		m.history[k] = map[uint64]model.HistoryEntry{}
+	}
+	m.history[k][h.Seq] = *h
+	return nil
+}
+
+// DeleteHistory implements State.
+func (m *MemState) DeleteHistory(space, key string, seq uint64) error {
+	k := mk(space, key)
+	delete(m.history[k], seq)
+	if len(m.history[k]) == 0 {
+		delete(m.history, k)
+	}
+	return nil
+}
+
+// Stats implements State.
+func (m *MemState) Stats(space string) (*model.Stats, error) { return m.stats[space], nil }
+
+// PutStats implements State.
+func (m *MemState) PutStats(space string, s *model.Stats) error {
+	m.stats[space] = s
+	return nil
+}
+
+// PutGap implements State.
+func (m *MemState) PutGap(space string, g *model.Gap) error {
+	m.gaps[space] = append(m.gaps[space], *g)
+	return nil
+}
+
+// Version implements State.
+func (m *MemState) Version(space, id, digest string) (uint64, error) {
+	return m.versions[mk(space, id+"\x00"+digest)], nil
+}
+
+// PutVersion implements State.
+func (m *MemState) PutVersion(space, id, digest string, seq uint64) error {
+	m.versions[mk(space, id+"\x00"+digest)] = seq
+	return nil
+}
+
+// Gaps returns the recording gaps of a space, oldest first.
+func (m *MemState) Gaps(space string) []model.Gap {
+	out := slices.Clone(m.gaps[space])
+	slices.SortFunc(out, func(a, b model.Gap) int { return cmpUint(a.Seq, b.Seq) })
+	return out
+}
+
+// History returns the entries filed under key, in sequence order.
+func (m *MemState) History(space, key string) []model.HistoryEntry {
+	hs := m.history[mk(space, key)]
+	out := make([]model.HistoryEntry, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b model.HistoryEntry) int { return cmpUint(a.Seq, b.Seq) })
+	return out
+}
+
+// Proposals returns every proposal of a space ordered by CreatedSeq.
+func (m *MemState) Proposals(space string) []*model.Proposal {
+	var out []*model.Proposal
+	for k, p := range m.proposals {
+		if strings.HasPrefix(k, space+"\x00") {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *model.Proposal) int { return cmpUint(a.CreatedSeq, b.CreatedSeq) })
+	return out
+}
+
+// HistoryKeys returns every key that has history in a space, sorted.
+func (m *MemState) HistoryKeys(space string) []string {
+	var out []string
+	for k := range m.history {
+		if rest, ok := strings.CutPrefix(k, space+"\x00"); ok {
+			out = append(out, rest)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// WaitingOrphans returns the number of events waiting in a space.
+func (m *MemState) WaitingOrphans(space string) int {
+	n := 0
+	for k, o := range m.orphans {
+		if strings.HasPrefix(k, space+"\x00") {
+			n += len(o)
+		}
+	}
+	return n
+}
+
+// Dump renders every record of m, one a line, in a fixed order (by record
+// kind, then key): two MemStates that dump equal hold the same records.
+// It is for tests comparing folds.
+func (m *MemState) Dump() string {
+	var b strings.Builder
+	keys := func(n int, each func(func(string))) []string {
+		out := make([]string, 0, n)
+		each(func(k string) { out = append(out, k) })
+		slices.Sort(out)
+		return out
+	}
+	enc := func(v any) string { j, _ := json.Marshal(v); return string(j) }
+	for _, k := range keys(len(m.proposals), func(f func(string)) {
+		for k := range m.proposals {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "P %q %s\n", k, enc(m.proposals[k]))
+	}
+	for _, k := range keys(len(m.refs), func(f func(string)) {
+		for k := range m.refs {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "E %q %s\n", k, enc(m.refs[k]))
+	}
+	for _, k := range keys(len(m.orphans), func(f func(string)) {
+		for k := range m.orphans {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "O %q %s\n", k, enc(m.orphans[k]))
+	}
+	for _, k := range keys(len(m.history), func(f func(string)) {
+		for k := range m.history {
+			f(k)
+		}
+	}) {
+		space, key, _ := strings.Cut(k, "\x00")
+		fmt.Fprintf(&b, "H %q %s\n", k, enc(m.History(space, key)))
+	}
+	for _, k := range keys(len(m.parked), func(f func(string)) {
+		for k := range m.parked {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "X %q %s\n", k, enc(m.parked[k]))
+	}
+	for _, k := range keys(len(m.filed), func(f func(string)) {
+		for k := range m.filed {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "F %q %d\n", k, m.filed[k])
+	}
+	for _, k := range keys(len(m.gaps), func(f func(string)) {
+		for k := range m.gaps {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "G %q %s\n", k, enc(m.Gaps(k)))
+	}
+	for _, k := range keys(len(m.stats), func(f func(string)) {
+		for k := range m.stats {
+			f(k)
+		}
+	}) {
+		fmt.Fprintf(&b, "S %q %s\n", k, enc(m.stats[k]))
+	}
+	return b.String()
+}
+
+// Spaces returns, sorted, every space m holds a proposal, event ref,
+// waiting list, history entry, statistics or gap of.
+func (m *MemState) Spaces() []string {
+	set := map[string]bool{}
+	for _, keys := range [][]string{slices.Collect(maps.Keys(m.proposals)), slices.Collect(maps.Keys(m.refs)),
+		slices.Collect(maps.Keys(m.orphans)), slices.Collect(maps.Keys(m.history))} {
+		for _, k := range keys {
+			sp, _, _ := strings.Cut(k, "\x00")
+			set[sp] = true
+		}
+	}
+	for sp := range m.stats {
+		set[sp] = true
+	}
+	for sp := range m.gaps {
+		set[sp] = true
+	}
+	out := make([]string, 0, len(set))
+	for sp := range set {
+		out = append(out, sp)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// EventRefs returns the event-id index entries of a space, by id.
+func (m *MemState) EventRefs(space string) []*EventRef {
+	var ids []string
+	for k := range m.refs {
+		if id, ok := strings.CutPrefix(k, space+"\x00"); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]*EventRef, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, m.refs[mk(space, id)])
+	}
+	return out
+}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/model"
 )
 
 const (
@@ -35,7 +35,7 @@ func TestClient(t *testing.T) {
 	ro := client.ReadOptions{MinSeq: res[0].Seq}
 	// An id with a space, a slash and unicode survives the URL path.
 	p, raw, err := c.Get(ctx, "p 1/ü", ro)
-	if err != nil || p.State != projections.StateRejected || len(raw) == 0 {
+	if err != nil || p.State != model.StateRejected || len(raw) == 0 {
 		t.Fatalf("get: %+v %v", p, err)
 	}
 	h, _, err := c.History(ctx, "p 1/ü", ro)

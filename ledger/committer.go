@@ -371,8 +371,9 @@ func (c *committer) gather() {
 			// The queue is empty. A group too small for an atomic batch
 			// does not overtake the batches in flight: it waits for them
 			// (growing meanwhile), since its plain messages would cost
-			// the server an fsync each ahead of them.
-			small := len(b.items) < c.o.MinAtomic && len(c.window) > 1
+			// the server an fsync each ahead of them. (Unless no group is
+			// ever atomic: NeverAtomic pipelines plain groups.)
+			small := c.o.MinAtomic <= c.o.MaxBatch && len(b.items) < c.o.MinAtomic && len(c.window) > 1
 			lingering := !lingerd && c.o.Linger > 0 && len(b.items) < want
 			if !small && !lingering {
 				break

@@ -200,6 +200,7 @@ type batch struct {
 	solo  bool           // one envelope sent recently: published on its own
 	sent  time.Time      // when it was sent: its acks are awaited until sent + AckTimeout
 	plain bool           // fewer than MinAtomic: plain messages, one reply each
+	keys  []string       // plain: each member's key in waiting
 }
 
 // committer gathers submitted appends into JetStream atomic batches
@@ -691,18 +692,18 @@ func (c *committer) sendPlain(b *batch) {
 	b.plain = true
 	n := len(b.items)
 	b.reply = make(chan *nats.Msg, n)
-	keys := make([]string, n)
+	b.keys = make([]string, n)
 	c.mu.Lock()
 	for i := range n {
-		keys[i] = b.id + "-" + strconv.Itoa(i)
-		c.waiting[keys[i]] = b.reply
+		b.keys[i] = b.id + "-" + strconv.Itoa(i)
+		c.waiting[b.keys[i]] = b.reply
 	}
 	c.mu.Unlock()
 	for i, pd := range b.items {
 		m := c.a.msg(pd.p)
 		m.Header.Set(jetstream.MsgIDHeader, pd.p.MsgID)
 		m.Header.Set(jetstream.ExpectedStreamHeader, subjects.StreamName)
-		m.Reply = c.inbox + "." + keys[i]
+		m.Reply = c.inbox + "." + b.keys[i]
 		if err := c.nc.PublishMsg(m); err != nil {
 			b.err = err
 			break
@@ -734,12 +735,27 @@ func (c *committer) finishPlain(b *batch, attempts int) {
 		t.Stop()
 	}
 	c.mu.Lock()
-	for i := range n {
-		delete(c.waiting, b.id+"-"+strconv.Itoa(i))
+	for _, k := range b.keys {
+		delete(c.waiting, k)
 	}
 	c.mu.Unlock()
-	ctx, cancel := c.ctx()
-	defer cancel()
+	// The context of fallbacks and duplicate checks, made only when one
+	// is needed (most groups need none).
+	var (
+		fctx   context.Context
+		cancel context.CancelFunc
+	)
+	ctxFor := func() context.Context {
+		if fctx == nil {
+			fctx, cancel = c.ctx()
+		}
+		return fctx
+	}
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	for i, pd := range b.items {
 		var ack struct {
 			Stream    string              `json:"stream"`
@@ -766,14 +782,14 @@ func (c *committer) finishPlain(b *batch, attempts int) {
 					Err: fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, attempts, err)})
 				continue
 			}
-			r := c.a.publishOne(ctx, pd.p)
+			r := c.a.publishOne(ctxFor(), pd.p)
 			r.Attempts += attempts
 			c.resolve(pd, r)
 			continue
 		}
 		r := Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: ack.Seq, Duplicate: ack.Duplicate}
 		if r.Duplicate {
-			r = c.a.verify(ctx, pd.p, r)
+			r = c.a.verify(ctxFor(), pd.p, r)
 		} else {
 			c.plain.Add(1)
 		}

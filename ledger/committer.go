@@ -344,12 +344,12 @@ func (c *committer) gather() {
 			size += len(pd.p.Raw)
 			return size >= c.o.MaxBatchBytes
 		}
-		// Under concurrent load (the previous group was an atomic batch),
-		// a group that has not yet reached the previous group's size
-		// waits up to Linger for the rest: callers that each wait for
-		// their answer come back together, and the first to come back
-		// would otherwise leave alone, costing an fsync of its own. A
-		// lone caller (the previous group was small) never waits.
+		// Under concurrent load (one of the previous two groups was an
+		// atomic batch), a group that has not yet reached the larger of
+		// their sizes waits up to Linger for the rest: callers that each
+		// wait for their answer come back together, and the first to come
+		// back would otherwise leave alone, costing an fsync of its own. A
+		// lone caller (the previous groups were small) never lingers.
 		want := 0
 		if last := max(c.lastSize[0], c.lastSize[1]); last >= c.o.MinAtomic {
 			want = min(last, c.o.MaxBatch)

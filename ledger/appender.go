@@ -307,7 +307,7 @@ func (a *Appender) AppendPrepared(ctx context.Context, p *Prepared) (Result, err
 // published again one envelope at a time under the same Nats-Msg-Ids, so
 // nothing is stored twice; with more than one batch in flight
 // (CommitOptions.BatchesInFlight) its envelopes may then be stored after
-// envelopes submitted later, with one (the default) never. A duplicate answer is verified against the
+// envelopes submitted later (with one, never). A duplicate answer is verified against the
 // stored message (see Result.Duplicate). The error is ctx's, or wraps
 // ErrClosed. p.Raw must not be modified until the Pending is done.
 func (a *Appender) Submit(ctx context.Context, p *Prepared) (*Pending, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/internal/crashtest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -90,7 +91,9 @@ func TestGroupCommitDuplicateInMiddle(t *testing.T) {
 		t.Fatalf("first copy: %+v", r)
 	}
 
-	a := newAppender(t, js, ledger.AppenderOptions{Commit: ledger.CommitOptions{MaxBatch: 1000}})
+	// One batch in flight: the stream stores every other envelope in
+	// acceptance order even though a batch had to be redone.
+	a := newAppender(t, js, ledger.AppenderOptions{Commit: ledger.CommitOptions{MaxBatch: 1000, BatchesInFlight: 1}})
 	rs := a.AppendMany(ctx, "", raws)
 	want := uint64(2)
 	for i, r := range rs {
@@ -186,7 +189,7 @@ func TestGroupCommitConnectionDropMidCommit(t *testing.T) {
 	done := make(chan []ledger.Result, 1)
 	go func() { done <- a.AppendMany(context.Background(), "", raws) }()
 	waitMsgs(t, st, 1, nil) // the first batch is stored, its ack held back
-	px.Cut()
+	loseAcks(t, px, a)
 	rs := <-done
 	seen := map[uint64]bool{}
 	for i, r := range rs {
@@ -266,4 +269,24 @@ func TestCommitOptionsForSync(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loseAcks cuts the connection (dropping the acks held back) and makes
+// sure the acks are lost: the server answers a commit only after its
+// fsync, which can outlast the client's reconnection, so the proxy holds
+// the new connection's answers too until the committer has given up on
+// a batch (a fallback), and then cuts again.
+func loseAcks(t *testing.T, px *crashtest.Proxy, a *ledger.Appender) {
+	t.Helper()
+	px.Cut()
+	px.Hold()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.CommitStats().Fallbacks == 0 {
+		if time.Now().After(deadline) {
+			px.Cut()
+			t.Fatalf("no batch given up on in 10s: %+v", a.CommitStats())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	px.Cut()
 }

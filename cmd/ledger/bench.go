@@ -22,7 +22,8 @@ func init() {
 servers and Pebble stores in temporary directories (removed afterwards):
 append and append_sync (the ledger's append path vs raw PublishAsync of the
 same bytes), fold (rebuild vs a naive read-modify-write consumer), live lag
-with the whole ledger running at 80% of the measured append maximum, HTTP
+with the whole ledger running at 80% of the measured append maximum and at
+80% of the measured ingest maximum (through the group commit), HTTP
 read latencies over a store of --read-proposals proposals, and peak RSS of
 folding 1,000,000 and up to 10,000,000 events (10 minutes at most) in child processes,
 and the group commit: ingest (ledger publish -f's streamed HTTP NDJSON path

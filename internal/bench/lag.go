@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -19,6 +20,10 @@ import (
 // projector's first batches, Pebble's first small memtables), unless the
 // repetition is too short to spare it.
 const warmUp = time.Second
+
+// lagIngestWindow is the most appends awaiting their answers in the
+// lagIngest mode: what one streamed NDJSON request keeps in flight.
+const lagIngestWindow = 1024
 
 // catchUp bounds the wait for the projection after the last append.
 const catchUp = 10 * time.Minute
@@ -33,15 +38,20 @@ type lagResult struct {
 // measureLag runs the whole ledger (package app: embedded server, fsync on
 // every write when syncAlways else every DefaultSyncInterval, projector,
 // expirer, submit service, HTTP API) in a fresh directory and appends raws
-// at rate events per second for o.Duration: each envelope validated by the
-// app's Appender (Prepare, before the clock starts; only its subject and
-// Nats-Msg-Id are kept, packed) and published
-// asynchronously on the app's connection with its Nats-Msg-Id, at most
-// o.Window unacknowledged. It returns the percentiles of, per event, the
+// at rate events per second for o.Duration: with sync always (lagSync,
+// lagIngest), each envelope prepared and submitted to the app's Appender
+// (the group commit, as the HTTP and submit paths do) as its time comes;
+// otherwise (lagInterval) validated
+// by the app's Appender (Prepare, before the clock starts; only its
+// subject and Nats-Msg-Id are kept, packed) and published asynchronously
+// on the app's connection with its Nats-Msg-Id. At most o.Window are
+// unacknowledged. It returns the percentiles of, per event, the
 // time its sequence was folded (the store's checkpoint reached it) minus
 // the time its acknowledgement arrived, leaving out the first warmUp. A
 // sequence folded before its ack was seen counts as 0.
-func measureLag(ctx context.Context, o *Options, raws *packed, rate float64, syncAlways bool) (lagResult, error) {
+func measureLag(ctx context.Context, o *Options, raws *packed, rate float64, mode lagMode) (lagResult, error) {
+	syncAlways := mode != lagInterval
+	viaAppender := mode != lagInterval
 	n := min(raws.len(), int(rate*o.Duration.Seconds()))
 	if n < 1 {
 		return lagResult{}, errors.New("bench: lag: no events to append")
@@ -82,6 +92,9 @@ func measureLag(ctx context.Context, o *Options, raws *packed, rate float64, syn
 	// What publishing needs of each prepared envelope, packed (see packed).
 	var subjs, ids packed
 	for i := range n {
+		if viaAppender {
+			break // prepared as they are submitted
+		}
 		p, err := a.Appender().Prepare("", raws.at(i))
 		if err != nil {
 			return lagResult{}, fmt.Errorf("bench: lag: envelope %d refused: %w", i, err)
@@ -130,10 +143,15 @@ func measureLag(ctx context.Context, o *Options, raws *packed, rate float64, syn
 	type sent struct {
 		i   int
 		fut jetstream.PubAckFuture
+		pd  *ledger.Pending // lagIngest
 	}
 	ackAt := make([]time.Time, n)
 	seqOf := make([]uint64, n)
-	inFlight := make(chan sent, o.Window)
+	window := o.Window
+	if mode == lagIngest {
+		window = lagIngestWindow
+	}
+	inFlight := make(chan sent, window)
 	ackErr := make(chan error, 1)
 	acked := make(chan struct{})
 	wg.Add(1)
@@ -141,6 +159,19 @@ func measureLag(ctx context.Context, o *Options, raws *packed, rate float64, syn
 		defer wg.Done()
 		defer close(acked)
 		for s := range inFlight {
+			if s.pd != nil {
+				r, err := s.pd.Result(ctx)
+				if err != nil {
+					select {
+					case ackErr <- fmt.Errorf("append %d: %w", s.i, err):
+					default:
+					}
+					cancel()
+					continue
+				}
+				ackAt[s.i], seqOf[s.i] = time.Now(), r.Seq
+				continue
+			}
 			select {
 			case ack := <-s.fut.Ok():
 				ackAt[s.i], seqOf[s.i] = time.Now(), ack.Sequence
@@ -171,14 +202,29 @@ pace:
 				break pace
 			}
 		}
-		m := &nats.Msg{Subject: string(subjs.at(i)), Data: raws.at(i), Header: nats.Header{}}
-		fut, err := js.PublishMsgAsync(m, jetstream.WithMsgID(string(ids.at(i))), jetstream.WithExpectStream(subjects.StreamName), stall)
-		if err != nil {
-			pubErr = fmt.Errorf("publish %d: %w", i, err)
-			break
+		var s sent
+		if viaAppender {
+			p, err := a.Appender().Prepare("", raws.at(i))
+			if err != nil {
+				pubErr = fmt.Errorf("envelope %d refused: %w", i, err)
+				break
+			}
+			if s.pd, err = a.Appender().Submit(ctx, p); err != nil {
+				pubErr = fmt.Errorf("submit %d: %w", i, err)
+				break
+			}
+		} else {
+			m := &nats.Msg{Subject: string(subjs.at(i)), Data: raws.at(i), Header: nats.Header{}}
+			fut, err := js.PublishMsgAsync(m, jetstream.WithMsgID(string(ids.at(i))), jetstream.WithExpectStream(subjects.StreamName), stall)
+			if err != nil {
+				pubErr = fmt.Errorf("publish %d: %w", i, err)
+				break
+			}
+			s.fut = fut
 		}
+		s.i = i
 		select {
-		case inFlight <- sent{i, fut}:
+		case inFlight <- s:
 		case <-ctx.Done():
 			break pace
 		}

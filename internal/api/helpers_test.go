@@ -40,6 +40,13 @@ func (l *ledgerT) do(method, path, contentType string, body []byte) (int, http.H
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	if len(body) > 1<<20 {
+		// As curl does for a large body: the server may refuse it by its
+		// Content-Length alone (413) and close the connection; without
+		// waiting for "100 Continue" the client would still be writing
+		// the body then, and could see the reset instead of the answer.
+		req.Header.Set("Expect", "100-continue")
+	}
 	resp, err := noRedirects.Do(req)
 	if err != nil {
 		l.t.Fatalf("%s %s: %v", method, path, err)

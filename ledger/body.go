@@ -1,15 +1,16 @@
 package ledger
 
 import (
-	"context"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mewledger/ledger/subjects"
 )
 
-// BodyOptions says how a submit path takes a body (see Appender.PrepareBody).
+// BodyOptions says how a submit path takes a body (see
+// PrepareBodyStandalone and the Appender's PrepareBody).
 type BodyOptions struct {
 	// Kernel takes the body as a bare kernel submission (a Proposal or
 	// KernelRequest object) whatever it looks like, so that a malformed
@@ -27,30 +28,32 @@ type BodyOptions struct {
 	Sender string
 }
 
-// PrepareBody is the one validation of every submit path (HTTP, the
-// submit service, the CLI through HTTP, the bridge): it takes a body as a
-// client sent it and returns it ready to publish, in this order:
+// PrepareBodyStandalone is the one validation of every submit path
+// (HTTP, the submit service, the CLI through HTTP, the bridge), without
+// an Appender: it takes a body as a client sent it and returns it ready
+// to publish, in this order:
 //
 //  1. the sender check of o.Sender (when set);
 //  2. dialect detection: a bare kernel submission (o.Kernel, or
 //     MaybeBareKernel) is validated (ValidateKernel; refusal codes are the
 //     V-PROP rule ids, fields relative to the bare object) and wrapped in
-//     its kernel/proposal envelope (WrapKernel), the Appender's clock
-//     being V-PROP-010's "now";
-//  3. Prepare's checks (space, size, Decode, Submittable, limits) on the
-//     envelope, which is decoded once: a wrapped envelope's decoded form
-//     from step 2 is reused, and its kernel payload is not validated
-//     again.
+//     its kernel/proposal envelope (WrapKernel), now being V-PROP-010's
+//     "now";
+//  3. PrepareStandalone's checks (space, size, Decode, Submittable,
+//     limits) on the envelope, which is decoded once: a wrapped
+//     envelope's decoded form from step 2 is reused, and its kernel
+//     payload is not validated again.
 //
-// space "" is the Appender's default space. The error is a *RefusalError.
-// body is not copied (a wrapped envelope is a new slice).
-func (a *Appender) PrepareBody(space string, body []byte, o BodyOptions) (*Prepared, error) {
+// space "" is DefaultSpace; zero fields of limits mean their defaults.
+// The error is a *RefusalError. body is not copied (a wrapped envelope is
+// a new slice). Appender.PrepareBody (package ledger/jslog) calls it with
+// the Appender's default space, limits and clock.
+func PrepareBodyStandalone(space string, body []byte, o BodyOptions, limits SubmitLimits, now time.Time) (*Prepared, error) {
 	if o.Sender != "" {
 		if err := checkSender(o.Sender); err != nil {
 			return nil, err
 		}
 	}
-	now := a.opts.Now()
 	raw := body
 	var d *Decoded
 	if o.Kernel || MaybeBareKernel(body) {
@@ -60,10 +63,7 @@ func (a *Appender) PrepareBody(space string, body []byte, o BodyOptions) (*Prepa
 		}
 		raw, d = env, dk
 	}
-	if space == "" {
-		space = a.opts.Space
-	}
-	p, _, err := prepareDecoded(space, raw, a.opts.Limits, now, true, d)
+	p, _, err := prepareDecoded(space, raw, limits, now, true, d)
 	if err != nil {
 		return nil, err
 	}
@@ -71,35 +71,6 @@ func (a *Appender) PrepareBody(space string, body []byte, o BodyOptions) (*Prepa
 		p.Subject = subjects.Event{Space: p.Space, Key: p.Decoded.Key, Type: string(p.Decoded.Type), Sender: o.Sender}.String()
 	}
 	return p, nil
-}
-
-// SubmitBody is PrepareBody, then Submit: it hands the envelope to the
-// group commit and returns its Pending without waiting for the
-// acknowledgement (unless the commit queue is full, when it waits for
-// room or ctx). The error is PrepareBody's refusal, or wraps ErrPublish
-// (and ctx's error or ErrClosed) and names the envelope id. It is what the
-// streaming paths (NDJSON, the submit service) call for each envelope.
-func (a *Appender) SubmitBody(ctx context.Context, space string, body []byte, o BodyOptions) (*Pending, error) {
-	p, err := a.PrepareBody(space, body, o)
-	if err != nil {
-		return nil, err
-	}
-	pd, err := a.Submit(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("%w: envelope %q to %s: %w", ErrPublish, p.Decoded.Env.ID, p.Subject, err)
-	}
-	return pd, nil
-}
-
-// AppendBody is SubmitBody, then waits for the acknowledgement: Append for
-// a body in any form a submit path takes. The returned error is
-// Result.Err.
-func (a *Appender) AppendBody(ctx context.Context, space string, body []byte, o BodyOptions) (Result, error) {
-	pd, err := a.SubmitBody(ctx, space, body, o)
-	if err != nil {
-		return Result{Err: err}, err
-	}
-	return pd.Result(ctx)
 }
 
 // checkSender refuses a BodyOptions.Sender that is the ledger's own or not

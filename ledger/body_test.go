@@ -5,23 +5,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-	"time"
 
-	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/subjects"
 )
 
-// bodyAppender is an Appender on a real nats-server whose clock is
-// kernelNow. PrepareBody publishes nothing, so no stream is made.
-func bodyAppender(t *testing.T) *Appender {
-	t.Helper()
-	_, js := natstest.Connect(t, natstest.Start(t))
-	a, err := NewAppender(js, AppenderOptions{Now: func() time.Time { return kernelNow }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	return a
+// prepareBody is PrepareBodyStandalone with the default limits and
+// kernelNow as the clock: what an Appender's PrepareBody does with those
+// options.
+func prepareBody(space string, body []byte, o BodyOptions) (*Prepared, error) {
+	return PrepareBodyStandalone(space, body, o, SubmitLimits{}, kernelNow)
 }
 
 // countDecodes counts the envelope decodes and kernel payload
@@ -42,7 +34,6 @@ func countDecodes(t *testing.T, f func()) (decodes, validations int) {
 // what WrapKernel then Prepare gave. An envelope is decoded once, a
 // kernel envelope's payload validated once.
 func TestPrepareBodyDecodesOnce(t *testing.T) {
-	a := bodyAppender(t)
 	files, _ := filepath.Glob(filepath.Join("testdata", "kernel", "*.json"))
 	if len(files) == 0 {
 		t.Fatal("no testdata/kernel files")
@@ -53,7 +44,7 @@ func TestPrepareBodyDecodesOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		var p *Prepared
-		dec, val := countDecodes(t, func() { p, err = a.PrepareBody("", bare, BodyOptions{}) })
+		dec, val := countDecodes(t, func() { p, err = prepareBody("", bare, BodyOptions{}) })
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -64,7 +55,7 @@ func TestPrepareBodyDecodesOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := a.Prepare("", env)
+		want, err := PrepareStandalone("", env, SubmitLimits{}, kernelNow)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,14 +65,14 @@ func TestPrepareBodyDecodesOnce(t *testing.T) {
 
 		// The wrapped envelope sent as an envelope: one decode, one
 		// validation.
-		dec, val = countDecodes(t, func() { _, err = a.PrepareBody("", env, BodyOptions{}) })
+		dec, val = countDecodes(t, func() { _, err = prepareBody("", env, BodyOptions{}) })
 		if err != nil || dec != 1 || val != 1 {
 			t.Fatalf("%s as an envelope: %d decodes, %d validations (%v), want 1 and 1", name, dec, val, err)
 		}
 	}
 	plain := []byte(`{"protocol":"mew/v0.4","id":"e-1","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`)
 	dec, val := countDecodes(t, func() {
-		if _, err := a.PrepareBody("", plain, BodyOptions{}); err != nil {
+		if _, err := prepareBody("", plain, BodyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -95,7 +86,6 @@ func TestPrepareBodyDecodesOnce(t *testing.T) {
 // with Kernel), an envelope with Prepare's, and a history-mode sender
 // that is the ledger's own or not an id.
 func TestPrepareBodyRefusals(t *testing.T) {
-	a := bodyAppender(t)
 	tests := []struct {
 		name, body string
 		o          BodyOptions
@@ -112,7 +102,7 @@ func TestPrepareBodyRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := a.PrepareBody("", []byte(tc.body), tc.o)
+			p, err := prepareBody("", []byte(tc.body), tc.o)
 			if p != nil {
 				t.Fatal("prepared with a refusal")
 			}
@@ -121,7 +111,7 @@ func TestPrepareBodyRefusals(t *testing.T) {
 	}
 
 	// History mode: the subject's sender token is the sender given.
-	p, err := a.PrepareBody("s", []byte(`{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`), BodyOptions{Sender: "b"})
+	p, err := prepareBody("s", []byte(`{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`), BodyOptions{Sender: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,18 +127,14 @@ func BenchmarkPrepareBodyKernel(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a := &Appender{opts: AppenderOptions{Now: func() time.Time { return kernelNow }}}
-	if err := a.opts.Validate(); err != nil {
-		b.Fatal(err)
-	}
 	b.Run("wrap-then-prepare", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			env, err := WrapKernel(bare, WrapOptions{Now: a.opts.Now()})
+			env, err := WrapKernel(bare, WrapOptions{Now: kernelNow})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := a.Prepare("", env); err != nil {
+			if _, err := PrepareStandalone("", env, SubmitLimits{}, kernelNow); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -156,7 +142,7 @@ func BenchmarkPrepareBodyKernel(b *testing.B) {
 	b.Run("PrepareBody", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := a.PrepareBody("", bare, BodyOptions{}); err != nil {
+			if _, err := prepareBody("", bare, BodyOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}

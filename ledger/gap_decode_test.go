@@ -29,7 +29,7 @@ func TestDecodeGap(t *testing.T) {
 	} else if r, _ := AsRefusal(err); r.Code != CodeReservedKind {
 		t.Fatalf("submit refusal %v, want %s", err, CodeReservedKind)
 	}
-	p, _, err := prepare("default", raw, SubmitLimits{}, at, false)
+	p, _, err := PrepareEnvelope("default", raw, SubmitLimits{}, at, false)
 	if err != nil {
 		t.Fatalf("system append refused the gap: %v", err)
 	}
@@ -92,7 +92,7 @@ func TestSubmitReserved(t *testing.T) {
 			t.Errorf("%s refused: %v", raw, err)
 		}
 	}
-	if _, _, err := prepare("default", ExpireEnvelope("default", "p1", now), SubmitLimits{}, now, false); err != nil {
+	if _, _, err := PrepareEnvelope("default", ExpireEnvelope("default", "p1", now), SubmitLimits{}, now, false); err != nil {
 		t.Errorf("system path refused the ledger's expire: %v", err)
 	}
 }

@@ -158,7 +158,7 @@ func validateKernel(payload []byte, opts KernelOptions) (*KernelProposal, *Refus
 // IsBareKernel reports whether raw looks like a bare kernel submission (a
 // Proposal or KernelRequest object, not an envelope): a JSON object with a
 // proposal_id or request_id member and no protocol member. It does not
-// validate; MaybeBareKernel (Appender.PrepareBody's dialect detection)
+// validate; MaybeBareKernel (PrepareBodyStandalone's dialect detection)
 // uses it to decide whether to call WrapKernel.
 func IsBareKernel(raw []byte) bool {
 	if !json.Valid(raw) {

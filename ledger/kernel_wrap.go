@@ -35,7 +35,7 @@ type WrapOptions struct {
 // ("target.domain", not "payload.target.domain"), and checks that the
 // envelope decodes (Decode with opts.Now), so an envelope WrapKernel returns
 // is accepted by the append paths at that time. The submit paths reach it
-// through Appender.PrepareBody, which also reuses the decoded envelope;
+// through PrepareBodyStandalone, which also reuses the decoded envelope;
 // on its own:
 //
 //	env, err := ledger.WrapKernel(body, ledger.WrapOptions{Now: time.Now()})
@@ -46,7 +46,7 @@ func WrapKernel(bare []byte, opts WrapOptions) ([]byte, error) {
 
 // wrapKernel is WrapKernel, also returning the envelope decoded. The
 // payload is validated once: the envelope's Decode reuses the typed view
-// (DecodeOptions.kernel), so Appender.PrepareBody decodes a bare
+// (DecodeOptions.kernel), so PrepareBodyStandalone decodes a bare
 // submission once in all.
 func wrapKernel(bare []byte, opts WrapOptions) ([]byte, *Decoded, error) {
 	b := bytes.TrimSpace(bare)

@@ -2,11 +2,88 @@ package ledger
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mewledger/ledger/subjects"
 )
+
+const (
+	// DefaultSpace is the space of envelopes submitted without one.
+	DefaultSpace = "default"
+	// MaxSpaceBytes bounds a space name (like ids, SPEC §2).
+	MaxSpaceBytes = MaxIDBytes
+)
+
+// HeaderMsgIDClash is the header the ledger sets on a stored message that
+// marks an envelope stored under a derived Nats-Msg-Id because other bytes
+// were found stored under its own (SPEC §4, verified duplicates). Its
+// value is the clashing Nats-Msg-Id. The fold flags msg_id_clash on it.
+const HeaderMsgIDClash = "Ledger-Msg-Id-Clash"
+
+// ErrPublish is wrapped by every error of an append that was accepted
+// by Prepare but not acknowledged by the stream. The wrapped cause says
+// why; when it is a timeout or a cancelled context the envelope may or
+// may not have been stored, and appending the same bytes again within
+// the stream's duplicate window is safe (it is stored once).
+var ErrPublish = errors.New("ledger: publish failed")
+
+// Prepared is an envelope ready to publish: its decoded form, the space,
+// subject and Nats-Msg-Id it is published with, and the original bytes,
+// which are published untouched.
+type Prepared struct {
+	Decoded *Decoded
+	Space   string
+	Subject string
+	MsgID   string
+	Raw     []byte
+}
+
+// Result is the outcome of one append.
+type Result struct {
+	// ID is the envelope id ("" when a refused envelope could not be
+	// decoded).
+	ID string
+	// Seq is the stream sequence of the stored envelope: its position in
+	// the ledger. For a duplicate it is the sequence of the copy stored
+	// first.
+	Seq uint64
+	// Duplicate is the stream's answer, verified (SPEC §4): an envelope
+	// with the same space, id and digest was already stored within the
+	// duplicate window, and the message at Seq is that envelope (same
+	// subject, id and digest). When other bytes had been stored under the
+	// envelope's Nats-Msg-Id, the envelope is stored anyway, flagged with
+	// HeaderMsgIDClash, and Duplicate is false. After
+	// a retry (Attempts > 1) that earlier copy may be this append's own
+	// first attempt.
+	Duplicate bool
+	// Subject is the subject the envelope was (or would have been)
+	// published to ("" when refused).
+	Subject string
+	// Attempts is the number of publish attempts (0 when refused).
+	Attempts int
+	// Err is nil on success, a *RefusalError (errors.Is ErrRefused) when
+	// the envelope was refused before publishing, or an error wrapping
+	// ErrPublish and naming the envelope id.
+	Err error
+}
+
+// CheckSpace refuses a space that is empty, not UTF-8 or over
+// MaxSpaceBytes, with a *RefusalError (field "space"); nil otherwise.
+func CheckSpace(space string) error {
+	switch {
+	case space == "":
+		return &RefusalError{Code: CodeMissingField, Field: "space", Message: "space is empty"}
+	case !utf8.ValidString(space):
+		return &RefusalError{Code: CodeInvalidUTF8, Field: "space", Message: "space is not valid UTF-8"}
+	case len(space) > MaxSpaceBytes:
+		return &RefusalError{Code: CodeTooLong, Field: "space",
+			Message: fmt.Sprintf("space is %d bytes, over the limit of %d", len(space), MaxSpaceBytes)}
+	}
+	return nil
+}
 
 // PrepareStandalone checks raw as every submit path must (SPEC §8) without
 // an Appender, and returns what a plain NATS client publishes it with. It
@@ -24,14 +101,17 @@ import (
 // Zero fields of limits mean their defaults. The error is a *RefusalError.
 // raw is not copied. `ledger subject` prints the result.
 func PrepareStandalone(space string, raw []byte, limits SubmitLimits, now time.Time) (*Prepared, error) {
-	p, _, err := prepare(space, raw, limits, now, true)
+	p, _, err := PrepareEnvelope(space, raw, limits, now, true)
 	return p, err
 }
 
-// prepare is PrepareStandalone, or AppendSystem's check when !submit (the
-// envelope must still decode to a lifecycle type). On a refusal it also
-// returns the envelope id when the envelope decoded.
-func prepare(space string, raw []byte, limits SubmitLimits, now time.Time, submit bool) (*Prepared, string, error) {
+// PrepareEnvelope is PrepareStandalone when submit, or the check of an
+// envelope the ledger writes itself (ledger/gap, ledger/expire) when
+// !submit: no Submittable, but the envelope must still decode to a
+// lifecycle type and pass the limits. On a refusal it also returns the
+// envelope id when the envelope decoded ("" otherwise), for Result.ID.
+// It is what the Appender's Prepare, PrepareSystem and Append* call.
+func PrepareEnvelope(space string, raw []byte, limits SubmitLimits, now time.Time, submit bool) (*Prepared, string, error) {
 	return prepareDecoded(space, raw, limits, now, submit, nil)
 }
 
@@ -41,7 +121,7 @@ func prepareDecoded(space string, raw []byte, limits SubmitLimits, now time.Time
 	if space == "" {
 		space = DefaultSpace
 	}
-	if err := checkSpace(space); err != nil {
+	if err := CheckSpace(space); err != nil {
 		return nil, "", err
 	}
 	if err := limits.Check(raw, nil); err != nil {
@@ -71,34 +151,6 @@ func prepareDecoded(space string, raw []byte, limits SubmitLimits, now time.Time
 		MsgID:   d.MsgID(space),
 		Raw:     raw,
 	}, d.Env.ID, nil
-}
-
-// PrepareSystem is Prepare for an envelope the ledger writes itself
-// (ledger/gap, ledger/expire): AppendSystem's checks, without Submittable
-// (it must still decode to a lifecycle type and pass the limits). Hand
-// the result to Submit. The error is a *RefusalError.
-func (a *Appender) PrepareSystem(space string, raw []byte) (*Prepared, error) {
-	p, _, err := a.prepare(space, raw, false)
-	return p, err
-}
-
-// Now returns the Appender's clock: the time of an append, which is the
-// "current time" of kernel rule V-PROP-010 at submit time.
-func (a *Appender) Now() time.Time { return a.opts.Now() }
-
-// Limits returns the Appender's submit limits, defaults filled in.
-func (a *Appender) Limits() SubmitLimits {
-	l, def := a.opts.Limits, DefaultSubmitLimits()
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = def.MaxBytes
-	}
-	if l.MaxTo <= 0 {
-		l.MaxTo = def.MaxTo
-	}
-	if l.MaxCorrelation <= 0 {
-		l.MaxCorrelation = def.MaxCorrelation
-	}
-	return l
 }
 
 // MaybeBareKernel reports whether a body sent to a submit path is a bare

@@ -19,6 +19,7 @@ import (
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -186,7 +187,7 @@ func TestClusterLeaderLossUnderLoad(t *testing.T) {
 	defer cancel()
 
 	_, admin := clusterConn(t, nodes, 0)
-	if _, err := ledger.EnsureStream(ctx, admin, ledger.StreamOptions{Replicas: 3}); err != nil {
+	if _, err := jslog.EnsureStream(ctx, admin, jslog.StreamOptions{Replicas: 3}); err != nil {
 		t.Fatalf("EnsureStream R3: %v", err)
 	}
 	poll(t, 30*time.Second, func() bool {
@@ -214,7 +215,7 @@ func TestClusterLeaderLossUnderLoad(t *testing.T) {
 	loadStart := time.Now()
 	for p := range clusterPublishers {
 		_, js := clusterConn(t, nodes, p%len(nodes))
-		app, err := ledger.NewAppender(js, ledger.AppenderOptions{}) // default ack timeout and retries
+		app, err := jslog.NewAppender(js, jslog.AppenderOptions{}) // default ack timeout and retries
 		if err != nil {
 			t.Fatal(err)
 		}

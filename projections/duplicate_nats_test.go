@@ -12,6 +12,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -28,18 +29,18 @@ func TestRetryAfterDuplicateWindowFoldedAsDuplicate(t *testing.T) {
 	defer cancel()
 
 	// The server's floor: a window under 100ms is refused.
-	if _, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{DuplicateWindow: 50 * time.Millisecond}); err == nil {
+	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{DuplicateWindow: 50 * time.Millisecond}); err == nil {
 		t.Fatal("a 50ms duplicate window was accepted; nats-server's minimum is 100ms")
 	}
 	const window = 300 * time.Millisecond
-	st, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{DuplicateWindow: window})
+	st, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{DuplicateWindow: window})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := st.CachedInfo().Config.Duplicates; got != window {
 		t.Fatalf("duplicate window %v", got)
 	}
-	app, err := ledger.NewAppender(js, ledger.AppenderOptions{})
+	app, err := jslog.NewAppender(js, jslog.AppenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

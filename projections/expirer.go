@@ -12,7 +12,7 @@ import (
 )
 
 // SystemAppender appends envelopes the ledger writes itself.
-// *ledger.Appender implements it.
+// *jslog.Appender implements it.
 type SystemAppender interface {
 	AppendSystem(ctx context.Context, space string, raw []byte) (ledger.Result, error)
 }

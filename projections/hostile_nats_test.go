@@ -17,6 +17,7 @@ import (
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -32,10 +33,10 @@ func newFastRig(t *testing.T) *rig {
 	_, js := natstest.Connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{}); err != nil {
+	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	app, err := ledger.NewAppender(js, ledger.AppenderOptions{})
+	app, err := jslog.NewAppender(js, jslog.AppenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -21,7 +22,7 @@ import (
 // rig is a real JetStream server with the LEDGER stream and an appender.
 type rig struct {
 	js  jetstream.JetStream
-	app *ledger.Appender
+	app *jslog.Appender
 }
 
 func newRig(t *testing.T) *rig {
@@ -30,10 +31,10 @@ func newRig(t *testing.T) *rig {
 	_, js := natstest.Connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{}); err != nil {
+	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	app, err := ledger.NewAppender(js, ledger.AppenderOptions{})
+	app, err := jslog.NewAppender(js, jslog.AppenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -432,10 +432,10 @@ func TestStatusReadyzMinSeq(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	if _, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{}); err != nil {
+	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	appender, err := ledger.NewAppender(js, ledger.AppenderOptions{})
+	appender, err := jslog.NewAppender(js, jslog.AppenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

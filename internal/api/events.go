@@ -15,6 +15,7 @@ import (
 	"github.com/mewledger/ledger/internal/ndjson"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 )
 
 // NDJSON media types: one envelope per line. Any other Content-Type (or
@@ -136,7 +137,7 @@ type ndjsonEntry struct {
 	no      int
 	size    int64
 	refusal *wire.Error
-	pending *ledger.Pending
+	pending *jslog.Pending
 }
 
 // postNDJSON appends one envelope per non-blank line and answers 200 with

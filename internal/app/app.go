@@ -54,7 +54,7 @@ import (
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/submit"
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -75,7 +75,7 @@ type App struct {
 	natsURL  string
 	js       jetstream.JetStream
 	stream   jetstream.Stream
-	appender *ledger.Appender
+	appender *jslog.Appender
 	metrics  *metrics.Metrics
 	asOf     *asOfCache
 	api      *api.API
@@ -155,8 +155,8 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		_ = store.Close()
 		return nil, err
 	}
-	if a.appender, err = ledger.NewAppender(a.js, ledger.AppenderOptions{Space: o.Space, Limits: o.Limits,
-		Commit: ledger.CommitOptionsForSync(o.SyncInterval, o.Embedded())}); err != nil {
+	if a.appender, err = jslog.NewAppender(a.js, jslog.AppenderOptions{Space: o.Space, Limits: o.Limits,
+		Commit: jslog.CommitOptionsForSync(o.SyncInterval, o.Embedded())}); err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("app: %w", err)
 	}
@@ -292,7 +292,7 @@ func (a *App) Options() Options { return a.opts }
 // replaces both (and closes the old store).
 func (a *App) Store() *projections.Store         { return a.current().store }
 func (a *App) Projector() *projections.Projector { return a.current().proj }
-func (a *App) Appender() *ledger.Appender        { return a.appender }
+func (a *App) Appender() *jslog.Appender         { return a.appender }
 func (a *App) Conn() *nats.Conn                  { return a.nc }
 func (a *App) JetStream() jetstream.JetStream    { return a.js }
 func (a *App) Metrics() *metrics.Metrics         { return a.metrics }

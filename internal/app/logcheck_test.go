@@ -17,7 +17,7 @@ import (
 	"github.com/mewledger/ledger/internal/client"
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -125,7 +125,7 @@ func TestStreamRecreatedWhileStopped(t *testing.T) {
 	if err := js.DeleteStream(ctx, subjects.StreamName); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{}); err != nil {
+	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	srv.Shutdown()

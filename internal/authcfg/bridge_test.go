@@ -11,6 +11,7 @@ import (
 	"github.com/mewledger/ledger/internal/authcfg"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -52,7 +53,7 @@ func TestBridgePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.svc = r.connect(t, "ledger", svcOpts...)
-	if _, err := ledger.EnsureStream(ctxFor(t, 30*time.Second), r.svc.js, ledger.StreamOptions{}); err != nil {
+	if _, err := jslog.EnsureStream(ctxFor(t, 30*time.Second), r.svc.js, jslog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rec := r.connect(t, "recorder", nats.UserInfo("recorder", pw))

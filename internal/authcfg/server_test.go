@@ -20,7 +20,7 @@ import (
 	"github.com/mewledger/ledger/internal/authcfg"
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -47,7 +47,7 @@ type authRig struct {
 	cfg   *authcfg.Config
 	srv   *natsserver.Server
 	svc   *client
-	app   *ledger.Appender
+	app   *jslog.Appender
 	store *projections.Store
 	stop  func()
 }
@@ -76,10 +76,10 @@ func newAuthRig(t *testing.T) *authRig {
 	}
 	r.svc = r.connect(t, "ledger", svcOpts...)
 	ctx := ctxFor(t, 30*time.Second)
-	if _, err := ledger.EnsureStream(ctx, r.svc.js, ledger.StreamOptions{}); err != nil {
+	if _, err := jslog.EnsureStream(ctx, r.svc.js, jslog.StreamOptions{}); err != nil {
 		t.Fatalf("service EnsureStream: %v", err)
 	}
-	if r.app, err = ledger.NewAppender(r.svc.js, ledger.AppenderOptions{AckTimeout: 2 * time.Second}); err != nil {
+	if r.app, err = jslog.NewAppender(r.svc.js, jslog.AppenderOptions{AckTimeout: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.app.Close)
@@ -453,7 +453,7 @@ func TestStreamProtectedServiceWorks(t *testing.T) {
 		c.expectViolation(t, "publish", subjects.JSStreamAPI("UPDATE"))
 	}
 	// The service still manages its stream: EnsureStream updates a setting.
-	st, err := ledger.EnsureStream(ctx, r.svc.js, ledger.StreamOptions{DuplicateWindow: 3 * time.Minute})
+	st, err := jslog.EnsureStream(ctx, r.svc.js, jslog.StreamOptions{DuplicateWindow: 3 * time.Minute})
 	if err != nil || st.CachedInfo().Config.Duplicates != 3*time.Minute {
 		t.Fatalf("service EnsureStream update: %v", err)
 	}
@@ -591,7 +591,7 @@ func TestEmbeddedWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.EnsureStream(ctxFor(t, 10*time.Second), js, ledger.StreamOptions{}); err != nil {
+	if _, err := jslog.EnsureStream(ctxFor(t, 10*time.Second), js, jslog.StreamOptions{}); err != nil {
 		t.Fatalf("EnsureStream in process: %v", err)
 	}
 }

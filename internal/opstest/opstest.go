@@ -19,7 +19,7 @@ import (
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/workload"
-	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -28,7 +28,7 @@ type Ledger struct {
 	Server *natsserver.Server
 	NC     *nats.Conn
 	JS     jetstream.JetStream
-	App    *ledger.Appender
+	App    *jslog.Appender
 }
 
 // New starts a server, creates the stream and an appender.
@@ -38,10 +38,10 @@ func New(t testing.TB) *Ledger {
 	nc, js := natstest.Connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{}); err != nil {
+	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	app, err := ledger.NewAppender(js, ledger.AppenderOptions{})
+	app, err := jslog.NewAppender(js, jslog.AppenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/submit"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -23,11 +24,11 @@ func setup(t *testing.T) (*nats.Conn, *submit.Service, func(subject string) (str
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	stream, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{})
+	stream, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := ledger.NewAppender(js, ledger.AppenderOptions{})
+	app, err := jslog.NewAppender(js, jslog.AppenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package ledger
+package jslog
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mewledger/ledger/ledger"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,14 +60,8 @@ const (
 	maxServerBatch = 1000
 )
 
-// Header names the ledger sets on stored messages.
+// JetStream atomic batch headers (nats-server ≥ 2.12, ADR-50).
 const (
-	// HeaderMsgIDClash marks an envelope stored under a derived
-	// Nats-Msg-Id because other bytes were found stored under its own
-	// (SPEC §4, verified duplicates). Its value is the clashing
-	// Nats-Msg-Id. The fold flags msg_id_clash on it.
-	HeaderMsgIDClash = "Ledger-Msg-Id-Clash"
-	// JetStream atomic batch headers (nats-server ≥ 2.12, ADR-50).
 	headerBatchID     = "Nats-Batch-Id"
 	headerBatchSeq    = "Nats-Batch-Sequence"
 	headerBatchCommit = "Nats-Batch-Commit"
@@ -164,9 +160,9 @@ var ErrClosed = errors.New("ledger: appender closed")
 
 // Pending is an accepted append whose acknowledgement is on its way.
 type Pending struct {
-	p    *Prepared
+	p    *ledger.Prepared
 	done chan struct{}
-	res  Result
+	res  ledger.Result
 }
 
 // Done is closed when Result is ready.
@@ -176,15 +172,15 @@ func (pd *Pending) Done() <-chan struct{} { return pd.done }
 // AppendPrepared does. The error is Result.Err. When ctx ends first, the
 // append may still be stored; the Result then wraps ErrPublish and
 // ctx.Err().
-func (pd *Pending) Result(ctx context.Context) (Result, error) {
+func (pd *Pending) Result(ctx context.Context) (ledger.Result, error) {
 	select {
 	case <-pd.done:
 	default:
 		select {
 		case <-pd.done:
 		case <-ctx.Done():
-			r := Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject,
-				Err: fmt.Errorf("%w: envelope %q to %s: %w", ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, ctx.Err())}
+			r := ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject,
+				Err: fmt.Errorf("%w: envelope %q to %s: %w", ledger.ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, ctx.Err())}
 			return r, r.Err
 		}
 	}
@@ -282,7 +278,7 @@ func (c *committer) onReply(m *nats.Msg) {
 }
 
 // submit queues p; it blocks while the queue is full.
-func (c *committer) submit(ctx context.Context, p *Prepared) (*Pending, error) {
+func (c *committer) submit(ctx context.Context, p *ledger.Prepared) (*Pending, error) {
 	pd := &Pending{p: p, done: make(chan struct{})}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -426,9 +422,9 @@ func (c *committer) failQueued() {
 	}
 }
 
-func (c *committer) closedResult(p *Prepared) Result {
-	return Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
-		Err: fmt.Errorf("%w: envelope %q to %s: %w", ErrPublish, p.Decoded.Env.ID, p.Subject, ErrClosed)}
+func (c *committer) closedResult(p *ledger.Prepared) ledger.Result {
+	return ledger.Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
+		Err: fmt.Errorf("%w: envelope %q to %s: %w", ledger.ErrPublish, p.Decoded.Env.ID, p.Subject, ErrClosed)}
 }
 
 // send publishes b's members with the atomic batch headers, the last one
@@ -533,7 +529,7 @@ func (c *committer) stored(b *batch, ack batchAck, attempts int) {
 	c.envelopes.Add(int64(len(b.items)))
 	first := ack.Seq - uint64(len(b.items)) + 1
 	for i, pd := range b.items {
-		c.resolve(pd, Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: first + uint64(i)})
+		c.resolve(pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: first + uint64(i)})
 	}
 }
 
@@ -595,8 +591,8 @@ func (c *committer) recover(ctx context.Context, items []*Pending, err error, at
 	if c.a.opts.MaxRetries < 0 && !isBatchDuplicate(err) {
 		// No retries wanted: the batch's error is every member's.
 		for _, pd := range items {
-			c.resolve(pd, Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts,
-				Err: fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, attempts, err)})
+			c.resolve(pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts,
+				Err: fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ledger.ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, attempts, err)})
 		}
 		return
 	}
@@ -629,7 +625,7 @@ func (c *committer) ctx() (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-func (c *committer) resolve(pd *Pending, r Result) {
+func (c *committer) resolve(pd *Pending, r ledger.Result) {
 	if c.onResolve != nil {
 		c.onResolve(pd)
 	}
@@ -778,8 +774,8 @@ func (c *committer) finishPlain(b *batch, attempts int) {
 				default:
 					err = fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, acks[i].Data)
 				}
-				c.resolve(pd, Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts,
-					Err: fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, attempts, err)})
+				c.resolve(pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts,
+					Err: fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ledger.ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, attempts, err)})
 				continue
 			}
 			r := c.a.publishOne(ctxFor(), pd.p)
@@ -787,7 +783,7 @@ func (c *committer) finishPlain(b *batch, attempts int) {
 			c.resolve(pd, r)
 			continue
 		}
-		r := Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: ack.Seq, Duplicate: ack.Duplicate}
+		r := ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: ack.Seq, Duplicate: ack.Duplicate}
 		if r.Duplicate {
 			r = c.a.verify(ctxFor(), pd.p, r)
 		} else {

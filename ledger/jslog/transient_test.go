@@ -1,4 +1,4 @@
-package ledger_test
+package jslog_test
 
 import (
 	"context"
@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/mewledger/ledger/ledger"
 )
 
 // TestIsTransient pins which publish errors are retried with the same
@@ -36,7 +35,7 @@ func TestIsTransient(t *testing.T) {
 		{"message too large", api(10054), false},
 		{"other", errors.New("boom"), false},
 	} {
-		if got := ledger.IsTransient(c.err); got != c.want {
+		if got := jslog.IsTransient(c.err); got != c.want {
 			t.Errorf("%s: IsTransient = %v, want %v", c.name, got, c.want)
 		}
 	}

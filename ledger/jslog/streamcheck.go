@@ -1,4 +1,4 @@
-package ledger
+package jslog
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/mewledger/ledger/ledger"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -59,7 +61,7 @@ func CheckStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) (
 		FirstSeq:        info.State.FirstSeq,
 		LastSeq:         info.State.LastSeq,
 		Msgs:            info.State.Msgs,
-		ImportedThrough: ImportedThrough(info.Config.Metadata),
+		ImportedThrough: ledger.ImportedThrough(info.Config.Metadata),
 	}
 	if err := checkCompatible(info.Config); err != nil {
 		return state, err

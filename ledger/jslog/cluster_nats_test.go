@@ -1,4 +1,4 @@
-package ledger_test
+package jslog_test
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -26,7 +26,7 @@ func TestClusterR3Smoke(t *testing.T) {
 		urls[i] = n.ClientURL()
 	}
 	_, js := natstest.ConnectURL(t, urls[0])
-	st, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{Replicas: 3})
+	st, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{Replicas: 3})
 	if err != nil {
 		t.Fatalf("EnsureStream R3: %v", err)
 	}
@@ -34,11 +34,11 @@ func TestClusterR3Smoke(t *testing.T) {
 		t.Fatalf("replicas = %d", r)
 	}
 	// Checking again on the cluster changes nothing.
-	if _, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{Replicas: 3}); err != nil {
+	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{Replicas: 3}); err != nil {
 		t.Fatalf("EnsureStream R3 again: %v", err)
 	}
 
-	a := newAppender(t, js, ledger.AppenderOptions{})
+	a := newAppender(t, js, jslog.AppenderOptions{})
 	const n = 300
 	raws := make([][]byte, n)
 	for i := range raws {

@@ -1,4 +1,4 @@
-package ledger
+package jslog
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/mewledger/ledger/ledger"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,7 +23,7 @@ const (
 	// equals natsserver.DefaultMaxPayload, the embedded server's
 	// max_payload; an external server needs max_payload at least this big
 	// to take a 1 MiB envelope.
-	DefaultMaxMsgSize = MaxEnvelopeBytes + HeaderHeadroom
+	DefaultMaxMsgSize = ledger.MaxEnvelopeBytes + HeaderHeadroom
 	// DefaultDuplicateWindow is the LEDGER stream's duplicate window
 	// unless set: how long a Nats-Msg-Id is remembered, and so how long an
 	// append may be retried without being stored twice.
@@ -67,8 +69,8 @@ func (o *StreamOptions) Validate() error {
 		return fmt.Errorf("%w: replicas %d, want 1..5", ErrStreamConfig, o.Replicas)
 	case o.DuplicateWindow < 0:
 		return fmt.Errorf("%w: negative duplicate window", ErrStreamConfig)
-	case o.MaxMsgSize < MaxEnvelopeBytes:
-		return fmt.Errorf("%w: max msg size %d is below the %d-byte envelope limit", ErrStreamConfig, o.MaxMsgSize, MaxEnvelopeBytes)
+	case o.MaxMsgSize < ledger.MaxEnvelopeBytes:
+		return fmt.Errorf("%w: max msg size %d is below the %d-byte envelope limit", ErrStreamConfig, o.MaxMsgSize, ledger.MaxEnvelopeBytes)
 	case o.MaxAge < 0:
 		return fmt.Errorf("%w: negative max age", ErrStreamConfig)
 	case o.MaxAge > 0 && o.MaxAge < o.DuplicateWindow:

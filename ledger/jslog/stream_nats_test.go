@@ -1,4 +1,4 @@
-package ledger_test
+package jslog_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -43,7 +44,7 @@ func ledgerJSWith(t testing.TB, o natsserver.Options) (*natsserver.Server, *nats
 	t.Helper()
 	s := natstest.StartWith(t, o)
 	nc, js := natstest.Connect(t, s)
-	st, err := ledger.EnsureStream(ctxT(t), js, ledger.StreamOptions{})
+	st, err := jslog.EnsureStream(ctxT(t), js, jslog.StreamOptions{})
 	if err != nil {
 		t.Fatalf("EnsureStream: %v", err)
 	}
@@ -51,10 +52,10 @@ func ledgerJSWith(t testing.TB, o natsserver.Options) (*natsserver.Server, *nats
 }
 
 func TestMaxSizesAgree(t *testing.T) {
-	if ledger.DefaultMaxMsgSize != natsserver.DefaultMaxPayload {
-		t.Fatalf("ledger.DefaultMaxMsgSize %d != natsserver.DefaultMaxPayload %d", ledger.DefaultMaxMsgSize, natsserver.DefaultMaxPayload)
+	if jslog.DefaultMaxMsgSize != natsserver.DefaultMaxPayload {
+		t.Fatalf("jslog.DefaultMaxMsgSize %d != natsserver.DefaultMaxPayload %d", jslog.DefaultMaxMsgSize, natsserver.DefaultMaxPayload)
 	}
-	if ledger.DefaultMaxMsgSize <= ledger.MaxEnvelopeBytes {
+	if jslog.DefaultMaxMsgSize <= ledger.MaxEnvelopeBytes {
 		t.Fatal("no header headroom above the envelope limit")
 	}
 }
@@ -64,14 +65,14 @@ func TestEnsureStreamCreatesAndRechecks(t *testing.T) {
 	_, _, js, st := ledgerJS(t)
 	c := st.CachedInfo().Config
 	if !slices.Equal(c.Subjects, []string{subjects.StreamSubjects}) || c.Storage != jetstream.FileStorage ||
-		!c.DenyDelete || !c.DenyPurge || c.Duplicates != ledger.DefaultDuplicateWindow || c.MaxAge != 0 ||
-		c.Replicas != 1 || c.Discard != jetstream.DiscardNew || c.MaxMsgSize != ledger.DefaultMaxMsgSize ||
+		!c.DenyDelete || !c.DenyPurge || c.Duplicates != jslog.DefaultDuplicateWindow || c.MaxAge != 0 ||
+		c.Replicas != 1 || c.Discard != jetstream.DiscardNew || c.MaxMsgSize != jslog.DefaultMaxMsgSize ||
 		c.AllowDirect || c.AllowRollup || c.AllowMsgTTL || c.MaxMsgs != -1 || c.MaxBytes != -1 {
 		t.Fatalf("created config = %+v", c)
 	}
 
 	// Again: nothing to do, same stream.
-	st2, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{})
+	st2, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{})
 	if err != nil {
 		t.Fatalf("EnsureStream again: %v", err)
 	}
@@ -86,7 +87,7 @@ func TestEnsureStreamCreatesAndRechecks(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	st3, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{DuplicateWindow: 5 * time.Minute})
+	st3, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{DuplicateWindow: 5 * time.Minute})
 	if err != nil {
 		t.Fatalf("EnsureStream after drift: %v", err)
 	}
@@ -96,13 +97,13 @@ func TestEnsureStreamCreatesAndRechecks(t *testing.T) {
 	}
 
 	// Replicas 3 on a single server: a clear error, stream untouched.
-	if _, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{Replicas: 3}); !errors.Is(err, ledger.ErrStreamConfig) {
+	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{Replicas: 3}); !errors.Is(err, jslog.ErrStreamConfig) {
 		t.Fatalf("R3 on one node: err = %v, want ErrStreamConfig", err)
 	}
 }
 
 func TestEnsureStreamRefusesIncompatible(t *testing.T) {
-	base := (&ledger.StreamOptions{Replicas: 1, DuplicateWindow: time.Minute, MaxMsgSize: ledger.DefaultMaxMsgSize}).StreamConfig()
+	base := (&jslog.StreamOptions{Replicas: 1, DuplicateWindow: time.Minute, MaxMsgSize: jslog.DefaultMaxMsgSize}).StreamConfig()
 	cases := map[string]func(c *jetstream.StreamConfig){
 		"subjects":     func(c *jetstream.StreamConfig) { c.Subjects = []string{"ledger.>"} },
 		"memory":       func(c *jetstream.StreamConfig) { c.Storage = jetstream.MemoryStorage },
@@ -121,8 +122,8 @@ func TestEnsureStreamRefusesIncompatible(t *testing.T) {
 			if _, err := js.CreateStream(ctx, c); err != nil {
 				t.Fatalf("create: %v", err)
 			}
-			_, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{})
-			if !errors.Is(err, ledger.ErrStreamConfig) {
+			_, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{})
+			if !errors.Is(err, jslog.ErrStreamConfig) {
 				t.Fatalf("err = %v, want ErrStreamConfig", err)
 			}
 			t.Logf("%v", err)
@@ -131,13 +132,13 @@ func TestEnsureStreamRefusesIncompatible(t *testing.T) {
 }
 
 func TestStreamOptionsValidate(t *testing.T) {
-	for name, o := range map[string]ledger.StreamOptions{
+	for name, o := range map[string]jslog.StreamOptions{
 		"replicas":    {Replicas: 7},
 		"msg size":    {MaxMsgSize: 1000},
 		"age < dup":   {MaxAge: time.Minute},
 		"neg dup win": {DuplicateWindow: -time.Second},
 	} {
-		if err := o.Validate(); !errors.Is(err, ledger.ErrStreamConfig) {
+		if err := o.Validate(); !errors.Is(err, jslog.ErrStreamConfig) {
 			t.Errorf("%s: err = %v, want ErrStreamConfig", name, err)
 		}
 	}
@@ -150,7 +151,7 @@ func TestStreamOptionsValidate(t *testing.T) {
 func TestStreamImmutable(t *testing.T) {
 	ctx := ctxT(t)
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{})
+	a := newAppender(t, js, jslog.AppenderOptions{})
 	for i := range 3 {
 		if _, err := a.Append(ctx, "", tProposal(idf("p", i), "alice").raw()); err != nil {
 			t.Fatal(err)
@@ -235,7 +236,7 @@ authorization {
 	s := natstest.StartWith(t, o)
 	ctx := ctxT(t)
 	_, admin := natstest.Connect(t, s, nats.UserInfo("ledger", "ledger-secret"))
-	if _, err := ledger.EnsureStream(ctx, admin, ledger.StreamOptions{}); err != nil {
+	if _, err := jslog.EnsureStream(ctx, admin, jslog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

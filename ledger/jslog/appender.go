@@ -1,4 +1,4 @@
-package ledger
+package jslog
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/mewledger/ledger/ledger"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,8 +18,6 @@ import (
 
 // Appender defaults.
 const (
-	// DefaultSpace is the space of envelopes submitted without one.
-	DefaultSpace = "default"
 	// DefaultMaxInFlight is AppendMany's window of unacknowledged
 	// publishes.
 	DefaultMaxInFlight = 256
@@ -31,17 +30,9 @@ const (
 	// (with jitter) up to maxRetryWait.
 	DefaultRetryWait = 100 * time.Millisecond
 	maxRetryWait     = 2 * time.Second
-	// MaxSpaceBytes bounds a space name (like ids, SPEC §2).
-	MaxSpaceBytes = MaxIDBytes
 )
 
 var (
-	// ErrPublish is wrapped by every error of an append that was accepted
-	// by Prepare but not acknowledged by the stream. The wrapped cause says
-	// why; when it is a timeout or a cancelled context the envelope may or
-	// may not have been stored, and appending the same bytes again within
-	// the stream's duplicate window is safe (it is stored once).
-	ErrPublish = errors.New("ledger: publish failed")
 	// ErrAppenderOptions is wrapped by AppenderOptions.Validate errors.
 	ErrAppenderOptions = errors.New("ledger: invalid appender options")
 )
@@ -57,7 +48,7 @@ type AppenderOptions struct {
 	MaxInFlight int
 	// Limits are the submit limits (size, to and correlation_id entries).
 	// Zero fields mean their defaults (DefaultSubmitLimits).
-	Limits SubmitLimits
+	Limits ledger.SubmitLimits
 	// Now is the clock for kernel rule V-PROP-010 at submit time. Default
 	// time.Now.
 	Now func() time.Time
@@ -79,7 +70,7 @@ type AppenderOptions struct {
 // Validate fills in defaults and checks the options.
 func (o *AppenderOptions) Validate() error {
 	if o.Space == "" {
-		o.Space = DefaultSpace
+		o.Space = ledger.DefaultSpace
 	}
 	if o.MaxInFlight == 0 {
 		o.MaxInFlight = DefaultMaxInFlight
@@ -98,7 +89,7 @@ func (o *AppenderOptions) Validate() error {
 	if o.RetryWait == 0 {
 		o.RetryWait = DefaultRetryWait
 	}
-	if err := checkSpace(o.Space); err != nil {
+	if err := ledger.CheckSpace(o.Space); err != nil {
 		return fmt.Errorf("%w: %w", ErrAppenderOptions, err)
 	}
 	if err := o.Commit.Validate(); err != nil {
@@ -109,8 +100,8 @@ func (o *AppenderOptions) Validate() error {
 		return fmt.Errorf("%w: MaxInFlight %d, want ≥ 1", ErrAppenderOptions, o.MaxInFlight)
 	case o.AckTimeout < 0 || o.RetryWait < 0:
 		return fmt.Errorf("%w: negative AckTimeout or RetryWait", ErrAppenderOptions)
-	case o.Limits.MaxBytes > MaxEnvelopeBytes:
-		return fmt.Errorf("%w: Limits.MaxBytes %d is over the %d-byte envelope limit", ErrAppenderOptions, o.Limits.MaxBytes, MaxEnvelopeBytes)
+	case o.Limits.MaxBytes > ledger.MaxEnvelopeBytes:
+		return fmt.Errorf("%w: Limits.MaxBytes %d is over the %d-byte envelope limit", ErrAppenderOptions, o.Limits.MaxBytes, ledger.MaxEnvelopeBytes)
 	}
 	if b := o.retryBudget(); b > DefaultDuplicateWindow/2 {
 		return fmt.Errorf("%w: worst-case retry time %v exceeds half the duplicate window (%v)", ErrAppenderOptions, b, DefaultDuplicateWindow)
@@ -135,20 +126,6 @@ func backoff(base time.Duration, n int) time.Duration {
 		d *= 2
 	}
 	return min(d, maxRetryWait)
-}
-
-// checkSpace refuses a space that is empty, not UTF-8 or too long.
-func checkSpace(space string) error {
-	switch {
-	case space == "":
-		return &RefusalError{Code: CodeMissingField, Field: "space", Message: "space is empty"}
-	case !utf8.ValidString(space):
-		return &RefusalError{Code: CodeInvalidUTF8, Field: "space", Message: "space is not valid UTF-8"}
-	case len(space) > MaxSpaceBytes:
-		return &RefusalError{Code: CodeTooLong, Field: "space",
-			Message: fmt.Sprintf("space is %d bytes, over the limit of %d", len(space), MaxSpaceBytes)}
-	}
-	return nil
 }
 
 // Appender validates envelopes and appends them to the LEDGER stream. It
@@ -204,72 +181,32 @@ func (a *Appender) Close() {
 // Space returns the default space.
 func (a *Appender) Space() string { return a.opts.Space }
 
-// Prepared is an envelope ready to publish: its decoded form, the space,
-// subject and Nats-Msg-Id it is published with, and the original bytes,
-// which are published untouched.
-type Prepared struct {
-	Decoded *Decoded
-	Space   string
-	Subject string
-	MsgID   string
-	Raw     []byte
-}
-
 // Prepare decodes raw and checks it as the submit paths must (SPEC §8),
 // with the Appender's limits and clock: PrepareStandalone. space "" is
 // the Appender's default space. The error is a *RefusalError. raw is not
 // copied.
-func (a *Appender) Prepare(space string, raw []byte) (*Prepared, error) {
+func (a *Appender) Prepare(space string, raw []byte) (*ledger.Prepared, error) {
 	p, _, err := a.prepare(space, raw, true)
 	return p, err
 }
 
 // prepare is Prepare, or AppendSystem's check when !submit. On a refusal
 // it also returns the envelope id when the envelope decoded.
-func (a *Appender) prepare(space string, raw []byte, submit bool) (*Prepared, string, error) {
+func (a *Appender) prepare(space string, raw []byte, submit bool) (*ledger.Prepared, string, error) {
 	if space == "" {
 		space = a.opts.Space
 	}
-	return prepare(space, raw, a.opts.Limits, a.opts.Now(), submit)
-}
-
-// Result is the outcome of one append.
-type Result struct {
-	// ID is the envelope id ("" when a refused envelope could not be
-	// decoded).
-	ID string
-	// Seq is the stream sequence of the stored envelope: its position in
-	// the ledger. For a duplicate it is the sequence of the copy stored
-	// first.
-	Seq uint64
-	// Duplicate is the stream's answer, verified (SPEC §4): an envelope
-	// with the same space, id and digest was already stored within the
-	// duplicate window, and the message at Seq is that envelope (same
-	// subject, id and digest). When other bytes had been stored under the
-	// envelope's Nats-Msg-Id, the envelope is stored anyway, flagged with
-	// HeaderMsgIDClash, and Duplicate is false. After
-	// a retry (Attempts > 1) that earlier copy may be this append's own
-	// first attempt.
-	Duplicate bool
-	// Subject is the subject the envelope was (or would have been)
-	// published to ("" when refused).
-	Subject string
-	// Attempts is the number of publish attempts (0 when refused).
-	Attempts int
-	// Err is nil on success, a *RefusalError (errors.Is ErrRefused) when
-	// the envelope was refused before publishing, or an error wrapping
-	// ErrPublish and naming the envelope id.
-	Err error
+	return ledger.PrepareEnvelope(space, raw, a.opts.Limits, a.opts.Now(), submit)
 }
 
 // Append validates and appends one envelope and waits for the stream's
 // acknowledgement, retrying transient failures (see AppenderOptions). The
 // returned error is Result.Err. raw must not be modified until Append
 // returns.
-func (a *Appender) Append(ctx context.Context, space string, raw []byte) (Result, error) {
+func (a *Appender) Append(ctx context.Context, space string, raw []byte) (ledger.Result, error) {
 	p, id, err := a.prepare(space, raw, true)
 	if err != nil {
-		return Result{ID: id, Err: err}, err
+		return ledger.Result{ID: id, Err: err}, err
 	}
 	return a.AppendPrepared(ctx, p)
 }
@@ -277,10 +214,10 @@ func (a *Appender) Append(ctx context.Context, space string, raw []byte) (Result
 // AppendSystem appends an envelope the ledger writes itself (ledger/expire)
 // without the Submittable check; it must still decode to a lifecycle type
 // and pass the limits. space "" is the default space.
-func (a *Appender) AppendSystem(ctx context.Context, space string, raw []byte) (Result, error) {
+func (a *Appender) AppendSystem(ctx context.Context, space string, raw []byte) (ledger.Result, error) {
 	p, id, err := a.prepare(space, raw, false)
 	if err != nil {
-		return Result{ID: id, Err: err}, err
+		return ledger.Result{ID: id, Err: err}, err
 	}
 	return a.AppendPrepared(ctx, p)
 }
@@ -288,11 +225,11 @@ func (a *Appender) AppendSystem(ctx context.Context, space string, raw []byte) (
 // AppendPrepared appends an envelope from Prepare through the group
 // commit (Submit) and waits for its acknowledgement. The returned error
 // is Result.Err.
-func (a *Appender) AppendPrepared(ctx context.Context, p *Prepared) (Result, error) {
+func (a *Appender) AppendPrepared(ctx context.Context, p *ledger.Prepared) (ledger.Result, error) {
 	pd, err := a.Submit(ctx, p)
 	if err != nil {
-		r := Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
-			Err: fmt.Errorf("%w: envelope %q to %s: %w", ErrPublish, p.Decoded.Env.ID, p.Subject, err)}
+		r := ledger.Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
+			Err: fmt.Errorf("%w: envelope %q to %s: %w", ledger.ErrPublish, p.Decoded.Env.ID, p.Subject, err)}
 		return r, r.Err
 	}
 	return pd.Result(ctx)
@@ -310,7 +247,7 @@ func (a *Appender) AppendPrepared(ctx context.Context, p *Prepared) (Result, err
 // envelopes submitted later (with one, never). A duplicate answer is verified against the
 // stored message (see Result.Duplicate). The error is ctx's, or wraps
 // ErrClosed. p.Raw must not be modified until the Pending is done.
-func (a *Appender) Submit(ctx context.Context, p *Prepared) (*Pending, error) {
+func (a *Appender) Submit(ctx context.Context, p *ledger.Prepared) (*Pending, error) {
 	return a.c.submit(ctx, p)
 }
 
@@ -321,8 +258,8 @@ func (a *Appender) Submit(ctx context.Context, p *Prepared) (*Pending, error) {
 // done, the envelopes not yet submitted get an error wrapping ErrPublish
 // and ctx.Err(). raws must not be modified until AppendMany returns.
 // Every goroutine it starts has returned when it returns.
-func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) []Result {
-	results := make([]Result, len(raws))
+func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) []ledger.Result {
+	results := make([]ledger.Result, len(raws))
 	type waiting struct {
 		i  int
 		pd *Pending
@@ -331,9 +268,9 @@ func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) 
 	wait := func(w waiting) {
 		results[w.i], _ = w.pd.Result(ctx)
 	}
-	submit := func(i int, p *Prepared, id string, err error) {
+	submit := func(i int, p *ledger.Prepared, id string, err error) {
 		if err != nil {
-			results[i] = Result{ID: id, Err: err}
+			results[i] = ledger.Result{ID: id, Err: err}
 			return
 		}
 		for len(fifo) >= a.opts.MaxInFlight {
@@ -342,8 +279,8 @@ func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) 
 		}
 		pd, err := a.Submit(ctx, p)
 		if err != nil {
-			results[i] = Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
-				Err: fmt.Errorf("%w: envelope %q to %s: %w", ErrPublish, p.Decoded.Env.ID, p.Subject, err)}
+			results[i] = ledger.Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
+				Err: fmt.Errorf("%w: envelope %q to %s: %w", ledger.ErrPublish, p.Decoded.Env.ID, p.Subject, err)}
 			return
 		}
 		fifo = append(fifo, waiting{i, pd})
@@ -360,7 +297,7 @@ func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) 
 		// ahead of submitting: it overlaps with the commit. It prepares
 		// every envelope whatever ctx says, so every refusal is reported.
 		type prep struct {
-			p   *Prepared
+			p   *ledger.Prepared
 			id  string
 			err error
 		}
@@ -397,25 +334,25 @@ func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) 
 // hands over at a time; calls with no more than that validate inline.
 const prepareChunk = 64
 
-func (a *Appender) msg(p *Prepared) *nats.Msg {
+func (a *Appender) msg(p *ledger.Prepared) *nats.Msg {
 	return &nats.Msg{Subject: p.Subject, Data: p.Raw, Header: nats.Header{}}
 }
 
 // publishOne publishes p on its own (the committer's fallback), with
 // retries, and verifies a duplicate answer.
-func (a *Appender) publishOne(ctx context.Context, p *Prepared) Result {
+func (a *Appender) publishOne(ctx context.Context, p *ledger.Prepared) ledger.Result {
 	r := a.publishRetry(ctx, p, p.MsgID, "")
 	return a.verify(ctx, p, r)
 }
 
 // publishAs makes one synchronous publish attempt of p under msgID,
 // bounded by AckTimeout; clash, when set, is the HeaderMsgIDClash value.
-func (a *Appender) publishAs(ctx context.Context, p *Prepared, msgID, clash string) (*jetstream.PubAck, error) {
+func (a *Appender) publishAs(ctx context.Context, p *ledger.Prepared, msgID, clash string) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.AckTimeout)
 	defer cancel()
 	m := a.msg(p)
 	if clash != "" {
-		m.Header.Set(HeaderMsgIDClash, clash)
+		m.Header.Set(ledger.HeaderMsgIDClash, clash)
 	}
 	return a.pub.PublishMsg(ctx, m, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(subjects.StreamName))
 }
@@ -423,7 +360,7 @@ func (a *Appender) publishAs(ctx context.Context, p *Prepared, msgID, clash stri
 // publishRetry publishes p under msgID, retrying transient failures with
 // backoff (the same message and Nats-Msg-Id each time, so the stream
 // stores it at most once), and builds the Result.
-func (a *Appender) publishRetry(ctx context.Context, p *Prepared, msgID, clash string) Result {
+func (a *Appender) publishRetry(ctx context.Context, p *ledger.Prepared, msgID, clash string) ledger.Result {
 	var (
 		ack      *jetstream.PubAck
 		err      = ctx.Err()
@@ -448,12 +385,12 @@ retry:
 		ack, err = a.publishAs(ctx, p, msgID, clash)
 		attempts++
 	}
-	r := Result{ID: p.Decoded.Env.ID, Subject: p.Subject, Attempts: attempts}
+	r := ledger.Result{ID: p.Decoded.Env.ID, Subject: p.Subject, Attempts: attempts}
 	switch {
 	case err != nil:
-		r.Err = fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ErrPublish, p.Decoded.Env.ID, p.Subject, attempts, err)
+		r.Err = fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ledger.ErrPublish, p.Decoded.Env.ID, p.Subject, attempts, err)
 	case ack.Stream != subjects.StreamName: // cannot happen with WithExpectStream
-		r.Err = fmt.Errorf("%w: envelope %q: stored in stream %q, not %s", ErrPublish, p.Decoded.Env.ID, ack.Stream, subjects.StreamName)
+		r.Err = fmt.Errorf("%w: envelope %q: stored in stream %q, not %s", ledger.ErrPublish, p.Decoded.Env.ID, ack.Stream, subjects.StreamName)
 	default:
 		r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
 	}

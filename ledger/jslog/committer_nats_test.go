@@ -1,4 +1,4 @@
-package ledger_test
+package jslog_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/crashtest"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -22,7 +23,7 @@ func TestGroupCommitConcurrentAppenders(t *testing.T) {
 	const appenders, each = 32, 40
 	ctx := ctxT(t)
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{})
+	a := newAppender(t, js, jslog.AppenderOptions{})
 
 	raws := make([][][]byte, appenders)
 	results := make([][]ledger.Result, appenders)
@@ -86,14 +87,14 @@ func TestGroupCommitDuplicateInMiddle(t *testing.T) {
 	for i := range raws {
 		raws[i] = tProposal(idf("mid", i), "bob").raw()
 	}
-	first := newAppender(t, js, ledger.AppenderOptions{})
+	first := newAppender(t, js, jslog.AppenderOptions{})
 	if r := mustAppend(t, first, "", raws[50]); r.Seq != 1 {
 		t.Fatalf("first copy: %+v", r)
 	}
 
 	// One batch in flight: the stream stores every other envelope in
 	// acceptance order even though a batch had to be redone.
-	a := newAppender(t, js, ledger.AppenderOptions{Commit: ledger.CommitOptions{MaxBatch: 1000, BatchesInFlight: 1}})
+	a := newAppender(t, js, jslog.AppenderOptions{Commit: jslog.CommitOptions{MaxBatch: 1000, BatchesInFlight: 1}})
 	rs := a.AppendMany(ctx, "", raws)
 	want := uint64(2)
 	for i, r := range rs {
@@ -126,7 +127,7 @@ func TestGroupCommitDuplicateInMiddle(t *testing.T) {
 func TestVerifiedDuplicateClash(t *testing.T) {
 	ctx := ctxT(t)
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{})
+	a := newAppender(t, js, jslog.AppenderOptions{})
 
 	for _, tc := range []struct {
 		name   string
@@ -179,7 +180,7 @@ func TestVerifiedDuplicateClash(t *testing.T) {
 // with its own sequence, none stored twice.
 func TestGroupCommitConnectionDropMidCommit(t *testing.T) {
 	_, st, px, js := proxied(t, false)
-	a := newAppender(t, js, ledger.AppenderOptions{AckTimeout: 300 * time.Millisecond, MaxRetries: 8, RetryWait: 20 * time.Millisecond})
+	a := newAppender(t, js, jslog.AppenderOptions{AckTimeout: 300 * time.Millisecond, MaxRetries: 8, RetryWait: 20 * time.Millisecond})
 	const n = 200
 	raws := make([][]byte, n)
 	for i := range raws {
@@ -218,7 +219,7 @@ func TestEnsureStreamTurnsOnAtomic(t *testing.T) {
 	if err := js.DeleteStream(ctx, subjects.StreamName); err != nil {
 		t.Fatal(err)
 	}
-	o := ledger.StreamOptions{}
+	o := jslog.StreamOptions{}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestEnsureStreamTurnsOnAtomic(t *testing.T) {
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	st, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{})
+	st, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestCommitOptionsForSync(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := ctxT(t)
 			_, _, js, _ := ledgerJS(t)
-			a := newAppender(t, js, ledger.AppenderOptions{Commit: ledger.CommitOptionsForSync(c.sync, c.known)})
+			a := newAppender(t, js, jslog.AppenderOptions{Commit: jslog.CommitOptionsForSync(c.sync, c.known)})
 			raws := make([][]byte, 300)
 			for i := range raws {
 				raws[i] = tProposal(fmt.Sprintf("s-%d", i), "alice").raw()
@@ -276,7 +277,7 @@ func TestCommitOptionsForSync(t *testing.T) {
 // fsync, which can outlast the client's reconnection, so the proxy holds
 // the new connection's answers too until the committer has given up on
 // a batch (a fallback), and then cuts again.
-func loseAcks(t *testing.T, px *crashtest.Proxy, a *ledger.Appender) {
+func loseAcks(t *testing.T, px *crashtest.Proxy, a *jslog.Appender) {
 	t.Helper()
 	px.Cut()
 	px.Hold()

@@ -1,10 +1,12 @@
-package ledger
+package jslog
 
 import (
 	"context"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/mewledger/ledger/ledger"
 
 	"github.com/mewledger/ledger/subjects"
 )
@@ -20,7 +22,7 @@ const maxClashes = 4
 // Nats-Msg-Id (<msg id>/clash/<clashing seq>, deterministic so a retry
 // is still stored once) with HeaderMsgIDClash naming the clashing id,
 // and answered as stored. Anything else is returned unchanged.
-func (a *Appender) verify(ctx context.Context, p *Prepared, r Result) Result {
+func (a *Appender) verify(ctx context.Context, p *ledger.Prepared, r ledger.Result) ledger.Result {
 	attempts := r.Attempts
 	for i := 0; r.Err == nil && r.Duplicate; i++ {
 		same, err := a.storedSame(ctx, p, r.Seq)
@@ -36,14 +38,14 @@ func (a *Appender) verify(ctx context.Context, p *Prepared, r Result) Result {
 			same, err = a.storedSame(ctx, p, r.Seq)
 		}
 		if err != nil {
-			r.Err = fmt.Errorf("%w: envelope %q: checking the copy stored at %d: %w", ErrPublish, p.Decoded.Env.ID, r.Seq, err)
+			r.Err = fmt.Errorf("%w: envelope %q: checking the copy stored at %d: %w", ledger.ErrPublish, p.Decoded.Env.ID, r.Seq, err)
 			return r
 		}
 		if same {
 			return r
 		}
 		if i == maxClashes {
-			r.Err = fmt.Errorf("%w: envelope %q: %d Nats-Msg-Ids tried are taken by other bytes", ErrPublish, p.Decoded.Env.ID, maxClashes+1)
+			r.Err = fmt.Errorf("%w: envelope %q: %d Nats-Msg-Ids tried are taken by other bytes", ledger.ErrPublish, p.Decoded.Env.ID, maxClashes+1)
 			return r
 		}
 		msgID := p.MsgID + "/clash/" + strconv.FormatUint(r.Seq, 10)
@@ -56,7 +58,7 @@ func (a *Appender) verify(ctx context.Context, p *Prepared, r Result) Result {
 
 // storedSame reports whether the message at seq has p's subject and is
 // an envelope with p's id and digest.
-func (a *Appender) storedSame(ctx context.Context, p *Prepared, seq uint64) (bool, error) {
+func (a *Appender) storedSame(ctx context.Context, p *ledger.Prepared, seq uint64) (bool, error) {
 	a.stMu.Lock()
 	st := a.stream
 	a.stMu.Unlock()
@@ -78,7 +80,7 @@ func (a *Appender) storedSame(ctx context.Context, p *Prepared, seq uint64) (boo
 	if m.Subject != p.Subject {
 		return false, nil
 	}
-	d, err := Decode(m.Data, DecodeOptions{Now: a.opts.Now()})
+	d, err := ledger.Decode(m.Data, ledger.DecodeOptions{Now: a.opts.Now()})
 	if err != nil {
 		return false, nil //nolint:nilerr // undecodable bytes are not p
 	}

@@ -1,4 +1,4 @@
-package ledger_test
+package jslog_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -65,9 +66,9 @@ func tFulfil(id, from, target string) tenv {
 		"params": map[string]any{"name": "write_file", "arguments": map[string]any{"path": "/tmp/" + target}}})
 }
 
-func newAppender(t testing.TB, js jetstream.JetStream, o ledger.AppenderOptions) *ledger.Appender {
+func newAppender(t testing.TB, js jetstream.JetStream, o jslog.AppenderOptions) *jslog.Appender {
 	t.Helper()
-	a, err := ledger.NewAppender(js, o)
+	a, err := jslog.NewAppender(js, o)
 	if err != nil {
 		t.Fatalf("NewAppender: %v", err)
 	}
@@ -75,7 +76,7 @@ func newAppender(t testing.TB, js jetstream.JetStream, o ledger.AppenderOptions)
 	return a
 }
 
-func mustAppend(t *testing.T, a *ledger.Appender, space string, raw []byte) ledger.Result {
+func mustAppend(t *testing.T, a *jslog.Appender, space string, raw []byte) ledger.Result {
 	t.Helper()
 	r, err := a.Append(ctxT(t), space, raw)
 	if err != nil {
@@ -98,7 +99,7 @@ func streamMsgs(t *testing.T, st jetstream.Stream) uint64 {
 
 func TestAppendDuplicates(t *testing.T) {
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{})
+	a := newAppender(t, js, jslog.AppenderOptions{})
 	p := tProposal("env-req-1", "untrusted-agent")
 
 	r1 := mustAppend(t, a, "", p.raw())
@@ -141,7 +142,7 @@ func TestAppendDuplicates(t *testing.T) {
 func TestStoredMessage(t *testing.T) {
 	ctx := ctxT(t)
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{Space: "team.α"})
+	a := newAppender(t, js, jslog.AppenderOptions{Space: "team.α"})
 	cases := []struct {
 		raw   []byte
 		space string
@@ -193,7 +194,7 @@ func TestStoredMessage(t *testing.T) {
 
 func TestPrepareRefusals(t *testing.T) {
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{Limits: ledger.SubmitLimits{MaxTo: 2}})
+	a := newAppender(t, js, jslog.AppenderOptions{Limits: ledger.SubmitLimits{MaxTo: 2}})
 	cases := map[string]struct {
 		raw   []byte
 		space string
@@ -229,7 +230,7 @@ func TestPrepareRefusals(t *testing.T) {
 // duplicate.
 func TestAppendSystem(t *testing.T) {
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{})
+	a := newAppender(t, js, jslog.AppenderOptions{})
 	mustAppend(t, a, "", tProposal("p1", "alice").raw())
 	exp := ledger.ExpireEnvelope("default", "p1", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	r, err := a.AppendSystem(ctxT(t), "", exp)
@@ -271,7 +272,7 @@ func padded(t *testing.T, id string, n int) []byte {
 func TestEnvelopeSizeLimit(t *testing.T) {
 	ctx := ctxT(t)
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{})
+	a := newAppender(t, js, jslog.AppenderOptions{})
 
 	at := padded(t, "big-1", ledger.MaxEnvelopeBytes)
 	r := mustAppend(t, a, "", at)
@@ -361,7 +362,7 @@ func TestAppendMany(t *testing.T) {
 func testAppendMany(t *testing.T, o natsserver.Options) {
 	ctx := ctxT(t)
 	_, _, js, st := ledgerJSWith(t, o)
-	a := newAppender(t, js, ledger.AppenderOptions{})
+	a := newAppender(t, js, jslog.AppenderOptions{})
 	const n = 5000
 	raws, want := mixed(n)
 
@@ -429,7 +430,7 @@ func testAppendMany(t *testing.T, o natsserver.Options) {
 func TestAppendManyConcurrent(t *testing.T) {
 	ctx := ctxT(t)
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{MaxInFlight: 16})
+	a := newAppender(t, js, jslog.AppenderOptions{MaxInFlight: 16})
 	var wg sync.WaitGroup
 	const workers, per = 4, 200
 	for w := range workers {
@@ -459,7 +460,7 @@ func TestAppendRetriesUntilStreamExists(t *testing.T) {
 	ctx := ctxT(t)
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s)
-	a := newAppender(t, js, ledger.AppenderOptions{RetryWait: 200 * time.Millisecond, AckTimeout: time.Second})
+	a := newAppender(t, js, jslog.AppenderOptions{RetryWait: 200 * time.Millisecond, AckTimeout: time.Second})
 
 	done := make(chan struct{})
 	var r ledger.Result
@@ -469,7 +470,7 @@ func TestAppendRetriesUntilStreamExists(t *testing.T) {
 		r, err = a.Append(ctx, "", tProposal("early", "alice").raw())
 	}()
 	time.Sleep(700 * time.Millisecond) // past nats.go's own no-responder retries
-	if _, err := ledger.EnsureStream(ctx, js, ledger.StreamOptions{}); err != nil {
+	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	<-done
@@ -479,19 +480,19 @@ func TestAppendRetriesUntilStreamExists(t *testing.T) {
 	t.Logf("stored after %d attempts", r.Attempts)
 
 	// Without retries the same situation is a transient ErrPublish.
-	b := newAppender(t, js, ledger.AppenderOptions{MaxRetries: -1})
+	b := newAppender(t, js, jslog.AppenderOptions{MaxRetries: -1})
 	if err := js.DeleteStream(ctx, subjects.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	r, err = b.Append(ctx, "", tProposal("late", "alice").raw())
-	if !errors.Is(err, ledger.ErrPublish) || !ledger.IsTransient(err) || r.Attempts != 1 || !strings.Contains(err.Error(), `"late"`) {
+	if !errors.Is(err, ledger.ErrPublish) || !jslog.IsTransient(err) || r.Attempts != 1 || !strings.Contains(err.Error(), `"late"`) {
 		t.Fatalf("no stream, no retries: %+v, %v", r, err)
 	}
 }
 
 func TestAppendContextCancelled(t *testing.T) {
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{})
+	a := newAppender(t, js, jslog.AppenderOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := a.Append(ctx, "", tProposal("p", "alice").raw())
@@ -509,18 +510,18 @@ func TestAppendContextCancelled(t *testing.T) {
 }
 
 func TestAppenderOptionsValidate(t *testing.T) {
-	for name, o := range map[string]ledger.AppenderOptions{
+	for name, o := range map[string]jslog.AppenderOptions{
 		"in flight": {MaxInFlight: -1},
 		"budget":    {MaxRetries: 20, AckTimeout: 10 * time.Second},
 		"limits":    {Limits: ledger.SubmitLimits{MaxBytes: 2 << 20}},
 		"space":     {Space: strings.Repeat("s", 300)},
 	} {
-		if err := o.Validate(); !errors.Is(err, ledger.ErrAppenderOptions) {
+		if err := o.Validate(); !errors.Is(err, jslog.ErrAppenderOptions) {
 			t.Errorf("%s: err = %v, want ErrAppenderOptions", name, err)
 		}
 	}
-	o := ledger.AppenderOptions{}
-	if err := o.Validate(); err != nil || o.Space != ledger.DefaultSpace || o.MaxInFlight != ledger.DefaultMaxInFlight {
+	o := jslog.AppenderOptions{}
+	if err := o.Validate(); err != nil || o.Space != ledger.DefaultSpace || o.MaxInFlight != jslog.DefaultMaxInFlight {
 		t.Fatalf("zero options: %+v, %v", o, err)
 	}
 }

@@ -1,4 +1,4 @@
-package ledger_test
+package jslog_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -100,7 +101,7 @@ func proxied(t *testing.T, fast bool) (direct jetstream.JetStream, st jetstream.
 	}
 	srv := natstest.StartWith(t, o)
 	_, direct = natstest.Connect(t, srv)
-	st, err := ledger.EnsureStream(ctxT(t), direct, ledger.StreamOptions{})
+	st, err := jslog.EnsureStream(ctxT(t), direct, jslog.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func proxied(t *testing.T, fast bool) (direct jetstream.JetStream, st jetstream.
 // copy, the first copy's sequence, Duplicate set.
 func TestRetryLostAckStoredOnce(t *testing.T) {
 	_, st, px, js := proxied(t, false)
-	a := newAppender(t, js, ledger.AppenderOptions{AckTimeout: 300 * time.Millisecond, MaxRetries: 8, RetryWait: 20 * time.Millisecond})
+	a := newAppender(t, js, jslog.AppenderOptions{AckTimeout: 300 * time.Millisecond, MaxRetries: 8, RetryWait: 20 * time.Millisecond})
 	raw := tProposal("lost-ack-1", "alice").raw()
 
 	px.Hold()
@@ -155,7 +156,7 @@ func TestRetryLostAckStoredOnce(t *testing.T) {
 func TestRetryConcurrentPublishersUnderLostAcks(t *testing.T) {
 	const publishers, perPublisher = 4, 400
 	direct, st, px, js := proxied(t, true)
-	a := newAppender(t, js, ledger.AppenderOptions{AckTimeout: 250 * time.Millisecond, MaxRetries: 10, RetryWait: 20 * time.Millisecond, MaxInFlight: 64})
+	a := newAppender(t, js, jslog.AppenderOptions{AckTimeout: 250 * time.Millisecond, MaxRetries: 10, RetryWait: 20 * time.Millisecond, MaxInFlight: 64})
 
 	batches := make([][][]byte, publishers)
 	for i := range batches {
@@ -272,11 +273,11 @@ chaos:
 func TestConcurrentSamePublish(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
-	st, err := ledger.EnsureStream(ctxT(t), js, ledger.StreamOptions{})
+	st, err := jslog.EnsureStream(ctxT(t), js, jslog.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAppender(t, js, ledger.AppenderOptions{})
+	a := newAppender(t, js, jslog.AppenderOptions{})
 	p, err := a.Prepare("", tProposal("twice", "alice").raw())
 	if err != nil {
 		t.Fatal(err)

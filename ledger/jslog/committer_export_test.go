@@ -1,4 +1,4 @@
-package ledger
+package jslog
 
 // OnResolve makes a's committer call f with each Pending just before it
 // resolves it (from the committer's goroutines, one at a time). Set it

@@ -1,4 +1,4 @@
-package ledger_test
+package jslog_test
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 )
 
 // inflightCommit makes every group an atomic batch of at most 16, with 8
 // batches in flight: many batches outstanding at once.
-var inflightCommit = ledger.CommitOptions{MaxBatch: 16, MinAtomic: 1, BatchesInFlight: 8}
+var inflightCommit = jslog.CommitOptions{MaxBatch: 16, MinAtomic: 1, BatchesInFlight: 8}
 
 // TestGroupCommitManyInFlightAcceptanceOrder: 16 goroutines submit 1,600
 // envelopes with 8 batches in flight. Acceptance order is the order of
@@ -25,12 +26,12 @@ func TestGroupCommitManyInFlightAcceptanceOrder(t *testing.T) {
 	const appenders, each = 16, 100
 	ctx := ctxT(t)
 	_, _, js, st := ledgerJS(t)
-	a := newAppender(t, js, ledger.AppenderOptions{Commit: inflightCommit})
+	a := newAppender(t, js, jslog.AppenderOptions{Commit: inflightCommit})
 	var (
 		resMu    sync.Mutex
-		resolved []*ledger.Pending // in the order the committer answers
+		resolved []*jslog.Pending // in the order the committer answers
 	)
-	ledger.OnResolve(a, func(pd *ledger.Pending) {
+	jslog.OnResolve(a, func(pd *jslog.Pending) {
 		resMu.Lock()
 		resolved = append(resolved, pd)
 		resMu.Unlock()
@@ -38,8 +39,8 @@ func TestGroupCommitManyInFlightAcceptanceOrder(t *testing.T) {
 
 	var (
 		mu      sync.Mutex
-		order   []*ledger.Pending // in acceptance order
-		raws    [][]byte          // the same order
+		order   []*jslog.Pending // in acceptance order
+		raws    [][]byte         // the same order
 		wg      sync.WaitGroup
 		subErrs = make(chan error, appenders)
 	)
@@ -117,12 +118,12 @@ func TestGroupCommitDuplicateWhileBatchesInFlight(t *testing.T) {
 	for i := range raws {
 		raws[i] = tProposal(idf("dupflight", i), "bob").raw()
 	}
-	first := newAppender(t, js, ledger.AppenderOptions{})
+	first := newAppender(t, js, jslog.AppenderOptions{})
 	if r := mustAppend(t, first, "", raws[dup]); r.Seq != 1 {
 		t.Fatalf("first copy: %+v", r)
 	}
 
-	a := newAppender(t, js, ledger.AppenderOptions{Commit: inflightCommit})
+	a := newAppender(t, js, jslog.AppenderOptions{Commit: inflightCommit})
 	rs := a.AppendMany(ctx, "", raws)
 	seen := map[uint64]int{1: dup}
 	for i, r := range rs {
@@ -162,7 +163,7 @@ func TestGroupCommitDuplicateWhileBatchesInFlight(t *testing.T) {
 // answered that the stream does not hold.
 func TestGroupCommitDropWithBatchesInFlight(t *testing.T) {
 	_, st, px, js := proxied(t, false)
-	a := newAppender(t, js, ledger.AppenderOptions{AckTimeout: 300 * time.Millisecond, MaxRetries: 8, RetryWait: 20 * time.Millisecond,
+	a := newAppender(t, js, jslog.AppenderOptions{AckTimeout: 300 * time.Millisecond, MaxRetries: 8, RetryWait: 20 * time.Millisecond,
 		Commit: inflightCommit})
 	const n = 400
 	raws := make([][]byte, n)

@@ -1,4 +1,4 @@
-package ledger_test
+package jslog_test
 
 import (
 	"bytes"
@@ -7,10 +7,26 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/internal/hostile"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
 )
+
+// hostileNow is the submit-time clock of the corpus tests (as in package
+// ledger's): the corpus's kernel time windows are far in the past
+// (refused) or in 2100 (accepted).
+var hostileNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func loadHostile(t testing.TB) []hostile.Case {
+	t.Helper()
+	cases, err := hostile.LoadDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
 
 // TestHostileCorpusAppender: through the Appender, every refused case is
 // refused before publishing (no attempt, nothing stored) with its code;
@@ -22,11 +38,11 @@ func TestHostileCorpusAppender(t *testing.T) {
 	cases := loadHostile(t)
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
-	stream, err := ledger.EnsureStream(ctxT(t), js, ledger.StreamOptions{})
+	stream, err := jslog.EnsureStream(ctxT(t), js, jslog.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAppender(t, js, ledger.AppenderOptions{Now: func() time.Time { return hostileNow }})
+	a := newAppender(t, js, jslog.AppenderOptions{Now: func() time.Time { return hostileNow }})
 	msgs := func() uint64 {
 		t.Helper()
 		info, err := stream.Info(ctxT(t))

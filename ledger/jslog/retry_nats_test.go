@@ -131,7 +131,7 @@ func TestRetryLostAckStoredOnce(t *testing.T) {
 		done <- r
 	}()
 	waitMsgs(t, st, 1, nil) // stored, ack held back
-	px.Cut()                // ack lost with the connection
+	loseAcks(t, px, a)      // ack lost with the connection, and not answered after the reconnect
 	r := <-done
 	if r.Err != nil {
 		t.Fatalf("append: %v", r.Err)

@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/mewledger/ledger/internal/canon"
 )
 
 // Fast JSON encoders for the records the fold writes on every commit:
@@ -56,7 +57,7 @@ func (w *jsonWriter) key(name string) {
 
 func (w *jsonWriter) str(name, v string) {
 	w.key(name)
-	w.b = appendJSONString(w.b, v)
+	w.b = canon.AppendStringHTML(w.b, v)
 }
 
 func (w *jsonWriter) strOmit(name, v string) {
@@ -115,7 +116,7 @@ func (w *jsonWriter) strings(name string, v []string) {
 		if i > 0 {
 			w.b = append(w.b, ',')
 		}
-		w.b = appendJSONString(w.b, s)
+		w.b = canon.AppendStringHTML(w.b, s)
 	}
 	w.b = append(w.b, ']')
 }
@@ -341,61 +342,4 @@ func appendEventRef(b []byte, r *EventRef) []byte {
 	w.stringsOmit("proposals", r.Proposals)
 	out, _ := w.end()
 	return out
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString is encoding/json's string encoding with HTML escaping
-// (json.Marshal's default): '"' and '\' escaped, \b \f \n \r \t, other
-// control characters and <, >, & as \u00XX, U+2028 and U+2029 as \u202X,
-// invalid UTF-8 as \ufffd.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -146,10 +146,9 @@ func DefaultSubmitLimits() SubmitLimits {
 	return SubmitLimits{MaxBytes: MaxEnvelopeBytes, MaxTo: 64, MaxCorrelation: 64}
 }
 
-// Check applies the limits to an envelope's raw size and, when d is not nil,
-// to its decoded to and correlation_id lists. It returns a *RefusalError
-// with code oversize, or too_many with Field "to" or "correlation_id".
-func (l SubmitLimits) Check(raw []byte, d *Decoded) error {
+// WithDefaults returns l with each limit that is zero or negative set to
+// its DefaultSubmitLimits value.
+func (l SubmitLimits) WithDefaults() SubmitLimits {
 	def := DefaultSubmitLimits()
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = def.MaxBytes
@@ -160,6 +159,14 @@ func (l SubmitLimits) Check(raw []byte, d *Decoded) error {
 	if l.MaxCorrelation <= 0 {
 		l.MaxCorrelation = def.MaxCorrelation
 	}
+	return l
+}
+
+// Check applies the limits to an envelope's raw size and, when d is not nil,
+// to its decoded to and correlation_id lists. It returns a *RefusalError
+// with code oversize, or too_many with Field "to" or "correlation_id".
+func (l SubmitLimits) Check(raw []byte, d *Decoded) error {
+	l = l.WithDefaults()
 	if len(raw) > l.MaxBytes {
 		return refuse(CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), l.MaxBytes)
 	}

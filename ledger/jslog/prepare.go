@@ -20,16 +20,4 @@ func (a *Appender) PrepareSystem(space string, raw []byte) (*ledger.Prepared, er
 func (a *Appender) Now() time.Time { return a.opts.Now() }
 
 // Limits returns the Appender's submit limits, defaults filled in.
-func (a *Appender) Limits() ledger.SubmitLimits {
-	l, def := a.opts.Limits, ledger.DefaultSubmitLimits()
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = def.MaxBytes
-	}
-	if l.MaxTo <= 0 {
-		l.MaxTo = def.MaxTo
-	}
-	if l.MaxCorrelation <= 0 {
-		l.MaxCorrelation = def.MaxCorrelation
-	}
-	return l
-}
+func (a *Appender) Limits() ledger.SubmitLimits { return a.opts.Limits.WithDefaults() }

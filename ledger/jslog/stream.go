@@ -239,15 +239,7 @@ func managed(have, want jetstream.StreamConfig) (jetstream.StreamConfig, bool) {
 	upd.DiscardNewPerSubject = false
 	upd.AllowDirect = want.AllowDirect
 	upd.AllowAtomicPublish = want.AllowAtomicPublish
-	changed := upd.Description != have.Description ||
-		upd.Replicas != have.Replicas ||
-		upd.Duplicates != have.Duplicates ||
-		upd.MaxMsgSize != have.MaxMsgSize ||
-		upd.MaxAge != have.MaxAge ||
-		upd.MaxMsgs != have.MaxMsgs || upd.MaxBytes != have.MaxBytes || upd.MaxMsgsPerSubject != have.MaxMsgsPerSubject ||
-		upd.Discard != have.Discard ||
-		upd.DiscardNewPerSubject != have.DiscardNewPerSubject ||
-		upd.AllowDirect != have.AllowDirect ||
-		upd.AllowAtomicPublish != have.AllowAtomicPublish
-	return upd, changed
+	// What differs is what managedDiff lists: one list of the managed
+	// settings to compare, beside the one above that sets them.
+	return upd, len(managedDiff(have, want)) > 0
 }

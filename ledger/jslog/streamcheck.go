@@ -117,6 +117,9 @@ func managedDiff(have, want jetstream.StreamConfig) []string {
 	if have.AllowDirect != want.AllowDirect {
 		add("allow_direct", have.AllowDirect, want.AllowDirect)
 	}
+	if have.AllowAtomicPublish != want.AllowAtomicPublish {
+		add("allow_atomic", have.AllowAtomicPublish, want.AllowAtomicPublish)
+	}
 	if have.Description != want.Description {
 		add("description", fmt.Sprintf("%q", have.Description), fmt.Sprintf("%q", want.Description))
 	}

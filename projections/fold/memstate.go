@@ -210,68 +210,30 @@ func (m *MemState) WaitingOrphans(space string) int {
 // It is for tests comparing folds.
 func (m *MemState) Dump() string {
 	var b strings.Builder
-	keys := func(n int, each func(func(string))) []string {
-		out := make([]string, 0, n)
-		each(func(k string) { out = append(out, k) })
-		slices.Sort(out)
-		return out
-	}
 	enc := func(v any) string { j, _ := json.Marshal(v); return string(j) }
-	for _, k := range keys(len(m.proposals), func(f func(string)) {
-		for k := range m.proposals {
-			f(k)
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(m.proposals)) {
 		fmt.Fprintf(&b, "P %q %s\n", k, enc(m.proposals[k]))
 	}
-	for _, k := range keys(len(m.refs), func(f func(string)) {
-		for k := range m.refs {
-			f(k)
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(m.refs)) {
 		fmt.Fprintf(&b, "E %q %s\n", k, enc(m.refs[k]))
 	}
-	for _, k := range keys(len(m.orphans), func(f func(string)) {
-		for k := range m.orphans {
-			f(k)
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(m.orphans)) {
 		fmt.Fprintf(&b, "O %q %s\n", k, enc(m.orphans[k]))
 	}
-	for _, k := range keys(len(m.history), func(f func(string)) {
-		for k := range m.history {
-			f(k)
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(m.history)) {
 		space, key, _ := strings.Cut(k, "\x00")
 		fmt.Fprintf(&b, "H %q %s\n", k, enc(m.History(space, key)))
 	}
-	for _, k := range keys(len(m.parked), func(f func(string)) {
-		for k := range m.parked {
-			f(k)
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(m.parked)) {
 		fmt.Fprintf(&b, "X %q %s\n", k, enc(m.parked[k]))
 	}
-	for _, k := range keys(len(m.filed), func(f func(string)) {
-		for k := range m.filed {
-			f(k)
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(m.filed)) {
 		fmt.Fprintf(&b, "F %q %d\n", k, m.filed[k])
 	}
-	for _, k := range keys(len(m.gaps), func(f func(string)) {
-		for k := range m.gaps {
-			f(k)
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(m.gaps)) {
 		fmt.Fprintf(&b, "G %q %s\n", k, enc(m.Gaps(k)))
 	}
-	for _, k := range keys(len(m.stats), func(f func(string)) {
-		for k := range m.stats {
-			f(k)
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(m.stats)) {
 		fmt.Fprintf(&b, "S %q %s\n", k, enc(m.stats[k]))
 	}
 	return b.String()
@@ -294,12 +256,7 @@ func (m *MemState) Spaces() []string {
 	for sp := range m.gaps {
 		set[sp] = true
 	}
-	out := make([]string, 0, len(set))
-	for sp := range set {
-		out = append(out, sp)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }
 
 // EventRefs returns the event-id index entries of a space, by id.

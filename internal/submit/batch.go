@@ -93,8 +93,7 @@ func (s *Service) acceptBatch(req micro.Request, space string, items []batchItem
 		if errors.Is(err, errTooMany) {
 			code = ledger.CodeTooMany
 		}
-		s.opts.Metrics.Refused(metrics.PathSubmit, code)
-		s.answer(req, wire.AppendResult{Error: &wire.Error{Code: code, Message: err.Error()}}, StatusRefused)
+		s.refuse(req, &wire.Error{Code: code, Message: err.Error()})
 		return nil
 	}
 	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))

@@ -7,7 +7,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mewledger/ledger/internal/logging"
-	"github.com/mewledger/ledger/internal/metrics"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/jslog"
@@ -61,16 +60,12 @@ func (s *Service) handleGap(req micro.Request) { s.dispatch(req, s.acceptGap) }
 func (s *Service) acceptGap(req micro.Request) func() {
 	space, err := subjects.ParseGap(req.Subject())
 	if err != nil {
-		s.opts.Metrics.Refused(metrics.PathSubmit, ledger.CodeBadValue)
-		s.answer(req, wire.AppendResult{Error: &wire.Error{Code: ledger.CodeBadValue, Field: "space",
-			Message: fmt.Sprintf("the subject's space token is not a valid encoding: %v", err)}}, StatusRefused)
+		s.refuse(req, badSpace(err))
 		return nil
 	}
 	g, err := ledger.ParseGap(req.Data())
 	if err != nil {
-		e := wire.FromError(err)
-		s.opts.Metrics.Refused(metrics.PathSubmit, e.Code)
-		s.answer(req, wire.AppendResult{Error: e}, StatusRefused)
+		s.refuse(req, wire.FromError(err))
 		return nil
 	}
 	raw, _ := ledger.GapEnvelope(g) // ParseGap checked it builds

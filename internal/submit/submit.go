@@ -253,9 +253,7 @@ func (s *Service) accept(req micro.Request) func() {
 	if err != nil {
 		// Cannot happen through the wildcard subscription but for a
 		// badly encoded space token.
-		s.opts.Metrics.Refused(metrics.PathSubmit, ledger.CodeBadValue)
-		s.answer(req, wire.AppendResult{Error: &wire.Error{Code: ledger.CodeBadValue, Field: "space",
-			Message: fmt.Sprintf("the subject's space token is not a valid encoding: %v", err)}}, StatusRefused)
+		s.refuse(req, badSpace(err))
 		return nil
 	}
 	if items, batch, err := batchItems(req); batch {
@@ -292,6 +290,19 @@ func (s *Service) outcome(req micro.Request, res ledger.Result, send func(micro.
 		s.log.Error().Err(res.Err).Msg("append failed")
 		send(req, out, StatusInternal)
 	}
+}
+
+// refuse counts and answers a request refused before anything was
+// appended (a bad subject or body): an error reply micro counts.
+func (s *Service) refuse(req micro.Request, e *wire.Error) {
+	s.opts.Metrics.Refused(metrics.PathSubmit, e.Code)
+	s.answer(req, wire.AppendResult{Error: e}, StatusRefused)
+}
+
+// badSpace is the refusal of a subject whose space token does not decode.
+func badSpace(err error) *wire.Error {
+	return &wire.Error{Code: ledger.CodeBadValue, Field: "space",
+		Message: fmt.Sprintf("the subject's space token is not a valid encoding: %v", err)}
 }
 
 // answer answers req from the first stage, on the subscription goroutine:

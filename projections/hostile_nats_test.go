@@ -105,26 +105,6 @@ func garbageSubjects(v victim) []string {
 	}
 }
 
-// filedUnder is where the fold files an event that does not apply: the
-// subject's space and key, or for a subject that does not parse the raw
-// second and third tokens (projections' rawTokens).
-func filedUnder(subject string) (space, key string) {
-	if ev, err := subjects.ParseEvent(subject); err == nil {
-		return ev.Space, ev.Key
-	}
-	parts := strings.SplitN(subject, ".", 5)
-	if len(parts) > 1 {
-		space = parts[1]
-	}
-	if len(parts) > 2 {
-		key = parts[2]
-	}
-	if key == "" {
-		key = subject
-	}
-	return space, key
-}
-
 // hostilePlan builds the raw publishes of every case: aimed at a victim as
 // its proposer's withdrawal (the most dangerous valid subject), under its
 // own subject (or encoded tokens naming a victim when it does not decode),
@@ -343,7 +323,7 @@ func TestHostileRawPublishes(t *testing.T) {
 		if h.shape == "own" && derr == nil {
 			continue // a decodable envelope under its own subject folds as any event would
 		}
-		space, key := filedUnder(h.subject)
+		space, key := subjects.FiledUnder(h.subject)
 		hk := space + "\x00" + key
 		hist, ok := histories[hk]
 		if !ok {

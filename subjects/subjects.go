@@ -117,6 +117,28 @@ func (e Event) String() string {
 	return Root + "." + EncodeToken(e.Space) + "." + EncodeToken(e.Key) + "." + e.Type + "." + EncodeToken(e.Sender)
 }
 
+// FiledUnder is where an event published on subject is filed: the space
+// and key ParseEvent decodes, or, for a subject that does not parse, its
+// raw second and third tokens (the key is the whole subject when there is
+// no third token), so that even an unparseable subject's event is filed
+// somewhere deterministic.
+func FiledUnder(subject string) (space, key string) {
+	if ev, err := ParseEvent(subject); err == nil {
+		return ev.Space, ev.Key
+	}
+	parts := strings.SplitN(subject, ".", 5)
+	if len(parts) > 1 {
+		space = parts[1]
+	}
+	if len(parts) > 2 {
+		key = parts[2]
+	}
+	if key == "" {
+		key = subject
+	}
+	return space, key
+}
+
 // ParseEvent decodes a five-token ledger event subject. It returns
 // ErrBadSubject or ErrBadToken (wrapped) for anything else. It does not check
 // that Type is a known lifecycle type: the fold decides what an unknown type

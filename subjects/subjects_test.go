@@ -118,3 +118,17 @@ func TestFilter(t *testing.T) {
 		t.Errorf("full filter %q != subject %q", f, ev.String())
 	}
 }
+
+func TestFiledUnder(t *testing.T) {
+	for _, c := range []struct{ subject, space, key string }{
+		{Event{Space: "default", Key: "p-1", Type: "proposal", Sender: "alice"}.String(), "default", "p-1"},
+		{"ledger.sp.k", "sp", "k"},       // too few tokens: raw tokens
+		{"ledger.sp", "sp", "ledger.sp"}, // no key token: the whole subject
+		{"x", "", "x"},                   // one token
+		{"ledger.a.b.c.d.e.f", "a", "b"}, // too many tokens: raw tokens
+	} {
+		if space, key := FiledUnder(c.subject); space != c.space || key != c.key {
+			t.Errorf("FiledUnder(%q) = %q, %q; want %q, %q", c.subject, space, key, c.space, c.key)
+		}
+	}
+}

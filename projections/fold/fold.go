@@ -4,11 +4,13 @@ import (
 	"container/heap"
 	"encoding/json"
 	"fmt"
-	"github.com/mewledger/ledger/projections/model"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/subjects"
 
 	"github.com/mewledger/ledger/internal/canon"
 	"github.com/mewledger/ledger/ledger"
@@ -253,23 +255,6 @@ func bestEffortID(raw []byte) string {
 	return id
 }
 
-// rawTokens splits a subject that failed to parse into a best-effort space
-// and key, so that even an unparseable subject's event is filed somewhere
-// deterministic.
-func rawTokens(subject string) (space, key string) {
-	parts := strings.SplitN(subject, ".", 5)
-	if len(parts) > 1 {
-		space = parts[1]
-	}
-	if len(parts) > 2 {
-		key = parts[2]
-	}
-	if key == "" {
-		key = subject
-	}
-	return space, key
-}
-
 // arrive folds a newly arrived event: parse, decode, check, dedup, dispatch.
 func (a *applier) arrive(ev Event) error {
 	at := ev.Time.UTC()
@@ -280,7 +265,7 @@ func (a *applier) arrive(ev Event) error {
 	subj, serr := pr.subj, pr.serr
 	space, key := subj.Space, subj.Key
 	if serr != nil {
-		space, key = rawTokens(ev.Subject)
+		space, key = subjects.FiledUnder(ev.Subject)
 	}
 	s, err := a.statsFor(space)
 	if err != nil {

@@ -101,6 +101,22 @@ type watchFilter struct {
 	fromNow         bool
 }
 
+// firstChanges reads the first page of changes of a watch or changes
+// request; on an error it answers it as JSON (501 when the projection
+// keeps no change index) and returns ok false.
+func (a *API) firstChanges(w http.ResponseWriter, r *http.Request, f *watchFilter, limit int) (cs []projections.Change, through uint64, more, ok bool) {
+	cs, through, more, err := a.reader.Changes(f.after, limit, watchScan, f.keep)
+	if errors.Is(err, errNoChanges) {
+		writeError(w, http.StatusNotImplemented, &wire.Error{Code: wire.CodeUnavailable, Message: "this server's projection keeps no change index"})
+		return nil, 0, false, false
+	}
+	if err != nil {
+		a.internal(w, r, err)
+		return nil, 0, false, false
+	}
+	return cs, through, more, true
+}
+
 func (f *watchFilter) keep(c *projections.Change) bool {
 	return c.Space == f.space && (f.proposal == "" || c.ID == f.proposal) && (f.state == "" || c.State == f.state)
 }
@@ -159,15 +175,11 @@ func (a *API) watchChanges(w http.ResponseWriter, r *http.Request) {
 		f.after = a.reader.AppliedSeq()
 	}
 	// The first read answers errors as JSON, before the stream starts.
-	cs, through, more, err := a.reader.Changes(f.after, a.opts.WatchPage, watchScan, f.keep)
-	if errors.Is(err, errNoChanges) {
-		writeError(w, http.StatusNotImplemented, &wire.Error{Code: wire.CodeUnavailable, Message: "this server's projection keeps no change index"})
+	cs, through, more, ok := a.firstChanges(w, r, f, a.opts.WatchPage)
+	if !ok {
 		return
 	}
-	if err != nil {
-		a.internal(w, r, err)
-		return
-	}
+	var err error
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -295,13 +307,8 @@ func (a *API) listChanges(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
-	cs, through, more, err := a.reader.Changes(f.after, limit, watchScan, f.keep)
-	if errors.Is(err, errNoChanges) {
-		writeError(w, http.StatusNotImplemented, &wire.Error{Code: wire.CodeUnavailable, Message: "this server's projection keeps no change index"})
-		return
-	}
-	if err != nil {
-		a.internal(w, r, err)
+	cs, through, more, ok := a.firstChanges(w, r, f, limit)
+	if !ok {
 		return
 	}
 	if cs == nil {

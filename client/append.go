@@ -41,14 +41,11 @@ type AppendOptions struct {
 }
 
 func (c *Client) appendValues(o *AppendOptions) url.Values {
-	q := url.Values{}
-	space := c.opts.Space
-	if o != nil && o.Space != "" {
+	var space string
+	if o != nil {
 		space = o.Space
 	}
-	if space != "" {
-		q.Set("space", space)
-	}
+	q := c.spaceValues(space)
 	if o != nil && o.Kernel {
 		q.Set("kernel", "1")
 	}

@@ -107,15 +107,25 @@ type ReadOptions struct {
 	AsOf    time.Time
 }
 
-func (c *Client) readValues(ro *ReadOptions) url.Values {
+// spaceValues is a query naming the space of a call: space, or the
+// client's Options.Space when it is empty, or none (the server's default).
+func (c *Client) spaceValues(space string) url.Values {
 	v := url.Values{}
-	space := c.opts.Space
-	if ro != nil && ro.Space != "" {
-		space = ro.Space
+	if space == "" {
+		space = c.opts.Space
 	}
 	if space != "" {
 		v.Set("space", space)
 	}
+	return v
+}
+
+func (c *Client) readValues(ro *ReadOptions) url.Values {
+	var space string
+	if ro != nil {
+		space = ro.Space
+	}
+	v := c.spaceValues(space)
 	if ro == nil {
 		return v
 	}

@@ -7,25 +7,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mewledger/ledger/internal/hostile"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
 )
-
-// hostileNow is the submit-time clock of the corpus tests. The corpus's
-// kernel time windows are far in the past (refused) or in 2100 (accepted).
-var hostileNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func loadHostile(t testing.TB) []hostile.Case {
-	t.Helper()
-	cases, err := hostile.LoadDefault()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cases
-}
 
 // knownCodes are the refusal codes a corpus directory may be named after.
 var knownCodes = map[string]bool{
@@ -41,7 +27,7 @@ var vpropRule = regexp.MustCompile(`^V-PROP-0[01][0-9]$`)
 // TestHostileCorpusShape: the corpus is big enough, covers what the issue
 // lists, and every case names an expected outcome the ledger knows.
 func TestHostileCorpusShape(t *testing.T) {
-	cases := loadHostile(t)
+	cases := hostile.MustLoad(t)
 	if len(cases) < 200 {
 		t.Fatalf("corpus has %d cases, want at least 200", len(cases))
 	}
@@ -87,7 +73,7 @@ var fieldless = map[string]bool{ledger.CodeNotJSON: true, ledger.CodeInvalidUTF8
 // submitCheck is what every submit path runs: Decode, Submittable, limits.
 // It returns the refusal, or nil and the decoded envelope.
 func submitCheck(raw []byte) (*ledger.Decoded, *ledger.RefusalError, string) {
-	d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: hostileNow})
+	d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: hostile.Now})
 	stage := "decode"
 	if err == nil {
 		stage = "submittable"
@@ -112,7 +98,7 @@ func submitCheck(raw []byte) (*ledger.Decoded, *ledger.RefusalError, string) {
 // at fault — the field; or, for hostile-but-legal input, an envelope whose
 // subject round-trips.
 func TestHostileCorpusDecode(t *testing.T) {
-	for _, c := range loadHostile(t) {
+	for _, c := range hostile.MustLoad(t) {
 		var (
 			d     *ledger.Decoded
 			r     *ledger.RefusalError
@@ -149,7 +135,7 @@ func TestHostileCorpusDecode(t *testing.T) {
 		}
 		if stage == "decode" {
 			// Decode is pure: the same bytes give the same refusal.
-			_, err2 := ledger.Decode(c.Data, ledger.DecodeOptions{Now: hostileNow})
+			_, err2 := ledger.Decode(c.Data, ledger.DecodeOptions{Now: hostile.Now})
 			if r2, _ := ledger.AsRefusal(err2); r2 == nil || !reflect.DeepEqual(*r2, *r) {
 				t.Errorf("%s: second decode gave %v, first %v", c.Name, err2, r)
 			}
@@ -183,7 +169,7 @@ func checkRoundTrip(t *testing.T, name string, d *ledger.Decoded) {
 		t.Errorf("%s: marshal canonical form: %v", name, err)
 		return
 	}
-	d2, err := ledger.Decode(canon, ledger.DecodeOptions{Now: hostileNow})
+	d2, err := ledger.Decode(canon, ledger.DecodeOptions{Now: hostile.Now})
 	if err != nil {
 		t.Errorf("%s: canonical form %s does not decode: %v", name, canon, err)
 		return

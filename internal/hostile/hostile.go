@@ -22,6 +22,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
 )
 
 // Accepted is the Want of an input that is hostile but legal.
@@ -280,4 +282,18 @@ func LoadDefault() ([]Case, error) {
 		return nil, err
 	}
 	return Load(dir)
+}
+
+// Now is the submit-time clock of the corpus's tests: its kernel time
+// windows are far in the past (refused) or in 2100 (accepted).
+var Now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// MustLoad is LoadDefault for a test: an error fails it at once.
+func MustLoad(t testing.TB) []Case {
+	t.Helper()
+	cases, err := LoadDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cases
 }

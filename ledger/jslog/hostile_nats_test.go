@@ -14,20 +14,6 @@ import (
 	"github.com/mewledger/ledger/subjects"
 )
 
-// hostileNow is the submit-time clock of the corpus tests (as in package
-// ledger's): the corpus's kernel time windows are far in the past
-// (refused) or in 2100 (accepted).
-var hostileNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func loadHostile(t testing.TB) []hostile.Case {
-	t.Helper()
-	cases, err := hostile.LoadDefault()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cases
-}
-
 // TestHostileCorpusAppender: through the Appender, every refused case is
 // refused before publishing (no attempt, nothing stored) with its code;
 // every hostile-but-legal case is stored byte for byte under a subject that
@@ -35,14 +21,14 @@ func loadHostile(t testing.TB) []hostile.Case {
 // in one pipelined AppendMany gives the same refusals and stores nothing
 // new (the legal ones are duplicates of their first copy).
 func TestHostileCorpusAppender(t *testing.T) {
-	cases := loadHostile(t)
+	cases := hostile.MustLoad(t)
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	stream, err := jslog.EnsureStream(ctxT(t), js, jslog.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAppender(t, js, jslog.AppenderOptions{Now: func() time.Time { return hostileNow }})
+	a := newAppender(t, js, jslog.AppenderOptions{Now: func() time.Time { return hostile.Now }})
 	msgs := func() uint64 {
 		t.Helper()
 		info, err := stream.Info(ctxT(t))

@@ -52,6 +52,7 @@ import (
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/metrics"
 	"github.com/mewledger/ledger/internal/natsserver"
+	"github.com/mewledger/ledger/internal/server/mcp"
 	"github.com/mewledger/ledger/internal/submit"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger/jslog"
@@ -80,6 +81,9 @@ type App struct {
 	asOf     *asOfCache
 	api      *api.API
 	httpSrv  *http.Server
+	inner    http.Handler // the API's handler inside the middleware, without the body deadlines
+	mcp      *mcp.Server  // mounted at /mcp (mcp.go)
+	mcpHTTP  *mcp.HTTPHandler
 	ln       net.Listener
 	submit   *submit.Service // set by Run
 
@@ -197,12 +201,18 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		a.ln = newLimitListener(a.ln, o.MaxConns)
 	}
 	a.api.Handle(console.Pattern, console.Handler())
+	if err := a.mountMCP(); err != nil {
+		return nil, err
+	}
 	handler := a.api.Handler()
 	if o.HTTPMiddleware != nil {
 		if handler, err = o.HTTPMiddleware(handler); err != nil {
 			return nil, fmt.Errorf("app: HTTP middleware: %w", err)
 		}
 	}
+	// The MCP tools call this handler in-process (mcp.go): tokens, roles
+	// and space scopes apply to them as to any request.
+	a.inner = handler
 	// Outermost: the body deadlines cover whatever reads the body
 	// (httpserver.go).
 	handler = bodyDeadlines(handler, o.BodyIdleTimeout, o.BodyTimeout)
@@ -214,6 +224,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		ErrorLog:          zerologStd(o.Logger.With().Str(logging.KeyComponent, "http").Logger()),
 	}
 	a.httpSrv.RegisterOnShutdown(a.api.StopWatches) // Shutdown does not end streams
+	a.httpSrv.RegisterOnShutdown(a.closeMCP)
 	return a, nil
 }
 
@@ -496,6 +507,7 @@ func (a *App) release(ctx context.Context) error {
 		if a.httpSrv != nil {
 			_ = a.httpSrv.Close()
 		}
+		a.closeMCP()
 		if a.ln != nil {
 			_ = a.ln.Close() // not Serve's yet when Run never served
 		}

@@ -41,6 +41,9 @@ func NewHTTPHandler(s *Server, sessionTimeout time.Duration) *HTTPHandler {
 	return &HTTPHandler{
 		h: sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
 			SessionTimeout: sessionTimeout,
+			// Handlers of the 2026-07-28 protocol run in the request's
+			// context, which carries its Authorization (ServeHTTP).
+			PropagateRequestCancellation: true,
 			// The ledger's own middleware refuses foreign hosts and
 			// cross-site requests for every route; the SDK's own check
 			// stays on as well.
@@ -56,7 +59,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"error":{"code":"shutting_down","message":"the ledger is shutting down"}}` + "\n"))
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(WithAuthorization(r.Context(), r.Header.Get("Authorization")))
 	defer cancel()
 	stop := context.AfterFunc(h.ctx, cancel)
 	defer stop()

@@ -24,9 +24,27 @@ const (
 	resourceMIME     = "application/json"
 )
 
-// ProposalURI is the resource URI of a proposal.
+// ProposalURI is the resource URI of a proposal: space and id expanded
+// as RFC 6570 simple strings (every byte but the unreserved A-Z a-z 0-9
+// - . _ ~ percent-encoded), so the URI matches the template.
 func ProposalURI(space, id string) string {
-	return resourceScheme + url.PathEscape(space) + "/proposals/" + url.PathEscape(id)
+	return resourceScheme + escape(space) + "/proposals/" + escape(id)
+}
+
+func escape(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }
 
 // parseURI returns the space and id of a proposal resource URI.

@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -185,9 +186,14 @@ func (s *Server) Close() error {
 }
 
 // callerCtx is the context of an API call made for a request: with
-// ForwardAuthorization, it carries the request's Authorization header.
+// ForwardAuthorization, it carries the request's Authorization header
+// (from the request's extra, or else from ctx, which the HTTP handler
+// gave it); without, none.
 func (s *Server) callerCtx(ctx context.Context, extra *sdk.RequestExtra) context.Context {
-	if s.opts.ForwardAuthorization && extra != nil && extra.Header != nil {
+	if !s.opts.ForwardAuthorization {
+		return context.WithValue(ctx, authKey{}, "")
+	}
+	if extra != nil && extra.Header != nil && extra.Header.Get("Authorization") != "" {
 		return WithAuthorization(ctx, extra.Header.Get("Authorization"))
 	}
 	return ctx
@@ -207,7 +213,7 @@ func toolError(err error) error {
 	case errors.As(err, &ae):
 		return errors.New(ae.Error())
 	case errors.Is(err, client.ErrUnreachable):
-		return fmt.Errorf("unreachable: %v", err)
+		return fmt.Errorf("unreachable: no ledger answers (is ledger serve running?): %s", strings.TrimPrefix(err.Error(), client.ErrUnreachable.Error()+": "))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("cancelled: %v", err)
 	}
@@ -248,11 +254,45 @@ func addTool[In, Out any](s *Server, name, title, description string, h toolHand
 		Annotations:  &sdk.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: &no},
 	}
 	sdk.AddTool(s.srv, t, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, Out, error) {
-		out, text, err := h(s.callerCtx(ctx, req.Extra), in)
+		ctx = s.callerCtx(ctx, req.Extra)
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			ctx = withProgress(ctx, req.Session, tok)
+		}
+		out, text, err := h(ctx, in)
 		if err != nil {
 			var zero Out
 			return nil, zero, toolError(err)
 		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, out, nil
 	})
+}
+
+type progressKey struct{}
+
+// progressState numbers a call's progress notifications.
+type progressState struct {
+	mu      sync.Mutex
+	n       float64
+	session *sdk.ServerSession
+	token   any
+}
+
+// withProgress returns ctx carrying the progress token of a call.
+func withProgress(ctx context.Context, ss *sdk.ServerSession, token any) context.Context {
+	return context.WithValue(ctx, progressKey{}, &progressState{session: ss, token: token})
+}
+
+// progress sends a progress notification for the call of ctx, when its
+// client asked for them (a progress token). A client may take it as a sign
+// of life and extend its own timeout.
+func progress(ctx context.Context, msg string) {
+	p, ok := ctx.Value(progressKey{}).(*progressState)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	p.n++
+	n := p.n
+	p.mu.Unlock()
+	_ = p.session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: p.token, Progress: n, Message: msg})
 }

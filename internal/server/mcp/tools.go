@@ -481,6 +481,10 @@ type WaitOut struct {
 	Proposal    *client.Proposal `json:"proposal"`
 }
 
+// progressEvery is the interval of wait_for_decision's progress
+// notifications.
+const progressEvery = 15 * time.Second
+
 // errDecided ends a watch when the proposal leaves pending.
 var errDecided = errors.New("decided")
 
@@ -525,6 +529,25 @@ func (s *Server) toolWaitForDecision() {
 func (s *Server) waitDecided(ctx context.Context, p *client.Proposal, timeout time.Duration) (*client.Proposal, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// A progress notification now (the proposal was read pending: any
+	// decision from here on is on the stream from p.UpdatedSeq) and every
+	// progressEvery while waiting.
+	progress(wctx, fmt.Sprintf("waiting for a decision on %q (pending at seq %d)", p.ID, p.UpdatedSeq))
+	ticking := make(chan struct{})
+	go func() {
+		defer close(ticking)
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+				progress(wctx, fmt.Sprintf("still waiting for a decision on %q", p.ID))
+			}
+		}
+	}()
+	defer func() { cancel(); <-ticking }()
 	var decided uint64
 	err := s.c.WatchFunc(wctx, client.WatchOptions{Space: p.Space, Proposal: p.ID, SinceSeq: p.UpdatedSeq, Retry: s.opts.WatchRetry},
 		func(ch client.Change, _ []byte) error {

@@ -128,8 +128,8 @@ type HistoryIn struct {
 
 // HistoryOut is proposal_history's result.
 type HistoryOut struct {
-	ID     string               `json:"id"`
-	Space  string               `json:"space"`
+	ID     string                `json:"id"`
+	Space  string                `json:"space"`
 	Events []client.HistoryEntry `json:"events"`
 	// Total is the number of events filed under the id after after_seq.
 	Total     int  `json:"total"`
@@ -477,7 +477,7 @@ type WaitOut struct {
 	Reason       string `json:"reason,omitempty"`
 	// Explanation is the decider's chat explaining a rejection or a
 	// withdrawal, when one was recorded.
-	Explanation string            `json:"explanation,omitempty"`
+	Explanation string           `json:"explanation,omitempty"`
 	Proposal    *client.Proposal `json:"proposal"`
 }
 

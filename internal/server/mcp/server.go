@@ -221,9 +221,11 @@ func toolError(err error) error {
 }
 
 // schemaOpts infers output schemas: json.RawMessage (a proposal's params,
-// a kernel's fields) is any JSON value, not an array of bytes.
+// a kernel's fields) is any JSON value, not an array of bytes. The schema
+// has a description so that it is an object, not the boolean schema true,
+// which some clients (the TypeScript SDK's) refuse.
 var schemaOpts = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[json.RawMessage](): {},
+	reflect.TypeFor[json.RawMessage](): {Description: "any JSON value, as sent"},
 }}
 
 // schemaFor infers the JSON schema of T (a pointer: its element's).

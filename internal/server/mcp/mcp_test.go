@@ -249,6 +249,11 @@ func toolSchemas(t *testing.T, s *session) map[string]*jsonschema.Schema {
 		}
 		for i, sc := range []any{tool.InputSchema, tool.OutputSchema} {
 			raw, _ := json.Marshal(sc)
+			var tree any
+			_ = json.Unmarshal(raw, &tree)
+			if p := boolSchema(tree, ""); p != "" {
+				t.Errorf("tool %s: schema %d has a boolean subschema at %s (the TypeScript SDK refuses them)", tool.Name, i, p)
+			}
 			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 			if err != nil {
 				t.Fatal(err)
@@ -275,6 +280,32 @@ func toolSchemas(t *testing.T, s *session) map[string]*jsonschema.Schema {
 		t.Errorf("%d tools listed, want %d", len(res.Tools), len(want))
 	}
 	return out
+}
+
+// boolSchema returns the path of a boolean subschema (a property or items
+// schema true or false) in a schema, or "".
+func boolSchema(v any, path string) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	if props, ok := m["properties"].(map[string]any); ok {
+		for k, p := range props {
+			if _, isBool := p.(bool); isBool {
+				return path + "/properties/" + k
+			}
+			if r := boolSchema(p, path+"/properties/"+k); r != "" {
+				return r
+			}
+		}
+	}
+	if it, ok := m["items"]; ok {
+		if _, isBool := it.(bool); isBool {
+			return path + "/items"
+		}
+		return boolSchema(it, path+"/items")
+	}
+	return ""
 }
 
 // checkTools calls every tool on the seeded data.

@@ -48,6 +48,9 @@ func (a *App) mountMCP() error {
 	return nil
 }
 
+// MCP returns the MCP server mounted at /mcp (for tests and metrics).
+func (a *App) MCP() *mcp.Server { return a.mcp }
+
 // closeMCP ends the /mcp requests in hand and the MCP server's watchers.
 // Safe to call twice, and when /mcp was never mounted.
 func (a *App) closeMCP() {

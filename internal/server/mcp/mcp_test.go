@@ -519,6 +519,70 @@ func TestHTTP(t *testing.T) {
 	}
 }
 
+// TestHTTPSubscriptions: under the latest protocol a subscription is a
+// subscriptions/listen stream; the caller's token reaches the server's
+// subscribe through the request's context; an update arrives after a
+// change; unsubscribing and ending the session stop the watch stream.
+func TestHTTPSubscriptions(t *testing.T) {
+	a, w := startLedger(t)
+	for _, version := range []string{legacyProtocol, latestProtocol} {
+		t.Run("protocol="+version, func(t *testing.T) {
+			s, err := connectHTTP(t, a, tokAuditor, version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			ids := []string{"sub-1-" + version, "sub-2-" + version}
+			for _, id := range ids {
+				waitApplied(t, a, append1(t, w, proposal(id), ""))
+				if err := s.Subscribe(ctx, &sdk.SubscribeParams{URI: mcp.ProposalURI("default", id)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitSubs(t, a, 2, 1) // two subscriptions, one space: one stream
+			append1(t, w, reject(ids[1], "r-"+ids[1]), "")
+			select {
+			case got := <-s.updates:
+				if got != mcp.ProposalURI("default", ids[1]) {
+					t.Errorf("update for %q", got)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatal("no update")
+			}
+			for _, id := range ids {
+				if err := s.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: mcp.ProposalURI("default", id)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitSubs(t, a, 0, 0)
+			// A session that ends holding a subscription: dropped.
+			if err := s.Subscribe(ctx, &sdk.SubscribeParams{URI: mcp.ProposalURI("default", ids[0])}); err != nil {
+				t.Fatal(err)
+			}
+			waitSubs(t, a, 1, 1)
+			_ = s.Close()
+			waitSubs(t, a, 0, 0)
+		})
+	}
+}
+
+// waitSubs waits until the /mcp server holds subs subscriptions served by
+// watchers streams.
+func waitSubs(t *testing.T, a *app.App, subs, watchers int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, w := a.MCP().Subscriptions()
+		if s == subs && w == watchers {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscriptions on %d watch streams, want %d on %d", s, w, subs, watchers)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestHTTPAuth: /mcp needs a token with the auditor role, and a token
 // limited to spaces reads its spaces only (the API's own checks, on the
 // requests the tools make with the caller's token).

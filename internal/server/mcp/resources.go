@@ -177,6 +177,15 @@ func (s *Server) since(ctx context.Context, p *client.Proposal) uint64 {
 	return page.Through
 }
 
+// Subscriptions returns the number of resource subscriptions held, and of
+// watch streams serving them (after dropping those of ended sessions).
+func (s *Server) Subscriptions() (subs, watchers int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneLocked()
+	return len(s.subs), len(s.watchers)
+}
+
 func (s *Server) unsubscribe(_ context.Context, req *sdk.UnsubscribeRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

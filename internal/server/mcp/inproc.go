@@ -105,6 +105,11 @@ func (t *HandlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		<-done
 		return nil, ctx.Err()
 	}
+	body := &ownedBody{pr: pr, cancel: cancel, done: done}
+	if err := req.Context().Err(); err != nil { // cancelled while the handler answered
+		body.Close()
+		return nil, err
+	}
 	resp := &http.Response{
 		Status:     fmt.Sprintf("%d %s", w.status, http.StatusText(w.status)),
 		StatusCode: w.status,
@@ -112,7 +117,7 @@ func (t *HandlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		Header:        w.snapshot,
 		ContentLength: -1,
 		Request:       req,
-		Body:          &ownedBody{pr: pr, cancel: cancel, done: done},
+		Body:          body,
 	}
 	return resp, nil
 }

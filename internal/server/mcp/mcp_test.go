@@ -1,10 +1,12 @@
 package mcp_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -645,6 +647,81 @@ func TestStdio(t *testing.T) {
 	sc := toolSchemas(t, s2)
 	if _, text := call(t, s2, sc, "stats", map[string]any{}, true); !strings.HasPrefix(text, "forbidden:") {
 		t.Errorf("writer token: %q", text)
+	}
+}
+
+// TestStdioMEWBridge speaks to `ledger mcp` exactly as MEW v0.11.0's
+// bridge does (src/bridge/mcp-client.ts): newline-delimited JSON-RPC,
+// initialize with protocolVersion "0.1.0" and roots/sampling
+// capabilities, notifications/initialized, tools/list, then tools/call;
+// every line the server writes on stdout must parse as JSON (the bridge
+// drops any other).
+func TestStdioMEWBridge(t *testing.T) {
+	bin := buildBinary(t)
+	a, _ := startLedger(t)
+	cmd := exec.Command(bin, "mcp", "--api", a.HTTPURL())
+	cmd.Env = append(cleanEnv(), "LEDGER_TOKEN="+tokAuditor)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close() // EOF ends the server
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("ledger mcp: %v\n%s", err, stderr.String())
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(make([]byte, 1<<20), 16<<20)
+	send := func(msg string) {
+		if _, err := io.WriteString(stdin, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// answer reads lines until the response to id.
+	answer := func(id int) map[string]any {
+		t.Helper()
+		for lines.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+				t.Fatalf("a line on stdout is not JSON: %q", lines.Text())
+			}
+			if m["id"] == float64(id) {
+				return m
+			}
+		}
+		t.Fatalf("no answer to %d: %v\n%s", id, lines.Err(), stderr.String())
+		return nil
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"0.1.0","capabilities":{"roots":{"listChanged":true},"sampling":{}},"clientInfo":{"name":"mew-bridge","version":"0.1.0"}}}`)
+	init := answer(1)
+	res, _ := init["result"].(map[string]any)
+	caps, _ := res["capabilities"].(map[string]any)
+	if res == nil || caps["tools"] == nil || caps["resources"] == nil || res["protocolVersion"] == "" {
+		t.Fatalf("initialize: %v", init)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`)
+	list := answer(2)
+	tools, _ := list["result"].(map[string]any)["tools"].([]any)
+	if len(tools) != 7 {
+		t.Fatalf("tools/list: %v", list)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wait_for_decision","arguments":{"id":"mcp-rejected"}}}`)
+	call := answer(3)
+	out, _ := call["result"].(map[string]any)
+	sc, _ := out["structuredContent"].(map[string]any)
+	if out["isError"] == true || sc["state"] != "rejected" || sc["decided_by"] != "fs-agent" {
+		t.Fatalf("tools/call: %v", call)
 	}
 }
 

@@ -55,8 +55,11 @@ const (
 	MaxListLimit        = 200
 	DefaultHistoryLimit = 200
 	MaxHistoryLimit     = 1000
-	DefaultWait         = 60 * time.Second
-	DefaultMaxWait      = 10 * time.Minute
+	// DefaultWait is wait_for_decision's timeout when the call gives
+	// none: under the 30 s after which MEW's bridge gives up on a request
+	// (and the 60 s of the TypeScript SDK's clients).
+	DefaultWait    = 25 * time.Second
+	DefaultMaxWait = 10 * time.Minute
 	// DefaultMaxSubscriptions bounds a server's resource subscriptions.
 	DefaultMaxSubscriptions = 1024
 )

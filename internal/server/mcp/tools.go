@@ -460,7 +460,7 @@ func (s *Server) toolListGaps() {
 // WaitIn are wait_for_decision's arguments.
 type WaitIn struct {
 	ByID
-	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"how long to wait for the decision, in seconds (default 60, at most the server's maximum, 600 unless configured)"`
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"how long to wait for the decision, in seconds (default 25, which fits MEW bridge's 30 s request timeout; at most the server's maximum, 600 unless configured)"`
 }
 
 // WaitOut is a proposal's state at the end of a wait.

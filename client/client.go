@@ -6,7 +6,7 @@
 //	p, err := c.Get(ctx, "env-req-1", &client.ReadOptions{MinSeq: ack.Seq})
 //	for p, err := range c.List(ctx, client.ListFilter{State: "pending"}) { ... }
 //
-// It depends on the ledger's record types (package projections/model) and the standard
+// It depends on the ledger's record types (package model) and the standard
 // library only: no NATS, no Pebble, no server code.
 //
 // Contract:

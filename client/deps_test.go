@@ -8,7 +8,7 @@ import (
 
 // TestDependencies: an agent that imports the client links neither the
 // store (Pebble), nor NATS, nor any server code of this module: only the
-// record types (projections/model) and the standard library.
+// record types (model) and the standard library.
 func TestDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "github.com/mewledger/ledger/client").CombinedOutput()
 	if err != nil {
@@ -16,7 +16,7 @@ func TestDependencies(t *testing.T) {
 	}
 	for _, p := range strings.Fields(string(out)) {
 		switch p {
-		case "github.com/mewledger/ledger/client", "github.com/mewledger/ledger/projections/model":
+		case "github.com/mewledger/ledger/client", "github.com/mewledger/ledger/model":
 			continue
 		}
 		t.Errorf("the client depends on %s", p)

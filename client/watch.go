@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 )
 
 // Change is one change of a proposal's state or anomalies, as /v1/watch

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // Compare walks two stores in key order (the order of Dump), each on a
@@ -20,7 +23,7 @@ import (
 // the same records at different checkpoints (an event that changed
 // nothing is impossible: every event writes a history entry and counts
 // in stats) report the checkpoint. Errors are storage errors.
-func Compare(a, b *Store) (*Difference, error) {
+func Compare(a, b *Store) (*model.Difference, error) {
 	if a == b {
 		return nil, nil
 	}
@@ -35,7 +38,7 @@ func Compare(a, b *Store) (*Difference, error) {
 	}
 	defer xb.close()
 
-	d := &Difference{}
+	d := &model.Difference{}
 	var ca, cb []byte
 	for xa.valid || xb.valid {
 		var c int
@@ -59,11 +62,11 @@ func Compare(a, b *Store) (*Difference, error) {
 		}
 		switch {
 		case c < 0:
-			d.Key, d.Kind, d.A = DecodeKey(xa.key()), MissingInB, bytes.Clone(xa.value())
+			d.Key, d.Kind, d.A = DecodeKey(xa.key()), model.MissingInB, bytes.Clone(xa.value())
 		case c > 0:
-			d.Key, d.Kind, d.B = DecodeKey(xb.key()), MissingInA, bytes.Clone(xb.value())
+			d.Key, d.Kind, d.B = DecodeKey(xb.key()), model.MissingInA, bytes.Clone(xb.value())
 		case !bytes.Equal(xa.value(), xb.value()):
-			d.Key, d.Kind, d.A, d.B = DecodeKey(xa.key()), ValuesDiffer, bytes.Clone(xa.value()), bytes.Clone(xb.value())
+			d.Key, d.Kind, d.A, d.B = DecodeKey(xa.key()), model.ValuesDiffer, bytes.Clone(xa.value()), bytes.Clone(xb.value())
 		default:
 			xa.next()
 			xb.next()
@@ -75,11 +78,11 @@ func Compare(a, b *Store) (*Difference, error) {
 		if bytes.Equal(ca, cb) {
 			return nil, errors.Join(xa.it.Error(), xb.it.Error())
 		}
-		d.Key, d.Kind, d.A, d.B = DecodeKey(checkpointKey), ValuesDiffer, ca, cb
+		d.Key, d.Kind, d.A, d.B = DecodeKey(checkpointKey), model.ValuesDiffer, ca, cb
 		if ca == nil {
-			d.Kind = MissingInA
+			d.Kind = model.MissingInA
 		} else if cb == nil {
-			d.Kind = MissingInB
+			d.Kind = model.MissingInB
 		}
 	}
 	if err := errors.Join(xa.it.Error(), xb.it.Error()); err != nil {
@@ -95,13 +98,13 @@ func Compare(a, b *Store) (*Difference, error) {
 }
 
 // proposalOf names the proposal a differing key belongs to.
-func proposalOf(d *Difference) string {
+func proposalOf(d *model.Difference) string {
 	switch d.Key.Table {
-	case TableProposal, TableHistory, TableIndex, TableDeadline:
+	case model.TableProposal, model.TableHistory, model.TableIndex, model.TableDeadline:
 		return d.Key.ID
-	case TableEventRef:
+	case model.TableEventRef:
 		for _, v := range [][]byte{d.A, d.B} {
-			var ref EventRef
+			var ref fold.EventRef
 			if v != nil && json.Unmarshal(v, &ref) == nil && len(ref.Proposals) > 0 {
 				return ref.Proposals[0]
 			}

@@ -6,7 +6,7 @@
 //
 // The fold itself ([fold.Folder.Apply]), the [fold.State] contract and the
 // in-memory [fold.MemState] live in package projections/fold, which links
-// no Pebble; the records in package projections/model. Their names are
+// no Pebble; the records in package model. Their names are
 // aliased here (fold_alias.go, model_alias.go), so that callers name one
 // package.
 //

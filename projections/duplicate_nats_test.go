@@ -13,6 +13,7 @@ import (
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -118,7 +119,7 @@ func TestRetryAfterDuplicateWindowFoldedAsDuplicate(t *testing.T) {
 	}
 	for i, id := range []string{"dw-1", "dw-1-reject"} {
 		e := h[2+i]
-		if e.ID != id || e.Effect != projections.EffectDuplicate || !strings.Contains(e.Detail, "same envelope as seq") {
+		if e.ID != id || e.Effect != model.EffectDuplicate || !strings.Contains(e.Detail, "same envelope as seq") {
 			t.Errorf("retry of %s folded as %+v, want duplicate", id, e)
 		}
 	}

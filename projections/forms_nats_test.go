@@ -9,7 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // TestLiveFoldRealTraffic: through a real JetStream and Pebble, the live
@@ -39,7 +41,7 @@ func TestLiveFoldRealTraffic(t *testing.T) {
 	}
 	msg := nats.NewMsg(p.Subject)
 	msg.Data = raw
-	msg.Header.Set(projections.HeaderMsgIDClash, "default/f2/other")
+	msg.Header.Set(fold.HeaderMsgIDClash, "default/f2/other")
 	if _, err := r.js.PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
@@ -57,12 +59,12 @@ func TestLiveFoldRealTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, an := range []string{projections.AnomalyIDReused, projections.AnomalyMsgIDClash, projections.AnomalyExclusiveViolation} {
+	for _, an := range []string{model.AnomalyIDReused, model.AnomalyMsgIDClash, model.AnomalyExclusiveViolation} {
 		if !p2.HasAnomaly(an) {
 			t.Errorf("p2 lacks %s: %v", an, p2.Anomalies)
 		}
 	}
-	if len(p2.Statuses) != 1 || p2.Statuses[0].Status != "queued" || p2.State != projections.StateFulfilled {
+	if len(p2.Statuses) != 1 || p2.Statuses[0].Status != "queued" || p2.State != model.StateFulfilled {
 		t.Errorf("p2 %+v", p2)
 	}
 	gaps, _, err := s.Gaps("default", 0, 0)

@@ -18,7 +18,9 @@ import (
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -189,7 +191,7 @@ func publishInterleaved(t *testing.T, r *rig, valid [][]byte, plan []hostileMsg)
 // essence is a proposal without what depends on where its events sit in
 // the log (sequences, times) or on events filed under it that did not
 // apply (events, updated_*).
-func essence(p *projections.Proposal) *projections.Proposal {
+func essence(p *model.Proposal) *model.Proposal {
 	c := p.Clone()
 	c.CreatedSeq, c.UpdatedSeq, c.DecidedSeq, c.Events = 0, 0, 0, 0
 	c.CreatedAt, c.UpdatedAt, c.ExpiresAt = time.Time{}, time.Time{}, nil
@@ -213,7 +215,7 @@ func essence(p *projections.Proposal) *projections.Proposal {
 
 type histLine struct {
 	ID, Type, From string
-	Effect         projections.Effect
+	Effect         model.Effect
 	Code           string
 	Anomalies      []string
 	Outcome        string
@@ -231,7 +233,7 @@ func validHistory(t *testing.T, s *projections.Store, key string, ids map[string
 	}
 	var out []histLine
 	for _, e := range h {
-		if ids[e.ID] && e.Effect != projections.EffectInvalid {
+		if ids[e.ID] && e.Effect != model.EffectInvalid {
 			out = append(out, histLine{e.ID, e.Type, e.From, e.Effect, e.Code, e.Anomalies, e.Outcome})
 		}
 	}
@@ -316,8 +318,8 @@ func TestHostileRawPublishes(t *testing.T) {
 
 	// Every hostile message is filed where its subject says, as invalid or
 	// ignored (or as a duplicate of an ignored one with the same id).
-	byEffect := map[projections.Effect]int{}
-	histories := map[string][]projections.HistoryEntry{}
+	byEffect := map[model.Effect]int{}
+	histories := map[string][]model.HistoryEntry{}
 	for _, h := range plan {
 		d, derr := ledger.Decode(h.c.Data, ledger.DecodeOptions{Now: time.Now()})
 		if h.shape == "own" && derr == nil {
@@ -333,7 +335,7 @@ func TestHostileRawPublishes(t *testing.T) {
 			}
 			histories[hk] = hist
 		}
-		var e *projections.HistoryEntry
+		var e *model.HistoryEntry
 		for i := range hist {
 			if hist[i].Seq == h.seq {
 				e = &hist[i]
@@ -347,25 +349,25 @@ func TestHostileRawPublishes(t *testing.T) {
 		subj, perr := subjects.ParseEvent(h.subject)
 		switch {
 		case perr != nil:
-			if e.Effect != projections.EffectInvalid || e.Code != projections.CodeBadSubject {
-				t.Errorf("%s under %q: %s/%s, want invalid/%s", h.c.Name, h.subject, e.Effect, e.Code, projections.CodeBadSubject)
+			if e.Effect != model.EffectInvalid || e.Code != fold.CodeBadSubject {
+				t.Errorf("%s under %q: %s/%s, want invalid/%s", h.c.Name, h.subject, e.Effect, e.Code, fold.CodeBadSubject)
 			}
 		case derr != nil:
 			want, _ := ledger.AsRefusal(derr)
-			if e.Effect != projections.EffectInvalid || e.Code != want.Code {
+			if e.Effect != model.EffectInvalid || e.Code != want.Code {
 				t.Errorf("%s (%s): %s/%s, want invalid/%s", h.c.Name, h.shape, e.Effect, e.Code, want.Code)
 			}
 		case d.Type == ledger.TypeIgnored && subj.Sender != d.Env.From:
 			// The sender check holds for every kind: not ignored, spoofed.
-			if e.Effect != projections.EffectInvalid || e.Code != projections.CodeSpoofedSender {
-				t.Errorf("%s (%s, %q): %s/%s, want invalid/%s", h.c.Name, h.shape, h.subject, e.Effect, e.Code, projections.CodeSpoofedSender)
+			if e.Effect != model.EffectInvalid || e.Code != fold.CodeSpoofedSender {
+				t.Errorf("%s (%s, %q): %s/%s, want invalid/%s", h.c.Name, h.shape, h.subject, e.Effect, e.Code, fold.CodeSpoofedSender)
 			}
 		case d.Type == ledger.TypeIgnored:
-			if e.Effect != projections.EffectIgnored && e.Effect != projections.EffectDuplicate {
+			if e.Effect != model.EffectIgnored && e.Effect != model.EffectDuplicate {
 				t.Errorf("%s (%s): %s, want ignored", h.c.Name, h.shape, e.Effect)
 			}
 		default:
-			if e.Effect != projections.EffectInvalid {
+			if e.Effect != model.EffectInvalid {
 				t.Errorf("%s (%s, %q): %s (%s), want invalid", h.c.Name, h.shape, h.subject, e.Effect, e.Detail)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -113,7 +114,7 @@ func TestPebbleWriteErrorStopsProjectorCleanly(t *testing.T) {
 
 			// The store refuses further commits rather than pretend.
 			b := s.NewBatch()
-			_ = b.PutStats("probe", projections.NewStats())
+			_ = b.PutStats("probe", model.NewStats())
 			if err := b.Commit(good + 1); err == nil {
 				t.Fatal("a commit on the failed store succeeded")
 			} else if !errors.Is(err, projections.ErrStoreFailed) {

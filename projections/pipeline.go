@@ -3,12 +3,14 @@ package projections
 import (
 	"fmt"
 	"time"
+
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // PipelineOptions configures a Pipeline.
 type PipelineOptions struct {
 	// Folder is the fold; default NewFolder().
-	Folder *Folder
+	Folder *fold.Folder
 	// Presize, if > 0, sizes each batch's overlay for about that many
 	// events (a rebuild's runs are large: growing the maps was
 	// measurable). 0 lets the maps grow.
@@ -21,7 +23,7 @@ func (o *PipelineOptions) Validate() error {
 		return fmt.Errorf("projections: pipeline options: Presize %d is negative", o.Presize)
 	}
 	if o.Folder == nil {
-		o.Folder = NewFolder()
+		o.Folder = fold.NewFolder()
 	}
 	return nil
 }
@@ -99,7 +101,7 @@ func (p *Pipeline) Next() uint64 { return p.next }
 // A failed commit is reported as the error of the Fold, Settle or Close
 // that settles it, and outranks the fold's own error (a fold that read
 // through a batch whose commit failed may have failed for that).
-func (p *Pipeline) Fold(evs []Event, settle func(BatchInfo)) error {
+func (p *Pipeline) Fold(evs []fold.Event, settle func(BatchInfo)) error {
 	if p.err != nil {
 		return p.err
 	}
@@ -144,7 +146,7 @@ func (p *Pipeline) Fold(evs []Event, settle func(BatchInfo)) error {
 }
 
 // fold prepares evs and applies them to b.
-func (p *Pipeline) fold(b *Batch, evs []Event) error {
+func (p *Pipeline) fold(b *Batch, evs []fold.Event) error {
 	if err := p.opts.Folder.Prepare(b, evs); err != nil {
 		return fmt.Errorf("projections: prepare seq %d..: %w", evs[0].Seq, err)
 	}

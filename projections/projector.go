@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -64,7 +65,7 @@ type ProjectorOptions struct {
 	// AckWait is the consumer's ack wait. Default 2m.
 	AckWait time.Duration
 	// Folder is the fold; default NewFolder().
-	Folder *Folder
+	Folder *fold.Folder
 	// Logger receives one line per start, stop, consumer reset and error.
 	Logger zerolog.Logger
 	// OnBatch, if set, is called after each commit (from the Run goroutine).
@@ -86,7 +87,7 @@ func (o *ProjectorOptions) Validate() error {
 		o.AckWait = DefaultAckWait
 	}
 	if o.Folder == nil {
-		o.Folder = NewFolder()
+		o.Folder = fold.NewFolder()
 	}
 	return nil
 }
@@ -375,8 +376,8 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 // events takes the messages of a batch from sequence next on, in order up
 // to a gap (returned, 0 if none), as events, and returns the settle
 // callback that acknowledges them once committed and reports them.
-func (p *Projector) events(msgs []jetstream.Msg, next uint64) (evs []Event, ack func(BatchInfo), gap uint64, err error) {
-	evs = make([]Event, 0, len(msgs))
+func (p *Projector) events(msgs []jetstream.Msg, next uint64) (evs []fold.Event, ack func(BatchInfo), gap uint64, err error) {
+	evs = make([]fold.Event, 0, len(msgs))
 	var last jetstream.Msg
 	var lastStored time.Time
 	for _, m := range msgs {
@@ -420,13 +421,13 @@ func importedThrough(ctx context.Context, js jetstream.JetStream) (uint64, error
 }
 
 // eventOf turns a stored message into the fold's input.
-func eventOf(m jetstream.Msg, md *jetstream.MsgMetadata, importedThrough uint64) Event {
+func eventOf(m jetstream.Msg, md *jetstream.MsgMetadata, importedThrough uint64) fold.Event {
 	seq := md.Sequence.Stream
 	h := m.Headers()
 	var hdr string
 	if seq <= importedThrough {
 		hdr = h.Get(ledger.HeaderOriginalTime)
 	}
-	return Event{Seq: seq, Time: ledger.EventTime(seq, importedThrough, hdr, md.Timestamp), Subject: m.Subject(), Raw: m.Data(),
-		MsgIDClash: len(h) > 0 && h.Get(HeaderMsgIDClash) != ""}
+	return fold.Event{Seq: seq, Time: ledger.EventTime(seq, importedThrough, hdr, md.Timestamp), Subject: m.Subject(), Raw: m.Data(),
+		MsgIDClash: len(h) > 0 && h.Get(fold.HeaderMsgIDClash) != ""}
 }

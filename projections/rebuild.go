@@ -25,7 +25,7 @@ type RebuildOptions struct {
 	// BatchSize bounds events per Pebble commit. Default DefaultBatchSize.
 	BatchSize int
 	// Folder is the fold; default NewFolder().
-	Folder *Folder
+	Folder *fold.Folder
 	// Progress, if set, is called after each commit with the sequence
 	// reached and the target sequence.
 	Progress func(done, total uint64)
@@ -42,7 +42,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *Store, opts Reb
 		opts.BatchSize = DefaultBatchSize
 	}
 	if opts.Folder == nil {
-		opts.Folder = NewFolder()
+		opts.Folder = fold.NewFolder()
 	}
 	stream, err := js.Stream(ctx, subjects.StreamName)
 	if err != nil {
@@ -150,7 +150,7 @@ func foldChunks(ctx context.Context, pl *Pipeline, chunks <-chan rebuildChunk, p
 // rebuildChunk is a batch of decoded events for Rebuild's fold stage; err
 // (after the events) ends the rebuild.
 type rebuildChunk struct {
-	evs []Event
+	evs []fold.Event
 	err error
 }
 
@@ -168,7 +168,7 @@ func readChunks(it jetstream.MessagesContext, out chan<- rebuildChunk, done <-ch
 		}
 	}
 	for next <= target {
-		evs := make([]Event, 0, min(uint64(opts.BatchSize), target-next+1))
+		evs := make([]fold.Event, 0, min(uint64(opts.BatchSize), target-next+1))
 		var err error
 		past := false // an event stored after UpToTime was reached
 		for ; len(evs) < opts.BatchSize && next <= target; next++ {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // Small per-key records of the fold that are neither proposals, history,
@@ -30,7 +32,7 @@ type auxSlot struct {
 	// parked is the decoded ParkedEvent of a 'X' slot: the fold changes
 	// its Refs once per waiting id, so it is kept as an object and encoded
 	// once, at Commit (encoding a 1 MiB message per id was O(ids × size)).
-	parked *ParkedEvent
+	parked *fold.ParkedEvent
 }
 
 // value returns what Commit writes for the slot.
@@ -118,7 +120,7 @@ func (b *Batch) putAux(tag byte, space, id string, val []byte) error {
 
 // Parked implements State. The result is the overlay's own copy: the
 // caller may change it and must PutParked it.
-func (b *Batch) Parked(space string, seq uint64) (*ParkedEvent, error) {
+func (b *Batch) Parked(space string, seq uint64) (*fold.ParkedEvent, error) {
 	id := parkedID(seq)
 	val, err := b.getAux(tagParked, space, id)
 	if err != nil {
@@ -131,7 +133,7 @@ func (b *Batch) Parked(space string, seq uint64) (*ParkedEvent, error) {
 	if val == nil {
 		return nil, nil
 	}
-	var p ParkedEvent
+	var p fold.ParkedEvent
 	if err := json.Unmarshal(val, &p); err != nil {
 		return nil, fmt.Errorf("projections: batch: decode parked event seq %d in space %q: %w", seq, space, err)
 	}
@@ -140,7 +142,7 @@ func (b *Batch) Parked(space string, seq uint64) (*ParkedEvent, error) {
 }
 
 // PutParked implements State; the event is encoded at Commit.
-func (b *Batch) PutParked(space string, seq uint64, p *ParkedEvent) error {
+func (b *Batch) PutParked(space string, seq uint64, p *fold.ParkedEvent) error {
 	id := parkedID(seq)
 	var val []byte
 	if p != nil {

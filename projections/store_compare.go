@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // Reading raw keys for Compare. The layout itself is store_keys.go's; this
@@ -20,17 +22,17 @@ var indexKindNames = map[byte]string{
 
 // DecodeKey decodes a key of the store's layout. A key that does not
 // parse has Table TableUnknown (and Raw).
-func DecodeKey(key []byte) KeyInfo {
-	k := KeyInfo{Table: TableUnknown, Raw: bytes.Clone(key)}
+func DecodeKey(key []byte) model.KeyInfo {
+	k := model.KeyInfo{Table: model.TableUnknown, Raw: bytes.Clone(key)}
 	if bytes.Equal(key, checkpointKey) {
-		k.Table = TableCheckpoint
+		k.Table = model.TableCheckpoint
 		return k
 	}
 	if len(key) == 0 {
 		return k
 	}
 	rest := key[1:]
-	two := func(table string) KeyInfo {
+	two := func(table string) model.KeyInfo {
 		sp, r, err := readEsc(rest)
 		if err != nil {
 			return k
@@ -39,7 +41,7 @@ func DecodeKey(key []byte) KeyInfo {
 		if err != nil || len(r) != 0 {
 			return k
 		}
-		return KeyInfo{Table: table, Space: sp, ID: id, Raw: k.Raw}
+		return model.KeyInfo{Table: table, Space: sp, ID: id, Raw: k.Raw}
 	}
 	switch key[0] {
 	case tagSpace, tagStats:
@@ -47,25 +49,25 @@ func DecodeKey(key []byte) KeyInfo {
 		if err != nil || len(r) != 0 {
 			return k
 		}
-		t := TableSpace
+		t := model.TableSpace
 		if key[0] == tagStats {
-			t = TableStats
+			t = model.TableStats
 		}
-		return KeyInfo{Table: t, Space: sp, Raw: k.Raw}
+		return model.KeyInfo{Table: t, Space: sp, Raw: k.Raw}
 	case tagProposal:
-		return two(TableProposal)
+		return two(model.TableProposal)
 	case tagEventRef:
-		return two(TableEventRef)
+		return two(model.TableEventRef)
 	case tagOrphans:
-		return two(TableOrphans)
+		return two(model.TableOrphans)
 	case tagFiled:
-		return two(TableFiled)
+		return two(model.TableFiled)
 	case tagVersion:
-		return two(TableVersion)
+		return two(model.TableVersion)
 	case tagParked, tagGap:
-		table := TableParked
+		table := model.TableParked
 		if key[0] == tagGap {
-			table = TableGap
+			table = model.TableGap
 		}
 		ki := two(table)
 		if ki.Table == table && len(ki.ID) == 8 {
@@ -81,7 +83,7 @@ func DecodeKey(key []byte) KeyInfo {
 		if err != nil || len(r) != 8 {
 			return k
 		}
-		return KeyInfo{Table: TableHistory, Space: sp, ID: id, Seq: binary.BigEndian.Uint64(r), Raw: k.Raw}
+		return model.KeyInfo{Table: model.TableHistory, Space: sp, ID: id, Seq: binary.BigEndian.Uint64(r), Raw: k.Raw}
 	case tagIndex:
 		sp, r, err := readEsc(rest)
 		if err != nil || len(r) < 1 {
@@ -91,7 +93,7 @@ func DecodeKey(key []byte) KeyInfo {
 		if !ok {
 			return k
 		}
-		out := KeyInfo{Table: TableIndex, Space: sp, Index: name, Raw: k.Raw}
+		out := model.KeyInfo{Table: model.TableIndex, Space: sp, Index: name, Raw: k.Raw}
 		r = r[1:]
 		if name != "all" {
 			if out.Value, r, err = readEsc(r); err != nil {
@@ -107,13 +109,13 @@ func DecodeKey(key []byte) KeyInfo {
 		if err != nil {
 			return k
 		}
-		return KeyInfo{Table: TableChange, Space: sp, ID: id, Seq: seq, Raw: k.Raw}
+		return model.KeyInfo{Table: model.TableChange, Space: sp, ID: id, Seq: seq, Raw: k.Raw}
 	case tagDeadline:
 		nanos, sp, id, err := readDeadlineKey(key)
 		if err != nil {
 			return k
 		}
-		return KeyInfo{Table: TableDeadline, Space: sp, ID: id, Deadline: time.Unix(0, nanos).UTC(), Raw: k.Raw}
+		return model.KeyInfo{Table: model.TableDeadline, Space: sp, ID: id, Deadline: time.Unix(0, nanos).UTC(), Raw: k.Raw}
 	}
 	return k
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // Recording gaps of bridges (SPEC §14) in the Pebble store:
@@ -20,7 +22,7 @@ import (
 const MaxGapsLimit = 1000
 
 // PutGap implements State.
-func (b *Batch) PutGap(space string, g *Gap) error {
+func (b *Batch) PutGap(space string, g *model.Gap) error {
 	val, err := json.Marshal(g)
 	if err != nil {
 		return fmt.Errorf("projections: batch: encode gap seq %d in space %q: %w", g.Seq, space, err)
@@ -32,7 +34,7 @@ func (b *Batch) PutGap(space string, g *Gap) error {
 // the recording gaps of space whose sequence is above after, oldest first,
 // and the sequence to pass as after for the next page (0 when there is
 // none).
-func (s *Store) Gaps(space string, after uint64, limit int) ([]Gap, uint64, error) {
+func (s *Store) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64, error) {
 	if err := s.acquire(); err != nil {
 		return nil, 0, err
 	}
@@ -44,7 +46,7 @@ func (s *Store) Gaps(space string, after uint64, limit int) ([]Gap, uint64, erro
 	lower := prefix
 	if after > 0 {
 		if after == ^uint64(0) {
-			return []Gap{}, 0, nil
+			return []model.Gap{}, 0, nil
 		}
 		lower = auxKey(tagGap, space, parkedID(after+1))
 	}
@@ -52,14 +54,14 @@ func (s *Store) Gaps(space string, after uint64, limit int) ([]Gap, uint64, erro
 	if err != nil {
 		return nil, 0, fmt.Errorf("projections: gaps of space %q: %w", space, err)
 	}
-	out := []Gap{}
+	out := []model.Gap{}
 	var next uint64
 	for ok := it.First(); ok; ok = it.Next() {
 		if len(out) == limit {
 			next = out[len(out)-1].Seq
 			break
 		}
-		var g Gap
+		var g model.Gap
 		if err := json.Unmarshal(it.Value(), &g); err != nil {
 			_ = it.Close()
 			return nil, 0, fmt.Errorf("projections: gaps of space %q: decode %s: %w", space, DecodeKey(it.Key()), err)

@@ -9,6 +9,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // Key layout of the Pebble store.
@@ -283,7 +285,7 @@ func (a *arena) reset() { a.b = a.b[:0] }
 // its deadline entry (empty value). A nil p has none. Commit deletes the
 // entries of the old version that the new one lacks and writes the new ones
 // that differ.
-func (a *arena) indexEntries(dst []kv, p *Proposal) []kv {
+func (a *arena) indexEntries(dst []kv, p *model.Proposal) []kv {
 	if p == nil {
 		return dst
 	}
@@ -321,7 +323,7 @@ func (a *arena) indexEntries(dst []kv, p *Proposal) []kv {
 			add(idxDomain, k.Target.Domain)
 		}
 	}
-	if p.State == StatePending && p.ExpiresAt != nil {
+	if p.State == model.StatePending && p.ExpiresAt != nil {
 		st := len(a.b)
 		a.b = appendDeadlineKey(a.b, clampNanos(*p.ExpiresAt), p.Space, p.ID)
 		dst = append(dst, kv{key: a.take(st)})

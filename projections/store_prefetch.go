@@ -10,6 +10,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // Prefetched record kinds.
@@ -28,8 +30,8 @@ type preKey struct {
 	k    spaceID
 	val  []byte // the value read, when found (preFiled only)
 	ok   bool   // found
-	p    *Proposal
-	r    *EventRef
+	p    *model.Proposal
+	r    *fold.EventRef
 }
 
 // prefetchBuf is prefetch's scratch, recycled (a rebuild prefetches every
@@ -66,7 +68,7 @@ func (buf *prefetchBuf) put() {
 // written filter rules out are not read at all (see writtenFilter); records
 // already in the overlay are left alone. It returns the batch's read errors
 // (ErrBatchDone, ErrClosed, storage errors).
-func (b *Batch) Prefetch(evs []Event) error {
+func (b *Batch) Prefetch(evs []fold.Event) error {
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -82,7 +84,7 @@ func (b *Batch) Prefetch(evs []Event) error {
 
 // prefetchPass collects the keys of one pass of prefetch that the
 // overlay does not hold yet and loads them.
-func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
+func (b *Batch) prefetchPass(buf *prefetchBuf, evs []fold.Event, pass int) error {
 	buf.reset()
 	keys, a := buf.keys, &buf.a
 	var pending *Batch // the handed-off batch, read under the handoff lock
@@ -187,12 +189,12 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []Event, pass int) error {
 				// Decoded here: v is valid until the iterator moves.
 				switch pk.kind {
 				case preProposal:
-					pk.p = new(Proposal)
+					pk.p = new(model.Proposal)
 					if err = json.Unmarshal(v, pk.p); err != nil {
 						err = fmt.Errorf("read proposal %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
 					}
 				case preRef:
-					pk.r = new(EventRef)
+					pk.r = new(fold.EventRef)
 					if err = json.Unmarshal(v, pk.r); err != nil {
 						err = fmt.Errorf("read event ref %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
 					}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/bridge/mewtest"
 	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 // capture returns the frames of a real MEW capture (testdata/mew-v0.11).
@@ -47,7 +47,7 @@ func capture(t *testing.T, name string) (frames [][]byte, mewSpace string) {
 // waitProposal polls the API until a proposal satisfies done (bounded):
 // the bridge appends while the test reads, so the last event may not be
 // folded yet.
-func waitProposal(t *testing.T, cl *client.Client, space, id string, done func(*projections.Proposal) bool) *projections.Proposal {
+func waitProposal(t *testing.T, cl *client.Client, space, id string, done func(*model.Proposal) bool) *model.Proposal {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -107,8 +107,8 @@ func TestBridgeEndToEnd(t *testing.T) {
 	}
 	// Rejected, with the rejection's explanation (the capture's last
 	// lifecycle envelope).
-	waitProposal(t, cl, "served", "bc36e041-9d18-4436-b5a7-8e063d04fa7d", func(p *projections.Proposal) bool {
-		return p.State == projections.StateRejected && len(p.Rejections) == 1 && strings.Contains(p.Rejections[0].Explanation, "destroy the workspace")
+	waitProposal(t, cl, "served", "bc36e041-9d18-4436-b5a7-8e063d04fa7d", func(p *model.Proposal) bool {
+		return p.State == model.StateRejected && len(p.Rejections) == 1 && strings.Contains(p.Rejections[0].Explanation, "destroy the workspace")
 	})
 
 	// The standalone bridge.
@@ -152,8 +152,8 @@ func TestBridgeEndToEnd(t *testing.T) {
 	for _, f := range withdrawFrames[1:] {
 		gw.Broadcast(withdrawSpace, f)
 	}
-	waitProposal(t, cl, "standalone", "a0e388ea-18a2-489a-a929-16940bfe6daf", func(p *projections.Proposal) bool {
-		return p.State == projections.StateWithdrawn && p.Withdrawal != nil && strings.Contains(p.Withdrawal.Explanation, "found the file already exists")
+	waitProposal(t, cl, "standalone", "a0e388ea-18a2-489a-a929-16940bfe6daf", func(p *model.Proposal) bool {
+		return p.State == model.StateWithdrawn && p.Withdrawal != nil && strings.Contains(p.Withdrawal.Explanation, "found the file already exists")
 	})
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)

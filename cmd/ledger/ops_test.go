@@ -20,6 +20,7 @@ import (
 	"github.com/mewledger/ledger/internal/datalock"
 	"github.com/mewledger/ledger/internal/opstest"
 	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -169,9 +170,9 @@ func TestOpsCommands(t *testing.T) {
 	// at --seq N get / history / list / stats, against the original at N
 	at9 := src.Fold(t, 9)
 	out, errs = opsMustRun(t, runAt, "--data", data, "-o", "json", "--seq", "9", "get", "chained-2")
-	var p projections.Proposal
+	var p model.Proposal
 	want, _ := at9.Get("default", "chained-2")
-	if err := json.Unmarshal([]byte(out), &p); err != nil || p.State != projections.StateRejected || p.Rejections[0].Explanation != "outside the sandbox" ||
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p.State != model.StateRejected || p.Rejections[0].Explanation != "outside the sandbox" ||
 		!p.UpdatedAt.Equal(want.UpdatedAt) || !strings.Contains(errs, "seq 9") {
 		t.Fatalf("at --seq 9 get: %s %s (%v)", out, errs, err)
 	}
@@ -186,7 +187,7 @@ func TestOpsCommands(t *testing.T) {
 		t.Fatalf("at --seq 5 list: %s (%v)", out, err)
 	}
 	out, _ = opsMustRun(t, runAt, "--data", data, "-o", "json", "--time", time.Now().UTC().Format(time.RFC3339Nano), "stats", "--space", "other")
-	var st projections.Stats
+	var st model.Stats
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Events != 20 {
 		t.Fatalf("at --time now stats: %s (%v)", out, err)
 	}

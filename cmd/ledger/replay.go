@@ -12,6 +12,7 @@ import (
 	"github.com/mewledger/ledger/internal/repair"
 	"github.com/mewledger/ledger/internal/replay"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -142,6 +143,6 @@ func runReplay(ctx context.Context, e env, args []string) error {
 // noHistory is the history source of an empty log.
 type noHistory struct{}
 
-func (noHistory) History(string, string) ([]projections.HistoryEntry, error) {
+func (noHistory) History(string, string) ([]model.HistoryEntry, error) {
 	return nil, projections.ErrNotFound
 }

@@ -58,6 +58,7 @@ import (
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -74,10 +75,10 @@ const (
 // Reader is what the read routes need from the projection.
 // *projections.Store implements it; a point-in-time view can too.
 type Reader interface {
-	Get(space, id string) (*projections.Proposal, error)
-	History(space, key string) ([]projections.HistoryEntry, error)
+	Get(space, id string) (*model.Proposal, error)
+	History(space, key string) ([]model.HistoryEntry, error)
 	List(q projections.ListQuery) (projections.ListPage, error)
-	Stats(space string) (*projections.Stats, error)
+	Stats(space string) (*model.Stats, error)
 	AppliedSeq() uint64
 	WaitApplied(ctx context.Context, seq uint64) error
 }

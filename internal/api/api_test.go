@@ -18,6 +18,7 @@ import (
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -31,9 +32,9 @@ func TestGoldenSequence(t *testing.T) {
 		t.Fatalf("append results %+v %+v %+v", r1, r2, r3)
 	}
 
-	var p projections.Proposal
+	var p model.Proposal
 	l.get(fmt.Sprintf("/v1/proposals/env-req-1?min_seq=%d", r3.Seq), http.StatusOK, &p)
-	if p.State != projections.StateFulfilled || p.Proposer != "untrusted-agent" || p.DecidedBy != "human-user" ||
+	if p.State != model.StateFulfilled || p.Proposer != "untrusted-agent" || p.DecidedBy != "human-user" ||
 		p.DecidedEvent != "env-fulfill-1" || p.Events != 3 || p.CreatedSeq != r1.Seq || p.UpdatedSeq != r3.Seq ||
 		len(p.Fulfillments) != 1 || p.Fulfillments[0].Outcome != "succeeded" || p.Method != "tools/call" ||
 		p.Dialect != "mew/v0.4" || !slices.Equal(p.To, []string{"target-agent"}) || len(p.Anomalies) != 0 {
@@ -66,12 +67,12 @@ func TestGoldenSequence(t *testing.T) {
 	}
 	for i, want := range []struct{ id, typ string }{{"env-req-1", "proposal"}, {"env-fulfill-1", "fulfil"}, {"env-resp-1", "response"}} {
 		e := h.Events[i]
-		if e.ID != want.id || e.Type != want.typ || e.Effect != projections.EffectApplied || e.At.IsZero() {
+		if e.ID != want.id || e.Type != want.typ || e.Effect != model.EffectApplied || e.At.IsZero() {
 			t.Errorf("history[%d] = %+v, want %s %s applied", i, e, want.id, want.typ)
 		}
 	}
 
-	var st projections.Stats
+	var st model.Stats
 	l.get("/v1/stats", http.StatusOK, &st)
 	if st.Proposals != 1 || st.ByState["fulfilled"] != 1 || st.Events != 3 {
 		t.Fatalf("stats %+v", st)
@@ -98,18 +99,18 @@ func TestWithdrawRejectExplain(t *testing.T) {
 	l.post(reject("r-1", "fs-agent", "p-r", "unsafe"))
 	last := l.post(chat("c-2", "fs-agent", "r-1", "it would overwrite the config"))
 
-	var w projections.Proposal
+	var w model.Proposal
 	l.get(fmt.Sprintf("/v1/proposals/p-w?min_seq=%d", last.Seq), http.StatusOK, &w)
-	if w.State != projections.StateWithdrawn || w.Withdrawal == nil || w.Withdrawal.Explanation != "found another way" || w.Reason != "no_longer_needed" {
+	if w.State != model.StateWithdrawn || w.Withdrawal == nil || w.Withdrawal.Explanation != "found another way" || w.Reason != "no_longer_needed" {
 		t.Fatalf("withdrawn proposal %+v (withdrawal %+v)", w, w.Withdrawal)
 	}
-	var r projections.Proposal
+	var r model.Proposal
 	l.get("/v1/proposals/p-r", http.StatusOK, &r)
-	if r.State != projections.StateRejected || len(r.Rejections) != 1 || r.Rejections[0].Reason != "unsafe" ||
+	if r.State != model.StateRejected || len(r.Rejections) != 1 || r.Rejections[0].Reason != "unsafe" ||
 		r.Rejections[0].Explanation != "it would overwrite the config" {
 		t.Fatalf("rejected proposal %+v", r)
 	}
-	var st projections.Stats
+	var st model.Stats
 	l.get("/v1/stats", http.StatusOK, &st)
 	if st.ByState["withdrawn"] != 1 || st.ByState["rejected"] != 1 || st.RejectionReasons["unsafe"] != 1 || st.WithdrawalReasons["no_longer_needed"] != 1 {
 		t.Fatalf("stats %+v", st)
@@ -211,9 +212,9 @@ func TestNDJSON(t *testing.T) {
 	if got[0].Seq != got[6].Seq {
 		t.Errorf("duplicate line stored at %d, first at %d", got[6].Seq, got[0].Seq)
 	}
-	var p projections.Proposal
+	var p model.Proposal
 	l.get(fmt.Sprintf("/v1/proposals/env-req-1?min_seq=%d", got[5].Seq), http.StatusOK, &p)
-	if p.State != projections.StateFulfilled {
+	if p.State != model.StateFulfilled {
 		t.Fatalf("state %s", p.State)
 	}
 
@@ -274,7 +275,7 @@ func TestHistoryOfOrphansAndGarbage(t *testing.T) {
 	r := l.post(reject("r-early", "fs-agent", "p-later", "unsafe"))
 	var h wire.History
 	l.get(fmt.Sprintf("/v1/proposals/p-later/history?min_seq=%d", r.Seq), http.StatusOK, &h)
-	if len(h.Events) != 1 || h.Events[0].Effect != projections.EffectOrphan {
+	if len(h.Events) != 1 || h.Events[0].Effect != model.EffectOrphan {
 		t.Fatalf("history %+v", h)
 	}
 	l.wantError(http.MethodGet, "/v1/proposals/p-later", "", nil, 404, "not_found", "id")
@@ -287,13 +288,13 @@ func TestHistoryOfOrphansAndGarbage(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.get(fmt.Sprintf("/v1/proposals/junk-key/history?min_seq=%d", ack.Sequence), http.StatusOK, &h)
-	if len(h.Events) != 1 || h.Events[0].Effect != projections.EffectInvalid || h.Events[0].Seq != ack.Sequence {
+	if len(h.Events) != 1 || h.Events[0].Effect != model.EffectInvalid || h.Events[0].Seq != ack.Sequence {
 		t.Fatalf("garbage history %+v", h)
 	}
 	after := l.post(proposal("p-later", "agent", nil, "m"))
-	var p projections.Proposal
+	var p model.Proposal
 	l.get(fmt.Sprintf("/v1/proposals/p-later?min_seq=%d", after.Seq), http.StatusOK, &p)
-	if p.State != projections.StateRejected {
+	if p.State != model.StateRejected {
 		t.Fatalf("orphan rejection not applied: %+v", p)
 	}
 }
@@ -408,12 +409,12 @@ func TestSpaces(t *testing.T) {
 	l := start(t)
 	r := l.postTo("team-b", proposal("p1", "alice", nil, "m"))
 	l.wantError(http.MethodGet, fmt.Sprintf("/v1/proposals/p1?min_seq=%d", r.Seq), "", nil, 404, "not_found", "id")
-	var p projections.Proposal
+	var p model.Proposal
 	l.get("/v1/proposals/p1?space=team-b", http.StatusOK, &p)
 	if p.Space != "team-b" {
 		t.Fatalf("space %q", p.Space)
 	}
-	var st projections.Stats
+	var st model.Stats
 	l.get("/v1/stats?space=team-b", http.StatusOK, &st)
 	if st.Proposals != 1 {
 		t.Fatalf("team-b stats %+v", st)
@@ -536,7 +537,7 @@ func TestStatusReadyzMinSeq(t *testing.T) {
 		}
 	})
 	r := <-got
-	var p projections.Proposal
+	var p model.Proposal
 	if err := json.Unmarshal(r.body, &p); r.status != http.StatusOK || err != nil || p.ID != "p3" {
 		t.Fatalf("min_seq read: %d %s", r.status, r.body)
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -15,14 +16,14 @@ const RouteGaps = "GET /v1/gaps"
 // gapReader is the optional part of a Reader that lists recording gaps
 // (*projections.Store implements it).
 type gapReader interface {
-	Gaps(space string, after uint64, limit int) ([]projections.Gap, uint64, error)
+	Gaps(space string, after uint64, limit int) ([]model.Gap, uint64, error)
 }
 
 // errNoGaps: the reader in place does not list gaps.
 var errNoGaps = errors.New("api: this projection does not list gaps")
 
 // Gaps is the reader in place's Gaps, or errNoGaps.
-func (s *swapReader) Gaps(space string, after uint64, limit int) ([]projections.Gap, uint64, error) {
+func (s *swapReader) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if g, ok := s.r.(gapReader); ok {
@@ -69,7 +70,7 @@ func (a *API) gaps(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if gs == nil {
-		gs = []projections.Gap{}
+		gs = []model.Gap{}
 	}
 	body := wire.Gaps{Gaps: gs}
 	if next != 0 {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 // TestGapsRoute: gaps the ledger appends for a bridge (AppendSystem, as the
@@ -66,7 +66,7 @@ func TestGapsRoute(t *testing.T) {
 	if other.Gaps == nil || len(other.Gaps) != 0 {
 		t.Fatalf("other space: %+v", other)
 	}
-	var st projections.Stats
+	var st model.Stats
 	l.get("/v1/stats", http.StatusOK, &st)
 	if st.Gaps != 3 {
 		t.Fatalf("stats gaps %d", st.Gaps)
@@ -86,15 +86,15 @@ func TestFormsThroughAPI(t *testing.T) {
 	l.post(`{"protocol":"mew/v0.4","id":"b1","from":"agent-3","kind":"bid","payload":{"proposal_id":"t1","confidence":0.9,"estimated_time":500}}`)
 	l.post(`{"protocol":"meup/v0.1","id":"s1","from":"trusted-agent","correlationId":"t1","kind":"meup.lifecycle","payload":{"operation":"status","target":"proposal","status":"processing"}}`)
 	res := l.post(`{"protocol":"mew/v0.4","id":"c1","from":"coord","kind":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"t2","reason":"no longer needed"}}}`)
-	var p projections.Proposal
+	var p model.Proposal
 	l.get(fmt.Sprintf("/v1/proposals/t1?min_seq=%d", res.Seq), http.StatusOK, &p)
 	if len(p.Targets) != 1 || p.Targets[0].ID != "trusted-agent" || p.Exclusive == nil || len(p.Bids) != 1 ||
 		len(p.Statuses) != 1 || p.Statuses[0].Status != "processing" {
 		t.Fatalf("t1 %+v", p)
 	}
-	var p2 projections.Proposal
+	var p2 model.Proposal
 	l.get("/v1/proposals/t2", http.StatusOK, &p2)
-	if p2.State != projections.StateWithdrawn {
+	if p2.State != model.StateWithdrawn {
 		t.Fatalf("t2 %+v", p2)
 	}
 	for q, want := range map[string]string{
@@ -109,7 +109,7 @@ func TestFormsThroughAPI(t *testing.T) {
 			t.Errorf("%s: %d proposals", q, len(page.Proposals))
 		}
 	}
-	var st projections.Stats
+	var st model.Stats
 	l.get("/v1/stats", http.StatusOK, &st)
 	if st.NoteKinds["bid"] != 1 || st.NoteKinds["status"] != 1 {
 		t.Fatalf("note kinds %v", st.NoteKinds)

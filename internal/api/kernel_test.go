@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 // exampleLines reads a file of the README's examples, one JSON value per
@@ -58,9 +58,9 @@ func TestKernelReadmeFlow(t *testing.T) {
 		last = l.post(string(env)).Seq
 	}
 
-	var p projections.Proposal
+	var p model.Proposal
 	l.get("/v1/proposals/pay-inv-9001?min_seq="+itoa(last), http.StatusOK, &p)
-	if p.State != projections.StateFulfilled || p.Approved == nil || !*p.Approved || len(p.Anomalies) != 0 ||
+	if p.State != model.StateFulfilled || p.Approved == nil || !*p.Approved || len(p.Anomalies) != 0 ||
 		p.Method != "kernel/transact" || p.Proposer != "agent-billing" || p.DecidedBy != "payments-gateway" {
 		t.Fatalf("pay-inv-9001: state %s approved %v anomalies %v method %s proposer %s decided by %s",
 			p.State, p.Approved, p.Anomalies, p.Method, p.Proposer, p.DecidedBy)
@@ -68,9 +68,9 @@ func TestKernelReadmeFlow(t *testing.T) {
 	if p.Kernel == nil || p.Kernel.ApprovalClass != "dual" || p.Kernel.Counted != 2 || len(p.Approvals) != 2 {
 		t.Fatalf("pay-inv-9001 approvals: %+v %+v", p.Kernel, p.Approvals)
 	}
-	var q projections.Proposal
+	var q model.Proposal
 	l.get("/v1/proposals/pay-inv-9002", http.StatusOK, &q)
-	if q.State != projections.StateFulfilled || q.Approved == nil || *q.Approved || !slices.Equal(q.Anomalies, []string{projections.AnomalyUnapprovedFulfillment}) {
+	if q.State != model.StateFulfilled || q.Approved == nil || *q.Approved || !slices.Equal(q.Anomalies, []string{model.AnomalyUnapprovedFulfillment}) {
 		t.Fatalf("pay-inv-9002: state %s approved %v anomalies %v", q.State, q.Approved, q.Anomalies)
 	}
 

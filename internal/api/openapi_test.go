@@ -18,7 +18,7 @@ import (
 	"github.com/mewledger/ledger/internal/api"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 var update = flag.Bool("update", false, "rewrite internal/api/openapi.json from the route table, the wire types and live answers")
@@ -84,8 +84,8 @@ var (
 func reads(ps ...param) []param { return append(ps, pSpace, pMinSeq, pAsOf, pAsOfSq) }
 
 func states() []string {
-	out := make([]string, len(projections.States))
-	for i, s := range projections.States {
+	out := make([]string, len(model.States))
+	for i, s := range model.States {
 		out[i] = string(s)
 	}
 	return out
@@ -172,10 +172,10 @@ var operations = []op{
 
 // schemaTypes are the component schemas reflected from Go types.
 var schemaTypes = map[string]reflect.Type{
-	"Proposal":      reflect.TypeFor[projections.Proposal](),
+	"Proposal":      reflect.TypeFor[model.Proposal](),
 	"History":       reflect.TypeFor[wire.History](),
 	"List":          reflect.TypeFor[wire.List](),
-	"Stats":         reflect.TypeFor[projections.Stats](),
+	"Stats":         reflect.TypeFor[model.Stats](),
 	"Status":        reflect.TypeFor[wire.Status](),
 	"Ready":         reflect.TypeFor[wire.Ready](),
 	"Health":        reflect.TypeFor[wire.Health](),
@@ -184,7 +184,7 @@ var schemaTypes = map[string]reflect.Type{
 	"VerifyResult":  reflect.TypeFor[wire.VerifyResult](),
 	"Gaps":          reflect.TypeFor[wire.Gaps](),
 	"GapReport":     reflect.TypeFor[ledger.Gap](),
-	"Change":        reflect.TypeFor[projections.Change](),
+	"Change":        reflect.TypeFor[model.Change](),
 	"ChangesPage":   reflect.TypeFor[api.ChangesPage](),
 }
 
@@ -193,9 +193,9 @@ var schemaNames = map[reflect.Type]string{reflect.TypeFor[ledger.Gap](): "GapRep
 
 // enums of named string types.
 var enums = map[reflect.Type][]string{
-	reflect.TypeFor[projections.ProposalState](): states(),
-	reflect.TypeFor[projections.Effect](): {string(projections.EffectApplied), string(projections.EffectRecorded), string(projections.EffectDuplicate),
-		string(projections.EffectLate), string(projections.EffectUnauthorized), string(projections.EffectInvalid), string(projections.EffectOrphan), string(projections.EffectIgnored)},
+	reflect.TypeFor[model.ProposalState](): states(),
+	reflect.TypeFor[model.Effect](): {string(model.EffectApplied), string(model.EffectRecorded), string(model.EffectDuplicate),
+		string(model.EffectLate), string(model.EffectUnauthorized), string(model.EffectInvalid), string(model.EffectOrphan), string(model.EffectIgnored)},
 }
 
 // reflector turns Go types into JSON Schema 2020-12 (OpenAPI 3.1) the way

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -49,7 +50,7 @@ func rawListBody(page projections.RawPage) ([]byte, error) {
 			b = out
 			continue
 		}
-		var p projections.Proposal
+		var p model.Proposal
 		if err := json.Unmarshal(rec, &p); err != nil {
 			return nil, err
 		}

@@ -17,16 +17,18 @@ import (
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
 // decodedListBody is what the decoding path writes for the stored records.
 func decodedListBody(t *testing.T, page projections.RawPage) []byte {
 	t.Helper()
-	l := wire.List{Proposals: []*projections.Proposal{}, NextCursor: page.NextCursor}
+	l := wire.List{Proposals: []*model.Proposal{}, NextCursor: page.NextCursor}
 	for _, rec := range page.Proposals {
-		var p projections.Proposal
+		var p model.Proposal
 		if err := json.Unmarshal(rec, &p); err != nil {
 			t.Fatal(err)
 		}
@@ -57,26 +59,26 @@ func TestRawListBodyMatchesDecodingPath(t *testing.T) {
 	for range 3000 {
 		var page projections.RawPage
 		for range rng.IntN(6) {
-			p := &projections.Proposal{ID: s(), Space: s(), State: projections.StatePending, Proposer: s(), Method: s(),
+			p := &model.Proposal{ID: s(), Space: s(), State: model.StatePending, Proposer: s(), Method: s(),
 				Params: params[rng.IntN(len(params))], Dialect: s(), Context: s(), Reason: s(), Digest: s(),
 				CreatedAt: time.Unix(rng.Int64N(1<<33), rng.Int64N(1e9)).UTC()}
 			if rng.IntN(4) > 0 {
 				p.To = []string{s(), s()}
 			}
 			if rng.IntN(4) > 0 {
-				p.Rejections = []projections.Rejection{{Event: s(), From: s(), Reason: s(), Explanation: s()}}
+				p.Rejections = []model.Rejection{{Event: s(), From: s(), Reason: s(), Explanation: s()}}
 			}
 			if rng.IntN(4) > 0 {
-				p.Fulfillments = []projections.Fulfillment{{Event: s(), Anomalies: []string{s()}}}
+				p.Fulfillments = []model.Fulfillment{{Event: s(), Anomalies: []string{s()}}}
 			}
 			if rng.IntN(4) > 0 {
 				p.Anomalies = []string{s()}
 			}
 			if rng.IntN(3) == 0 {
-				p.Withdrawal = &projections.Withdrawal{Event: s(), Reason: s(), Explanation: s()}
+				p.Withdrawal = &model.Withdrawal{Event: s(), Reason: s(), Explanation: s()}
 			}
 			if rng.IntN(10) == 0 {
-				p.Kernel = &projections.Kernel{ActionType: ledger.ActionWrite, Target: &ledger.Target{ResourceID: s(), Constraints: json.RawMessage(`{"x":"<y>"}`)}}
+				p.Kernel = &model.Kernel{ActionType: model.ActionWrite, Target: &model.KernelTarget{ResourceID: s(), Constraints: json.RawMessage(`{"x":"<y>"}`)}}
 			}
 			b, err := json.Marshal(p)
 			if err != nil {
@@ -129,7 +131,7 @@ func TestListRouteSameBothWays(t *testing.T) {
 			raws = append(raws, c.Data)
 		}
 	}
-	f := projections.NewFolder()
+	f := fold.NewFolder()
 	b := store.NewBatch()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i, raw := range raws {
@@ -137,7 +139,7 @@ func TestListRouteSameBothWays(t *testing.T) {
 		if d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: t0}); err == nil && d.Type.Valid() {
 			subj = subjects.Event{Space: "default", Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()
 		}
-		if _, err := f.Apply(b, projections.Event{Seq: uint64(i + 1), Time: t0.Add(time.Duration(i) * time.Second), Subject: subj, Raw: raw}); err != nil {
+		if _, err := f.Apply(b, fold.Event{Seq: uint64(i + 1), Time: t0.Add(time.Duration(i) * time.Second), Subject: subj, Raw: raw}); err != nil {
 			t.Fatal(err)
 		}
 	}

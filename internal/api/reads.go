@@ -13,6 +13,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -148,15 +149,15 @@ func (a *API) getProposal(w http.ResponseWriter, r *http.Request) {
 
 // normalize gives the list members of the proposal object their SPEC §7
 // shape: [] rather than null when empty.
-func normalize(p *projections.Proposal) *projections.Proposal {
+func normalize(p *model.Proposal) *model.Proposal {
 	if p.To == nil {
 		p.To = []string{}
 	}
 	if p.Rejections == nil {
-		p.Rejections = []projections.Rejection{}
+		p.Rejections = []model.Rejection{}
 	}
 	if p.Fulfillments == nil {
-		p.Fulfillments = []projections.Fulfillment{}
+		p.Fulfillments = []model.Fulfillment{}
 	}
 	if p.Anomalies == nil {
 		p.Anomalies = []string{}
@@ -201,7 +202,7 @@ func parseTime(param, v string) (time.Time, *wire.Error) {
 func ListQuery(q url.Values, space string) (projections.ListQuery, *wire.Error) {
 	lq := projections.ListQuery{
 		Space:        space,
-		State:        projections.ProposalState(q.Get(paramState)),
+		State:        model.ProposalState(q.Get(paramState)),
 		Proposer:     q.Get(paramProposer),
 		Target:       q.Get(paramTarget),
 		Anomaly:      q.Get(paramAnomaly),
@@ -211,13 +212,13 @@ func ListQuery(q url.Values, space string) (projections.ListQuery, *wire.Error) 
 		Form:         q.Get(paramForm),
 		Cursor:       q.Get(paramCursor),
 	}
-	if lq.State != "" && !slices.Contains(projections.States, lq.State) {
+	if lq.State != "" && !slices.Contains(model.States, lq.State) {
 		return lq, badParam(paramState, "unknown state %q (states: %s)", lq.State, joinStates())
 	}
-	if lq.Anomaly != "" && !slices.Contains(projections.AnomalyNames, lq.Anomaly) {
-		return lq, badParam(paramAnomaly, "unknown anomaly %q (anomalies: %s)", lq.Anomaly, strings.Join(projections.AnomalyNames, ", "))
+	if lq.Anomaly != "" && !slices.Contains(model.AnomalyNames, lq.Anomaly) {
+		return lq, badParam(paramAnomaly, "unknown anomaly %q (anomalies: %s)", lq.Anomaly, strings.Join(model.AnomalyNames, ", "))
 	}
-	if lq.ActionType != "" && !slices.Contains(ledger.ActionTypes, ledger.ActionType(lq.ActionType)) {
+	if lq.ActionType != "" && !slices.Contains(model.ActionTypes, model.ActionType(lq.ActionType)) {
 		return lq, badParam(paramActionType, "unknown action_type %q (types: %s)", lq.ActionType, joinActionTypes())
 	}
 	if v := q.Get(paramSince); v != "" {
@@ -248,16 +249,16 @@ func ListQuery(q url.Values, space string) (projections.ListQuery, *wire.Error) 
 }
 
 func joinStates() string {
-	s := make([]string, len(projections.States))
-	for i, st := range projections.States {
+	s := make([]string, len(model.States))
+	for i, st := range model.States {
 		s[i] = string(st)
 	}
 	return strings.Join(s, ", ")
 }
 
 func joinActionTypes() string {
-	s := make([]string, len(ledger.ActionTypes))
-	for i, t := range ledger.ActionTypes {
+	s := make([]string, len(model.ActionTypes))
+	for i, t := range model.ActionTypes {
 		s[i] = string(t)
 	}
 	return strings.Join(s, ", ")
@@ -295,7 +296,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		a.internal(w, r, err)
 	default:
 		if page.Proposals == nil {
-			page.Proposals = []*projections.Proposal{}
+			page.Proposals = []*model.Proposal{}
 		}
 		for _, p := range page.Proposals {
 			normalize(p)

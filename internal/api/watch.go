@@ -13,7 +13,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 // GET /v1/watch (SPEC §7): Server-Sent Events, one per change of a
@@ -63,14 +63,14 @@ const (
 // ChangeReader is what /v1/watch needs from the live projection.
 // *projections.Store implements it.
 type ChangeReader interface {
-	Changes(after uint64, limit, scan int, keep func(*projections.Change) bool) ([]projections.Change, uint64, bool, error)
+	Changes(after uint64, limit, scan int, keep func(*model.Change) bool) ([]model.Change, uint64, bool, error)
 }
 
 // errNoChanges: the reader keeps no change index.
 var errNoChanges = errors.New("api: the projection keeps no change index")
 
 // Changes reads the live reader's change index.
-func (s *swapReader) Changes(after uint64, limit, scan int, keep func(*projections.Change) bool) ([]projections.Change, uint64, bool, error) {
+func (s *swapReader) Changes(after uint64, limit, scan int, keep func(*model.Change) bool) ([]model.Change, uint64, bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	cr, ok := s.r.(ChangeReader)
@@ -96,7 +96,7 @@ func (a *API) StopWatches() { a.watch.once.Do(func() { close(a.watch.stop) }) }
 // watchFilter is a watch's parsed query.
 type watchFilter struct {
 	space, proposal string
-	state           projections.ProposalState
+	state           model.ProposalState
 	after           uint64
 	fromNow         bool
 }
@@ -104,7 +104,7 @@ type watchFilter struct {
 // firstChanges reads the first page of changes of a watch or changes
 // request; on an error it answers it as JSON (501 when the projection
 // keeps no change index) and returns ok false.
-func (a *API) firstChanges(w http.ResponseWriter, r *http.Request, f *watchFilter, limit int) (cs []projections.Change, through uint64, more, ok bool) {
+func (a *API) firstChanges(w http.ResponseWriter, r *http.Request, f *watchFilter, limit int) (cs []model.Change, through uint64, more, ok bool) {
 	cs, through, more, err := a.reader.Changes(f.after, limit, watchScan, f.keep)
 	if errors.Is(err, errNoChanges) {
 		writeError(w, http.StatusNotImplemented, &wire.Error{Code: wire.CodeUnavailable, Message: "this server's projection keeps no change index"})
@@ -117,7 +117,7 @@ func (a *API) firstChanges(w http.ResponseWriter, r *http.Request, f *watchFilte
 	return cs, through, more, true
 }
 
-func (f *watchFilter) keep(c *projections.Change) bool {
+func (f *watchFilter) keep(c *model.Change) bool {
 	return c.Space == f.space && (f.proposal == "" || c.ID == f.proposal) && (f.state == "" || c.State == f.state)
 }
 
@@ -132,7 +132,7 @@ func (a *API) parseWatch(r *http.Request) (*watchFilter, *wire.Error) {
 	}
 	f := &watchFilter{space: space, proposal: q.Get(paramProposal), fromNow: true}
 	if v := q.Get(paramState); v != "" {
-		st := projections.ProposalState(v)
+		st := model.ProposalState(v)
 		if !validState(st) {
 			return nil, badParam(paramState, "unknown state %q (want one of %s)", v, joinStates())
 		}
@@ -156,8 +156,8 @@ func (a *API) parseWatch(r *http.Request) (*watchFilter, *wire.Error) {
 	return f, nil
 }
 
-func validState(st projections.ProposalState) bool {
-	for _, s := range projections.States {
+func validState(st model.ProposalState) bool {
+	for _, s := range model.States {
 		if s == st {
 			return true
 		}
@@ -284,9 +284,9 @@ const (
 
 // ChangesPage is the body of GET /v1/changes.
 type ChangesPage struct {
-	Changes []projections.Change `json:"changes"`
-	Through uint64               `json:"through"`
-	More    bool                 `json:"more"`
+	Changes []model.Change `json:"changes"`
+	Through uint64         `json:"through"`
+	More    bool           `json:"more"`
 }
 
 func (a *API) listChanges(w http.ResponseWriter, r *http.Request) {
@@ -312,7 +312,7 @@ func (a *API) listChanges(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cs == nil {
-		cs = []projections.Change{}
+		cs = []model.Change{}
 	}
 	writeJSON(w, http.StatusOK, ChangesPage{Changes: cs, Through: through, More: more})
 }

@@ -18,14 +18,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/internal/api"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 // sseEvent is one SSE message as a client sees it.
 type sseEvent struct {
 	id, event string
 	hasID     bool
-	change    projections.Change
+	change    model.Change
 }
 
 // sseStream reads SSE messages from a /v1/watch response.

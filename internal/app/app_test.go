@@ -14,7 +14,7 @@ import (
 	"github.com/mewledger/ledger/internal/client"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 const (
@@ -124,7 +124,7 @@ func TestRunStopsOnContextAndRestartKeepsState(t *testing.T) {
 	}
 	c = newClient(t, b)
 	p, _, err := c.Get(context.Background(), "env-req-1", client.ReadOptions{})
-	if err != nil || p.State != projections.StateFulfilled || p.CreatedSeq != r1.Seq {
+	if err != nil || p.State != model.StateFulfilled || p.CreatedSeq != r1.Seq {
 		t.Fatalf("after restart: %+v, %v", p, err)
 	}
 	dup, err := c.Publish(context.Background(), "", []byte(proposal))
@@ -150,7 +150,7 @@ func TestSubmitThroughNATS(t *testing.T) {
 		t.Fatalf("refused submit: %+v (%+v) %v", bad, bad.Error, err)
 	}
 	p, _, err := newClient(t, a).Get(ctx, "env-req-1", client.ReadOptions{MinSeq: r.Seq})
-	if err != nil || p.State != projections.StatePending {
+	if err != nil || p.State != model.StatePending {
 		t.Fatalf("get: %+v %v", p, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/mewledger/ledger/internal/archive"
 	"github.com/mewledger/ledger/internal/opstest"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -257,7 +258,7 @@ func TestImportAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.CreatedAt.Equal(orig.CreatedAt) || !p.ExpiresAt.Equal(*orig.ExpiresAt) || p.CreatedSeq != orig.CreatedSeq+2 || p.State != projections.StateFulfilled {
+	if !p.CreatedAt.Equal(orig.CreatedAt) || !p.ExpiresAt.Equal(*orig.ExpiresAt) || p.CreatedSeq != orig.CreatedSeq+2 || p.State != model.StateFulfilled {
 		t.Fatalf("appended a1: %+v\noriginal: %+v", p, orig)
 	}
 	if b1, err := s.Get("default", "b1"); err != nil || b1.CreatedSeq != 1 {

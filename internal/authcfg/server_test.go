@@ -21,7 +21,9 @@ import (
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -295,27 +297,27 @@ func TestAgentsConfinedToTheirSubjects(t *testing.T) {
 	if err != nil || p == nil {
 		t.Fatalf("p-bob: %v %v", p, err)
 	}
-	if p.State != projections.StatePending {
+	if p.State != model.StatePending {
 		t.Fatalf("p-bob is %s after alice's attempts, want pending", p.State)
 	}
-	if !p.HasAnomaly(projections.AnomalyUnauthorizedWithdraw) {
+	if !p.HasAnomaly(model.AnomalyUnauthorizedWithdraw) {
 		t.Errorf("p-bob anomalies %v, want unauthorized_withdraw", p.Anomalies)
 	}
 	hist, err := r.store.History(space, "p-bob")
 	if err != nil {
 		t.Fatal(err)
 	}
-	effects := map[uint64]projections.HistoryEntry{}
+	effects := map[uint64]model.HistoryEntry{}
 	for _, h := range hist {
 		effects[h.Seq] = h
 	}
-	if h := effects[pSeq]; h.Effect != projections.EffectApplied {
+	if h := effects[pSeq]; h.Effect != model.EffectApplied {
 		t.Errorf("proposal: %+v", h)
 	}
-	if h := effects[spoofSeq]; h.Effect != projections.EffectInvalid || h.Code != projections.CodeSpoofedSender {
+	if h := effects[spoofSeq]; h.Effect != model.EffectInvalid || h.Code != fold.CodeSpoofedSender {
 		t.Errorf("spoofed withdraw: effect %s code %q (%s), want invalid spoofed_sender", h.Effect, h.Code, h.Detail)
 	}
-	if h := effects[ownSeq]; h.Effect != projections.EffectUnauthorized {
+	if h := effects[ownSeq]; h.Effect != model.EffectUnauthorized {
 		t.Errorf("alice's own withdraw: effect %s, want unauthorized", h.Effect)
 	}
 	if len(hist) != 3 {
@@ -328,7 +330,7 @@ func TestAgentsConfinedToTheirSubjects(t *testing.T) {
 	// Bob may withdraw his own proposal.
 	bob.mustPublish(t, evSubject(space, "p-bob", "withdraw", "bob"), env("w-5", "bob", "mcp/withdraw", "p-bob"))
 	r.waitProjected(t)
-	if p, _ := r.store.Get(space, "p-bob"); p == nil || p.State != projections.StateWithdrawn || p.DecidedBy != "bob" {
+	if p, _ := r.store.Get(space, "p-bob"); p == nil || p.State != model.StateWithdrawn || p.DecidedBy != "bob" {
 		t.Fatalf("bob's own withdrawal: %+v", p)
 	}
 	for _, c := range []*client{alice, bob, carol} {

@@ -16,12 +16,12 @@ import (
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/bridge/mewtest"
 	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 // gapsOf returns the gaps GET /v1/gaps lists for a space, once the
 // projection has caught up with the stream.
-func gapsOf(t *testing.T, cl *client.Client, space string) []projections.Gap {
+func gapsOf(t *testing.T, cl *client.Client, space string) []model.Gap {
 	t.Helper()
 	g, err := cl.Gaps(context.Background(), 0, "", client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
 	if err != nil {
@@ -106,7 +106,7 @@ func TestDropGivesGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != projections.StatePending {
+	if p.State != model.StatePending {
 		t.Errorf("state %s: the lost rejection was recorded?", p.State)
 	}
 
@@ -159,7 +159,7 @@ func TestEvictionGivesGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != projections.StateWithdrawn {
+	if p.State != model.StateWithdrawn {
 		t.Errorf("state %s: the withdrawal after the rejoin was not recorded", p.State)
 	}
 }
@@ -283,7 +283,7 @@ func TestHistorySpoofedSender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != projections.StatePending {
+	if p.State != model.StatePending {
 		t.Errorf("state %s, want pending: the spoofed withdrawal applied", p.State)
 	}
 	h, _, err := cl.History(context.Background(), proposal, ro)
@@ -294,7 +294,7 @@ func TestHistorySpoofedSender(t *testing.T) {
 	for _, ev := range h.Events {
 		if ev.ID == withdraw {
 			found = true
-			if ev.Effect != projections.EffectInvalid || !strings.Contains(ev.Code+ev.Reason, "spoofed_sender") {
+			if ev.Effect != model.EffectInvalid || !strings.Contains(ev.Code+ev.Reason, "spoofed_sender") {
 				t.Errorf("withdrawal %+v, want invalid spoofed_sender", ev)
 			}
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/mewledger/ledger/internal/bridge/mewtest"
 	"github.com/mewledger/ledger/internal/client"
 	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 // bridgeName is the bridge's participant id in the tests.
@@ -216,7 +216,7 @@ func checkProposals(t *testing.T, cl *client.Client, e expected, name, space str
 	}
 }
 
-func checkProposal(t *testing.T, cl *client.Client, ro client.ReadOptions, id string, p *projections.Proposal, want expectedProposal) {
+func checkProposal(t *testing.T, cl *client.Client, ro client.ReadOptions, id string, p *model.Proposal, want expectedProposal) {
 	t.Helper()
 	eq := func(field, got, want string) {
 		if want != "" && got != want {

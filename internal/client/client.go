@@ -26,7 +26,7 @@ import (
 
 	pub "github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 )
 
 // DefaultAPI is the API address of a default `ledger serve`.

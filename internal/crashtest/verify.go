@@ -19,7 +19,9 @@ import (
 
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -181,7 +183,7 @@ func counts(s *projections.Store, rep *Report) error {
 	type sk struct{ space, id string }
 	events := map[sk]int{}
 	history := map[sk]int{}
-	refs := map[sk]projections.EventStatus{}
+	refs := map[sk]fold.EventStatus{}
 	var orphans []sk
 	var spaces []string
 	sc := bufio.NewScanner(&dump)
@@ -194,7 +196,7 @@ func counts(s *projections.Store, rep *Report) error {
 		ki := projections.DecodeKey([]byte(k))
 		key := sk{ki.Space, ki.ID}
 		switch ki.Table {
-		case projections.TableProposal:
+		case model.TableProposal:
 			var p struct {
 				Events int `json:"events"`
 			}
@@ -202,21 +204,21 @@ func counts(s *projections.Store, rep *Report) error {
 				return fmt.Errorf("%s: %w", ki, err)
 			}
 			events[key] = p.Events
-		case projections.TableHistory:
+		case model.TableHistory:
 			history[key]++
-		case projections.TableEventRef:
+		case model.TableEventRef:
 			var r struct {
-				Status projections.EventStatus `json:"status"`
+				Status fold.EventStatus `json:"status"`
 			}
 			if err := json.Unmarshal([]byte(v), &r); err != nil {
 				return fmt.Errorf("%s: %w", ki, err)
 			}
 			refs[key] = r.Status
-		case projections.TableOrphans:
+		case model.TableOrphans:
 			orphans = append(orphans, key)
-		case projections.TableStats:
+		case model.TableStats:
 			spaces = append(spaces, ki.Space)
-		case projections.TableUnknown:
+		case model.TableUnknown:
 			rep.UnknownKeys++
 		}
 	}
@@ -229,7 +231,7 @@ func counts(s *projections.Store, rep *Report) error {
 			return err
 		}
 		rep.StatsEvents += st.Events
-		rep.Duplicates += st.Effects[string(projections.EffectDuplicate)]
+		rep.Duplicates += st.Effects[string(model.EffectDuplicate)]
 	}
 	rep.Proposals, rep.OrphanLists = len(events), len(orphans)
 	for key, n := range events {
@@ -243,7 +245,7 @@ func counts(s *projections.Store, rep *Report) error {
 	for _, o := range orphans {
 		if _, ok := events[o]; ok {
 			note(&rep.OrphanTargetExists, &rep.OrphanTargetExistsN, fmt.Sprintf("orphans wait for proposal %q", o.id))
-		} else if st, ok := refs[o]; ok && st != projections.EventOrphan {
+		} else if st, ok := refs[o]; ok && st != fold.EventOrphan {
 			note(&rep.OrphanTargetExists, &rep.OrphanTargetExistsN, fmt.Sprintf("orphans wait for %q, an event that is %s", o.id, st))
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -89,7 +90,7 @@ func validTraffic() ([][]byte, []string) {
 
 // essence is a proposal without sequences, times and counts of events
 // filed under it: what hostile input must never change.
-func essence(p *projections.Proposal) *projections.Proposal {
+func essence(p *model.Proposal) *model.Proposal {
 	c := p.Clone()
 	c.CreatedSeq, c.UpdatedSeq, c.DecidedSeq, c.Events = 0, 0, 0, 0
 	c.CreatedAt, c.UpdatedAt, c.ExpiresAt = time.Time{}, time.Time{}, nil
@@ -373,7 +374,7 @@ func TestStatusAndReadyzWhileProjectorPaused(t *testing.T) {
 		t.Fatalf("/readyz while %d behind (bound %d): %d %+v", st.Lag, bound, code, rd)
 	}
 	// Reads answer from the last commit.
-	var prop projections.Proposal
+	var prop model.Proposal
 	if code := getJSON(t, api, "/v1/proposals/"+url.PathEscape(ids[0]), &prop); code != http.StatusOK {
 		t.Fatalf("read while paused: %d", code)
 	}

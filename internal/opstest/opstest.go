@@ -20,6 +20,7 @@ import (
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -194,10 +195,10 @@ func (l *Ledger) Traffic(t testing.TB, seed int64, n int) uint64 {
 		t.Fatal(err)
 	}
 	check := s
-	if p, err := check.Get("default", "ttl-exp"); err != nil || p.State != projections.StateExpired {
+	if p, err := check.Get("default", "ttl-exp"); err != nil || p.State != model.StateExpired {
 		t.Fatalf("ttl-exp: %+v %v", p, err)
 	}
-	if p, err := check.Get("default", "ttl-late"); err != nil || p.State != projections.StateExpired || !p.HasAnomaly(projections.AnomalyFulfilledAfterExpired) {
+	if p, err := check.Get("default", "ttl-late"); err != nil || p.State != model.StateExpired || !p.HasAnomaly(model.AnomalyFulfilledAfterExpired) {
 		t.Fatalf("ttl-late: %+v %v", p, err)
 	}
 	return last

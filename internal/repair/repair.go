@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -152,7 +153,7 @@ type VerifyResult struct {
 	// matches.
 	Digest string `json:"digest,omitempty"`
 	// Difference is the first difference (nil when they match).
-	Difference *projections.Difference `json:"difference,omitempty"`
+	Difference *model.Difference `json:"difference,omitempty"`
 }
 
 // Verify folds the log into a temporary store up to live's checkpoint and

@@ -14,7 +14,9 @@ import (
 	"github.com/mewledger/ledger/internal/opstest"
 	"github.com/mewledger/ledger/internal/repair"
 	"github.com/mewledger/ledger/internal/replay"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 func ctx(t *testing.T) context.Context {
@@ -29,9 +31,9 @@ var queried = []string{"ttl-exp", "ttl-late", "ttl-open", "chained", "chained-2"
 // answers records what a reader answers: Get of each queried proposal,
 // its history length, the stats of both spaces and a List page.
 func answers(t *testing.T, r interface {
-	Get(space, id string) (*projections.Proposal, error)
-	History(space, key string) ([]projections.HistoryEntry, error)
-	Stats(space string) (*projections.Stats, error)
+	Get(space, id string) (*model.Proposal, error)
+	History(space, key string) ([]model.HistoryEntry, error)
+	Stats(space string) (*model.Stats, error)
 	List(q projections.ListQuery) (projections.ListPage, error)
 }) string {
 	out := map[string]any{}
@@ -57,7 +59,7 @@ func answers(t *testing.T, r interface {
 		}
 		out["stats "+sp] = st
 	}
-	page, err := r.List(projections.ListQuery{Space: "default", State: projections.StatePending, Limit: 25})
+	page, err := r.List(projections.ListQuery{Space: "default", State: model.StatePending, Limit: 25})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,8 +191,8 @@ func TestVerify(t *testing.T) {
 	bad := l.Fold(t, last)
 	b := bad.NewBatch()
 	forged := opstest.Env("chained-2-rej-2", "fs-agent", "mcp/reject", []string{"chained-2"}, `{"reason":"unsafe"}`)
-	ev := projections.Event{Seq: last + 1, Time: time.Now(), Subject: "ledger.default.chained-2.reject.fs-agent", Raw: []byte(forged)}
-	if _, err := projections.NewFolder().Apply(b, ev); err != nil {
+	ev := fold.Event{Seq: last + 1, Time: time.Now(), Subject: "ledger.default.chained-2.reject.fs-agent", Raw: []byte(forged)}
+	if _, err := fold.NewFolder().Apply(b, ev); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Commit(last + 1); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/archive"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -36,7 +37,7 @@ var ErrFilter = errors.New("replay: bad filter")
 // HistorySource gives a proposal's history: *projections.Store, or a
 // client of the API's history route.
 type HistorySource interface {
-	History(space, key string) ([]projections.HistoryEntry, error)
+	History(space, key string) ([]model.HistoryEntry, error)
 }
 
 // Filter selects messages. Zero fields do not filter; all given filters

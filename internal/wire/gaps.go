@@ -1,6 +1,6 @@
 package wire
 
-import "github.com/mewledger/ledger/projections/model"
+import "github.com/mewledger/ledger/model"
 
 // Gaps is the body of GET /v1/gaps: the recording gaps of a space's
 // bridges, oldest first (SPEC §7, §14). NextCursor is "" on the last page.

@@ -3,7 +3,7 @@ package wire
 import (
 	"time"
 
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 )
 
 // Error codes of the online operations (SPEC §9) and as-of reads.

@@ -3,7 +3,7 @@
 // The server packages (api, submit) and the client package share these
 // types, so both ends of every exchange agree on field names.
 //
-// Read responses embed the projection's own records (projections/model:
+// Read responses embed the projection's own records (model:
 // Proposal, HistoryEntry, Stats): the proposal object of the
 // API is exactly the projection's record.
 package wire
@@ -14,7 +14,7 @@ import (
 	"fmt"
 
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 )
 
 // Error codes of the API and the submit service, besides the refusal codes

@@ -24,15 +24,15 @@ func storeOrBus(p string) bool {
 }
 
 // TestDependencies: the pure core links nothing of Pebble or NATS. The
-// records (projections/model) link neither, nor any other package of this
+// records (model) link neither, nor any other package of this
 // module but internal/canon and subjects. The fold (projections/fold)
 // links neither: it takes the envelope dialect from package ledger, whose
 // JetStream side lives in ledger/jslog, which the fold must not link.
 func TestDependencies(t *testing.T) {
 	const mod = "github.com/mewledger/ledger/"
-	for _, p := range listDeps(t, mod+"projections/model") {
-		if storeOrBus(p) || (strings.HasPrefix(p, mod) && !slices.Contains([]string{mod + "projections/model", mod + "internal/canon", mod + "subjects"}, p)) {
-			t.Errorf("projections/model depends on %s", p)
+	for _, p := range listDeps(t, mod+"model") {
+		if storeOrBus(p) || (strings.HasPrefix(p, mod) && !slices.Contains([]string{mod + "model", mod + "internal/canon", mod + "subjects"}, p)) {
+			t.Errorf("model depends on %s", p)
 		}
 	}
 	for _, p := range listDeps(t, mod+"projections/fold") {
@@ -43,7 +43,7 @@ func TestDependencies(t *testing.T) {
 }
 
 // TestRecordUsersLinkNoStore: the wire types and the CLI's client take the
-// records from projections/model, and link neither the projections
+// records from model, and link neither the projections
 // package nor Pebble.
 func TestRecordUsersLinkNoStore(t *testing.T) {
 	const mod = "github.com/mewledger/ledger/"

@@ -17,7 +17,8 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/model"
 )
 
@@ -47,11 +48,11 @@ func capture(t *testing.T, name string) (frames [][]byte, mewSpace string) {
 // waitProposal polls the API until a proposal satisfies done (bounded):
 // the bridge appends while the test reads, so the last event may not be
 // folded yet.
-func waitProposal(t *testing.T, cl *client.Client, space, id string, done func(*model.Proposal) bool) *model.Proposal {
+func waitProposal(t *testing.T, cl *apitest.Client, space, id string, done func(*model.Proposal) bool) *model.Proposal {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		p, _, err := cl.Get(context.Background(), id, client.ReadOptions{Space: space})
+		p, _, err := cl.Get(context.Background(), id, apitest.ReadOptions{Space: space})
 		if err == nil && done(p) {
 			return p
 		}
@@ -93,7 +94,7 @@ func TestBridgeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, bin, filepath.Join(dir, "data"), "--bridge-mew-config", cfg)
-	cl, err := client.New(client.Options{API: s.api})
+	cl, err := apitest.New(apiclient.Options{API: s.api})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestBridgeEndToEnd(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("ledger bridge: %v\n%s", err, logs)
 	}
-	g, err := cl.Gaps(context.Background(), 0, "", client.ReadOptions{Space: "standalone"})
+	g, err := cl.Gaps(context.Background(), 0, "", apitest.ReadOptions{Space: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/mewledger/ledger/client"
-	iclient "github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
 )
 
 // unreachableError: no ledger to talk to (exit status 2).
@@ -101,7 +101,7 @@ func (c *clientOpts) read() *client.ReadOptions {
 func clientError(api string, err error) error {
 	var (
 		ae     *client.Error
-		ops    *iclient.APIError // the operations' calls (internal/client)
+		ops    *apiclient.APIError // the operations' calls (internal/client)
 		status int
 	)
 	switch {

@@ -11,8 +11,10 @@ import (
 
 	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/app/apptest"
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/natstest"
+	"github.com/mewledger/ledger/internal/submit"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/model"
 )
@@ -22,9 +24,9 @@ const (
 	fulfil   = `{"protocol":"mew/v0.4","id":"env-fulfill-1","from":"human-user","to":["target-agent"],"kind":"mcp/request","correlation_id":["env-req-1"],"payload":{"method":"tools/call","params":{"name":"write_file"}}}`
 )
 
-func newClient(t *testing.T, a *app.App) *client.Client {
+func newClient(t *testing.T, a *app.App) *apitest.Client {
 	t.Helper()
-	c, err := client.New(client.Options{API: a.HTTPURL()})
+	c, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestRunStopsOnContextAndRestartKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Get(ctx, "env-req-1", client.ReadOptions{MinSeq: r2.Seq}); err != nil {
+	if _, _, err := c.Get(ctx, "env-req-1", apitest.ReadOptions{MinSeq: r2.Seq}); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
@@ -123,7 +125,7 @@ func TestRunStopsOnContextAndRestartKeepsState(t *testing.T) {
 		t.Fatalf("after restart the projection is at %d, want %d", got, r2.Seq)
 	}
 	c = newClient(t, b)
-	p, _, err := c.Get(context.Background(), "env-req-1", client.ReadOptions{})
+	p, _, err := c.Get(context.Background(), "env-req-1", apitest.ReadOptions{})
 	if err != nil || p.State != model.StateFulfilled || p.CreatedSeq != r1.Seq {
 		t.Fatalf("after restart: %+v, %v", p, err)
 	}
@@ -136,7 +138,7 @@ func TestRunStopsOnContextAndRestartKeepsState(t *testing.T) {
 func TestSubmitThroughNATS(t *testing.T) {
 	a := apptest.Start(t)
 	ctx := context.Background()
-	sub, err := client.DialSubmitter(ctx, a.NATSURL())
+	sub, err := submit.DialSubmitter(ctx, a.NATSURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +151,7 @@ func TestSubmitThroughNATS(t *testing.T) {
 	if err != nil || bad.Error == nil || bad.Error.Code != "missing_correlation" || bad.Error.Field != "correlation_id" {
 		t.Fatalf("refused submit: %+v (%+v) %v", bad, bad.Error, err)
 	}
-	p, _, err := newClient(t, a).Get(ctx, "env-req-1", client.ReadOptions{MinSeq: r.Seq})
+	p, _, err := newClient(t, a).Get(ctx, "env-req-1", apitest.ReadOptions{MinSeq: r.Seq})
 	if err != nil || p.State != model.StatePending {
 		t.Fatalf("get: %+v %v", p, err)
 	}
@@ -169,7 +171,7 @@ func TestExternalNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Get(context.Background(), "env-req-1", client.ReadOptions{MinSeq: r.Seq}); err != nil {
+	if _, _, err := c.Get(context.Background(), "env-req-1", apitest.ReadOptions{MinSeq: r.Seq}); err != nil {
 		t.Fatal(err)
 	}
 }

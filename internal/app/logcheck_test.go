@@ -14,9 +14,9 @@ import (
 
 	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/app/apptest"
-	"github.com/mewledger/ledger/internal/client"
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/natstest"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -29,7 +29,7 @@ func publishFolded(t *testing.T, a *app.App) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Get(context.Background(), "env-req-1", client.ReadOptions{MinSeq: r.Seq}); err != nil {
+	if _, _, err := c.Get(context.Background(), "env-req-1", apitest.ReadOptions{MinSeq: r.Seq}); err != nil {
 		t.Fatal(err)
 	}
 	return r.Seq

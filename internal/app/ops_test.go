@@ -15,8 +15,9 @@ import (
 
 	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/app/apptest"
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/repair"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/projections"
@@ -153,15 +154,15 @@ func TestOnlineRebuild(t *testing.T) {
 				return
 			default:
 			}
-			if _, _, err := c.Get(ctx, someID, client.ReadOptions{}); err != nil {
+			if _, _, err := c.Get(ctx, someID, apitest.ReadOptions{}); err != nil {
 				readErrs <- fmt.Errorf("get during the rebuild: %w", err)
 				return
 			}
-			if _, _, err := c.Stats(ctx, client.ReadOptions{MinSeq: first}); err != nil {
+			if _, _, err := c.Stats(ctx, apitest.ReadOptions{MinSeq: first}); err != nil {
 				readErrs <- fmt.Errorf("stats during the rebuild: %w", err)
 				return
 			}
-			if _, _, err := c.List(ctx, client.ListFilter{Limit: 5}, client.ReadOptions{}); err != nil {
+			if _, _, err := c.List(ctx, apitest.ListFilter{Limit: 5}, apitest.ReadOptions{}); err != nil {
 				readErrs <- fmt.Errorf("list during the rebuild: %w", err)
 				return
 			}
@@ -180,7 +181,7 @@ func TestOnlineRebuild(t *testing.T) {
 	if !st.Running || st.Phase != wire.RebuildFold || st.StartedAt == nil {
 		t.Fatalf("start: %+v", st)
 	}
-	var busy *client.APIError
+	var busy *apiclient.APIError
 	if _, err := c.StartRebuild(ctx); !errors.As(err, &busy) || busy.Status != http.StatusConflict || busy.Code != wire.CodeBusy {
 		if s, _ := c.RebuildStatus(ctx); s != nil && s.Running {
 			t.Errorf("a second rebuild while one runs: %v, want 409 busy", err)
@@ -224,7 +225,7 @@ func TestOnlineRebuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Get(ctx, "env-req-1", client.ReadOptions{MinSeq: r.Seq}); err != nil {
+	if _, _, err := c.Get(ctx, "env-req-1", apitest.ReadOptions{MinSeq: r.Seq}); err != nil {
 		t.Fatalf("after the rebuild, a new append is not folded: %v", err)
 	}
 

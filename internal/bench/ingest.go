@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger/jslog"
 	"github.com/mewledger/ledger/subjects"
@@ -113,7 +113,7 @@ func ingestLedgerWith(ctx context.Context, o *Options, evs []event, edits ...fun
 	}
 	defer stop()
 	defer commitProgress(o, "ingest", a.Appender())
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apiclient.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)
 	}
@@ -273,7 +273,7 @@ func agentsLedger(ctx context.Context, o *Options, evs []event) (float64, error)
 		return 0, err
 	}
 	defer stop()
-	cl, err := client.New(client.Options{API: a.HTTPURL(), HTTP: agentsHTTP()})
+	cl, err := apiclient.New(apiclient.Options{API: a.HTTPURL(), HTTP: agentsHTTP()})
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)
 	}

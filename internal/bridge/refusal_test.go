@@ -14,7 +14,8 @@ import (
 	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/wire"
 )
 
@@ -92,11 +93,11 @@ func TestRefusalsAndRetries(t *testing.T) {
 	if code, body := scrape(t, b, reg, "/healthz"); code != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
 		t.Errorf("/healthz %d %s", code, body)
 	}
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := cl.Stats(context.Background(), client.ReadOptions{Space: "refusals", MinSeq: caughtUp(t, cl)})
+	st, _, err := cl.Stats(context.Background(), apitest.ReadOptions{Space: "refusals", MinSeq: caughtUp(t, cl)})
 	if err != nil || st.Events != 2 {
 		t.Errorf("stats %+v %v: want 2 events (each retried append stored once)", st, err)
 	}

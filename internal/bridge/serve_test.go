@@ -14,8 +14,9 @@ import (
 	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/natstest"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/model"
 )
 
@@ -102,7 +103,7 @@ func waitJoined(t *testing.T, gw *mewtest.Gateway, b *bridge.Bridge, mew string,
 }
 
 // caughtUp returns the stream's last sequence (to read with min_seq).
-func caughtUp(t *testing.T, cl *client.Client) uint64 {
+func caughtUp(t *testing.T, cl *apitest.Client) uint64 {
 	t.Helper()
 	st, err := cl.Status(context.Background())
 	if err != nil {
@@ -132,7 +133,7 @@ func replay(t *testing.T, gw *mewtest.Gateway, b *bridge.Bridge, space string, l
 func TestCapturesThroughServe(t *testing.T) {
 	e := loadExpected(t)
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestCapturesThroughServe(t *testing.T) {
 					gw := mewtest.Start(nil)
 					t.Cleanup(gw.Close)
 					b = startBridge(t, bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Token: "t", Space: space,
-						Sink: bridge.HTTPSink{Client: cl}, ProbeInterval: -1})
+						Sink: bridge.HTTPSink{Client: cl.Client}, ProbeInterval: -1})
 					waitJoined(t, gw, b, mew, 1)
 					replay(t, gw, b, mew, readLines(t, filepath.Join(capturesDir, sc.File)))
 				} else {
@@ -190,9 +191,9 @@ func lastID(t *testing.T, sc scenario) string {
 }
 
 // checkProposals compares every proposal of a scenario with expected.json.
-func checkProposals(t *testing.T, cl *client.Client, e expected, name, space string) {
+func checkProposals(t *testing.T, cl *apitest.Client, e expected, name, space string) {
 	t.Helper()
-	ro := client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)}
+	ro := apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)}
 	ctx := context.Background()
 	n := 0
 	for id, want := range e.Proposals {
@@ -207,7 +208,7 @@ func checkProposals(t *testing.T, cl *client.Client, e expected, name, space str
 		}
 		checkProposal(t, cl, ro, id, p, want)
 	}
-	list, _, err := cl.List(ctx, client.ListFilter{Limit: 1000}, ro)
+	list, _, err := cl.List(ctx, apitest.ListFilter{Limit: 1000}, ro)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func checkProposals(t *testing.T, cl *client.Client, e expected, name, space str
 	}
 }
 
-func checkProposal(t *testing.T, cl *client.Client, ro client.ReadOptions, id string, p *model.Proposal, want expectedProposal) {
+func checkProposal(t *testing.T, cl *apitest.Client, ro apitest.ReadOptions, id string, p *model.Proposal, want expectedProposal) {
 	t.Helper()
 	eq := func(field, got, want string) {
 		if want != "" && got != want {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/jslog"
@@ -93,7 +93,7 @@ func AppendAs(ctx context.Context, a *jslog.Appender, space string, raw []byte, 
 // /v1/gaps; a writer token when the API has tokens). It cannot publish
 // under a given sender.
 type HTTPSink struct {
-	Client *client.Client
+	Client *apiclient.Client
 }
 
 // Append implements Sink.
@@ -111,7 +111,7 @@ func (s HTTPSink) Gap(ctx context.Context, space string, g ledger.Gap) (wire.App
 
 // httpResult: 400 and 413 are refusals, anything else an error.
 func httpResult(r wire.AppendResult, err error) (wire.AppendResult, error) {
-	var ae *client.APIError
+	var ae *apiclient.APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge) {
 		return wire.AppendResult{Error: ae.Wire()}, nil
 	}

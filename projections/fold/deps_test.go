@@ -47,7 +47,7 @@ func TestDependencies(t *testing.T) {
 // package nor Pebble.
 func TestRecordUsersLinkNoStore(t *testing.T) {
 	const mod = "github.com/mewledger/ledger/"
-	for _, pkg := range []string{mod + "internal/wire", mod + "internal/client"} {
+	for _, pkg := range []string{mod + "internal/wire", mod + "internal/lib/apiclient"} {
 		for _, p := range listDeps(t, pkg) {
 			if p == mod+"projections" || strings.HasPrefix(p, "github.com/cockroachdb/pebble") {
 				t.Errorf("%s depends on %s", pkg, p)

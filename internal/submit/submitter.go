@@ -1,4 +1,4 @@
-package client
+package submit
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mewledger/ledger/internal/submit"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/subjects"
 )
 
 // ErrNoService is wrapped when no submit service answers on the subject.
-var ErrNoService = errors.New("client: no submit service")
+var ErrNoService = errors.New("submit: no submit service")
 
 // Submitter sends envelopes to the submit service over NATS.
 type Submitter struct {
@@ -34,7 +34,7 @@ func DialSubmitter(ctx context.Context, url string, opts ...nats.Option) (*Submi
 	}
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("ledger publish"), nats.Timeout(5 * time.Second)}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+		return nil, fmt.Errorf("%w: %w", client.ErrUnreachable, err)
 	}
 	return &Submitter{nc: nc, timeout: DefaultSubmitTimeout}, nil
 }
@@ -63,16 +63,16 @@ func (s *Submitter) submit(ctx context.Context, space string, envelope []byte, k
 	req := nats.NewMsg(subj)
 	req.Data = envelope
 	if kernel {
-		req.Header.Set(submit.HeaderKernel, "1")
+		req.Header.Set(HeaderKernel, "1")
 	}
 	msg, err := s.nc.RequestMsgWithContext(ctx, req)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return wire.AppendResult{}, fmt.Errorf("%w on %s (is `ledger serve` running against this NATS?)", ErrNoService, subj)
 	}
 	if err != nil {
-		return wire.AppendResult{}, fmt.Errorf("client: submit to %s: %w", subj, err)
+		return wire.AppendResult{}, fmt.Errorf("submit: submit to %s: %w", subj, err)
 	}
-	return submit.ParseReply(msg.Data)
+	return ParseReply(msg.Data)
 }
 
 // Close drains and closes the connection.

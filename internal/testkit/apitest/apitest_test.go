@@ -1,4 +1,4 @@
-package client_test
+package apitest_test
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/mewledger/ledger/internal/app/apptest"
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/submit"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/model"
 )
 
@@ -20,7 +22,7 @@ const (
 func TestClient(t *testing.T) {
 	a := apptest.Start(t)
 	ctx := context.Background()
-	c, err := client.New(client.Options{API: a.HTTPURL() + "/"})
+	c, err := apitest.New(apiclient.Options{API: a.HTTPURL() + "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestClient(t *testing.T) {
 	if err != nil || len(res) != 2 || res[0].Error != nil || res[1].Error == nil || res[1].Line != 2 {
 		t.Fatalf("publish lines: %+v %v", res, err)
 	}
-	ro := client.ReadOptions{MinSeq: res[0].Seq}
+	ro := apitest.ReadOptions{MinSeq: res[0].Seq}
 	// An id with a space, a slash and unicode survives the URL path.
 	p, raw, err := c.Get(ctx, "p 1/ü", ro)
 	if err != nil || p.State != model.StateRejected || len(raw) == 0 {
@@ -42,7 +44,7 @@ func TestClient(t *testing.T) {
 	if err != nil || len(h.Events) != 2 {
 		t.Fatalf("history: %+v %v", h, err)
 	}
-	l, _, err := c.List(ctx, client.ListFilter{State: "rejected", Proposer: "alice", Limit: 10}, ro)
+	l, _, err := c.List(ctx, apitest.ListFilter{State: "rejected", Proposer: "alice", Limit: 10}, ro)
 	if err != nil || len(l.Proposals) != 1 {
 		t.Fatalf("list: %+v %v", l, err)
 	}
@@ -56,8 +58,8 @@ func TestClient(t *testing.T) {
 	}
 
 	// The API's no is an *APIError with the wire error.
-	_, _, err = c.Get(ctx, "nope", client.ReadOptions{})
-	var ae *client.APIError
+	_, _, err = c.Get(ctx, "nope", apitest.ReadOptions{})
+	var ae *apiclient.APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != "not_found" || ae.Field != "id" {
 		t.Fatalf("get missing: %v", err)
 	}
@@ -65,7 +67,7 @@ func TestClient(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Code != "missing_field" {
 		t.Fatalf("publish refused: %v", err)
 	}
-	_, _, err = c.List(ctx, client.ListFilter{State: "nope"}, client.ReadOptions{})
+	_, _, err = c.List(ctx, apitest.ListFilter{State: "nope"}, apitest.ReadOptions{})
 	if !errors.As(err, &ae) || ae.Field != "state" {
 		t.Fatalf("list bad state: %v", err)
 	}
@@ -79,17 +81,17 @@ func TestUnreachable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	c, err := client.New(client.Options{API: "http://" + addr})
+	c, err := apitest.New(apiclient.Options{API: "http://" + addr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Status(context.Background()); !errors.Is(err, client.ErrUnreachable) {
+	if _, err := c.Status(context.Background()); !errors.Is(err, apiclient.ErrUnreachable) {
 		t.Fatalf("status of nothing: %v, want ErrUnreachable", err)
 	}
-	if _, err := client.DialSubmitter(context.Background(), "nats://"+addr); !errors.Is(err, client.ErrUnreachable) {
+	if _, err := submit.DialSubmitter(context.Background(), "nats://"+addr); !errors.Is(err, apiclient.ErrUnreachable) {
 		t.Fatalf("dial nothing: %v, want ErrUnreachable", err)
 	}
-	if _, err := client.New(client.Options{API: "127.0.0.1:8080"}); !errors.Is(err, client.ErrOptions) {
+	if _, err := apitest.New(apiclient.Options{API: "127.0.0.1:8080"}); !errors.Is(err, apiclient.ErrOptions) {
 		t.Fatalf("API without scheme: %v, want ErrOptions", err)
 	}
 }

@@ -95,7 +95,7 @@ func Decode(raw []byte, opts DecodeOptions) (*Decoded, error) {
 // ledger writes ledger/expire and ledger/gap), an id beginning with one of
 // ReservedIDPrefixes (reserved_id) and the sender LedgerSender
 // (reserved_sender). It returns nil for everything else. The system append
-// path (jslog.Appender.AppendSystem) does not call it.
+// path (appendlog.Appender.AppendSystem) does not call it.
 func Submittable(d *Decoded) error {
 	switch d.Type {
 	case TypeIgnored:

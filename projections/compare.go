@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
@@ -146,4 +147,46 @@ func asJSON(v []byte) json.RawMessage {
 		s = strconv.FormatUint(binary.BigEndian.Uint64(v), 10)
 	}
 	return json.RawMessage(s)
+}
+
+// rawIter walks every key of a store, in key order, on a snapshot. It
+// holds the store's shared lock until close.
+type rawIter struct {
+	s     *Store
+	snap  *pebble.Snapshot
+	it    *pebble.Iterator
+	valid bool
+}
+
+func (s *Store) rawIter() (*rawIter, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	snap := s.db.NewSnapshot()
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: metaLowerBound}) // not the meta keys
+
+	if err != nil {
+		_ = snap.Close()
+		s.release()
+		return nil, fmt.Errorf("projections: iterate: %w", err)
+	}
+	x := &rawIter{s: s, snap: snap, it: it}
+	x.valid = it.First()
+	return x, nil
+}
+
+func (x *rawIter) key() []byte   { return x.it.Key() }
+func (x *rawIter) value() []byte { return x.it.Value() }
+func (x *rawIter) next()         { x.valid = x.it.Next() }
+
+func (x *rawIter) close() error {
+	err := x.it.Close()
+	if cerr := x.snap.Close(); err == nil {
+		err = cerr
+	}
+	x.s.release()
+	if err != nil {
+		return fmt.Errorf("projections: iterate: %w", err)
+	}
+	return nil
 }

@@ -211,7 +211,7 @@ func TestPipelineGapStops(t *testing.T) {
 }
 
 // TestPipelineFailedCommitStops: the store's WAL fails under a commit. The
-// pipeline reports it (a *commitError naming the run's last sequence) from
+// pipeline reports it (a *CommitError naming the run's last sequence) from
 // the next call that settles, never settles that run nor any after it, and
 // the checkpoint stays at the last run that committed.
 func TestPipelineFailedCommitStops(t *testing.T) {
@@ -246,7 +246,7 @@ func TestPipelineFailedCommitStops(t *testing.T) {
 		t.Fatalf("Fold of run 3 (its commit runs after): %v", err)
 	}
 	err = pl.Fold(rs[3], rec.settle)
-	var ce *commitError
+	var ce *CommitError
 	if !errors.As(err, &ce) || ce.seq != 300 || !strings.Contains(err.Error(), "injected error") {
 		t.Fatalf("Fold after a failed commit: %v, want the commit of seq ..300 failed", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/mewledger/ledger/internal/archive"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 func init() {
@@ -65,7 +65,7 @@ func runImport(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("%w", err)
 	}
 	defer c.Close()
-	if _, err := jslog.EnsureStream(ctx, c.js, jslog.StreamOptions{Replicas: replicas}); err != nil {
+	if _, err := appendlog.EnsureStream(ctx, c.js, appendlog.StreamOptions{Replicas: replicas}); err != nil {
 		return fmt.Errorf("%w", err)
 	}
 	rep, err := o.reporter(stderr, log, "import", "events")

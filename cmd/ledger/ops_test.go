@@ -22,6 +22,7 @@ import (
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // opsCmd is an ops command's run function.
@@ -203,7 +204,7 @@ func TestOpsCommands(t *testing.T) {
 		t.Fatalf("at stats with LEDGER_SPACE=other, table: %s", out)
 	}
 	t.Setenv("LEDGER_SPACE", "")
-	if _, _, err := opsRun(t, runAt, "--data", data, "--seq", strconv.FormatUint(last+1, 10), "stats"); !errors.Is(err, projections.ErrBeyondLog) {
+	if _, _, err := opsRun(t, runAt, "--data", data, "--seq", strconv.FormatUint(last+1, 10), "stats"); !errors.Is(err, projector.ErrBeyondLog) {
 		t.Fatalf("at beyond the log: %v", err)
 	}
 	if _, _, err := opsRun(t, runAt, "--data", data, "--seq", "3", "get", "chained-2"); !errors.Is(err, projections.ErrNotFound) {

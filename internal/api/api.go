@@ -14,7 +14,7 @@
 //     the parameter's name as field: a typo must not silently widen an
 //     audit query.
 //   - Appends go through an [Appender] (the ledger's), with the same
-//     validation as every other submit path: jslog.Appender.PrepareBody.
+//     validation as every other submit path: appendlog.Appender.PrepareBody.
 //   - A bare kernel submission (a Proposal or KernelRequest object, SPEC
 //     §12) POSTed to /v1/events is wrapped in its kernel/proposal envelope
 //     (ledger.WrapKernel, the time of the append as V-PROP-010's "now")
@@ -57,7 +57,7 @@ import (
 	"github.com/mewledger/ledger/internal/metrics"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
@@ -85,9 +85,9 @@ type Reader interface {
 
 // Appender is what POST /v1/events needs: the ledger's one submit entry
 // (validation, bare-kernel wrapping, hand-off to the group commit).
-// *jslog.Appender implements it.
+// *appendlog.Appender implements it.
 type Appender interface {
-	SubmitBody(ctx context.Context, space string, body []byte, o ledger.BodyOptions) (*jslog.Pending, error)
+	SubmitBody(ctx context.Context, space string, body []byte, o ledger.BodyOptions) (*appendlog.Pending, error)
 }
 
 // StreamSeqFunc returns the last sequence of the LEDGER stream.

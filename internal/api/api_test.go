@@ -17,9 +17,10 @@ import (
 	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -433,10 +434,10 @@ func TestStatusReadyzMinSeq(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{}); err != nil {
+	if _, err := appendlog.EnsureStream(ctx, js, appendlog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	appender, err := jslog.NewAppender(js, jslog.AppenderOptions{})
+	appender, err := appendlog.NewAppender(js, appendlog.AppenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +524,7 @@ func TestStatusReadyzMinSeq(t *testing.T) {
 		_, _ = b.ReadFrom(resp.Body)
 		got <- res{resp.StatusCode, b.Bytes()}
 	}()
-	proj, err := projections.NewProjector(js, store, projections.ProjectorOptions{Logger: natstest.Logger(t)})
+	proj, err := projector.New(js, store, projector.Options{Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // As-of query parameters (SPEC §9): the state after a sequence, or at a
@@ -26,7 +26,7 @@ const HeaderAsOfSeq = "Ledger-As-Of-Seq"
 
 // ErrBeyondLog is what an AsOfFunc returns (wrapped) for a point after the
 // end of the log: answered 400 beyond_log.
-var ErrBeyondLog = projections.ErrBeyondLog
+var ErrBeyondLog = projector.ErrBeyondLog
 
 // AsOfPoint is a past point of the log: a sequence (the state after
 // folding it) or a time (the state after every event stored at or before

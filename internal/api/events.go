@@ -15,7 +15,7 @@ import (
 	"github.com/mewledger/ledger/internal/ndjson"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 // NDJSON media types: one envelope per line. Any other Content-Type (or
@@ -137,7 +137,7 @@ type ndjsonEntry struct {
 	no      int
 	size    int64
 	refusal *wire.Error
-	pending *jslog.Pending
+	pending *appendlog.Pending
 }
 
 // postNDJSON appends one envelope per non-blank line and answers 200 with

@@ -25,7 +25,7 @@ const (
 const maxGapBody = 64 << 10
 
 // SystemAppender appends the envelopes the ledger writes itself.
-// *jslog.Appender implements it.
+// *appendlog.Appender implements it.
 type SystemAppender interface {
 	AppendSystem(ctx context.Context, space string, raw []byte) (ledger.Result, error)
 }

@@ -54,8 +54,9 @@ import (
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/submit"
 	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // ErrClosed is returned by Run after Close, or when Run is called twice.
@@ -75,7 +76,7 @@ type App struct {
 	natsURL  string
 	js       jetstream.JetStream
 	stream   jetstream.Stream
-	appender *jslog.Appender
+	appender *appendlog.Appender
 	metrics  *metrics.Metrics
 	asOf     *asOfCache
 	api      *api.API
@@ -155,8 +156,8 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		_ = store.Close()
 		return nil, err
 	}
-	if a.appender, err = jslog.NewAppender(a.js, jslog.AppenderOptions{Space: o.Space, Limits: o.Limits,
-		Commit: jslog.CommitOptionsForSync(o.SyncInterval, o.Embedded())}); err != nil {
+	if a.appender, err = appendlog.NewAppender(a.js, appendlog.AppenderOptions{Space: o.Space, Limits: o.Limits,
+		Commit: appendlog.CommitOptionsForSync(o.SyncInterval, o.Embedded())}); err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("app: %w", err)
 	}
@@ -290,16 +291,16 @@ func (a *App) Options() Options { return a.opts }
 // for tests, benchmarks and ops commands. The App owns them: do not close
 // them. Store and Projector are the current ones: an online rebuild
 // replaces both (and closes the old store).
-func (a *App) Store() *projections.Store         { return a.current().store }
-func (a *App) Projector() *projections.Projector { return a.current().proj }
-func (a *App) Appender() *jslog.Appender         { return a.appender }
-func (a *App) Conn() *nats.Conn                  { return a.nc }
-func (a *App) JetStream() jetstream.JetStream    { return a.js }
-func (a *App) Metrics() *metrics.Metrics         { return a.metrics }
-func (a *App) API() *api.API                     { return a.api }
-func (a *App) Submit() *submit.Service           { return a.submit }
-func (a *App) NATSServer() *natsserver.Server    { return a.srv }
-func (a *App) Ready() <-chan struct{}            { return a.ready }
+func (a *App) Store() *projections.Store       { return a.current().store }
+func (a *App) Projector() *projector.Projector { return a.current().proj }
+func (a *App) Appender() *appendlog.Appender       { return a.appender }
+func (a *App) Conn() *nats.Conn                { return a.nc }
+func (a *App) JetStream() jetstream.JetStream  { return a.js }
+func (a *App) Metrics() *metrics.Metrics       { return a.metrics }
+func (a *App) API() *api.API                   { return a.api }
+func (a *App) Submit() *submit.Service         { return a.submit }
+func (a *App) NATSServer() *natsserver.Server  { return a.srv }
+func (a *App) Ready() <-chan struct{}          { return a.ready }
 func (a *App) streamSeq(ctx context.Context) (uint64, error) {
 	info, err := a.stream.Info(ctx)
 	if err != nil {

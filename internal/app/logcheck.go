@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/internal/logging"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,16 +58,16 @@ func (a *App) LogProblem() string {
 	return a.logState.problem
 }
 
-func (a *App) streamOptions() jslog.StreamOptions {
-	return jslog.StreamOptions{Replicas: a.opts.Replicas}
+func (a *App) streamOptions() appendlog.StreamOptions {
+	return appendlog.StreamOptions{Replicas: a.opts.Replicas}
 }
 
 // openStream checks (or, for a projection that has folded nothing and
 // records no stream, creates) the LEDGER stream at start, compares it
 // with store and records its identity when the store has none.
 func (a *App) openStream(ctx context.Context, store *projections.Store) error {
-	st, err := jslog.CheckStream(ctx, a.js, a.streamOptions())
-	if errors.Is(err, jslog.ErrStreamMissing) {
+	st, err := appendlog.CheckStream(ctx, a.js, a.streamOptions())
+	if errors.Is(err, appendlog.ErrStreamMissing) {
 		recorded, rerr := store.StreamIdentity()
 		if rerr != nil {
 			return fmt.Errorf("app: %w", rerr)
@@ -75,10 +75,10 @@ func (a *App) openStream(ctx context.Context, store *projections.Store) error {
 		if store.AppliedSeq() > 0 || recorded != "" {
 			return fmt.Errorf("%w: %s", ErrLogProblem, missingProblem(store.AppliedSeq(), recorded))
 		}
-		if _, err := jslog.EnsureStream(ctx, a.js, a.streamOptions()); err != nil {
+		if _, err := appendlog.EnsureStream(ctx, a.js, a.streamOptions()); err != nil {
 			return fmt.Errorf("app: %w", err)
 		}
-		st, err = jslog.CheckStream(ctx, a.js, a.streamOptions())
+		st, err = appendlog.CheckStream(ctx, a.js, a.streamOptions())
 	}
 	if err != nil {
 		return fmt.Errorf("app: %w", err)
@@ -117,7 +117,7 @@ func missingProblem(cp uint64, recorded string) string {
 // the stream: while serving, the projector folds on, and a checkpoint read
 // after the stream's state may be past its last sequence for events
 // appended in between (a false "checkpoint beyond the log").
-func (a *App) compareLog(st jslog.StreamState, store *projections.Store, cp uint64) (string, error) {
+func (a *App) compareLog(st appendlog.StreamState, store *projections.Store, cp uint64) (string, error) {
 	recorded, err := store.StreamIdentity()
 	if err != nil {
 		return "", fmt.Errorf("app: %w", err)
@@ -161,16 +161,16 @@ func (a *App) checkLog(ctx context.Context) (string, error) {
 	}
 	p := a.current()
 	cp := p.store.AppliedSeq() // before the stream's state: see compareLog
-	st, err := jslog.CheckStream(ctx, a.js, a.streamOptions())
+	st, err := appendlog.CheckStream(ctx, a.js, a.streamOptions())
 	problem := ""
 	switch {
-	case errors.Is(err, jslog.ErrStreamMissing):
+	case errors.Is(err, appendlog.ErrStreamMissing):
 		recorded, rerr := p.store.StreamIdentity()
 		if rerr != nil {
 			return "", rerr
 		}
 		problem = missingProblem(p.store.AppliedSeq(), recorded)
-	case errors.Is(err, jslog.ErrStreamConfig):
+	case errors.Is(err, appendlog.ErrStreamConfig):
 		problem = err.Error()
 	case err != nil:
 		return "", err

@@ -17,7 +17,7 @@ import (
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -125,7 +125,7 @@ func TestStreamRecreatedWhileStopped(t *testing.T) {
 	if err := js.DeleteStream(ctx, subjects.StreamName); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{}); err != nil {
+	if _, err := appendlog.EnsureStream(ctx, js, appendlog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	srv.Shutdown()

@@ -13,6 +13,7 @@ import (
 	"github.com/mewledger/ledger/internal/repair"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // Online operations (SPEC §9) on the running ledger: the App implements
@@ -243,7 +244,7 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 		if last <= ns.AppliedSeq()+uint64(a.opts.RebuildSwapLag) {
 			break
 		}
-		if _, err := projections.Rebuild(ctx, a.js, ns, projections.RebuildOptions{Progress: prog.update}); err != nil {
+		if _, err := projector.Rebuild(ctx, a.js, ns, projector.RebuildOptions{Progress: prog.update}); err != nil {
 			return discard(fmt.Errorf("app: rebuild: catch up: %w", err))
 		}
 	}
@@ -256,7 +257,7 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 	defer cancel()
 	old := a.current()
 	old.proj.Pause()
-	if _, err := projections.Rebuild(sctx, a.js, ns, projections.RebuildOptions{Progress: prog.update}); err != nil {
+	if _, err := projector.Rebuild(sctx, a.js, ns, projector.RebuildOptions{Progress: prog.update}); err != nil {
 		old.proj.Resume()
 		return discard(fmt.Errorf("app: rebuild: last pass: %w", err))
 	}
@@ -265,7 +266,7 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 	// its events were in the stream before the last pass read its end, so
 	// the copy has them. Fold anything more, should the clock say otherwise.
 	if ns.AppliedSeq() < old.store.AppliedSeq() {
-		if _, err := projections.Rebuild(sctx, a.js, ns, projections.RebuildOptions{UpToSeq: old.store.AppliedSeq()}); err != nil {
+		if _, err := projector.Rebuild(sctx, a.js, ns, projector.RebuildOptions{UpToSeq: old.store.AppliedSeq()}); err != nil {
 			a.restart(old)
 			return discard(fmt.Errorf("app: rebuild: last pass: %w", err))
 		}

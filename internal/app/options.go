@@ -19,6 +19,7 @@ import (
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // Defaults of Options (and of the `ledger serve` flags).
@@ -28,7 +29,7 @@ const (
 	DefaultNATSListen      = "127.0.0.1:4222"
 	DefaultSpace           = ledger.DefaultSpace
 	DefaultReplicas        = 1
-	DefaultDurable         = projections.DefaultDurable
+	DefaultDurable         = projector.DefaultDurable
 	DefaultReadyLag        = api.DefaultReadyLag
 	DefaultMinSeqWait      = api.DefaultMinSeqWait
 	DefaultShutdownTimeout = 15 * time.Second

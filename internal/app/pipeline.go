@@ -10,6 +10,7 @@ import (
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/repair"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // pipeline is the projection in service: the Pebble store, the projector
@@ -17,8 +18,8 @@ import (
 // rebuild stops one pipeline and starts another on the new store.
 type pipeline struct {
 	store *projections.Store
-	proj  *projections.Projector
-	exp   *projections.Expirer
+	proj  *projector.Projector
+	exp   *projector.Expirer
 
 	// Set by start.
 	stopProj, stopExp context.CancelFunc
@@ -29,7 +30,7 @@ type pipeline struct {
 func (a *App) newPipeline(store *projections.Store) (*pipeline, error) {
 	p := &pipeline{store: store}
 	var err error
-	if p.proj, err = projections.NewProjector(a.js, store, projections.ProjectorOptions{
+	if p.proj, err = projector.New(a.js, store, projector.Options{
 		Durable: a.opts.Durable,
 		Logger:  a.opts.Logger.With().Str(logging.KeyComponent, "projector").Logger(),
 		OnBatch: func(b projections.BatchInfo) {
@@ -41,7 +42,7 @@ func (a *App) newPipeline(store *projections.Store) (*pipeline, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	if p.exp, err = projections.NewExpirer(store, a.appender, projections.ExpirerOptions{
+	if p.exp, err = projector.NewExpirer(store, a.appender, projector.ExpirerOptions{
 		Interval: a.opts.ExpiryInterval,
 		Logger:   a.opts.Logger.With().Str(logging.KeyComponent, "expirer").Logger(),
 	}); err != nil {

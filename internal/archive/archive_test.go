@@ -16,7 +16,7 @@ import (
 	"github.com/mewledger/ledger/internal/opstest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/model"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -314,7 +314,7 @@ func TestImportRefusesUnsafeStreams(t *testing.T) {
 	// A projector waiting for messages.
 	other := opstest.New(t)
 	store := opstest.OpenStore(t, "")
-	p, err := projections.NewProjector(other.JS, store, projections.ProjectorOptions{})
+	p, err := projector.New(other.JS, store, projector.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestImportRefusesUnsafeStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		c, err := stream.Consumer(ctx(t), projections.DefaultDurable)
+		c, err := stream.Consumer(ctx(t), projector.DefaultDurable)
 		if err == nil {
 			if ci, err := c.Info(ctx(t)); err == nil && ci.NumWaiting > 0 {
 				break
@@ -344,7 +344,7 @@ func TestImportRefusesUnsafeStreams(t *testing.T) {
 		}
 	}
 	_, err = archive.Import(ctx(t), other.JS, bytes.NewReader(data), archive.ImportOptions{})
-	if !errors.Is(err, archive.ErrActiveConsumers) || !strings.Contains(err.Error(), projections.DefaultDurable) {
+	if !errors.Is(err, archive.ErrActiveConsumers) || !strings.Contains(err.Error(), projector.DefaultDurable) {
 		t.Fatalf("import with a projector running: %v", err)
 	}
 }

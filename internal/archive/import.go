@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -72,7 +72,7 @@ type ImportOptions struct {
 	// DefaultImportBatch.
 	BatchSize int
 	// MaxRetries bounds retries after transient publish failures
-	// (jslog.IsTransient). Default DefaultImportRetries; negative: none.
+	// (appendlog.IsTransient). Default DefaultImportRetries; negative: none.
 	MaxRetries int
 	// AckTimeout bounds the wait for each acknowledgement. Default
 	// DefaultAckTimeout.
@@ -112,7 +112,7 @@ type ImportResult struct {
 }
 
 // Import writes an export into the LEDGER stream (which must exist:
-// jslog.EnsureStream) so that folding the stream gives the projection the
+// appendlog.EnsureStream) so that folding the stream gives the projection the
 // original gave.
 //
 // Before writing anything it verifies the whole file (reading it twice;
@@ -316,7 +316,7 @@ func (im *importer) publishBatch(ctx context.Context, batch []*Record) error {
 		if len(batch) == 0 {
 			continue // the failure was only a lost acknowledgement
 		}
-		if !jslog.IsTransient(perr) || attempt > im.o.MaxRetries || ctx.Err() != nil {
+		if !appendlog.IsTransient(perr) || attempt > im.o.MaxRetries || ctx.Err() != nil {
 			return perr
 		}
 		t := time.NewTimer(time.Duration(attempt) * 200 * time.Millisecond)

@@ -11,7 +11,7 @@ import (
 	"github.com/mewledger/ledger/internal/authcfg"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -53,7 +53,7 @@ func TestBridgePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.svc = r.connect(t, "ledger", svcOpts...)
-	if _, err := jslog.EnsureStream(ctxFor(t, 30*time.Second), r.svc.js, jslog.StreamOptions{}); err != nil {
+	if _, err := appendlog.EnsureStream(ctxFor(t, 30*time.Second), r.svc.js, appendlog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rec := r.connect(t, "recorder", nats.UserInfo("recorder", pw))

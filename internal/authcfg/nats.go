@@ -52,7 +52,7 @@ type Principal struct {
 // ForbiddenStreamOps are the JetStream API operations on LEDGER nobody may
 // request: deleting the stream, purging it, deleting a message. JetStream's
 // deny_delete/deny_purge stop the last two but not a stream delete
-// (jslog.EnsureStream), so permissions are what protects the log.
+// (appendlog.EnsureStream), so permissions are what protects the log.
 var ForbiddenStreamOps = []string{"DELETE", "PURGE", "MSG.DELETE"}
 
 // Principals returns every NATS user of the configuration with its

@@ -20,10 +20,11 @@ import (
 	"github.com/mewledger/ledger/internal/authcfg"
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
+	"github.com/mewledger/ledger/projections/projector"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -49,7 +50,7 @@ type authRig struct {
 	cfg   *authcfg.Config
 	srv   *natsserver.Server
 	svc   *client
-	app   *jslog.Appender
+	app   *appendlog.Appender
 	store *projections.Store
 	stop  func()
 }
@@ -78,10 +79,10 @@ func newAuthRig(t *testing.T) *authRig {
 	}
 	r.svc = r.connect(t, "ledger", svcOpts...)
 	ctx := ctxFor(t, 30*time.Second)
-	if _, err := jslog.EnsureStream(ctx, r.svc.js, jslog.StreamOptions{}); err != nil {
+	if _, err := appendlog.EnsureStream(ctx, r.svc.js, appendlog.StreamOptions{}); err != nil {
 		t.Fatalf("service EnsureStream: %v", err)
 	}
-	if r.app, err = jslog.NewAppender(r.svc.js, jslog.AppenderOptions{AckTimeout: 2 * time.Second}); err != nil {
+	if r.app, err = appendlog.NewAppender(r.svc.js, appendlog.AppenderOptions{AckTimeout: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.app.Close)
@@ -90,7 +91,7 @@ func newAuthRig(t *testing.T) *authRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := projections.NewProjector(r.svc.js, r.store, projections.ProjectorOptions{BatchSize: 10, Logger: natstest.Logger(t)})
+	p, err := projector.New(r.svc.js, r.store, projector.Options{BatchSize: 10, Logger: natstest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +456,7 @@ func TestStreamProtectedServiceWorks(t *testing.T) {
 		c.expectViolation(t, "publish", subjects.JSStreamAPI("UPDATE"))
 	}
 	// The service still manages its stream: EnsureStream updates a setting.
-	st, err := jslog.EnsureStream(ctx, r.svc.js, jslog.StreamOptions{DuplicateWindow: 3 * time.Minute})
+	st, err := appendlog.EnsureStream(ctx, r.svc.js, appendlog.StreamOptions{DuplicateWindow: 3 * time.Minute})
 	if err != nil || st.CachedInfo().Config.Duplicates != 3*time.Minute {
 		t.Fatalf("service EnsureStream update: %v", err)
 	}
@@ -593,7 +594,7 @@ func TestEmbeddedWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jslog.EnsureStream(ctxFor(t, 10*time.Second), js, jslog.StreamOptions{}); err != nil {
+	if _, err := appendlog.EnsureStream(ctxFor(t, 10*time.Second), js, appendlog.StreamOptions{}); err != nil {
 		t.Fatalf("EnsureStream in process: %v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 // Sink is where a bridge sends what it records: one of the ledger's
@@ -48,7 +48,7 @@ const CodeReservedSender = ledger.CodeReservedSender
 // bridge runs in (ledger serve --bridge-mew-config): the same validation,
 // dedup and group commit as every submit path.
 type AppenderSink struct {
-	Appender *jslog.Appender
+	Appender *appendlog.Appender
 }
 
 // Append implements Sink.
@@ -85,7 +85,7 @@ func appenderResult(r ledger.Result, err error) (wire.AppendResult, error) {
 // folds it invalid (spoofed_sender). sender "ledger" is refused
 // (reserved_sender): the ledger's own envelopes are written only by the
 // ledger.
-func AppendAs(ctx context.Context, a *jslog.Appender, space string, raw []byte, sender string) (ledger.Result, error) {
+func AppendAs(ctx context.Context, a *appendlog.Appender, space string, raw []byte, sender string) (ledger.Result, error) {
 	return a.AppendBody(ctx, space, raw, ledger.BodyOptions{Sender: sender})
 }
 

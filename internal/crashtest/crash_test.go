@@ -21,7 +21,7 @@ import (
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/internal/workload"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 // Crash test sizing: about 50,000 events from 4 publishers, 3 SIGKILLs.
@@ -55,7 +55,7 @@ type publisher struct {
 	err                        error
 }
 
-func (p *publisher) run(ctx context.Context, a *jslog.Appender) {
+func (p *publisher) run(ctx context.Context, a *appendlog.Appender) {
 	pending := p.raws
 	for len(pending) > 0 {
 		if ctx.Err() != nil {
@@ -154,7 +154,7 @@ func runCrash(t *testing.T, publishers, perPublisher, kills int, syncInterval st
 		pubs[i] = &publisher{id: i, raws: g.Batch(perPublisher), acked: map[string]uint64{}}
 		_, js := natstest.ConnectURL(t, natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
 			nats.ReconnectJitter(0, 0), nats.Timeout(2*time.Second))
-		a, err := jslog.NewAppender(js, jslog.AppenderOptions{AckTimeout: 2 * time.Second, MaxRetries: 2,
+		a, err := appendlog.NewAppender(js, appendlog.AppenderOptions{AckTimeout: 2 * time.Second, MaxRetries: 2,
 			RetryWait: 100 * time.Millisecond, MaxInFlight: 256})
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
+	"github.com/mewledger/ledger/projections/projector"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -155,7 +156,7 @@ func Verify(ctx context.Context, data, tmp string, acked map[string]uint64, log 
 	}
 	defer fresh.Close()
 	t0 = time.Now()
-	if _, err := projections.Rebuild(ctx, js, fresh, projections.RebuildOptions{}); err != nil {
+	if _, err := projector.Rebuild(ctx, js, fresh, projector.RebuildOptions{}); err != nil {
 		return nil, err
 	}
 	rep.RebuildTook = time.Since(t0)

@@ -29,7 +29,7 @@ const (
 	HeaderHeadroom = 64 << 10
 	// DefaultMaxPayload is the server's max_payload unless set: a 1 MiB
 	// envelope plus headers must fit, and nats-server's own default is
-	// exactly 1 MiB, which it would not. jslog.DefaultMaxMsgSize is the
+	// exactly 1 MiB, which it would not. appendlog.DefaultMaxMsgSize is the
 	// same number.
 	DefaultMaxPayload = MaxEnvelope + HeaderHeadroom
 	// DefaultHost is the client listen address unless set.

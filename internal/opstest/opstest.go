@@ -19,9 +19,10 @@ import (
 	"github.com/mewledger/ledger/internal/natsserver"
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/workload"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // Ledger is a real server with the LEDGER stream.
@@ -29,7 +30,7 @@ type Ledger struct {
 	Server *natsserver.Server
 	NC     *nats.Conn
 	JS     jetstream.JetStream
-	App    *jslog.Appender
+	App    *appendlog.Appender
 }
 
 // New starts a server, creates the stream and an appender.
@@ -39,10 +40,10 @@ func New(t testing.TB) *Ledger {
 	nc, js := natstest.Connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{}); err != nil {
+	if _, err := appendlog.EnsureStream(ctx, js, appendlog.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	app, err := jslog.NewAppender(js, jslog.AppenderOptions{})
+	app, err := appendlog.NewAppender(js, appendlog.AppenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func (l *Ledger) Fold(t testing.TB, upTo uint64) *projections.Store {
 	s := OpenStore(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := projections.Rebuild(ctx, l.JS, s, projections.RebuildOptions{UpToSeq: upTo}); err != nil {
+	if _, err := projector.Rebuild(ctx, l.JS, s, projector.RebuildOptions{UpToSeq: upTo}); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -179,7 +180,7 @@ func (l *Ledger) Traffic(t testing.TB, seed int64, n int) uint64 {
 	time.Sleep(200 * time.Millisecond)
 	l.AppendOne(t, "", Env("ttl-late-f", "human", "mcp/request", []string{"ttl-late"}, `{"method":"tools/call","params":{"name":"x"}}`))
 	s := l.Fold(t, 0)
-	ex, err := projections.NewExpirer(s, l.App, projections.ExpirerOptions{Grace: time.Millisecond})
+	ex, err := projector.NewExpirer(s, l.App, projector.ExpirerOptions{Grace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func (l *Ledger) Traffic(t testing.TB, seed int64, n int) uint64 {
 	last := l.LastSeq(t)
 	// Sanity: the history really depends on time. (Rebuild continues
 	// from the store's checkpoint: it folds only the expiry.)
-	if _, err := projections.Rebuild(ctx, l.JS, s, projections.RebuildOptions{UpToSeq: last}); err != nil {
+	if _, err := projector.Rebuild(ctx, l.JS, s, projector.RebuildOptions{UpToSeq: last}); err != nil {
 		t.Fatal(err)
 	}
 	check := s

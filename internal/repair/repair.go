@@ -25,13 +25,14 @@ import (
 
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // Errors of this package.
 var (
 	// ErrBeyondLog is returned (wrapping projections.ErrBeyondLog) for a
 	// point after the end of the log.
-	ErrBeyondLog = projections.ErrBeyondLog
+	ErrBeyondLog = projector.ErrBeyondLog
 	// ErrNoPoint: At needs a sequence or a time.
 	ErrNoPoint = errors.New("repair: a sequence or a time is required")
 	// ErrDirInUse: the target directory of a rebuild exists and is not
@@ -74,7 +75,7 @@ func RebuildInto(ctx context.Context, js jetstream.JetStream, dir string, upTo u
 	if err != nil {
 		return nil, fmt.Errorf("repair: rebuild into %s: %w", dir, err)
 	}
-	if _, err := projections.Rebuild(ctx, js, s, projections.RebuildOptions{UpToSeq: upTo, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
+	if _, err := projector.Rebuild(ctx, js, s, projector.RebuildOptions{UpToSeq: upTo, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
 		_ = s.Close()
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("repair: rebuild into %s: %w", dir, err)
@@ -138,7 +139,7 @@ func At(ctx context.Context, js jetstream.JetStream, p Point, o Options) (*View,
 		return nil, fmt.Errorf("repair: temporary projection: %w", err)
 	}
 	v := &View{Store: s, dir: dir, Point: p}
-	if _, err := projections.Rebuild(ctx, js, s, projections.RebuildOptions{UpToSeq: p.Seq, UpToTime: p.Time, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
+	if _, err := projector.Rebuild(ctx, js, s, projector.RebuildOptions{UpToSeq: p.Seq, UpToTime: p.Time, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
 		_ = v.Close()
 		return nil, fmt.Errorf("repair: projection as of %s: %w", p, err)
 	}
@@ -176,7 +177,7 @@ func Verify(ctx context.Context, js jetstream.JetStream, live *projections.Store
 	}
 	defer fresh.Close()
 	if seq > 0 {
-		if _, err := projections.Rebuild(ctx, js, fresh, projections.RebuildOptions{UpToSeq: seq, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
+		if _, err := projector.Rebuild(ctx, js, fresh, projector.RebuildOptions{UpToSeq: seq, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
 			return res, fmt.Errorf("repair: verify: rebuild to seq %d: %w", seq, err)
 		}
 	}

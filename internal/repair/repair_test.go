@@ -17,6 +17,7 @@ import (
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 func ctx(t *testing.T) context.Context {
@@ -80,7 +81,7 @@ func TestAtSeqEqualsLive(t *testing.T) {
 	points := map[uint64]bool{1: true, 4: true, 9: true, 10: true, 60: true, 150: true, 260: true}
 	var mu sync.Mutex
 	recorded := map[uint64]string{}
-	p, err := projections.NewProjector(l.JS, live, projections.ProjectorOptions{BatchSize: 1, OnBatch: func(b projections.BatchInfo) {
+	p, err := projector.New(l.JS, live, projector.Options{BatchSize: 1, OnBatch: func(b projections.BatchInfo) {
 		if b.Events != 1 {
 			t.Errorf("batch of %d events with BatchSize 1", b.Events)
 		}
@@ -218,7 +219,7 @@ func TestOfflineRebuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := projections.Rebuild(ctx(t), l.JS, old, projections.RebuildOptions{UpToSeq: 20}); err != nil {
+	if _, err := projector.Rebuild(ctx(t), l.JS, old, projector.RebuildOptions{UpToSeq: 20}); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Close(); err != nil {

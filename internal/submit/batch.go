@@ -16,7 +16,7 @@ import (
 	"github.com/mewledger/ledger/internal/ndjson"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -98,7 +98,7 @@ func (s *Service) acceptBatch(req micro.Request, space string, items []batchItem
 	}
 	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))
 	results := make([]ledger.Result, len(items))
-	pending := make([]*jslog.Pending, len(items))
+	pending := make([]*appendlog.Pending, len(items))
 	for i, it := range items {
 		if pending[i], err = s.opts.Appender.SubmitBody(s.ctx, space, it.data, ledger.BodyOptions{Kernel: force}); err != nil {
 			results[i].Err = err
@@ -108,7 +108,7 @@ func (s *Service) acceptBatch(req micro.Request, space string, items []batchItem
 }
 
 // replyBatch waits for a batch request's appends and replies.
-func (s *Service) replyBatch(req micro.Request, items []batchItem, results []ledger.Result, pending []*jslog.Pending) {
+func (s *Service) replyBatch(req micro.Request, items []batchItem, results []ledger.Result, pending []*appendlog.Pending) {
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)

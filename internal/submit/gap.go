@@ -9,7 +9,7 @@ import (
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -17,14 +17,14 @@ import (
 // (SPEC §14): a request on ledger.gap.<space> whose body is a ledger.Gap
 // object; the ledger writes the ledger/gap event itself (sender "ledger")
 // and replies like the submit endpoint. Mounted when the Appender can
-// append the ledger's own envelopes (a *jslog.Appender can).
+// append the ledger's own envelopes (a *appendlog.Appender can).
 const GapEndpoint = "gap"
 
 // SystemAppender checks and hands to the group commit the envelopes the
-// ledger writes itself. *jslog.Appender implements it.
+// ledger writes itself. *appendlog.Appender implements it.
 type SystemAppender interface {
 	PrepareSystem(space string, raw []byte) (*ledger.Prepared, error)
-	Submit(ctx context.Context, p *ledger.Prepared) (*jslog.Pending, error)
+	Submit(ctx context.Context, p *ledger.Prepared) (*appendlog.Pending, error)
 }
 
 // Log keys of gap reports.

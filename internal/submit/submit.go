@@ -4,7 +4,7 @@
 //
 // A request's body is one bare envelope; the space is the subject's last
 // token. The envelope goes through the same entry as the HTTP path
-// (jslog.Appender.SubmitBody: the same validation). The reply body is
+// (appendlog.Appender.SubmitBody: the same validation). The reply body is
 // always JSON (package wire):
 //
 //	{"id":"env-req-1","seq":12,"duplicate":false}
@@ -56,7 +56,7 @@ import (
 	"github.com/mewledger/ledger/internal/metrics"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -84,9 +84,9 @@ var ErrOptions = errors.New("submit: invalid options")
 
 // Appender is what the service needs of the ledger's appender: the one
 // submit entry of every path (validation, bare-kernel wrapping, hand-off
-// to the group commit). *jslog.Appender implements it.
+// to the group commit). *appendlog.Appender implements it.
 type Appender interface {
-	SubmitBody(ctx context.Context, space string, body []byte, o ledger.BodyOptions) (*jslog.Pending, error)
+	SubmitBody(ctx context.Context, space string, body []byte, o ledger.BodyOptions) (*appendlog.Pending, error)
 }
 
 // Options configures the service.

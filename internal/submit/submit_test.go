@@ -13,7 +13,7 @@ import (
 	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/submit"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -24,11 +24,11 @@ func setup(t *testing.T) (*nats.Conn, *submit.Service, func(subject string) (str
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	stream, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{})
+	stream, err := appendlog.EnsureStream(ctx, js, appendlog.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := jslog.NewAppender(js, jslog.AppenderOptions{})
+	app, err := appendlog.NewAppender(js, appendlog.AppenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

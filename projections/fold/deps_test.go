@@ -27,7 +27,7 @@ func storeOrBus(p string) bool {
 // records (model) link neither, nor any other package of this
 // module but internal/canon and subjects. The fold (projections/fold)
 // links neither: it takes the envelope dialect from package ledger, whose
-// JetStream side lives in ledger/jslog, which the fold must not link.
+// JetStream side lives in ledger/appendlog, which the fold must not link.
 func TestDependencies(t *testing.T) {
 	const mod = "github.com/mewledger/ledger/"
 	for _, p := range listDeps(t, mod+"model") {
@@ -36,7 +36,7 @@ func TestDependencies(t *testing.T) {
 		}
 	}
 	for _, p := range listDeps(t, mod+"projections/fold") {
-		if storeOrBus(p) || p == mod+"ledger/jslog" {
+		if storeOrBus(p) || p == mod+"ledger/appendlog" {
 			t.Errorf("projections/fold depends on %s", p)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/internal/server/app"
 )
 
 // ledgerURL is the API of a real `ledger serve` (embedded NATS, Pebble)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/canon"
+	"github.com/mewledger/ledger/internal/lib/canon"
 	"github.com/mewledger/ledger/model"
 )
 

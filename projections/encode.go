@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mewledger/ledger/internal/canon"
+	"github.com/mewledger/ledger/internal/lib/canon"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/hostile"
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
@@ -64,7 +64,7 @@ func TestEncodersMatchMarshal(t *testing.T) {
 	for range 3000 {
 		fold(g.Next())
 	}
-	cases, err := hostile.LoadDefault()
+	cases, err := badinput.LoadDefault()
 	if err != nil {
 		t.Fatal(err)
 	}

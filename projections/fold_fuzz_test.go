@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/hostile"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
@@ -96,7 +96,7 @@ func snapshot(t *testing.T, st *fold.MemState, spaces map[string]bool) string {
 // exactly once in its space's statistics, and never touches the proposals
 // of the prologue through a subject that does not name them.
 func FuzzFold(f *testing.F) {
-	if cases, err := hostile.LoadDefault(); err == nil {
+	if cases, err := badinput.LoadDefault(); err == nil {
 		// Every fifth case: a seed corpus of hundreds slows fuzzing's
 		// start-up (coverage baseline) to tens of seconds.
 		for i, c := range cases {

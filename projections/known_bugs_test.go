@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/hostile"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -98,7 +98,7 @@ func TestFoldEventsCountsHistoryFiledBeforeCreation(t *testing.T) {
 // (deterministic), not in time.
 func TestFoldManyTargetsLinear(t *testing.T) {
 	const n = 3000
-	raw := hostile.Generators["corr-entries"](n)
+	raw := badinput.Generators["corr-entries"](n)
 	s := openStore(t, t.TempDir())
 	b := s.NewBatch()
 	defer b.Discard()

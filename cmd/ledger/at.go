@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/internal/repair"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"

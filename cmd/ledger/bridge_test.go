@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
 	"github.com/mewledger/ledger/model"
 )
 
@@ -75,7 +75,7 @@ func TestBridgeEndToEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := buildBinary(t, dir)
-	gw := mewtest.Start(map[string][]map[string]any{"rec-token": {}})
+	gw := mewgw.Start(map[string][]map[string]any{"rec-token": {}})
 	t.Cleanup(gw.Close)
 	tokenFile := filepath.Join(dir, "recorder.token")
 	if err := os.WriteFile(tokenFile, []byte("rec-token\n"), 0o600); err != nil {

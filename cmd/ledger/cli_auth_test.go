@@ -14,11 +14,11 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
-	"github.com/mewledger/ledger/internal/authcfg"
-	"github.com/mewledger/ledger/internal/httpauth"
-	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/auth/authcfg"
+	"github.com/mewledger/ledger/internal/auth/httpauth"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/model"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mewledger/ledger/internal/archive"
+	"github.com/mewledger/ledger/internal/ops/archive"
 	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
@@ -24,7 +24,7 @@ func init() {
 }
 
 // runImport is `ledger import`: verify an export's chain, then write it
-// into the ledger (internal/archive.Import). The LEDGER stream is created
+// into the ledger (internal/ops/archive.Import). The LEDGER stream is created
 // when missing. Without --append the ledger must be empty, and sequences
 // and times are reproduced exactly. The result goes to stdout as JSON.
 // -f - (the default) reads e.stdin.

@@ -16,10 +16,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mewledger/ledger/internal/archive"
-	"github.com/mewledger/ledger/internal/datalock"
-	"github.com/mewledger/ledger/internal/opstest"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/datalock"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/ops/archive"
+	"github.com/mewledger/ledger/internal/testkit/opsrig"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
@@ -66,7 +66,7 @@ func opsMustRunIn(t *testing.T, stdin io.Reader, cmd opsCmd, args ...string) (st
 func TestOpsCommands(t *testing.T) {
 	t.Setenv("LEDGER_DATA", "")
 	t.Setenv("LEDGER_NATS_URL", "")
-	src := opstest.New(t)
+	src := opsrig.New(t)
 	last := src.Traffic(t, 61, 200)
 	url := src.Server.ClientURL()
 	data := t.TempDir()
@@ -160,7 +160,7 @@ func TestOpsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same := bytes.Equal(opstest.Dump(t, s), opstest.Dump(t, src.Fold(t, 0)))
+	same := bytes.Equal(opsrig.Dump(t, s), opsrig.Dump(t, src.Fold(t, 0)))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/ndjson"
-	"github.com/mewledger/ledger/internal/progress"
-	"github.com/mewledger/ledger/internal/submit"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/ndjson"
+	"github.com/mewledger/ledger/internal/lib/progress"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/ledger"
 )
 

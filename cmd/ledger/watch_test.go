@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/model"
 )
 

@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"

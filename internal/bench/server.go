@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/internal/natsserver"
+	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/ledger/appendlog"
 )
 

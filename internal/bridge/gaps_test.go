@@ -12,11 +12,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
 	"github.com/mewledger/ledger/model"
 )
 
@@ -62,7 +62,7 @@ func TestDropGivesGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := mewtest.Start(nil)
+	gw := mewgw.Start(nil)
 	t.Cleanup(gw.Close)
 	lines := readLines(t, filepath.Join(capturesDir, "c-reject.jsonl"))
 	mew, space := mewSpace(t, "c-reject"), "drop"
@@ -129,7 +129,7 @@ func TestEvictionGivesGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := mewtest.Start(map[string][]map[string]any{"recorder-token": {}})
+	gw := mewgw.Start(map[string][]map[string]any{"recorder-token": {}})
 	t.Cleanup(gw.Close)
 	lines := readLines(t, filepath.Join(capturesDir, "b-withdraw.jsonl"))
 	mew, space := mewSpace(t, "b-withdraw"), "evict"
@@ -139,7 +139,7 @@ func TestEvictionGivesGap(t *testing.T) {
 	replay(t, gw, b, mew, lines[:5]) // up to the proposal
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	impostor, err := mewtest.Join(ctx, gw.URL(), mew, bridgeName, "someone-else")
+	impostor, err := mewgw.Join(ctx, gw.URL(), mew, bridgeName, "someone-else")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func TestEvictionNoticeGivesGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := mewtest.Start(nil)
+	gw := mewgw.Start(nil)
 	t.Cleanup(gw.Close)
 	gw.NotifyReplaced(true)
 	mew, space := "m", "evict-notice"
@@ -363,7 +363,7 @@ func TestEvictionNoticeGivesGap(t *testing.T) {
 	waitJoined(t, gw, b, mew, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	impostor, err := mewtest.Join(ctx, gw.URL(), mew, bridgeName, "t")
+	impostor, err := mewgw.Join(ctx, gw.URL(), mew, bridgeName, "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/ledger"
 )
 

@@ -11,12 +11,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
 )
 
 // flakySink is a real sink whose first failures Appends fail as if the
@@ -46,7 +46,7 @@ func scrape(t *testing.T, b *bridge.Bridge, reg *prometheus.Registry, path strin
 // stored, once; /healthz and /metrics say so.
 func TestRefusalsAndRetries(t *testing.T) {
 	a := apptest.Start(t)
-	gw := mewtest.Start(nil)
+	gw := mewgw.Start(nil)
 	t.Cleanup(gw.Close)
 	reg := prometheus.NewRegistry()
 	m, err := bridge.NewMetrics(reg)

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/natstest"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
+	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/model"
 )
 
@@ -89,7 +89,7 @@ func waitFrames(t *testing.T, b *bridge.Bridge, n int) {
 
 // waitJoined waits until the gateway has seen the bridge join n times
 // and the bridge has handled its welcome.
-func waitJoined(t *testing.T, gw *mewtest.Gateway, b *bridge.Bridge, mew string, n int) {
+func waitJoined(t *testing.T, gw *mewgw.Gateway, b *bridge.Bridge, mew string, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -115,7 +115,7 @@ func caughtUp(t *testing.T, cl *apitest.Client) uint64 {
 // replay broadcasts a capture's frames but its first (the observer's own
 // welcome; the bridge gets its own) and waits until the bridge handled
 // them.
-func replay(t *testing.T, gw *mewtest.Gateway, b *bridge.Bridge, space string, lines [][]byte) {
+func replay(t *testing.T, gw *mewgw.Gateway, b *bridge.Bridge, space string, lines [][]byte) {
 	t.Helper()
 	before := b.Health().Frames
 	for _, l := range lines[1:] {
@@ -145,7 +145,7 @@ func TestCapturesThroughServe(t *testing.T) {
 				mew := mewSpace(t, name)
 				var b *bridge.Bridge
 				if mode == "live" {
-					gw := mewtest.Start(nil)
+					gw := mewgw.Start(nil)
 					t.Cleanup(gw.Close)
 					b = startBridge(t, bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Token: "t", Space: space,
 						Sink: bridge.HTTPSink{Client: cl.Client}, ProbeInterval: -1})

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/natstest"
+	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )

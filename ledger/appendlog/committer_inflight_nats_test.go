@@ -40,7 +40,7 @@ func TestGroupCommitManyInFlightAcceptanceOrder(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		order   []*appendlog.Pending // in acceptance order
-		raws    [][]byte         // the same order
+		raws    [][]byte             // the same order
 		wg      sync.WaitGroup
 		subErrs = make(chan error, appenders)
 	)

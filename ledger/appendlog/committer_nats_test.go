@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mewledger/ledger/internal/crashtest"
+	"github.com/mewledger/ledger/internal/testkit/crashrig"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
@@ -277,7 +277,7 @@ func TestCommitOptionsForSync(t *testing.T) {
 // fsync, which can outlast the client's reconnection, so the proxy holds
 // the new connection's answers too until the committer has given up on
 // a batch (a fallback), and then cuts again.
-func loseAcks(t *testing.T, px *crashtest.Proxy, a *appendlog.Appender) {
+func loseAcks(t *testing.T, px *crashrig.Proxy, a *appendlog.Appender) {
 	t.Helper()
 	px.Cut()
 	px.Hold()

@@ -7,8 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mewledger/ledger/internal/hostile"
-	"github.com/mewledger/ledger/internal/natstest"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
+	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
@@ -21,14 +21,14 @@ import (
 // in one pipelined AppendMany gives the same refusals and stores nothing
 // new (the legal ones are duplicates of their first copy).
 func TestHostileCorpusAppender(t *testing.T) {
-	cases := hostile.MustLoad(t)
+	cases := badinput.MustLoad(t)
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	stream, err := appendlog.EnsureStream(ctxT(t), js, appendlog.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAppender(t, js, appendlog.AppenderOptions{Now: func() time.Time { return hostile.Now }})
+	a := newAppender(t, js, appendlog.AppenderOptions{Now: func() time.Time { return badinput.Now }})
 	msgs := func() uint64 {
 		t.Helper()
 		info, err := stream.Info(ctxT(t))

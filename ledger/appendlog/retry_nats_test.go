@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mewledger/ledger/internal/crashtest"
-	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
+	"github.com/mewledger/ledger/internal/testkit/crashrig"
+	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
@@ -93,7 +93,7 @@ func waitMsgs(t *testing.T, st jetstream.Stream, n uint64, stop <-chan struct{})
 // proxied starts a server (fsync in the background when fast), the LEDGER
 // stream, a lossy proxy in front of it, and a connection through the
 // proxy that reconnects at once.
-func proxied(t *testing.T, fast bool) (direct jetstream.JetStream, st jetstream.Stream, px *crashtest.Proxy, viaProxy jetstream.JetStream) {
+func proxied(t *testing.T, fast bool) (direct jetstream.JetStream, st jetstream.Stream, px *crashrig.Proxy, viaProxy jetstream.JetStream) {
 	t.Helper()
 	o := natstest.Options(t)
 	if fast {
@@ -105,7 +105,7 @@ func proxied(t *testing.T, fast bool) (direct jetstream.JetStream, st jetstream.
 	if err != nil {
 		t.Fatal(err)
 	}
-	px, err = crashtest.StartProxy(strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	px, err = crashrig.StartProxy(strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	if err != nil {
 		t.Fatal(err)
 	}

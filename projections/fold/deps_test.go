@@ -25,13 +25,13 @@ func storeOrBus(p string) bool {
 
 // TestDependencies: the pure core links nothing of Pebble or NATS. The
 // records (model) link neither, nor any other package of this
-// module but internal/canon and subjects. The fold (projections/fold)
+// module but internal/lib/canon and subjects. The fold (projections/fold)
 // links neither: it takes the envelope dialect from package ledger, whose
 // JetStream side lives in ledger/appendlog, which the fold must not link.
 func TestDependencies(t *testing.T) {
 	const mod = "github.com/mewledger/ledger/"
 	for _, p := range listDeps(t, mod+"model") {
-		if storeOrBus(p) || (strings.HasPrefix(p, mod) && !slices.Contains([]string{mod + "model", mod + "internal/canon", mod + "subjects"}, p)) {
+		if storeOrBus(p) || (strings.HasPrefix(p, mod) && !slices.Contains([]string{mod + "model", mod + "internal/lib/canon", mod + "subjects"}, p)) {
 			t.Errorf("model depends on %s", p)
 		}
 	}
@@ -47,7 +47,7 @@ func TestDependencies(t *testing.T) {
 // package nor Pebble.
 func TestRecordUsersLinkNoStore(t *testing.T) {
 	const mod = "github.com/mewledger/ledger/"
-	for _, pkg := range []string{mod + "internal/wire", mod + "internal/lib/apiclient"} {
+	for _, pkg := range []string{mod + "internal/lib/wire", mod + "internal/lib/apiclient"} {
 		for _, p := range listDeps(t, pkg) {
 			if p == mod+"projections" || strings.HasPrefix(p, "github.com/cockroachdb/pebble") {
 				t.Errorf("%s depends on %s", pkg, p)

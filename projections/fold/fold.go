@@ -12,7 +12,7 @@ import (
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/subjects"
 
-	"github.com/mewledger/ledger/internal/canon"
+	"github.com/mewledger/ledger/internal/lib/canon"
 	"github.com/mewledger/ledger/ledger"
 )
 

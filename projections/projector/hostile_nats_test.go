@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mewledger/ledger/internal/hostile"
-	"github.com/mewledger/ledger/internal/natsserver"
-	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/natsserver"
+	"github.com/mewledger/ledger/internal/lib/workload"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
+	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/model"
@@ -84,7 +84,7 @@ func victimTraffic() [][]byte {
 
 // hostileMsg is one raw publish of a corpus case.
 type hostileMsg struct {
-	c       hostile.Case
+	c       badinput.Case
 	shape   string
 	subject string
 	seq     uint64
@@ -112,7 +112,7 @@ func garbageSubjects(v victim) []string {
 // its proposer's withdrawal (the most dangerous valid subject), under its
 // own subject (or encoded tokens naming a victim when it does not decode),
 // and under a garbage subject.
-func hostilePlan(t *testing.T, cases []hostile.Case) []hostileMsg {
+func hostilePlan(t *testing.T, cases []badinput.Case) []hostileMsg {
 	t.Helper()
 	var plan []hostileMsg
 	for i, c := range cases {
@@ -252,7 +252,7 @@ func validHistory(t *testing.T, s *projections.Store, key string, ids map[string
 // anomalies, the effects of their own events). The live projection also
 // equals a rebuild of the hostile log.
 func TestHostileRawPublishes(t *testing.T) {
-	cases, err := hostile.LoadDefault()
+	cases, err := badinput.LoadDefault()
 	if err != nil {
 		t.Fatal(err)
 	}

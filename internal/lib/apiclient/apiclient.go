@@ -23,7 +23,7 @@ import (
 	"net/http"
 
 	pub "github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/wire"
 )
 
 // DefaultAPI is the API address of a default `ledger serve`.

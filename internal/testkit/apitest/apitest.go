@@ -16,7 +16,7 @@ import (
 
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/model"
 )
 

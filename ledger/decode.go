@@ -454,8 +454,8 @@ func refusalFromCanon(err error) *RefusalError {
 }
 
 func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
-	if testHookDecode != nil {
-		testHookDecode()
+	if testOnlyOnDecode != nil {
+		testOnlyOnDecode()
 	}
 	if len(raw) > MaxEnvelopeBytes {
 		return nil, refuse(CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), MaxEnvelopeBytes)

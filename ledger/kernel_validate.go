@@ -128,14 +128,9 @@ func ValidateKernel(payload []byte, opts KernelOptions) (*KernelProposal, error)
 	return k, nil
 }
 
-// testHookValidateKernel and testHookDecode, set only by tests (which do
-// not run in parallel), are called on each kernel payload validation and
-// each envelope decode: they count that a submission is decoded once.
-var testHookValidateKernel, testHookDecode func()
-
 func validateKernel(payload []byte, opts KernelOptions) (*KernelProposal, *RefusalError) {
-	if testHookValidateKernel != nil {
-		testHookValidateKernel()
+	if testOnlyOnValidate != nil {
+		testOnlyOnValidate()
 	}
 	payload = bytes.TrimSpace(payload)
 	if !utf8.Valid(payload) {

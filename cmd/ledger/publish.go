@@ -320,7 +320,7 @@ func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, s
 			pw.CloseWithError(bw.Flush())
 		}()
 		got := 0
-		err := cl.AppendStream(ctx, pr, &client.AppendOptions{Space: c.space, Kernel: kernel}, func(res client.Result) error {
+		err := cl.AppendStream(ctx, pr, func(res client.Result) error {
 			r := apiclient.AppendResult(res)
 			flushLocal()
 			en, ok := pop()
@@ -331,7 +331,7 @@ func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, s
 			report(en.no, r)
 			advance(en)
 			return nil
-		})
+		}, client.AppendOptions{Space: c.space, Kernel: kernel})
 		_ = pr.Close() // unblocks the writer if the request ended early
 		if err != nil {
 			bar.Finish(err)

@@ -99,7 +99,7 @@ type Client struct {
 
 // New returns a client.
 func New(o Options) (*Client, error) {
-	pc, err := pub.New(pub.Options{API: o.API, HTTP: o.HTTP, Token: o.Token})
+	pc, err := pub.New(o.API, pub.WithHTTPClient(o.HTTP), pub.WithToken(o.Token))
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func AppendResult(r pub.Result) wire.AppendResult {
 // Publish appends one envelope (POST /v1/events). A refusal is an
 // *APIError with status 400 or 413.
 func (c *Client) Publish(ctx context.Context, space string, envelope []byte) (wire.AppendResult, error) {
-	a, err := c.pc.Append(ctx, envelope, &pub.AppendOptions{Space: space})
+	a, err := c.pc.Append(ctx, envelope, pub.AppendOptions{Space: space})
 	return wire.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, ConvertError(err)
 }
 
@@ -135,9 +135,9 @@ func (c *Client) Publish(ctx context.Context, space string, envelope []byte) (wi
 // answers' line numbers are the body's (blank lines counted). An error
 // from each stops reading the answers and ends the request.
 func (c *Client) PublishStream(ctx context.Context, space string, kernel bool, body io.Reader, each func(wire.AppendResult) error) error {
-	return ConvertError(c.pc.AppendStream(ctx, body, &pub.AppendOptions{Space: space, Kernel: kernel}, func(r pub.Result) error {
+	return ConvertError(c.pc.AppendStream(ctx, body, func(r pub.Result) error {
 		return each(AppendResult(r))
-	}))
+	}, pub.AppendOptions{Space: space, Kernel: kernel}))
 }
 
 // StartRebuild starts an online rebuild (POST /v1/ops/rebuild, role ops)

@@ -45,8 +45,8 @@ type ReadOptions struct {
 	AsOf    time.Time
 }
 
-func (r ReadOptions) public() *client.ReadOptions {
-	return &client.ReadOptions{Space: r.Space, MinSeq: r.MinSeq, AsOfSeq: r.AsOfSeq, AsOf: r.AsOf}
+func (r ReadOptions) public() client.ReadOptions {
+	return client.ReadOptions{Space: r.Space, MinSeq: r.MinSeq, AsOfSeq: r.AsOfSeq, AsOf: r.AsOf}
 }
 
 // decode unmarshals an answer the public client returned as sent.
@@ -136,7 +136,7 @@ func (c *Client) Status(ctx context.Context) (*wire.Status, error) {
 // its kernel/proposal envelope. A refusal is an *APIError whose code is
 // the V-PROP rule id.
 func (c *Client) PublishKernel(ctx context.Context, space string, bare []byte) (wire.AppendResult, error) {
-	a, err := c.Public().Append(ctx, bare, &client.AppendOptions{Space: space, Kernel: true})
+	a, err := c.Public().Append(ctx, bare, client.WithSpace(space), client.WithKernel())
 	return wire.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, apiclient.ConvertError(err)
 }
 

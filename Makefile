@@ -16,9 +16,12 @@ MODULES      := . model client examples/agent
 
 .PHONY: run build test lint fuzz bench clean browser
 
-## run: start `ledger serve` with the embedded defaults (data in ./data, API on 127.0.0.1:8080)
-run:
-	$(NOCGO) $(GO) run -buildvcs=auto ./cmd/ledger serve
+## run: build bin/ledger and start `ledger serve` with the embedded defaults (data in ./data,
+## API on 127.0.0.1:8080). The shell execs the binary, so Ctrl-C reaches `ledger serve` alone,
+## it shuts down in order and exits 0, and make reports no error (`go run` would die of the
+## signal and make would print `*** [run] Interrupt` or `Error 1`).
+run: build
+	exec $(BIN) serve
 
 ## build: build the binary into bin/ledger
 build:

@@ -8,7 +8,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/server/mcp"
 )
 
@@ -54,7 +54,7 @@ func runMCP(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
-	cl, err := client.New(client.Options{API: c.api, Token: c.token, Space: c.space})
+	cl, err := client.New(c.api, client.WithToken(c.token), client.WithDefaultSpace(c.space))
 	if err != nil {
 		return usageError("%v", err)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/internal/app/apptest"
-	"github.com/mewledger/ledger/internal/httpauth"
+	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/auth/httpauth"
 	"github.com/mewledger/ledger/internal/server/mcp"
 	"github.com/mewledger/ledger/ledger"
 )
@@ -53,7 +53,7 @@ func startLedger(t *testing.T) (*app.App, *client.Client) {
 	a := apptest.Start(t, func(o *app.Options) {
 		o.HTTPMiddleware = func(next http.Handler) (http.Handler, error) { return guard.Protect(guard.Rules(), next) }
 	})
-	w, err := client.New(client.Options{API: a.HTTPURL(), Token: tokWriter})
+	w, err := client.New(a.HTTPURL(), client.WithToken(tokWriter))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func reject(id, eid string) string {
 
 func append1(t *testing.T, w *client.Client, env, space string) uint64 {
 	t.Helper()
-	ack, err := w.Append(context.Background(), []byte(env), &client.AppendOptions{Space: space})
+	ack, err := w.Append(context.Background(), []byte(env), client.WithSpace(space))
 	if err != nil {
 		t.Fatalf("append %s: %v", env, err)
 	}

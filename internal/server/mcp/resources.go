@@ -12,7 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/lib/logging"
 )
 
 // The proposal resource: ledger://{space}/proposals/{id}, the proposal
@@ -81,7 +81,7 @@ func (s *Server) readProposal(ctx context.Context, req *sdk.ReadResourceRequest)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := s.c.GetRaw(s.callerCtx(ctx, req.Extra), id, &client.ReadOptions{Space: space})
+	raw, err := s.c.GetRaw(s.callerCtx(ctx, req.Extra), id, client.ReadOptions{Space: space})
 	if errors.Is(err, client.ErrNotFound) {
 		return nil, sdk.ResourceNotFoundError(req.Params.URI)
 	}
@@ -120,7 +120,7 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 	cctx := s.callerCtx(ctx, req.Extra)
 	// The subscriber must be allowed to read the proposal (its token's
 	// roles and spaces, checked by the API), and it must exist.
-	p, err := s.c.Get(cctx, id, &client.ReadOptions{Space: space})
+	p, err := s.c.Get(cctx, id, client.ReadOptions{Space: space})
 	if errors.Is(err, client.ErrNotFound) {
 		return sdk.ResourceNotFoundError(req.Params.URI)
 	}

@@ -45,8 +45,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/buildinfo"
-	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/lib/buildinfo"
+	"github.com/mewledger/ledger/internal/lib/logging"
 )
 
 // Defaults and bounds of the tools' arguments.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 )
 
 // tools are the server's tools, in the order tools/list shows them: one
@@ -35,8 +35,8 @@ type Where struct {
 	MinSeq uint64 `json:"min_seq,omitempty" jsonschema:"wait (bounded by the ledger) until the projection has applied this stream sequence: pass the seq an append was acknowledged with to read your own write"`
 }
 
-func (w Where) read() *client.ReadOptions {
-	return &client.ReadOptions{Space: w.Space, MinSeq: w.MinSeq}
+func (w Where) read() client.ReadOptions {
+	return client.ReadOptions{Space: w.Space, MinSeq: w.MinSeq}
 }
 
 // ByID names one proposal.
@@ -566,7 +566,7 @@ func (s *Server) waitDecided(ctx context.Context, p *client.Proposal, timeout ti
 	if decided == 0 {
 		return p, nil // timed out: the proposal as read (still pending)
 	}
-	return s.c.Get(ctx, p.ID, &client.ReadOptions{Space: p.Space, MinSeq: decided})
+	return s.c.Get(ctx, p.ID, client.ReadOptions{Space: p.Space, MinSeq: decided})
 }
 
 func waitOut(p *client.Proposal) *WaitOut {

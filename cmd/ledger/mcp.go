@@ -59,7 +59,8 @@ func runMCP(ctx context.Context, e env, args []string) error {
 		return usageError("%v", err)
 	}
 	c.announce(cl.API(), "api")
-	s, err := mcp.New(mcp.Options{Client: cl, Space: c.space, MaxWait: maxWait, Logger: log})
+	s, err := mcp.New(mcp.Options{Client: cl, Space: c.space, MaxWait: maxWait, Logger: log,
+		AuthHint: "the ledger needs a bearer token: give ledger mcp LEDGER_TOKEN or --token"})
 	if err != nil {
 		return err
 	}

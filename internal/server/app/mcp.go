@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 
 	"github.com/mewledger/ledger/client"
@@ -26,7 +27,13 @@ const (
 )
 
 func (a *App) mountMCP() error {
-	cl, err := client.New("http://"+a.ln.Addr().String(), // the Host of the in-process requests
+	// The in-process requests name the API as a loopback client would
+	// (whatever the listen address): a Host check passes loopback.
+	_, port, err := net.SplitHostPort(a.ln.Addr().String())
+	if err != nil {
+		return fmt.Errorf("app: mcp client: %w", err)
+	}
+	cl, err := client.New("http://"+net.JoinHostPort("127.0.0.1", port),
 		client.WithDefaultSpace(a.opts.Space),
 		client.WithHTTPClient(&http.Client{Timeout: client.DefaultTimeout, Transport: &mcp.HandlerTransport{
 			Handler: func() http.Handler { return a.inner },

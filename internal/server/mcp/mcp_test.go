@@ -648,6 +648,11 @@ func TestStdio(t *testing.T) {
 	if _, text := call(t, s2, sc, "stats", map[string]any{}, true); !strings.HasPrefix(text, "forbidden:") {
 		t.Errorf("writer token: %q", text)
 	}
+	// No token: refused, saying how to give one.
+	s3 := connectStdio(t, a, bin, "", legacyProtocol)
+	if _, text := call(t, s3, sc, "get_proposal", map[string]any{"id": "mcp-pending"}, true); !strings.HasPrefix(text, "unauthorized:") || !strings.Contains(text, "LEDGER_TOKEN") {
+		t.Errorf("no token: %q", text)
+	}
 }
 
 // TestStdioMEWBridge speaks to `ledger mcp` exactly as MEW v0.11.0's

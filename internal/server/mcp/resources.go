@@ -86,7 +86,7 @@ func (s *Server) readProposal(ctx context.Context, req *sdk.ReadResourceRequest)
 		return nil, sdk.ResourceNotFoundError(req.Params.URI)
 	}
 	if err != nil {
-		return nil, toolError(err)
+		return nil, s.toolError(err)
 	}
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: resourceMIME, Text: string(raw)}}}, nil
 }
@@ -125,7 +125,7 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 		return sdk.ResourceNotFoundError(req.Params.URI)
 	}
 	if err != nil {
-		return toolError(err)
+		return s.toolError(err)
 	}
 	key := watchKey{space: p.Space, auth: authorization(cctx)}
 	since := s.since(cctx, p)

@@ -89,6 +89,9 @@ type Options struct {
 	// WatchRetry is the pause before a watcher reconnects (the client's
 	// WatchOptions.Retry). Default client.DefaultWatchRetry.
 	WatchRetry time.Duration
+	// AuthHint is added to the text of a refusal for a missing or unknown
+	// token (401): how to give this server one.
+	AuthHint string
 	// Logger gets the watchers' and subscriptions' lines.
 	Logger zerolog.Logger
 }
@@ -210,9 +213,11 @@ func argError(field, format string, args ...any) error {
 
 // toolError is the error a tool answers for err: the API's refusal as
 // "code: message (field f)", no ledger at all as "unreachable: ...".
-func toolError(err error) error {
+func (s *Server) toolError(err error) error {
 	var ae *client.Error
 	switch {
+	case errors.As(err, &ae) && ae.Status == 401 && s.opts.AuthHint != "":
+		return errors.New(ae.Error() + " (" + s.opts.AuthHint + ")")
 	case errors.As(err, &ae):
 		return errors.New(ae.Error())
 	case errors.Is(err, client.ErrUnreachable):
@@ -266,7 +271,7 @@ func addTool[In, Out any](s *Server, name, title, description string, h toolHand
 		out, text, err := h(ctx, in)
 		if err != nil {
 			var zero Out
-			return nil, zero, toolError(err)
+			return nil, zero, s.toolError(err)
 		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, out, nil
 	})

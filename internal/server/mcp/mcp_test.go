@@ -20,10 +20,10 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/server/app"
-	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/auth/httpauth"
+	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/mcp"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/ledger"
 )
 

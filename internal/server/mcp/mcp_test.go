@@ -730,22 +730,46 @@ func TestStdioMEWBridge(t *testing.T) {
 	}
 }
 
+// The binary is built once for the package's tests (TestMain removes it).
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // buildBinary builds cmd/ledger into a temporary directory (with -race
-// when the test runs with it, so the build cache is shared).
+// when the test runs with it, so the build cache is shared), once.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ledger")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "ledger-mcp-test-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "ledger")
+		args := []string{"build", "-o", binPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		args = append(args, "github.com/mewledger/ledger/cmd/ledger")
+		cmd := exec.Command("go", args...)
+		cmd.Env = cleanEnv()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	args = append(args, "github.com/mewledger/ledger/cmd/ledger")
-	cmd := exec.Command("go", args...)
-	cmd.Env = cleanEnv()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return binPath
 }
 
 // cleanEnv is the environment without LEDGER_* variables.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/repair"
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -139,4 +140,18 @@ func (a *App) prepareDirs() error {
 		return fmt.Errorf("app: remove leftover rebuild: %w", err)
 	}
 	return nil
+}
+
+// storedIndex is the appender's index of stored envelopes
+// (jslog.Index): the projection in service, whichever an online rebuild
+// has swapped in. While a swap closes the old store, lookups fail with
+// projections.ErrClosed and the appender asks again.
+type storedIndex struct{ a *App }
+
+func (x storedIndex) FirstStored(ids []ledger.Identity, seqs []uint64) (uint64, error) {
+	p := x.a.current()
+	if p == nil {
+		return 0, projections.ErrClosed
+	}
+	return p.store.FirstStored(ids, seqs)
 }

@@ -57,9 +57,11 @@ type AppenderOptions struct {
 	// MaxRetries is how many times a publish is retried after a transient
 	// failure (see IsTransient); 0 means DefaultMaxRetries, negative means
 	// never. RetryWait is the first backoff (default DefaultRetryWait).
-	// The worst-case time of all attempts must stay well inside the
-	// stream's duplicate window, or a retry could store an envelope twice:
-	// Validate refuses a budget over half of DefaultDuplicateWindow.
+	// Without an Index, the worst-case time of all attempts must stay
+	// well inside the stream's duplicate window, or a retry could store an
+	// envelope twice: Validate refuses a budget over half of
+	// DefaultDuplicateWindow. With one, each retry looks the envelope up
+	// first.
 	MaxRetries int
 	RetryWait  time.Duration
 	// Commit bounds the group commit (batch size, bytes, linger,

@@ -90,3 +90,18 @@ func TestPublishSameFileAgainIsDuplicateForEver(t *testing.T) {
 	}
 	s.stop()
 }
+
+func TestServeDupWindowFlag(t *testing.T) {
+	for _, v := range []string{"soon", "-1s", "10ms"} {
+		code, _, stderr := runCLI(t, "", "serve", "--data", t.TempDir(), "--dup-window", v)
+		if code != exitUsage || !strings.Contains(stderr, "dup") {
+			t.Errorf("serve --dup-window %s: exit %d, stderr %s", v, code, stderr)
+		}
+	}
+	_, out, _ := runCLI(t, "", "help", "serve")
+	for _, want := range []string{"--dup-window DURATION", "LEDGER_DUP_WINDOW", "duplicate for ever"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve help lacks %q", want)
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,9 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/natstest"
+	"github.com/mewledger/ledger/internal/submit"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -90,6 +96,30 @@ func dialSubmit(t *testing.T, a *app.App) *client.Submitter {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// submitBatch sends lines as one NDJSON batch request to the submit
+// service and returns its results.
+func submitBatch(t *testing.T, a *app.App, lines ...[]byte) []wire.AppendResult {
+	t.Helper()
+	nc, _ := natstest.ConnectURL(t, a.NATSURL())
+	m := nats.NewMsg(subjects.Submit(app.DefaultSpace))
+	m.Header.Set(submit.HeaderContentType, "application/x-ndjson")
+	m.Data = bytes.Join(lines, []byte("\n"))
+	msg, err := nc.RequestMsg(m, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []wire.AppendResult
+	dec := json.NewDecoder(bytes.NewReader(msg.Data))
+	for dec.More() {
+		var r wire.AppendResult
+		if err := dec.Decode(&r); err != nil {
+			t.Fatalf("batch reply %q: %v", msg.Data, err)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func TestRetryIsDuplicateForEverOnEveryPath(t *testing.T) {
@@ -205,6 +235,14 @@ func TestRetryIsDuplicateAfterRestartAndRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantDup(t, "after a restart, single", r, first[0].Seq)
+	// A batch request of the submit service.
+	batch := submitBatch(t, a, dedupProposal("rr-2"), dedupProposal("rr-new"), dedupProposal("rr-1"))
+	if len(batch) != 3 {
+		t.Fatalf("submit batch: %+v", batch)
+	}
+	wantDup(t, "submit batch, line 1", batch[0], first[1].Seq)
+	wantDup(t, "submit batch, line 2", batch[1], res[1].Seq)
+	wantDup(t, "submit batch, line 3", batch[2], first[0].Seq)
 
 	// An online rebuild folds a new projection and swaps it in.
 	if _, err := a.Rebuild(ctx); err != nil {

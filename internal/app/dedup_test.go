@@ -404,8 +404,14 @@ func TestIndexBehindRefusesRetryably(t *testing.T) {
 	}
 	// The submit service says the same.
 	r, err := dialSubmit(t, a).Submit(ctx, "", dedupProposal("ib-3"))
-	if err == nil && (r.Error == nil || !strings.Contains(r.Error.Message, "too far behind")) {
-		t.Fatalf("submit with the projection behind: %+v", r)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	} else if r.Error != nil {
+		msg = r.Error.Code + ": " + r.Error.Message
+	}
+	if !strings.Contains(msg, "too far behind") {
+		t.Fatalf("submit with the projection behind: %+v %v, want an error naming the index", r, err)
 	}
 	if after, _ := streamState(t, a); after != msgs {
 		t.Fatalf("stream holds %d messages, want %d: nothing stored while behind", after, msgs)

@@ -13,7 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/mewledger/ledger/internal/canon"
+	"github.com/mewledger/ledger/internal/lib/canon"
 )
 
 // Protocol limits used by Decode. They are fixed (not configuration) so that
@@ -95,7 +95,7 @@ func Decode(raw []byte, opts DecodeOptions) (*Decoded, error) {
 // ledger writes ledger/expire and ledger/gap), an id beginning with one of
 // ReservedIDPrefixes (reserved_id) and the sender LedgerSender
 // (reserved_sender). It returns nil for everything else. The system append
-// path (jslog.Appender.AppendSystem) does not call it.
+// path (appendlog.Appender.AppendSystem) does not call it.
 func Submittable(d *Decoded) error {
 	switch d.Type {
 	case TypeIgnored:
@@ -454,8 +454,8 @@ func refusalFromCanon(err error) *RefusalError {
 }
 
 func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
-	if testHookDecode != nil {
-		testHookDecode()
+	if testOnlyOnDecode != nil {
+		testOnlyOnDecode()
 	}
 	if len(raw) > MaxEnvelopeBytes {
 		return nil, refuse(CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), MaxEnvelopeBytes)

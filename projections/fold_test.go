@@ -11,6 +11,8 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -20,16 +22,16 @@ var scriptBase = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // foldScript is the state of one data-driven fold script: a log being built
 // and the MemState it is folded into.
 type foldScript struct {
-	st   *MemState
-	f    *Folder
+	st   *fold.MemState
+	f    *fold.Folder
 	seq  uint64
 	now  time.Time
-	log  []Event
+	log  []fold.Event
 	last string
 }
 
 func newFoldScript() *foldScript {
-	return &foldScript{st: NewMemState(), f: NewFolder(), now: scriptBase.Add(-time.Second)}
+	return &foldScript{st: fold.NewMemState(), f: fold.NewFolder(), now: scriptBase.Add(-time.Second)}
 }
 
 // parseLine reads one input line of a fold command. A line may start with
@@ -41,7 +43,7 @@ func newFoldScript() *foldScript {
 //	clash           the message carries the header Ledger-Msg-Id-Clash
 //
 // The rest of the line is the raw message body, stored as is.
-func (s *foldScript) parseLine(t *testing.T, space, line string) Event {
+func (s *foldScript) parseLine(t *testing.T, space, line string) fold.Event {
 	t.Helper()
 	at := s.now.Add(time.Second)
 	subject := ""
@@ -72,7 +74,7 @@ func (s *foldScript) parseLine(t *testing.T, space, line string) Event {
 	}
 	s.seq++
 	s.now = at
-	return Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw, MsgIDClash: clash}
+	return fold.Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw, MsgIDClash: clash}
 }
 
 // defaultSubject is the subject the append path would use; for input it
@@ -148,7 +150,7 @@ func TestFoldScripts(t *testing.T) {
 			case "replay":
 				// Fold the whole log again into a fresh state and compare
 				// everything: the fold is a pure function of the log.
-				fresh := NewMemState()
+				fresh := fold.NewMemState()
 				for _, ev := range s.log {
 					if _, err := s.f.Apply(fresh, ev); err != nil {
 						t.Fatal(err)
@@ -190,7 +192,7 @@ func TestFoldScripts(t *testing.T) {
 	})
 }
 
-func formatProposal(p *Proposal) string {
+func formatProposal(p *model.Proposal) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "state=%s proposer=%s events=%d created=%d updated=%d\n", p.State, p.Proposer, p.Events, p.CreatedSeq, p.UpdatedSeq)
 	if p.DecidedBy != "" || p.DecidedEvent != "" {
@@ -255,7 +257,7 @@ func formatProposal(p *Proposal) string {
 	}
 	for _, l := range []struct {
 		name string
-		ns   []FormNote
+		ns   []model.FormNote
 	}{{"acceptance", p.Acceptances}, {"deferral", p.Deferrals}, {"bid", p.Bids}} {
 		for _, n := range l.ns {
 			fmt.Fprintf(&b, "%s: %s from=%s form=%s", l.name, n.Event, n.From, n.Form)
@@ -307,7 +309,7 @@ func formatProposal(p *Proposal) string {
 	return b.String()
 }
 
-func formatEntry(h HistoryEntry) string {
+func formatEntry(h model.HistoryEntry) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s %s from=%s %s", h.Seq, h.ID, h.Type, h.From, h.Effect)
 	if h.Reason != "" {
@@ -347,7 +349,7 @@ func formatEntry(h HistoryEntry) string {
 	return b.String()
 }
 
-func formatStats(s *Stats) string {
+func formatStats(s *model.Stats) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "proposals=%d events=%d orphans_waiting=%d", s.Proposals, s.Events, s.OrphansWaiting)
 	if s.Gaps != 0 {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // ErrBadQuery is wrapped by List errors caused by the query itself (missing
@@ -32,7 +34,7 @@ type ListQuery struct {
 	// lifecycle forms among the proposal's events, Proposal.Forms) filter
 	// on the proposal; ActionType, ResourceType and Domain on its kernel
 	// part.
-	State        ProposalState
+	State        model.ProposalState
 	Proposer     string
 	Target       string
 	Anomaly      string
@@ -57,7 +59,7 @@ type ListQuery struct {
 
 // ListPage is one page of a List.
 type ListPage struct {
-	Proposals []*Proposal
+	Proposals []*model.Proposal
 	// NextCursor resumes after the last proposal of this page; empty when
 	// there are no more.
 	NextCursor string
@@ -77,8 +79,8 @@ type ListPage struct {
 // The whole call reads one consistent snapshot.
 func (s *Store) List(q ListQuery) (ListPage, error) {
 	var page ListPage
-	next, err := s.list(q, func(n int) { page.Proposals = make([]*Proposal, n) }, func(i int, v []byte) error {
-		p := new(Proposal)
+	next, err := s.list(q, func(n int) { page.Proposals = make([]*model.Proposal, n) }, func(i int, v []byte) error {
+		p := new(model.Proposal)
 		if err := json.Unmarshal(v, p); err != nil {
 			return err
 		}
@@ -301,8 +303,8 @@ func (s *Store) list(q ListQuery, size func(n int), each func(i int, v []byte) e
 	return next, nil
 }
 
-func validState(st ProposalState) bool {
-	for _, x := range States {
+func validState(st model.ProposalState) bool {
+	for _, x := range model.States {
 		if st == x {
 			return true
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // BenchmarkFirstStored measures the append path's lookup of one group
@@ -22,7 +23,7 @@ func BenchmarkFirstStored(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	f := projections.NewFolder()
+	f := fold.NewFolder()
 	batch := s.NewBatch()
 	stored := make([]ledger.Identity, 0, len(evs))
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

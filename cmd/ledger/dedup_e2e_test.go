@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/wire"
 )
 
 // `ledger publish -f` of the same file again is answered duplicate:true

@@ -3,11 +3,21 @@ package projections
 import (
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
 
+	"github.com/mewledger/ledger/internal/testkit/foldscript"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
+
+// TestFoldScriptsOnStore runs the fold's data-driven scripts
+// (fold/testdata/fold) again, checking at each replay and at the end of
+// every script that the Pebble store, committed in batches of one and of
+// many, holds exactly what the MemState holds.
+func TestFoldScriptsOnStore(t *testing.T) {
+	foldscript.Walk(t, filepath.Join("fold", "testdata", "fold"), compareWithStore)
+}
 
 // compareWithStore folds log into fresh Pebble stores (in-memory vfs) —
 // committed event by event, in batches of three (so that reads cross both

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/mewledger/ledger/internal/lib/workload"
+	"github.com/mewledger/ledger/internal/testkit/foldscript"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
@@ -56,8 +58,8 @@ func foldIntoStore(t *testing.T, log []fold.Event, batchSize int, prepare bool) 
 // (so that events of one batch depend on each other): the stores must be
 // byte-identical.
 func TestPrepareChangesNothing(t *testing.T) {
-	datadriven.Walk(t, "testdata/fold", func(t *testing.T, path string) {
-		s := newFoldScript()
+	datadriven.Walk(t, filepath.Join("fold", "testdata", "fold"), func(t *testing.T, path string) {
+		s := foldscript.New()
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
 			// Only the log matters here: build it, answer nothing.
 			space := "default"
@@ -69,21 +71,21 @@ func TestPrepareChangesNothing(t *testing.T) {
 					if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
 						continue
 					}
-					ev := s.parseLine(t, space, line)
-					s.log = append(s.log, ev)
-					if _, err := s.f.Apply(s.st, ev); err != nil {
+					ev := s.ParseLine(t, space, line)
+					s.Log = append(s.Log, ev)
+					if _, err := s.Folder.Apply(s.State, ev); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
 			return td.Expected
 		})
-		if len(s.log) == 0 {
+		if len(s.Log) == 0 {
 			return
 		}
-		want := foldIntoStore(t, s.log, 1, false)
-		for _, n := range []int{1, 2, 3, 7, len(s.log)} {
-			if got := foldIntoStore(t, s.log, n, true); got != want {
+		want := foldIntoStore(t, s.Log, 1, false)
+		for _, n := range []int{1, 2, 3, 7, len(s.Log)} {
+			if got := foldIntoStore(t, s.Log, n, true); got != want {
 				t.Errorf("prepared in batches of %d: the store differs from the unprepared fold:\nprepared:\n%s\nunprepared:\n%s", n, got, want)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/internal/testkit/foldscript"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
@@ -21,7 +22,7 @@ func changeLog(t *testing.T, lines []string, batch int) (string, *Store) {
 	var evs []fold.Event
 	for i, l := range lines {
 		at := t0.Add(time.Duration(i) * time.Second)
-		evs = append(evs, fold.Event{Seq: uint64(i + 1), Time: at, Subject: defaultSubject("default", []byte(l), at), Raw: []byte(l)})
+		evs = append(evs, fold.Event{Seq: uint64(i + 1), Time: at, Subject: foldscript.DefaultSubject("default", []byte(l), at), Raw: []byte(l)})
 	}
 	for lo := 0; lo < len(evs); lo += batch {
 		hi := min(lo+batch, len(evs))

@@ -163,6 +163,10 @@ type Pending struct {
 	p    *ledger.Prepared
 	done chan struct{}
 	res  ledger.Result
+	// known is the sequence the Index says p was first stored at (0: not
+	// known; p is published); kres is its answer, once verified.
+	known uint64
+	kres  ledger.Result
 }
 
 // Done is closed when Result is ready.
@@ -197,6 +201,15 @@ type batch struct {
 	sent  time.Time      // when it was sent: its acks are awaited until sent + AckTimeout
 	plain bool           // fewer than MinAtomic: plain messages, one reply each
 	keys  []string       // plain: each member's key in waiting
+	// With an Index: the members it knows are not published. items is
+	// then what is published; all is every member in acceptance order
+	// (set only when some are known), next how far along all they have
+	// been resolved. lookupErr: the group could not be looked up (it
+	// wraps ErrIndexBehind); nothing of it is published.
+	all       []*Pending
+	known     int
+	next      int
+	lookupErr error
 }
 
 // committer gathers submitted appends into JetStream atomic batches
@@ -219,16 +232,25 @@ type committer struct {
 	lastSize [2]int        // gather's: the sizes of the last two groups sent
 	sub      *nats.Subscription
 
+	// gather's, for the Index lookups (stored.go): buffers reused from
+	// group to group, and whether the last group failed its lookup (the
+	// next ones then ask once, without waiting, until one succeeds).
+	ids    []ledger.Identity
+	seqs   []uint64
+	behind bool
+
 	mu      sync.Mutex
 	waiting map[string]chan *nats.Msg // batch id → reply
 
-	batches, envelopes, plain, fallbacks atomic.Int64
+	batches, envelopes, plain, fallbacks, known atomic.Int64
 
 	// onResolve, when set (by tests, before any Submit), is called with
 	// each Pending just before it is resolved.
 	onResolve func(*Pending)
 
 	stop      chan struct{}
+	life      context.Context // cancelled by close
+	endLife   context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -245,8 +267,10 @@ func newCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*committer, erro
 		waiting: map[string]chan *nats.Msg{},
 		stop:    make(chan struct{}),
 	}
+	c.life, c.endLife = context.WithCancel(context.Background())
 	sub, err := nc.Subscribe(c.inbox+".*", c.onReply)
 	if err != nil {
+		c.endLife()
 		return nil, fmt.Errorf("ledger: appender: commit replies: %w", err)
 	}
 	c.sub = sub
@@ -261,6 +285,7 @@ func newCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*committer, erro
 func (c *committer) close() {
 	c.closeOnce.Do(func() {
 		close(c.stop)
+		c.endLife()
 		c.wg.Wait()
 		_ = c.sub.Unsubscribe()
 	})
@@ -400,7 +425,12 @@ func (c *committer) gather() {
 		}
 		if b.solo = solo; !solo {
 			c.lastSize = [2]int{len(b.items), c.lastSize[0]}
-			c.send(b)
+			if c.a.opts.Index != nil {
+				c.lookup(b)
+			}
+			if b.lookupErr == nil && len(b.items) > 0 {
+				c.send(b)
+			}
 		}
 		c.out <- b
 	}
@@ -529,13 +559,26 @@ func (c *committer) stored(b *batch, ack batchAck, attempts int) {
 	c.envelopes.Add(int64(len(b.items)))
 	first := ack.Seq - uint64(len(b.items)) + 1
 	for i, pd := range b.items {
-		c.resolve(pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: first + uint64(i)})
+		c.resolveIn(b, pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: first + uint64(i)})
 	}
 }
 
 // finish resolves b's members: from the commit ack when the batch was
 // stored, else through recover.
 func (c *committer) finish(b *batch) {
+	if b.lookupErr != nil {
+		for _, pd := range b.items {
+			c.resolve(pd, indexBehindResult(pd.p, b.lookupErr))
+		}
+		return
+	}
+	if b.known > 0 {
+		c.confirmKnown(b)
+		defer c.flushKnown(b, nil) // those after the last published member
+		if len(b.items) == 0 {
+			return
+		}
+	}
 	if b.plain {
 		c.finishPlain(b, 1)
 		return
@@ -555,6 +598,7 @@ func (c *committer) finish(b *batch) {
 	c.fallbacks.Add(1)
 	ctx, cancel := c.ctx()
 	defer cancel()
+	c.flushKnown(b, nil) // recover answers the others in its own order
 	c.recover(ctx, b.items, err, 1)
 }
 
@@ -646,11 +690,15 @@ type CommitStats struct {
 	// members were therefore committed again in smaller batches or one
 	// by one.
 	Fallbacks int64
+	// Known is the number of envelopes the Index knew as stored (looked
+	// up with their group, or on their own before a fallback publish or a
+	// retry): not published again, answered as duplicates.
+	Known int64
 }
 
 // CommitStats returns the committer's counters so far.
 func (a *Appender) CommitStats() CommitStats {
-	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load()}
+	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load(), Known: a.c.known.Load()}
 }
 
 // recentIDsCap is how many recently sent Nats-Msg-Ids the committer
@@ -774,13 +822,13 @@ func (c *committer) finishPlain(b *batch, attempts int) {
 				default:
 					err = fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, acks[i].Data)
 				}
-				c.resolve(pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts,
+				c.resolveIn(b, pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts,
 					Err: fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ledger.ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, attempts, err)})
 				continue
 			}
 			r := c.a.publishOne(ctxFor(), pd.p)
 			r.Attempts += attempts
-			c.resolve(pd, r)
+			c.resolveIn(b, pd, r)
 			continue
 		}
 		r := ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: ack.Seq, Duplicate: ack.Duplicate}
@@ -789,6 +837,6 @@ func (c *committer) finishPlain(b *batch, attempts int) {
 		} else {
 			c.plain.Add(1)
 		}
-		c.resolve(pd, r)
+		c.resolveIn(b, pd, r)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // line.
 func exampleLines(t *testing.T, name string) [][]byte {
 	t.Helper()
-	f, err := os.Open("../../examples/" + name)
+	f, err := os.Open("../../../examples/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

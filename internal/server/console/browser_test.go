@@ -244,7 +244,7 @@ func postTo(t *testing.T, url, token string, lines ...string) uint64 {
 
 func example(t *testing.T, name string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,19 @@
-package projections
+// Package foldscript runs the fold's data-driven scripts
+// (projections/fold/testdata/fold, cockroachdb/datadriven files: `go test
+// ./projections/fold -run TestFoldScripts -rewrite` rewrites their
+// expected outputs, raft's convention). A script builds a log line by line
+// (see Script.ParseLine), folds it into a fold.MemState and prints what the
+// fold made of it; the fold's own tests run the scripts on the MemState,
+// package projections's run them again with a Check that folds the same
+// log into Pebble stores and compares. Test code only.
+//
+// Commands: fold (lines of envelopes, with directives; prints each
+// event's outcomes), proposal, history, stats, orphans, gaps (print the
+// state; args space=, id=), replay (folds the whole log again into a fresh
+// state, which must be identical, then runs the Check).
+package foldscript
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,25 +28,141 @@ import (
 	"github.com/mewledger/ledger/subjects"
 )
 
-// scriptBase is the stream time of the first event of a fold script.
-var scriptBase = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+// Base is the stream time of the first event of a fold script.
+var Base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// foldScript is the state of one data-driven fold script: a log being built
+// Script is the state of one data-driven fold script: the log being built
 // and the MemState it is folded into.
-type foldScript struct {
-	st   *fold.MemState
-	f    *fold.Folder
-	seq  uint64
-	now  time.Time
-	log  []fold.Event
-	last string
+type Script struct {
+	State  *fold.MemState
+	Folder *fold.Folder
+	Log    []fold.Event
+	seq    uint64
+	now    time.Time
+	last   string
 }
 
-func newFoldScript() *foldScript {
-	return &foldScript{st: fold.NewMemState(), f: fold.NewFolder(), now: scriptBase.Add(-time.Second)}
+// New returns an empty script: no log, an empty MemState.
+func New() *Script {
+	return &Script{State: fold.NewMemState(), Folder: fold.NewFolder(), now: Base.Add(-time.Second)}
 }
 
-// parseLine reads one input line of a fold command. A line may start with
+// Check is run at each replay command and at the end of a script with
+// the script's state and log (nil: nothing more is checked).
+type Check func(t *testing.T, mem *fold.MemState, log []fold.Event)
+
+// Walk runs every script under dir (Run on each).
+func Walk(t *testing.T, dir string, check Check) {
+	datadriven.Walk(t, dir, func(t *testing.T, path string) {
+		Run(t, path, check)
+	})
+}
+
+// Run runs the script at path, with check (nil: none).
+func Run(t *testing.T, path string, check Check) {
+	s := New()
+	datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+		space := "default"
+		if td.HasArg("space") {
+			td.ScanArgs(t, "space", &space)
+		}
+		id := s.last
+		if td.HasArg("id") {
+			td.ScanArgs(t, "id", &id)
+		}
+		switch td.Cmd {
+		case "fold":
+			var b strings.Builder
+			for _, line := range strings.Split(td.Input, "\n") {
+				if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+					continue
+				}
+				ev := s.ParseLine(t, space, line)
+				s.Log = append(s.Log, ev)
+				out, err := s.Folder.Apply(s.State, ev)
+				if err != nil {
+					t.Fatalf("seq %d: %v", ev.Seq, err)
+				}
+				fmt.Fprintf(&b, "seq %d:", ev.Seq)
+				for _, o := range out {
+					fmt.Fprintf(&b, " %s=%s", o.Key, o.Effect)
+					if o.Seq != ev.Seq {
+						fmt.Fprintf(&b, "(%d)", o.Seq)
+					}
+				}
+				b.WriteString("\n")
+			}
+			return b.String()
+		case "proposal":
+			p, _ := s.State.Proposal(space, id)
+			if p == nil {
+				return "not found\n"
+			}
+			s.last = id
+			return formatProposal(p)
+		case "history":
+			var b strings.Builder
+			for _, h := range s.State.History(space, id) {
+				b.WriteString(formatEntry(h))
+			}
+			if b.Len() == 0 {
+				return "no history\n"
+			}
+			return b.String()
+		case "stats":
+			st, _ := s.State.Stats(space)
+			if st == nil {
+				return "no stats\n"
+			}
+			return formatStats(st)
+		case "orphans":
+			return fmt.Sprintf("waiting: %d\n", s.State.WaitingOrphans(space))
+		case "replay":
+			// Fold the whole log again into a fresh state and compare
+			// everything: the fold is a pure function of the log.
+			fresh := fold.NewMemState()
+			for _, ev := range s.Log {
+				if _, err := s.Folder.Apply(fresh, ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if a, b := s.State.Dump(), fresh.Dump(); a != b {
+				t.Fatalf("replay differs:\nlive:\n%s\nreplay:\n%s", a, b)
+			}
+			// So does check (the Pebble store), folded up to here.
+			if check != nil {
+				check(t, s.State, s.Log)
+			}
+			return "identical\n"
+		case "gaps":
+			var b strings.Builder
+			for _, g := range s.State.Gaps(space) {
+				fmt.Fprintf(&b, "%d %s bridge=%s mew_space=%s gateway=%s last=%s disconnected=%s", g.Seq, g.ID, g.Bridge, g.MEWSpace, g.Gateway, g.LastEnvelope, g.DisconnectedAt.Format(time.RFC3339Nano))
+				if g.ReconnectedAt != nil {
+					fmt.Fprintf(&b, " reconnected=%s", g.ReconnectedAt.Format(time.RFC3339Nano))
+				}
+				if g.Reason != "" {
+					fmt.Fprintf(&b, " reason=%q", g.Reason)
+				}
+				b.WriteString("\n")
+			}
+			if b.Len() == 0 {
+				return "no gaps\n"
+			}
+			return b.String()
+		default:
+			t.Fatalf("unknown command %q", td.Cmd)
+			return ""
+		}
+	})
+	// Every script, at its end: check (the Pebble store, committed in
+	// batches of one and of many, holds exactly what the MemState holds).
+	if check != nil && len(s.Log) > 0 {
+		check(t, s.State, s.Log)
+	}
+}
+
+// ParseLine reads one input line of a fold command. A line may start with
 // directives, each followed by a space:
 //
 //	@+90s           stream time = script start + 90s (default: previous + 1s)
@@ -43,7 +171,7 @@ func newFoldScript() *foldScript {
 //	clash           the message carries the header Ledger-Msg-Id-Clash
 //
 // The rest of the line is the raw message body, stored as is.
-func (s *foldScript) parseLine(t *testing.T, space, line string) fold.Event {
+func (s *Script) ParseLine(t testing.TB, space, line string) fold.Event {
 	t.Helper()
 	at := s.now.Add(time.Second)
 	subject := ""
@@ -59,7 +187,7 @@ func (s *foldScript) parseLine(t *testing.T, space, line string) fold.Event {
 			if err != nil {
 				t.Fatalf("bad time directive %q: %v", tok, err)
 			}
-			at, line = scriptBase.Add(d), rest
+			at, line = Base.Add(d), rest
 			continue
 		case strings.HasPrefix(line, "subject="):
 			tok, rest, _ := strings.Cut(line, " ")
@@ -70,126 +198,22 @@ func (s *foldScript) parseLine(t *testing.T, space, line string) fold.Event {
 	}
 	raw := []byte(line)
 	if subject == "" {
-		subject = defaultSubject(space, raw, at)
+		subject = DefaultSubject(space, raw, at)
 	}
 	s.seq++
 	s.now = at
 	return fold.Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw, MsgIDClash: clash}
 }
 
-// defaultSubject is the subject the append path would use; for input it
+// DefaultSubject is the subject the append path would use; for input it
 // would refuse, a subject under key "unknown".
-func defaultSubject(space string, raw []byte, at time.Time) string {
+func DefaultSubject(space string, raw []byte, at time.Time) string {
 	d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: at})
 	if err != nil {
 		return subjects.Event{Space: space, Key: "unknown", Type: "proposal", Sender: "unknown"}.String()
 	}
 	typ := string(d.Type)
 	return subjects.Event{Space: space, Key: d.Key, Type: typ, Sender: d.Env.From}.String()
-}
-
-func TestFoldScripts(t *testing.T) {
-	datadriven.Walk(t, "testdata/fold", func(t *testing.T, path string) {
-		s := newFoldScript()
-		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-			space := "default"
-			if td.HasArg("space") {
-				td.ScanArgs(t, "space", &space)
-			}
-			id := s.last
-			if td.HasArg("id") {
-				td.ScanArgs(t, "id", &id)
-			}
-			switch td.Cmd {
-			case "fold":
-				var b strings.Builder
-				for _, line := range strings.Split(td.Input, "\n") {
-					if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-						continue
-					}
-					ev := s.parseLine(t, space, line)
-					s.log = append(s.log, ev)
-					out, err := s.f.Apply(s.st, ev)
-					if err != nil {
-						t.Fatalf("seq %d: %v", ev.Seq, err)
-					}
-					fmt.Fprintf(&b, "seq %d:", ev.Seq)
-					for _, o := range out {
-						fmt.Fprintf(&b, " %s=%s", o.Key, o.Effect)
-						if o.Seq != ev.Seq {
-							fmt.Fprintf(&b, "(%d)", o.Seq)
-						}
-					}
-					b.WriteString("\n")
-				}
-				return b.String()
-			case "proposal":
-				p, _ := s.st.Proposal(space, id)
-				if p == nil {
-					return "not found\n"
-				}
-				s.last = id
-				return formatProposal(p)
-			case "history":
-				var b strings.Builder
-				for _, h := range s.st.History(space, id) {
-					b.WriteString(formatEntry(h))
-				}
-				if b.Len() == 0 {
-					return "no history\n"
-				}
-				return b.String()
-			case "stats":
-				st, _ := s.st.Stats(space)
-				if st == nil {
-					return "no stats\n"
-				}
-				return formatStats(st)
-			case "orphans":
-				return fmt.Sprintf("waiting: %d\n", s.st.WaitingOrphans(space))
-			case "replay":
-				// Fold the whole log again into a fresh state and compare
-				// everything: the fold is a pure function of the log.
-				fresh := fold.NewMemState()
-				for _, ev := range s.log {
-					if _, err := s.f.Apply(fresh, ev); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if a, b := s.st.Dump(), fresh.Dump(); a != b {
-					t.Fatalf("replay differs:\nlive:\n%s\nreplay:\n%s", a, b)
-				}
-				// So does the Pebble store, folded up to here.
-				compareWithStore(t, s.st, s.log)
-				return "identical\n"
-			case "gaps":
-				var b strings.Builder
-				for _, g := range s.st.Gaps(space) {
-					fmt.Fprintf(&b, "%d %s bridge=%s mew_space=%s gateway=%s last=%s disconnected=%s", g.Seq, g.ID, g.Bridge, g.MEWSpace, g.Gateway, g.LastEnvelope, g.DisconnectedAt.Format(time.RFC3339Nano))
-					if g.ReconnectedAt != nil {
-						fmt.Fprintf(&b, " reconnected=%s", g.ReconnectedAt.Format(time.RFC3339Nano))
-					}
-					if g.Reason != "" {
-						fmt.Fprintf(&b, " reason=%q", g.Reason)
-					}
-					b.WriteString("\n")
-				}
-				if b.Len() == 0 {
-					return "no gaps\n"
-				}
-				return b.String()
-			default:
-				t.Fatalf("unknown command %q", td.Cmd)
-				return ""
-			}
-		})
-		// Every script, at its end: the Pebble store, committed in
-		// batches of one and of many, holds exactly what the MemState
-		// holds.
-		if len(s.log) > 0 {
-			compareWithStore(t, s.st, s.log)
-		}
-	})
 }
 
 func formatProposal(p *model.Proposal) string {
@@ -384,28 +408,4 @@ func sortedKeys(m map[string]int64) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// TestProposalJSONArrays: the lists SPEC §7 defines as arrays stay arrays
-// (never null) through the fold's clone-and-put cycle.
-func TestProposalJSONArrays(t *testing.T) {
-	s := newFoldScript()
-	for _, line := range []string{
-		`{"protocol":"mew/v0.4","id":"p","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`,
-		`{"protocol":"mew/v0.4","id":"n","from":"b","kind":"chat","correlation_id":["p"],"payload":{"text":"hi"}}`,
-	} {
-		if _, err := s.f.Apply(s.st, s.parseLine(t, "default", line)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p, _ := s.st.Proposal("default", "p")
-	j, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, field := range []string{`"to":[]`, `"rejections":[]`, `"fulfillments":[]`, `"anomalies":[]`} {
-		if !strings.Contains(string(j), field) {
-			t.Errorf("proposal JSON lacks %s: %s", field, j)
-		}
-	}
 }

@@ -152,7 +152,7 @@ type Appender struct {
 	pub  jetstream.JetStream // own handle: its publish options isolated from the caller's
 	js   jetstream.JetStream // the caller's, for the stream lookup
 	opts AppenderOptions
-	c    *committer
+	c    *groupCommitter
 
 	stMu   sync.Mutex
 	stream jetstream.Stream // for verifying duplicates, looked up once
@@ -180,7 +180,7 @@ func NewAppender(js jetstream.JetStream, o AppenderOptions) (*Appender, error) {
 		return nil, fmt.Errorf("ledger: appender: %w", err)
 	}
 	a := &Appender{pub: pub, js: js, opts: o}
-	if a.c, err = newCommitter(a, js.Conn(), o.Commit); err != nil {
+	if a.c, err = newGroupCommitter(a, js.Conn(), o.Commit); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -13,7 +13,7 @@
 // pipeline for its projector's and expirer's (pipeline.stop), the submit
 // service for its handlers' (Stop), and stopOps for an online rebuild's
 // or verify's (a WaitGroup). The shutdown order
-// is: cancel an online operation in hand (ops.go) → stop accepting HTTP
+// is: cancel an online operation in hand (rebuild_verify.go) → stop accepting HTTP
 // (requests in hand finish, bounded by ShutdownTimeout) → stop the submit
 // service (requests in hand finish) → stop the log check → stop the
 // expirer → drain the projector (it folds and commits the batch in hand)
@@ -22,7 +22,7 @@
 // after Run returns, everything is released.
 //
 // The projection (Pebble store, projector, expirer) is a pipeline that an
-// online rebuild replaces while the ledger serves (ops.go): the API reads
+// online rebuild replaces while the ledger serves (rebuild_verify.go): the API reads
 // through a swappable reader, and Store and Projector return the current
 // ones. An online rebuild or verify in hand is cancelled first at
 // shutdown.
@@ -93,7 +93,7 @@ type App struct {
 
 	logState logState // logcheck.go
 
-	// Online operations (ops.go).
+	// Online operations (rebuild_verify.go).
 	opsMu     sync.Mutex
 	opsBusy   string // the operation running ("rebuild", "verify"), or ""
 	opsClosed bool   // shutting down: no new operation

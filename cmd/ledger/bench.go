@@ -11,6 +11,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/bench"
 	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 func init() {
@@ -54,6 +55,10 @@ func runBench(ctx context.Context, e env, args []string) error {
 	f.integer(&o.Proposals, "proposals", "N", 0, fmt.Sprintf("distinct proposals of the append figure (default %d, quick %d)", bench.FullProposals, bench.QuickProposals), false)
 	f.integer(&o.SyncProposals, "sync-proposals", "N", 0, fmt.Sprintf("distinct proposals of the append_sync figure (default %d, quick %d)", bench.FullSyncProposals, bench.QuickSyncProposals), false)
 	f.integer(&o.ReadProposals, "read-proposals", "N", 0, fmt.Sprintf("proposals in the reads figure's store (default %d, quick %d)", bench.FullReadProposals, bench.QuickReadProposals), false)
+	f.integer(&o.IngestEvents, "ingest-events", "N", 0, "events of the ingest figures (default 100000, quick 3000)", false)
+	f.integer(&o.AgentEvents, "agent-events", "N", 0, "events of the agents figure (default 20000, quick 1000)", false)
+	f.integer(&o.IngestBatch, "ingest-batch", "N", 0, fmt.Sprintf("envelopes per raw atomic batch of the ingest baselines, ≤ 1000 (default %d, the committer's)", appendlog.DefaultMaxBatch), false)
+	f.integer(&o.IngestInFlight, "ingest-inflight", "N", 0, fmt.Sprintf("raw atomic batches in flight of the ingest baselines (default %d, the committer's)", appendlog.DefaultBatchesInFlight), false)
 	f.duration(&o.Duration, "duration", "D", 0, fmt.Sprintf("appending time of each live lag repetition (default %v, quick %v)", bench.FullDuration, bench.QuickDuration))
 	f.str(&memEvents, "mem-events", "N,N[,N]", "", "event counts of the memory figure (default 1000000,10000000; quick 100000,200000)", false)
 	f.duration(&o.MemBudget, "mem-budget", "D", 0, fmt.Sprintf("time budget of each memory child (default %v)", bench.FullMemBudget))

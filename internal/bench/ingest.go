@@ -92,7 +92,7 @@ func (r *Report) ingestFigure(ctx context.Context, o *Options) (float64, error) 
 		Unit:     unitRate,
 		Values:   vals,
 		Baseline: base,
-		BaseName: fmt.Sprintf("raw atomic batches of %d", appendlog.DefaultMaxBatch),
+		BaseName: fmt.Sprintf("raw atomic batches of %d, %d in flight", o.IngestBatch, o.IngestInFlight),
 		Target:   fmt.Sprintf("ratio ≥ %.1f", TargetIngest),
 	}
 	row.ratios()
@@ -142,9 +142,10 @@ func ingestLedgerWith(ctx context.Context, o *Options, evs []event, edits ...fun
 	return float64(n) / took.Seconds(), nil
 }
 
-// ingestRaw publishes evs as atomic batches of appendlog.DefaultMaxBatch,
-// one after the other, each with its Nats-Msg-Ids, waiting for each
-// commit's ack.
+// ingestRaw publishes evs as raw atomic batches of o.IngestBatch with up
+// to o.IngestInFlight awaiting their commit acks (the committer's own
+// defaults unless set), each member with its Nats-Msg-Id: the best the
+// server does with the same bytes.
 func ingestRaw(ctx context.Context, o *Options, evs []event) (float64, error) {
 	e, err := startEnv(ctx, o.TempDir, true, o.Logger)
 	if err != nil {
@@ -153,10 +154,8 @@ func ingestRaw(ctx context.Context, o *Options, evs []event) (float64, error) {
 	defer e.close()
 	runtime.GC()
 	start := time.Now()
-	for lo := 0; lo < len(evs); lo += appendlog.DefaultMaxBatch {
-		if err := rawBatch(ctx, e.nc, evs[lo:min(lo+appendlog.DefaultMaxBatch, len(evs))]); err != nil {
-			return 0, err
-		}
+	if err := rawBatches(ctx, e.nc, evs, o.IngestBatch, o.IngestInFlight); err != nil {
+		return 0, err
 	}
 	took := time.Since(start)
 	if err := checkStored(ctx, e, len(evs)); err != nil {
@@ -165,35 +164,86 @@ func ingestRaw(ctx context.Context, o *Options, evs []event) (float64, error) {
 	return float64(len(evs)) / took.Seconds(), nil
 }
 
-// rawBatch publishes one atomic batch and waits for its commit ack.
-func rawBatch(ctx context.Context, nc *nats.Conn, evs []event) error {
-	id := nuid.Next()
-	for i, ev := range evs {
-		m := &nats.Msg{Subject: ev.subject, Data: ev.raw, Header: nats.Header{}}
-		m.Header.Set(jetstream.MsgIDHeader, ev.msgID)
-		m.Header.Set("Nats-Batch-Id", id)
-		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
-		if i < len(evs)-1 {
-			if err := nc.PublishMsg(m); err != nil {
-				return fmt.Errorf("bench: raw batch: %w", err)
-			}
-			continue
+// rawBatches publishes evs as atomic batches of size on one connection,
+// in order, with up to inFlight batches awaiting their commit acks at
+// once, and checks every ack.
+func rawBatches(ctx context.Context, nc *nats.Conn, evs []event, size, inFlight int) error {
+	inbox := nc.NewInbox()
+	window := make(chan struct{}, inFlight)
+	var (
+		mu    sync.Mutex
+		want  = map[string]int{}
+		first error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
 		}
-		m.Header.Set("Nats-Batch-Commit", "1")
-		resp, err := nc.RequestMsgWithContext(ctx, m)
-		if err != nil {
-			return fmt.Errorf("bench: raw batch commit: %w", err)
+		mu.Unlock()
+	}
+	sub, err := nc.Subscribe(inbox+".*", func(m *nats.Msg) {
+		id := m.Subject[len(inbox)+1:]
+		mu.Lock()
+		n, ok := want[id]
+		delete(want, id)
+		mu.Unlock()
+		if !ok {
+			return
 		}
 		var ack struct {
-			Seq   uint64              `json:"seq"`
 			Count int                 `json:"count"`
 			Error *jetstream.APIError `json:"error"`
 		}
-		if err := json.Unmarshal(resp.Data, &ack); err != nil || ack.Error != nil || ack.Count != len(evs) {
-			return fmt.Errorf("bench: raw batch commit: %s (%v)", resp.Data, err)
+		if err := json.Unmarshal(m.Data, &ack); err != nil || ack.Error != nil || ack.Count != n {
+			fail(fmt.Errorf("bench: raw batch commit: %s (%v)", m.Data, err))
+		}
+		<-window
+	})
+	if err != nil {
+		return fmt.Errorf("bench: raw batches: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	for lo := 0; lo < len(evs); lo += size {
+		select {
+		case window <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		part := evs[lo:min(lo+size, len(evs))]
+		id := nuid.Next()
+		mu.Lock()
+		want[id] = len(part)
+		mu.Unlock()
+		for i, ev := range part {
+			m := &nats.Msg{Subject: ev.subject, Data: ev.raw, Header: nats.Header{}}
+			m.Header.Set(jetstream.MsgIDHeader, ev.msgID)
+			m.Header.Set("Nats-Batch-Id", id)
+			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+			if i == len(part)-1 {
+				m.Header.Set("Nats-Batch-Commit", "1")
+				m.Reply = inbox + "." + id
+			}
+			if err := nc.PublishMsg(m); err != nil {
+				return fmt.Errorf("bench: raw batch: %w", err)
+			}
 		}
 	}
-	return nil
+	// Every slot of the window free again: every batch is answered.
+	t := time.NewTimer(time.Minute)
+	defer t.Stop()
+	for range inFlight {
+		select {
+		case window <- struct{}{}:
+		case <-t.C:
+			return fmt.Errorf("bench: raw batches: commit acks missing after a minute")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return first
 }
 
 // agentsFigure measures 32 concurrent HTTP clients, each appending one
@@ -330,5 +380,5 @@ func commitProgress(o *Options, name string, ap *appendlog.Appender) {
 	if s.Batches > 0 {
 		avg = float64(s.Envelopes) / float64(s.Batches)
 	}
-	progress(o, "%s ledger: %d atomic batches (%.1f envelopes each), %d envelopes as plain messages, %d fallbacks", name, s.Batches, avg, s.Plain, s.Fallbacks)
+	progress(o, "%s ledger: %d atomic batches (%.1f envelopes each), %d envelopes as plain messages, %d fallbacks, atomic from %d envelopes", name, s.Batches, avg, s.Plain, s.Fallbacks, s.MinAtomic)
 }

@@ -144,10 +144,8 @@ func (r *Report) ingestR3Figure(ctx context.Context, o *Options) error {
 			}
 			runtime.GC()
 			start := time.Now()
-			for lo := 0; lo < len(evs); lo += appendlog.DefaultMaxBatch {
-				if err := rawBatch(ctx, nc, evs[lo:min(lo+appendlog.DefaultMaxBatch, len(evs))]); err != nil {
-					return 0, err
-				}
+			if err := rawBatches(ctx, nc, evs, o.IngestBatch, o.IngestInFlight); err != nil {
+				return 0, err
 			}
 			took := time.Since(start)
 			info, err := st.Info(ctx)
@@ -168,7 +166,7 @@ func (r *Report) ingestR3Figure(ctx context.Context, o *Options) error {
 		Unit:     unitRate,
 		Values:   vals,
 		Baseline: base,
-		BaseName: fmt.Sprintf("raw atomic batches of %d, R3", appendlog.DefaultMaxBatch),
+		BaseName: fmt.Sprintf("raw atomic batches of %d, %d in flight, R3", o.IngestBatch, o.IngestInFlight),
 		Target:   "—",
 	}
 	row.ratios()

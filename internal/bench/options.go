@@ -82,6 +82,12 @@ type Options struct {
 	// IngestEvents is the number of events of the ingest figure (HTTP
 	// NDJSON, sync always). Default 100,000 (quick 3,000).
 	IngestEvents int
+	// IngestBatch and IngestInFlight shape the ingest baselines: raw
+	// atomic batches of IngestBatch envelopes (≤ 1000, the server's
+	// limit), IngestInFlight of them awaiting their commit acks at once.
+	// Default appendlog.DefaultMaxBatch and
+	// appendlog.DefaultBatchesInFlight, the committer's own.
+	IngestBatch, IngestInFlight int
 	// AgentEvents is the number of events the agents figure's 32 clients
 	// append one at a time (sync always). Default 20,000 (quick 1,000).
 	AgentEvents int
@@ -141,6 +147,8 @@ func (o *Options) Validate() error {
 	pick(&o.SyncProposals, FullSyncProposals, QuickSyncProposals)
 	pick(&o.IngestEvents, 100_000, 3_000)
 	pick(&o.AgentEvents, 20_000, 1_000)
+	pick(&o.IngestBatch, appendlog.DefaultMaxBatch, appendlog.DefaultMaxBatch)
+	pick(&o.IngestInFlight, appendlog.DefaultBatchesInFlight, appendlog.DefaultBatchesInFlight)
 	pick(&o.Events, FullEvents, QuickEvents)
 	pick(&o.ReadProposals, FullReadProposals, QuickReadProposals)
 	pick(&o.Gets, FullGets, QuickGets)
@@ -182,6 +190,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: duration %v, want ≥ 100ms", ErrOptions, o.Duration)
 	case o.MemBudget <= 0:
 		return fmt.Errorf("%w: memory budget %v, want > 0", ErrOptions, o.MemBudget)
+	case o.IngestBatch < 1 || o.IngestBatch > 1000 || o.IngestInFlight < 1 || o.IngestInFlight > 50:
+		return fmt.Errorf("%w: ingest batch %d (want 1..1000) or in flight %d (want 1..50)", ErrOptions, o.IngestBatch, o.IngestInFlight)
 	case o.Window < 1:
 		return fmt.Errorf("%w: window %d, want ≥ 1", ErrOptions, o.Window)
 	case o.PadTo < 0 || o.PadTo > ledger.MaxEnvelopeBytes/2:

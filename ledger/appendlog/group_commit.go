@@ -22,11 +22,16 @@ import (
 // Group commit defaults (SPEC §4), chosen by measurement on a 2-core
 // machine with sync_interval always (README, "Group commit").
 const (
-	// DefaultMaxBatch is the most envelopes one atomic batch carries. The
-	// server refuses batches over 1000 (max_batch_size); 256 already puts
-	// one fsync under hundreds of envelopes, and a smaller batch leaves
-	// room to pipeline.
-	DefaultMaxBatch = 256
+	// DefaultMaxBatch is the most envelopes one atomic batch carries: the
+	// server's own limit (max_batch_size, 1000). nats-server stages every
+	// atomic batch of a single-replica stream in a file store it creates,
+	// fsyncs and removes, a cost per batch whatever its size: measured
+	// (ledger bench --only ingest --ingest-events 30000 --ingest-batch N,
+	// raw atomic batches, sync always, loaded 2-core machine), 256 a batch
+	// gave 6.4–11.5k messages/s, 500 10–14k, 1000 14–19k, with 1 or 4
+	// batches in flight alike. A committer that is not kept full sends
+	// smaller groups anyway.
+	DefaultMaxBatch = maxServerBatch
 	// DefaultMaxBatchBytes bounds a batch's payload bytes. A batch always
 	// takes at least one envelope, however big.
 	DefaultMaxBatchBytes = 4 << 20
@@ -99,9 +104,14 @@ type CommitOptions struct {
 	MaxBatchBytes int
 	// MinAtomic is the smallest group of envelopes written as one atomic
 	// batch; smaller groups are published as plain messages, still in
-	// order on one connection. Default DefaultMinAtomic; 1 makes every
-	// group atomic.
+	// order on one connection. Default (0): measured — the committer
+	// times both paths and sends a group atomically when its plain
+	// messages would cost more than a small atomic batch (see
+	// commit_cost.go), starting from DefaultMinAtomic. Any other value is
+	// fixed; 1 makes every group atomic.
 	MinAtomic int
+	// measured: MinAtomic was left to the committer's measurement.
+	measured bool
 	// Linger is how long a group waits for more envelopes under
 	// concurrent load (see DefaultLinger). Default DefaultLinger;
 	// negative means never.
@@ -128,7 +138,7 @@ func (o *CommitOptions) Validate() error {
 		o.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	if o.MinAtomic == 0 {
-		o.MinAtomic = DefaultMinAtomic
+		o.MinAtomic, o.measured = DefaultMinAtomic, true
 	}
 	if o.Linger == 0 {
 		o.Linger = DefaultLinger // negative stays: never
@@ -230,6 +240,8 @@ type groupCommitter struct {
 	carry    *Pending      // gather's: the first of the next batch
 	recent   recentIDs     // gather's: Nats-Msg-Ids sent lately
 	lastSize [2]int        // gather's: the sizes of the last two groups sent
+	cost     *costModel    // the measured threshold (nil: MinAtomic is fixed)
+	lastDone time.Time     // complete's: when the last group was resolved
 	sub      *nats.Subscription
 
 	// gather's, for the Index lookups (stored.go): buffers reused from
@@ -266,6 +278,9 @@ func newGroupCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*groupCommi
 		inbox:   nc.NewInbox(),
 		waiting: map[string]chan *nats.Msg{},
 		stop:    make(chan struct{}),
+	}
+	if o.measured {
+		c.cost = newCostModel(o.MinAtomic)
 	}
 	c.life, c.endLife = context.WithCancel(context.Background())
 	sub, err := nc.Subscribe(c.inbox+".*", c.onReply)
@@ -372,7 +387,8 @@ func (c *groupCommitter) gather() {
 		// back would otherwise leave alone, costing an fsync of its own. A
 		// lone caller (the previous groups were small) never lingers.
 		want := 0
-		if last := max(c.lastSize[0], c.lastSize[1]); last >= c.o.MinAtomic {
+		minAtomic := c.minAtomic()
+		if last := max(c.lastSize[0], c.lastSize[1]); last >= minAtomic {
 			want = min(last, c.o.MaxBatch)
 		}
 		var (
@@ -399,7 +415,7 @@ func (c *groupCommitter) gather() {
 			// commit (an R1 atomic batch costs about the same for 16
 			// envelopes as for 32). Unless no group is ever atomic:
 			// NeverAtomic pipelines plain groups.
-			small := c.o.MinAtomic <= c.o.MaxBatch && len(b.items) < max(c.o.MinAtomic, want) && len(c.window) > 1
+			small := c.o.MinAtomic <= c.o.MaxBatch && len(b.items) < max(minAtomic, want) && len(c.window) > 1
 			lingering := !lingerd && c.o.Linger > 0 && len(b.items) < want
 			if !small && !lingering {
 				break
@@ -464,7 +480,7 @@ func (c *groupCommitter) send(b *batch) {
 	b.id = nuid.Next()
 	b.sent = time.Now()
 	n := len(b.items)
-	if n < c.o.MinAtomic {
+	if !c.atomicGroup(n) {
 		c.sendPlain(b)
 		return
 	}
@@ -492,6 +508,42 @@ func (c *groupCommitter) send(b *batch) {
 	}
 }
 
+// minAtomic is the smallest group sent as an atomic batch now.
+func (c *groupCommitter) minAtomic() int {
+	if c.cost == nil {
+		return c.o.MinAtomic
+	}
+	return c.cost.threshold()
+}
+
+// atomicGroup reports whether a group of n goes as one atomic batch.
+func (c *groupCommitter) atomicGroup(n int) bool {
+	if c.cost == nil || c.o.MaxBatch == 1 {
+		return n >= c.o.MinAtomic
+	}
+	return c.cost.atomic(n)
+}
+
+// measure records b's service time (from when it was sent, or when the
+// group before it was resolved if later, until now) with the cost model
+// when b was stored cleanly from its acks.
+func (c *groupCommitter) measure(b *batch, clean bool) {
+	now := time.Now()
+	start := b.sent
+	if c.lastDone.After(start) {
+		start = c.lastDone
+	}
+	c.lastDone = now
+	if c.cost == nil || !clean || b.solo || b.known > 0 || len(b.items) == 0 {
+		return
+	}
+	if b.plain {
+		c.cost.observePlain(len(b.items), now.Sub(start))
+	} else {
+		c.cost.observeBatch(len(b.items), now.Sub(start))
+	}
+}
+
 // ackWait is how long b's acks are still awaited: AckTimeout from when it
 // was sent, so that batches sent together and lost together (a cut
 // connection) time out together, not one AckTimeout after another.
@@ -513,7 +565,7 @@ type batchAck struct {
 func (c *groupCommitter) complete() {
 	defer c.wg.Done()
 	for b := range c.out {
-		c.finish(b)
+		c.measure(b, c.finish(b))
 		<-c.window
 		select {
 		case c.freed <- struct{}{}:
@@ -564,42 +616,43 @@ func (c *groupCommitter) stored(b *batch, ack batchAck, attempts int) {
 }
 
 // finish resolves b's members: from the commit ack when the batch was
-// stored, else through recover.
-func (c *groupCommitter) finish(b *batch) {
+// stored, else through recover. clean: every member was stored from the
+// group's own acks (no fallback, no duplicate).
+func (c *groupCommitter) finish(b *batch) (clean bool) {
 	if b.lookupErr != nil {
 		for _, pd := range b.items {
 			c.resolve(pd, indexBehindResult(pd.p, b.lookupErr))
 		}
-		return
+		return false
 	}
 	if b.known > 0 {
 		c.confirmKnown(b)
 		defer c.flushKnown(b, nil) // those after the last published member
 		if len(b.items) == 0 {
-			return
+			return false
 		}
 	}
 	if b.plain {
-		c.finishPlain(b, 1)
-		return
+		return c.finishPlain(b, 1)
 	}
 	if b.solo {
 		ctx, cancel := c.ctx()
 		defer cancel()
 		r := c.a.publishOne(ctx, b.items[0].p)
 		c.resolve(b.items[0], r)
-		return
+		return false
 	}
 	ack, err := c.await(b)
 	if err == nil {
 		c.stored(b, ack, 1)
-		return
+		return true
 	}
 	c.fallbacks.Add(1)
 	ctx, cancel := c.ctx()
 	defer cancel()
 	c.flushKnown(b, nil) // recover answers the others in its own order
 	c.recover(ctx, b.items, err, 1)
+	return false
 }
 
 // recover stores, in order, the members of a batch that was not
@@ -694,11 +747,14 @@ type CommitStats struct {
 	// up with their group, or on their own before a fallback publish or a
 	// retry): not published again, answered as duplicates.
 	Known int64
+	// MinAtomic is the smallest group the committer now sends as an
+	// atomic batch (measured, unless CommitOptions.MinAtomic fixed it).
+	MinAtomic int
 }
 
 // CommitStats returns the committer's counters so far.
 func (a *Appender) CommitStats() CommitStats {
-	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load(), Known: a.c.known.Load()}
+	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load(), Known: a.c.known.Load(), MinAtomic: a.c.minAtomic()}
 }
 
 // recentIDsCap is how many recently sent Nats-Msg-Ids the committer
@@ -758,7 +814,9 @@ func (c *groupCommitter) sendPlain(b *batch) {
 // finishPlain resolves the members of a plain group from their acks: a
 // duplicate is verified; a member without a good ack (a send error, a
 // timeout, an error answer) is published again on its own (publishOne).
-func (c *groupCommitter) finishPlain(b *batch, attempts int) {
+// clean: every member was stored from its own ack, none a duplicate.
+func (c *groupCommitter) finishPlain(b *batch, attempts int) (clean bool) {
+	clean = true
 	n := len(b.items)
 	acks := make([]*nats.Msg, n)
 	if b.err == nil {
@@ -809,6 +867,7 @@ func (c *groupCommitter) finishPlain(b *batch, attempts int) {
 		}
 		if acks[i] == nil || json.Unmarshal(acks[i].Data, &ack) != nil || ack.Error != nil || ack.Stream != subjects.StreamName || ack.Seq == 0 {
 			c.fallbacks.Add(1)
+			clean = false
 			if c.a.opts.MaxRetries < 0 { // no retries wanted
 				err := b.err
 				switch {
@@ -833,10 +892,12 @@ func (c *groupCommitter) finishPlain(b *batch, attempts int) {
 		}
 		r := ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: ack.Seq, Duplicate: ack.Duplicate}
 		if r.Duplicate {
+			clean = false
 			r = c.a.verify(ctxFor(), pd.p, r)
 		} else {
 			c.plain.Add(1)
 		}
 		c.resolveIn(b, pd, r)
 	}
+	return clean
 }

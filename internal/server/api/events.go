@@ -126,9 +126,12 @@ const (
 	// answers, and ndjsonWindowBytes the most bytes they hold: with the
 	// reader's buffer, what bounds an NDJSON request's memory whatever the
 	// body holds (a line is at most MaxBodyBytes; one line over the byte
-	// budget still goes, alone).
-	ndjsonWindow      = 1024
-	ndjsonWindowBytes = 8 << 20
+	// budget still goes, alone). It holds the committer's batches in
+	// flight (appendlog.DefaultBatchesInFlight of DefaultMaxBatch): a
+	// smaller window would leave one batch in flight and the next ones
+	// starved.
+	ndjsonWindow      = 4096
+	ndjsonWindowBytes = 16 << 20
 )
 
 // ndjsonEntry is one non-blank line on its way to its answer: a refusal

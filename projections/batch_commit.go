@@ -28,6 +28,7 @@ func (b *Batch) finish() {
 	b.props, b.refs, b.orphans, b.stats, b.history, b.spaces = nil, nil, nil, nil, nil, nil
 	b.aux, b.parents = nil, nil
 	b.changes = nil
+	b.events = nil
 	b.dirty = 0
 }
 
@@ -339,6 +340,9 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 		ops = append(ops, kv{key: spaceKey(sp), val: []byte{}})
 	}
 	if ops, err = b.collectChanges(c, ops); err != nil {
+		return nil, err
+	}
+	if ops, err = b.collectEvents(c, ops); err != nil {
 		return nil, err
 	}
 	c.ops = ops

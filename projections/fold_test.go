@@ -143,6 +143,8 @@ func TestFoldScripts(t *testing.T) {
 					return "no stats\n"
 				}
 				return formatStats(st)
+			case "events":
+				return scriptEvents(t, td, s.log)
 			case "orphans":
 				return fmt.Sprintf("waiting: %d\n", s.st.WaitingOrphans(space))
 			case "replay":

@@ -108,6 +108,11 @@ func DecodeKey(key []byte) KeyInfo {
 			return k
 		}
 		return KeyInfo{Table: TableChange, Space: sp, ID: id, Seq: seq, Raw: k.Raw}
+	case tagEvent, tagEventIndex, tagEventTime:
+		if ki, ok := decodeEventKey(key); ok {
+			return ki
+		}
+		return k
 	case tagDeadline:
 		nanos, sp, id, err := readDeadlineKey(key)
 		if err != nil {

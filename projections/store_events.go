@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/mewledger/ledger/projections/fold"
+	"github.com/mewledger/ledger/projections/model"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -78,106 +79,15 @@ const (
 	TableEventTime  = "event_time"
 )
 
-// EventEntry is one history entry the fold wrote for an event: the id it
-// is filed under (Key: a proposal id, the id an orphan waits for, or the
-// key of an unattributable event) and what the event did there.
-type EventEntry struct {
-	Key         string   `json:"key"`
-	Effect      Effect   `json:"effect"`
-	Code        string   `json:"code,omitempty"`
-	Detail      string   `json:"detail,omitempty"`
-	Anomalies   []string `json:"anomalies,omitempty"`
-	Target      string   `json:"target,omitempty"`
-	Outcome     string   `json:"outcome,omitempty"`
-	ResolvedSeq uint64   `json:"resolved_seq,omitempty"`
-}
-
-// EventRecord is one stored message of the ledger as the event index keeps
-// it (GET /v1/events).
-type EventRecord struct {
-	Seq    uint64    `json:"seq"`
-	At     time.Time `json:"at"`
-	Space  string    `json:"space"`
-	Key    string    `json:"key,omitempty"` // the subject's correlation key
-	ID     string    `json:"id,omitempty"`
-	Type   string    `json:"type,omitempty"`
-	Kind   string    `json:"kind,omitempty"`
-	Form   string    `json:"form,omitempty"`
-	From   string    `json:"from,omitempty"`
-	Reason string    `json:"reason,omitempty"`
-	Method string    `json:"method,omitempty"`
-	// Tool is params.name of a tools/call; Arg the call's main argument
-	// (see mainArg), cut to 200 bytes.
-	Tool   string `json:"tool,omitempty"`
-	Arg    string `json:"arg,omitempty"`
-	Digest string `json:"digest,omitempty"`
-	// Effect is the most telling effect of the entries (effectRank);
-	// Effects all of them, distinct, in that order.
-	Effect    Effect   `json:"effect"`
-	Effects   []Effect `json:"effects"`
-	Proposals []string `json:"proposals,omitempty"`
-	Anomalies []string `json:"anomalies,omitempty"`
-	// Code and Detail are the first entry's (by effect rank) that has one:
-	// the fold's reason for what the event did.
-	Code    string       `json:"code,omitempty"`
-	Detail  string       `json:"detail,omitempty"`
-	Entries []EventEntry `json:"entries"`
-}
-
-// effectRank orders effects from the most telling for an auditor.
-var effectRank = []Effect{EffectInvalid, EffectUnauthorized, EffectLate, EffectOrphan, EffectDuplicate,
-	EffectApplied, EffectRecorded, EffectIgnored}
-
-func rankOf(e Effect) int {
-	if i := slices.Index(effectRank, e); i >= 0 {
-		return i
-	}
-	return len(effectRank)
-}
-
-func (r *EventRecord) clone() *EventRecord {
-	c := *r
-	c.Entries = make([]EventEntry, len(r.Entries))
-	for i, e := range r.Entries {
-		e.Anomalies = slices.Clone(e.Anomalies)
-		c.Entries[i] = e
-	}
-	c.Effects = slices.Clone(r.Effects)
-	c.Proposals = slices.Clone(r.Proposals)
-	c.Anomalies = slices.Clone(r.Anomalies)
-	return &c
-}
-
-// derive recomputes the summary fields from the entries (sorted by key).
-func (r *EventRecord) derive() {
-	sort.Slice(r.Entries, func(i, j int) bool { return r.Entries[i].Key < r.Entries[j].Key })
-	r.Effects, r.Proposals, r.Anomalies = []Effect{}, nil, nil
-	r.Effect, r.Code, r.Detail = "", "", ""
-	best := len(effectRank) + 1
-	for _, e := range r.Entries {
-		if !slices.Contains(r.Effects, e.Effect) {
-			r.Effects = append(r.Effects, e.Effect)
-		}
-		r.Proposals = append(r.Proposals, e.Key)
-		for _, an := range e.Anomalies {
-			if !slices.Contains(r.Anomalies, an) {
-				r.Anomalies = append(r.Anomalies, an)
-			}
-		}
-		if rk := rankOf(e.Effect); rk < best {
-			best = rk
-			r.Effect = e.Effect
-			r.Code, r.Detail = e.Code, e.Detail
-		}
-	}
-	slices.SortFunc(r.Effects, func(x, y Effect) int { return rankOf(x) - rankOf(y) })
-	slices.Sort(r.Anomalies)
-	r.Proposals = slices.Compact(r.Proposals)
-}
+// EventRecord and EventEntry are the model's (GET /v1/events).
+type (
+	EventRecord = model.EventRecord
+	EventEntry  = model.EventEntry
+)
 
 // indexKeys appends the record's 'J' and 'K' keys to dst, sorted and
 // distinct.
-func (r *EventRecord) indexKeys(dst [][]byte) [][]byte {
+func eventIndexKeys(dst [][]byte, r *EventRecord) [][]byte {
 	if r == nil {
 		return dst
 	}
@@ -273,7 +183,7 @@ func (b *Batch) eventSlot(seq uint64) (*evSlot, error) {
 		}
 		return ok
 	}) {
-		sl := &evSlot{orig: prev, cur: prev.clone()}
+		sl := &evSlot{orig: prev, cur: prev.Clone()}
 		b.addEventSlot(seq, sl)
 		return sl, nil
 	}
@@ -292,7 +202,7 @@ func (b *Batch) eventSlot(seq uint64) (*evSlot, error) {
 	if r == nil {
 		return nil, nil
 	}
-	sl := &evSlot{orig: r, cur: r.clone()}
+	sl := &evSlot{orig: r, cur: r.Clone()}
 	b.addEventSlot(seq, sl)
 	return sl, nil
 }
@@ -336,7 +246,7 @@ func (b *Batch) noteHistory(space, key string, h *HistoryEntry) error {
 	if r.From == "" {
 		r.From = h.From
 	}
-	r.derive() // now, not at Commit: a later batch may read a handed-off batch's records
+	r.Derive() // now, not at Commit: a later batch may read a handed-off batch's records
 	return nil
 }
 
@@ -347,7 +257,7 @@ func (b *Batch) noteHistoryDelete(space, key string, seq uint64) error {
 		return err
 	}
 	sl.cur.Entries = slices.DeleteFunc(sl.cur.Entries, func(x EventEntry) bool { return x.Key == key })
-	sl.cur.derive()
+	sl.cur.Derive()
 	return nil
 }
 
@@ -365,8 +275,8 @@ func (b *Batch) collectEvents(c *commitBuf, ops []kv) ([]kv, error) {
 		vs := len(c.a.b)
 		c.a.b = append(c.a.b, val...)
 		ops = append(ops, kv{key: c.a.b[ks:vs:vs], val: c.a.take(vs)})
-		old = sl.orig.indexKeys(old[:0])
-		cur = sl.cur.indexKeys(cur[:0])
+		old = eventIndexKeys(old[:0], sl.orig)
+		cur = eventIndexKeys(cur[:0], sl.cur)
 		i, j := 0, 0
 		for i < len(old) || j < len(cur) {
 			switch {
@@ -472,11 +382,8 @@ const (
 	MaxEventLimit     = 1000
 )
 
-// EventPage is one page of Events.
-type EventPage struct {
-	Events     []EventRecord `json:"events"`
-	NextCursor string        `json:"next_cursor,omitempty"`
-}
+// EventPage is one page of Events (the model's).
+type EventPage = model.EventPage
 
 func (q *EventQuery) filters() []filterTerm {
 	var fs []filterTerm

@@ -127,6 +127,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// AsOf, if set, answers reads as of a past point (as_of_seq, as_of).
 	AsOf AsOfFunc
+	// RawEvent reads one stored message by sequence for
+	// GET /v1/events/{seq} (eventlog.go); nil answers that route 500.
+	RawEvent RawEventFunc
 	// Ops, if set, mounts the online operations under /v1/ops.
 	Ops Ops
 	// Logger gets one debug line per request and an error line per
@@ -229,6 +232,8 @@ func New(o Options) (*API, error) {
 	a.mux.HandleFunc(RouteList, a.list)
 	a.mux.HandleFunc(RouteStats, a.stats)
 	a.mux.HandleFunc(RouteGaps, a.gaps)
+	a.mux.HandleFunc(RouteEventList, a.listEvents)
+	a.mux.HandleFunc(RouteEvent, a.getEvent)
 	a.mux.HandleFunc(RouteStatus, a.status)
 	a.mux.HandleFunc(RouteWatch, a.watchChanges)
 	a.mux.HandleFunc(RouteChanges, a.listChanges)

@@ -19,6 +19,7 @@ import (
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/model"
 )
 
 var update = flag.Bool("update", false, "rewrite internal/api/openapi.json from the route table, the wire types and live answers")
@@ -129,6 +130,37 @@ var operations = []op{
 		responses: []resp{{status: 202, desc: "Stored (a repeated report is a duplicate).", schema: "AppendResult"},
 			errResp(400, "The report is malformed: field names the member."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the writer role or the space."),
 			errResp(413, "The report is over the size limit."), errResp(503, "Not acknowledged; retrying is safe.")}},
+	{method: "get", path: "/v1/events", summary: "Every event of the ledger (SPEC §7), in stream order or newest first, with its effect, type, kind, form, sender, proposals, anomalies and the fold's reason; from the event index the fold writes, filtered, with stable cursor paging.", role: "auditor",
+		params: []param{
+			{name: "space", in: "query", typ: "string", desc: "The space; the server's default space when absent; * for every space (refused to a token limited to spaces)."},
+			pMinSeq,
+			{name: "effect", in: "query", typ: "string", desc: "Only events with this effect (on any proposal they touch).", enum: []string{"applied", "recorded", "duplicate", "late", "unauthorized", "invalid", "orphan", "ignored"}},
+			{name: "type", in: "query", typ: "string", desc: "Only events of this type (SPEC §3; ignored for non-lifecycle kinds)."},
+			{name: "kind", in: "query", typ: "string", desc: "Only events of this kind, as sent (e.g. mcp/proposal)."},
+			{name: "form", in: "query", typ: "string", desc: "Only events of this lifecycle form (SPEC §2)."},
+			{name: "from", in: "query", typ: "string", desc: "Only events from this sender."},
+			{name: "proposal", in: "query", typ: "string", desc: "Only events filed under this id (a proposal, or the id an orphan waits for)."},
+			{name: "anomaly", in: "query", typ: "string", desc: "Only events that raised this anomaly."},
+			{name: "tool", in: "query", typ: "string", desc: "Only tools/call events of this tool (params.name)."},
+			{name: "reason", in: "query", typ: "string", desc: "Only events with this reason code (withdraw, reject, approve)."},
+			{name: "code", in: "query", typ: "string", desc: "Only events the fold refused with this code (e.g. not_json)."},
+			{name: "event", in: "query", typ: "string", desc: "Only events with this envelope id."},
+			{name: "since", in: "query", typ: "string", desc: "Stored at or after this time (RFC 3339)."},
+			{name: "until", in: "query", typ: "string", desc: "Stored at or before this time (RFC 3339)."},
+			{name: "since_seq", in: "query", typ: "integer", desc: "From this sequence on (inclusive)."},
+			{name: "until_seq", in: "query", typ: "integer", desc: "Up to this sequence (inclusive)."},
+			{name: "as_of_seq", in: "query", typ: "integer", desc: "The log as of this sequence (caps until_seq); effects are shown as the fold sees them now."},
+			{name: "as_of", in: "query", typ: "string", desc: "The log as of this time (caps until)."},
+			{name: "order", in: "query", typ: "string", desc: "asc: stream order (default); desc: newest first. A cursor continues in its own order.", enum: []string{"asc", "desc"}},
+			{name: "limit", in: "query", typ: "integer", desc: "Page size (default 100, at most 1000)."},
+			{name: "cursor", in: "query", typ: "string", desc: "The next_cursor of the previous page."}},
+		example:   "/v1/events?space=*&limit=3",
+		responses: append([]resp{{status: 200, desc: "A page of events.", schema: "EventPage", example: true}}, readErr...)},
+	{method: "get", path: "/v1/events/{seq}", summary: "One stored message, raw (subject, headers, stream time, original bytes as base64 and, when UTF-8, as text, their SHA-256), beside its record in the event index.", role: "auditor",
+		params: []param{{name: "seq", in: "path", typ: "integer", desc: "The stream sequence.", required: true},
+			{name: "space", in: "query", typ: "string", desc: "The space the message must be in (default: the default space; * any)."}, pMinSeq},
+		example:   "/v1/events/1",
+		responses: append([]resp{{status: 200, desc: "The message and its record.", schema: "RawEvent", example: true}, errResp(404, "The stream holds no message at seq, or it is in another space.")}, readErr...)},
 	{method: "get", path: "/v1/watch", summary: "Server-Sent Events: one event per change of a proposal's state or anomalies, in stream order; the SSE id is the sequence, and a reconnect with Last-Event-ID misses nothing.", role: "auditor",
 		params: []param{pSpace, {name: "proposal", in: "query", typ: "string", desc: "Only this proposal."}, {name: "state", in: "query", typ: "string", desc: "Only changes into this state.", enum: states()},
 			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (Last-Event-ID wins when both are given)."},
@@ -185,6 +217,8 @@ var schemaTypes = map[string]reflect.Type{
 	"Gaps":          reflect.TypeFor[wire.Gaps](),
 	"GapReport":     reflect.TypeFor[ledger.Gap](),
 	"Change":        reflect.TypeFor[projections.Change](),
+	"EventPage":     reflect.TypeFor[projections.EventPage](),
+	"RawEvent":      reflect.TypeFor[model.RawEvent](),
 	"ChangesPage":   reflect.TypeFor[api.ChangesPage](),
 }
 

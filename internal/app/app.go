@@ -184,6 +184,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		MaxBatchBytes: o.MaxBatchBytes,
 		Metrics:       a.metrics,
 		AsOf:          a.asOf.get,
+		RawEvent:      a.rawEvent,
 		Ops:           a,
 		Logger:        o.Logger,
 	}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -439,6 +440,29 @@ func decodeEventCursor(c string, desc bool) (uint64, error) {
 // order (or newest first), from the event index. Bad parameters return an
 // error wrapping ErrBadQuery. Safe for concurrent use.
 func (s *Store) Events(q EventQuery) (*EventPage, error) {
+	raw, err := s.EventsRaw(q)
+	if err != nil {
+		return nil, err
+	}
+	page := &EventPage{Events: make([]EventRecord, len(raw.Events)), NextCursor: raw.NextCursor}
+	for i, rec := range raw.Events {
+		if err := json.Unmarshal(rec, &page.Events[i]); err != nil {
+			return nil, fmt.Errorf("projections: events: decode record: %w", err)
+		}
+	}
+	return page, nil
+}
+
+// RawEventPage is a page of Events as the stored records (JSON of
+// EventRecord, as json.Marshal wrote them).
+type RawEventPage struct {
+	Events     []json.RawMessage
+	NextCursor string
+}
+
+// EventsRaw is Events without decoding the records: the API writes them as
+// they are. Safe for concurrent use.
+func (s *Store) EventsRaw(q EventQuery) (*RawEventPage, error) {
 	limit := q.Limit
 	switch {
 	case limit == 0:
@@ -450,6 +474,7 @@ func (s *Store) Events(q EventQuery) (*EventPage, error) {
 	if q.UntilSeq != 0 {
 		hi = q.UntilSeq
 	}
+	page := &RawEventPage{Events: []json.RawMessage{}}
 	if q.Cursor != "" {
 		c, err := decodeEventCursor(q.Cursor, q.Desc)
 		if err != nil {
@@ -457,7 +482,7 @@ func (s *Store) Events(q EventQuery) (*EventPage, error) {
 		}
 		if q.Desc {
 			if c == 0 {
-				return &EventPage{Events: []EventRecord{}}, nil
+				return page, nil
 			}
 			hi = min(hi, c-1)
 		} else {
@@ -473,10 +498,10 @@ func (s *Store) Events(q EventQuery) (*EventPage, error) {
 	defer s.release()
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	page := &EventPage{Events: []EventRecord{}}
+	timed := !q.Since.IsZero() || !q.Until.IsZero()
 	// Times → a sequence range through 'K' (stream times are in stream
 	// order; the records' times are checked again below).
-	if !q.Since.IsZero() || !q.Until.IsZero() {
+	if timed {
 		tlo, thi, ok, err := timeRange(snap, q.Since, q.Until)
 		if err != nil {
 			return nil, err
@@ -489,25 +514,38 @@ func (s *Store) Events(q EventQuery) (*EventPage, error) {
 	if lo > hi {
 		return page, nil
 	}
-	fs := q.filters()
+	var last uint64
 	emit := func(seq uint64) (bool, error) {
-		var r EventRecord
-		found, err := getJSON(snap, eventKey(seq), &r)
+		val, closer, err := snap.Get(eventKey(seq))
+		if errors.Is(err, pebble.ErrNotFound) {
+			return true, nil
+		}
 		if err != nil {
 			return false, fmt.Errorf("projections: events: read seq %d: %w", seq, err)
 		}
-		if !found || !inTime(&r, &q) {
-			return true, nil
+		rec := bytes.Clone(val)
+		_ = closer.Close()
+		if timed {
+			var r struct {
+				At time.Time `json:"at"`
+			}
+			if err := json.Unmarshal(rec, &r); err != nil {
+				return false, fmt.Errorf("projections: events: decode seq %d: %w", seq, err)
+			}
+			if !inTime(r.At, &q) {
+				return true, nil
+			}
 		}
 		if len(page.Events) == limit {
-			page.NextCursor = encodeEventCursor(page.Events[limit-1].Seq, q.Desc)
+			page.NextCursor = encodeEventCursor(last, q.Desc)
 			return false, nil
 		}
-		page.Events = append(page.Events, r)
+		page.Events = append(page.Events, rec)
+		last = seq
 		return true, nil
 	}
 	var err error
-	if len(fs) == 0 {
+	if fs := q.filters(); len(fs) == 0 {
 		err = walkPrimary(snap, lo, hi, q.Desc, emit)
 	} else {
 		err = zigzag(snap, fs, lo, hi, q.Desc, emit)
@@ -518,11 +556,11 @@ func (s *Store) Events(q EventQuery) (*EventPage, error) {
 	return page, nil
 }
 
-func inTime(r *EventRecord, q *EventQuery) bool {
-	if !q.Since.IsZero() && r.At.Before(q.Since) {
+func inTime(at time.Time, q *EventQuery) bool {
+	if !q.Since.IsZero() && at.Before(q.Since) {
 		return false
 	}
-	if !q.Until.IsZero() && r.At.After(q.Until) {
+	if !q.Until.IsZero() && at.After(q.Until) {
 		return false
 	}
 	return true

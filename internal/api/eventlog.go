@@ -62,18 +62,18 @@ var ErrNoMessage = errors.New("api: no such message in the stream")
 // eventReader is the optional part of a Reader that lists the event index
 // (*projections.Store implements it).
 type eventReader interface {
-	Events(q projections.EventQuery) (*projections.EventPage, error)
+	EventsRaw(q projections.EventQuery) (*projections.RawEventPage, error)
 	Event(seq uint64) (*projections.EventRecord, error)
 }
 
 var errNoEvents = errors.New("api: this projection has no event index")
 
-// Events is the reader in place's Events, or errNoEvents.
-func (s *swapReader) Events(q projections.EventQuery) (*projections.EventPage, error) {
+// EventsRaw is the reader in place's EventsRaw, or errNoEvents.
+func (s *swapReader) EventsRaw(q projections.EventQuery) (*projections.RawEventPage, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if e, ok := s.r.(eventReader); ok {
-		return e.Events(q)
+		return e.EventsRaw(q)
 	}
 	return nil, errNoEvents
 }
@@ -206,7 +206,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 	if !a.waitMinSeq(w, r, q) {
 		return
 	}
-	page, err := a.reader.Events(eq)
+	page, err := a.reader.EventsRaw(eq)
 	switch {
 	case errors.Is(err, projections.ErrBadQuery):
 		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBadQuery, Field: paramCursor, Message: err.Error()})
@@ -215,7 +215,30 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 		a.internal(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	// The stored records are written as they are (json.Marshal's output):
+	// decoding and encoding a page of 100 was most of its time.
+	n := 64 + len(page.NextCursor)
+	for _, rec := range page.Events {
+		n += len(rec) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"events":[`...)
+	for i, rec := range page.Events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, rec...)
+	}
+	b = append(b, ']')
+	if page.NextCursor != "" {
+		b = append(b, `,"next_cursor":`...)
+		b = strconv.AppendQuote(b, page.NextCursor)
+	}
+	b = append(b, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }
 
 // getEvent answers GET /v1/events/{seq}[?space=]: the stored message

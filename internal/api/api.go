@@ -127,6 +127,8 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// AsOf, if set, answers reads as of a past point (as_of_seq, as_of).
 	AsOf AsOfFunc
+	// Consumers, if set, lists the stream's consumers for GET /v1/status.
+	Consumers func(ctx context.Context) ([]wire.Consumer, error)
 	// RawEvent reads one stored message by sequence for
 	// GET /v1/events/{seq} (eventlog.go); nil answers that route 500.
 	RawEvent RawEventFunc

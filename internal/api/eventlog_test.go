@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/model"
 	"github.com/mewledger/ledger/subjects"
@@ -129,4 +130,20 @@ func TestEventRaw(t *testing.T) {
 	l.get("/v1/events/5?space=*", http.StatusOK, &raw)
 	l.wantError(http.MethodGet, "/v1/events/99", "", nil, http.StatusNotFound, "not_found", "seq")
 	l.wantError(http.MethodGet, "/v1/events/zero", "", nil, http.StatusBadRequest, "bad_query", "seq")
+}
+
+// TestStatusConsumers: /v1/status lists the stream's consumers, the
+// projector's durable among them, caught up with the stream.
+func TestStatusConsumers(t *testing.T) {
+	l := start(t)
+	last := l.post(proposal("p1", "agent", nil, "tools/call"))
+	var st wire.Status
+	l.get(fmt.Sprintf("/v1/status?min_seq=%d", last.Seq), http.StatusOK, &st)
+	durable := false
+	for _, c := range st.Consumers {
+		durable = durable || (c.Durable && c.Delivered >= last.Seq)
+	}
+	if !durable {
+		t.Fatalf("no durable consumer caught up in %+v", st.Consumers)
+	}
 }

@@ -185,6 +185,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		Metrics:       a.metrics,
 		AsOf:          a.asOf.get,
 		RawEvent:      a.rawEvent,
+		Consumers:     a.consumers,
 		Ops:           a,
 		Logger:        o.Logger,
 	}); err != nil {

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -161,4 +162,95 @@ func formatEventRecord(r EventRecord) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// eventsTestLog is a small log with a proposal, an orphan released by a
+// later proposal, and garbage.
+func eventsTestLog() []Event {
+	at := scriptBase
+	mk := func(seq uint64, subject, raw string) Event {
+		return Event{Seq: seq, Time: at.Add(time.Duration(seq) * time.Second), Subject: subject, Raw: []byte(raw)}
+	}
+	return []Event{
+		mk(1, "ledger.default.p1.proposal.agent", `{"protocol":"mew/v0.4","id":"p1","from":"agent","kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"run","arguments":{"command":"ls"}}}}`),
+		mk(2, "ledger.default.p2.fulfil.human", `{"protocol":"mew/v0.4","id":"f2","from":"human","kind":"mcp/request","correlation_id":["p2"],"payload":{"method":"tools/call"}}`),
+		mk(3, "ledger.default.x.proposal.mallory", `not json`),
+		mk(4, "ledger.default.p2.proposal.agent", `{"protocol":"mew/v0.4","id":"p2","from":"agent","kind":"mcp/proposal","payload":{"method":"tools/call"}}`),
+	}
+}
+
+// TestVerifySeesEventIndex: verify (Compare) reports a store whose event
+// index differs from a rebuild's — a missing secondary key, a changed
+// record — naming the table.
+func TestVerifySeesEventIndex(t *testing.T) {
+	log := eventsTestLog()
+	build := func() *Store {
+		s := openMemStore(t)
+		foldBatches(t, s, log, 2)
+		return s
+	}
+	a, b := build(), build()
+	if d, err := Compare(a, b); err != nil || d != nil {
+		t.Fatalf("two folds of one log differ: %+v %v", d, err)
+	}
+	if err := b.db.Delete(eventIndexKey(evTool, "run", 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Compare(a, b)
+	if err != nil || d == nil || d.Key.Table != TableEventIndex || d.Key.Index != "tool" || d.Key.Value != "run" || d.Key.Seq != 1 {
+		t.Fatalf("a missing event index key: %+v %v", d, err)
+	}
+	c := build()
+	if err := c.db.Set(eventKey(2), []byte(`{"seq":2}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := Compare(a, c); err != nil || d == nil || d.Key.Table != TableEvent || d.Key.Seq != 2 {
+		t.Fatalf("a changed event record: %+v %v", d, err)
+	}
+}
+
+// FuzzEventsQuery: any cursor, bounds and filters give a page or an
+// ErrBadQuery, never a panic, and a page never holds more than its limit
+// nor an event outside the sequence bounds.
+func FuzzEventsQuery(f *testing.F) {
+	s := openMemStore(f)
+	log := eventsTestLog()
+	fl := NewFolder()
+	b := s.NewBatch()
+	for _, ev := range log {
+		if _, err := fl.Apply(b, ev); err != nil {
+			f.Fatal(err)
+		}
+	}
+	if err := b.Commit(uint64(len(log))); err != nil {
+		f.Fatal(err)
+	}
+	f.Add("", uint64(0), uint64(0), false, 0, "", "")
+	f.Add(encodeEventCursor(1, false), uint64(1), uint64(3), false, 1, "applied", "")
+	f.Add(encodeEventCursor(4, true), uint64(0), uint64(0), true, 2, "", "agent")
+	f.Add("AgAAAAAAAAAAAQ", uint64(5), uint64(2), true, 1000, "orphan", "human")
+	f.Fuzz(func(t *testing.T, cursor string, since, until uint64, desc bool, limit int, effect, from string) {
+		p, err := s.Events(EventQuery{Cursor: cursor, SinceSeq: since, UntilSeq: until, Desc: desc, Limit: limit, Effect: effect, From: from})
+		if err != nil {
+			if !errors.Is(err, ErrBadQuery) {
+				t.Fatalf("not a bad query: %v", err)
+			}
+			return
+		}
+		max := limit
+		if max == 0 {
+			max = DefaultEventLimit
+		}
+		if len(p.Events) > max {
+			t.Fatalf("%d events for limit %d", len(p.Events), limit)
+		}
+		for i, e := range p.Events {
+			if e.Seq < since || (until != 0 && e.Seq > until) {
+				t.Fatalf("seq %d outside %d..%d", e.Seq, since, until)
+			}
+			if i > 0 && (e.Seq > p.Events[i-1].Seq) == desc {
+				t.Fatalf("out of order: %d after %d (desc %v)", e.Seq, p.Events[i-1].Seq, desc)
+			}
+		}
+	})
 }

@@ -46,6 +46,8 @@ const (
 //	GET /ui/...                 open (the console's files; no data)
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones), per space
+//	                            (GET /v1/events?space=* is every space: a token
+//	                            limited to spaces is refused it)
 //	POST /v1/events             writer, rate limited, per space
 //	GET /v1/ops/...             ops (read-shaped operations)
 //	POST /v1/gaps               writer, rate limited (bridges report gaps)

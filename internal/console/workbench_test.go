@@ -57,7 +57,6 @@ func TestConsoleWorkbench(t *testing.T) {
 	if got := b.text(`#h-eff-t tr[data-key="invalid"] td`); got != "1" {
 		t.Fatalf("invalid count on the statistics page %q", got)
 	}
-	b.shot("console-stats")
 	b.run("click the invalid count", chromedp.Click(chromedp.CSS(`#h-eff-t tr[data-key="invalid"] td a`)))
 	b.wait("the event browser", `location.pathname === "/ui/events" && !!document.body && document.body.dataset.ready === "true"`)
 	var seqs []string

@@ -159,8 +159,10 @@ type commitBuf struct {
 	a        arena
 	ops      []kv
 	old, cur []kv // one proposal's index entries
-	order    []int32
-	pb       *pebble.Batch
+	// evOld, evCur: one event record's index keys (store_events.go)
+	evOld, evCur [][]byte
+	order        []int32
+	pb           *pebble.Batch
 }
 
 // batch returns the reusable Pebble batch, empty.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/mewledger/ledger/internal/canon"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/projections/model"
 	"github.com/mewledger/ledger/subjects"
@@ -86,9 +87,9 @@ type (
 	EventEntry  = model.EventEntry
 )
 
-// indexKeys appends the record's 'J' and 'K' keys to dst, sorted and
-// distinct.
-func eventIndexKeys(dst [][]byte, r *EventRecord) [][]byte {
+// eventIndexKeys appends the record's 'J' and 'K' keys to dst, sorted and
+// distinct, their bytes in a (valid until a is reset). A nil r has none.
+func eventIndexKeys(dst [][]byte, a *arena, r *EventRecord) [][]byte {
 	if r == nil {
 		return dst
 	}
@@ -97,7 +98,9 @@ func eventIndexKeys(dst [][]byte, r *EventRecord) [][]byte {
 		if v == "" {
 			return
 		}
-		dst = append(dst, eventIndexKey(f, v, r.Seq))
+		st := len(a.b)
+		a.b = appendU64(appendEsc(append(a.b, tagEventIndex, f), v), r.Seq)
+		dst = append(dst, a.take(st))
 	}
 	add(evSpace, r.Space)
 	for _, e := range r.Effects {
@@ -119,11 +122,82 @@ func eventIndexKeys(dst [][]byte, r *EventRecord) [][]byte {
 		add(evCode, e.Code)
 	}
 	add(evID, r.ID)
-	dst = append(dst, eventTimeKey(clampNanos(r.At), r.Seq))
+	st := len(a.b)
+	a.b = appendU64(appendNanos(append(a.b, tagEventTime), clampNanos(r.At)), r.Seq)
+	dst = append(dst, a.take(st))
 	ks := dst[first:]
 	slices.SortFunc(ks, bytes.Compare)
 	ks = slices.CompactFunc(ks, bytes.Equal)
 	return dst[:first+len(ks)]
+}
+
+// appendMarshalEvent appends json.Marshal(r) to b (encode.go's writer,
+// json.Marshal for what it leaves to it).
+func appendMarshalEvent(b []byte, r *EventRecord) ([]byte, error) {
+	w := newWriter(b)
+	w.u64("seq", r.Seq)
+	w.time("at", r.At)
+	w.str("space", r.Space)
+	w.strOmit("key", r.Key)
+	w.strOmit("id", r.ID)
+	w.strOmit("type", r.Type)
+	w.strOmit("kind", r.Kind)
+	w.strOmit("form", r.Form)
+	w.strOmit("from", r.From)
+	w.strOmit("reason", r.Reason)
+	w.strOmit("method", r.Method)
+	w.strOmit("tool", r.Tool)
+	w.strOmit("arg", r.Arg)
+	w.strOmit("digest", r.Digest)
+	w.str("effect", string(r.Effect))
+	w.key("effects")
+	if r.Effects == nil {
+		w.b = append(w.b, "null"...)
+	} else {
+		w.b = append(w.b, '[')
+		for i, e := range r.Effects {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = canon.AppendStringHTML(w.b, string(e))
+		}
+		w.b = append(w.b, ']')
+	}
+	w.stringsOmit("proposals", r.Proposals)
+	w.stringsOmit("anomalies", r.Anomalies)
+	w.strOmit("code", r.Code)
+	w.strOmit("detail", r.Detail)
+	w.key("entries")
+	if r.Entries == nil {
+		w.b = append(w.b, "null"...)
+	} else {
+		w.b = append(w.b, '[')
+		for i := range r.Entries {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			e := &r.Entries[i]
+			o := newWriter(w.b)
+			o.str("key", e.Key)
+			o.str("effect", string(e.Effect))
+			o.strOmit("code", e.Code)
+			o.strOmit("detail", e.Detail)
+			o.stringsOmit("anomalies", e.Anomalies)
+			o.strOmit("target", e.Target)
+			o.strOmit("outcome", e.Outcome)
+			o.u64Omit("resolved_seq", e.ResolvedSeq)
+			w.b, _ = o.end()
+		}
+		w.b = append(w.b, ']')
+	}
+	if out, ok := w.end(); ok {
+		return out, nil
+	}
+	j, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, j...), nil
 }
 
 func eventKey(seq uint64) []byte { return appendU64([]byte{tagEvent}, seq) }
@@ -265,19 +339,18 @@ func (b *Batch) noteHistoryDelete(space, key string, seq uint64) error {
 // collectEvents appends the writes of the event records and their index
 // keys (the old version's that are gone deleted, the new ones written).
 func (b *Batch) collectEvents(c *commitBuf, ops []kv) ([]kv, error) {
-	var old, cur [][]byte
+	old, cur := c.evOld[:0], c.evCur[:0]
 	for seq, sl := range b.events {
-		val, err := json.Marshal(sl.cur)
-		if err != nil {
-			return nil, fmt.Errorf("encode event record seq %d: %w", seq, err)
-		}
 		ks := len(c.a.b)
 		c.a.b = appendU64(append(c.a.b, tagEvent), seq)
 		vs := len(c.a.b)
-		c.a.b = append(c.a.b, val...)
+		var err error
+		if c.a.b, err = appendMarshalEvent(c.a.b, sl.cur); err != nil {
+			return nil, fmt.Errorf("encode event record seq %d: %w", seq, err)
+		}
 		ops = append(ops, kv{key: c.a.b[ks:vs:vs], val: c.a.take(vs)})
-		old = eventIndexKeys(old[:0], sl.orig)
-		cur = eventIndexKeys(cur[:0], sl.cur)
+		old = eventIndexKeys(old[:0], &c.a, sl.orig)
+		cur = eventIndexKeys(cur[:0], &c.a, sl.cur)
 		i, j := 0, 0
 		for i < len(old) || j < len(cur) {
 			switch {
@@ -285,7 +358,7 @@ func (b *Batch) collectEvents(c *commitBuf, ops []kv) ([]kv, error) {
 				ops = append(ops, kv{key: old[i], del: true})
 				i++
 			case i == len(old) || bytes.Compare(old[i], cur[j]) > 0:
-				ops = append(ops, kv{key: cur[j], val: []byte{}})
+				ops = append(ops, kv{key: cur[j], val: emptyVal})
 				j++
 			default:
 				i++
@@ -293,8 +366,12 @@ func (b *Batch) collectEvents(c *commitBuf, ops []kv) ([]kv, error) {
 			}
 		}
 	}
+	c.evOld, c.evCur = old[:0], cur[:0]
 	return ops, nil
 }
+
+// emptyVal is the value of the event index's keys.
+var emptyVal = []byte{}
 
 // mainArgKeys are the argument names taken as a tool call's main argument,
 // in order of preference.

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -253,4 +254,26 @@ func FuzzEventsQuery(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAppendMarshalEvent: the event record's encoder writes exactly
+// json.Marshal's bytes, whatever the strings hold.
+func TestAppendMarshalEvent(t *testing.T) {
+	for _, r := range []EventRecord{
+		{Seq: 1, At: scriptBase, Space: "default", Effects: []Effect{}, Entries: []EventEntry{}},
+		{Seq: 1 << 60, At: scriptBase.Add(123456789), Space: "s<p>&a\u2028ce", Key: "k\x00\xff", ID: "id \"q\"", Type: "proposal", Kind: "mcp/proposal",
+			Form: "bid", From: "é", Reason: "unsafe", Method: "tools/call", Tool: "write_file", Arg: "/etc/<hosts>", Digest: "ab",
+			Effect: EffectLate, Effects: []Effect{EffectLate, EffectApplied}, Proposals: []string{"p1", "p2"}, Anomalies: []string{"a"},
+			Code: "c", Detail: "d\n", Entries: []EventEntry{{Key: "p1", Effect: EffectLate, Code: "x", Detail: "y", Anomalies: []string{"a"}, Target: "t", Outcome: "o", ResolvedSeq: 9}, {Key: "p2", Effect: EffectApplied}}},
+		{Seq: 2, At: time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC), Space: "x"}, // json.Marshal refuses the year: both fail
+	} {
+		want, werr := json.Marshal(&r)
+		got, gerr := appendMarshalEvent([]byte("prefix"), &r)
+		if (werr != nil) != (gerr != nil) {
+			t.Fatalf("errors differ: %v / %v", werr, gerr)
+		}
+		if werr == nil && string(got) != "prefix"+string(want) {
+			t.Fatalf("encoded\n%s\nwant\n%s", got, want)
+		}
+	}
 }

@@ -2,7 +2,7 @@ package model
 
 import (
 	"slices"
-	"sort"
+	"strings"
 	"time"
 )
 
@@ -106,8 +106,11 @@ func (r *EventRecord) Clone() *EventRecord {
 // Derive sorts the entries by key and recomputes the summary fields
 // (Effect, Effects, Proposals, Anomalies, Code, Detail) from them.
 func (r *EventRecord) Derive() {
-	sort.Slice(r.Entries, func(i, j int) bool { return r.Entries[i].Key < r.Entries[j].Key })
-	r.Effects, r.Proposals, r.Anomalies = []Effect{}, nil, nil
+	slices.SortFunc(r.Entries, func(x, y EventEntry) int { return strings.Compare(x.Key, y.Key) })
+	r.Effects, r.Proposals, r.Anomalies = r.Effects[:0], r.Proposals[:0], r.Anomalies[:0]
+	if r.Effects == nil {
+		r.Effects = []Effect{}
+	}
 	r.Effect, r.Code, r.Detail = "", "", ""
 	best := len(effectRank) + 1
 	for _, e := range r.Entries {

@@ -210,10 +210,6 @@ func eventIndexKey(f byte, v string, seq uint64) []byte {
 	return appendU64(eventIndexPrefix(f, v), seq)
 }
 
-func eventTimeKey(nanos int64, seq uint64) []byte {
-	return appendU64(appendNanos([]byte{tagEventTime}, nanos), seq)
-}
-
 // evSlot is the overlay's slot of one event record.
 type evSlot struct {
 	orig, cur *EventRecord // orig: the version in Pebble (nil: none)

@@ -12,7 +12,7 @@ import (
 // event's stored bytes.
 func TestEvents(t *testing.T) {
 	ctx := context.Background()
-	c, err := client.New(client.Options{API: ledgerURL, Space: "events-client"})
+	c, err := client.New(ledgerURL, client.WithDefaultSpace("events-client"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,14 +23,14 @@ func TestEvents(t *testing.T) {
 	}
 	var last uint64
 	for _, e := range envs {
-		ack, err := c.Append(ctx, []byte(e), nil)
+		ack, err := c.Append(ctx, []byte(e))
 		if err != nil {
 			t.Fatal(err)
 		}
 		last = ack.Seq
 	}
 	// Read-your-writes through min_seq is not a filter of events: wait on stats.
-	if _, err := c.Stats(ctx, &client.ReadOptions{MinSeq: last}); err != nil {
+	if _, err := c.Stats(ctx, client.WithMinSeq(last)); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string

@@ -15,9 +15,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/mewledger/ledger/internal/canon"
+	"github.com/mewledger/ledger/internal/lib/canon"
 	"github.com/mewledger/ledger/projections/fold"
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -74,7 +74,7 @@ var eventFieldNames = map[byte]string{
 	evProposal: "proposal", evAnomaly: "anomaly", evTool: "tool", evReason: "reason", evCode: "code", evID: "id",
 }
 
-// Tables of the event index in KeyInfo (verify's differences).
+// Tables of the event index in model.KeyInfo (verify's differences).
 const (
 	TableEvent      = "event"
 	TableEventIndex = "event_index"
@@ -217,11 +217,11 @@ type evSlot struct {
 
 // RecordEvent implements fold.EventRecorder: the record of an arriving
 // event, before the fold writes its history entries.
-func (b *Batch) RecordEvent(ev *Event) error {
+func (b *Batch) RecordEvent(ev *fold.Event) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	r := &EventRecord{Seq: ev.Seq, At: ev.Time.UTC(), Entries: []EventEntry{}, Effects: []Effect{}}
+	r := &EventRecord{Seq: ev.Seq, At: ev.Time.UTC(), Entries: []EventEntry{}, Effects: []model.Effect{}}
 	if space, d, ok := ev.Decoded(); ok {
 		r.Space, r.Key, r.Digest, r.Method = space, d.Key, d.Digest, d.Method
 		r.ID, r.Type, r.Kind, r.From, r.Form, r.Reason = d.Env.ID, string(d.Type), d.OrigKind, d.Env.From, d.Form, d.Reason
@@ -287,7 +287,7 @@ func (b *Batch) addEventSlot(seq uint64, sl *evSlot) {
 }
 
 // noteHistory files h in its event's record (PutHistory).
-func (b *Batch) noteHistory(space, key string, h *HistoryEntry) error {
+func (b *Batch) noteHistory(space, key string, h *model.HistoryEntry) error {
 	sl, err := b.eventSlot(h.Seq)
 	if err != nil || sl == nil {
 		return err
@@ -808,36 +808,36 @@ func (s *Store) Event(seq uint64) (*EventRecord, error) {
 }
 
 // decodeEventKey decodes the keys of the event index (DecodeKey).
-func decodeEventKey(key []byte) (KeyInfo, bool) {
+func decodeEventKey(key []byte) (model.KeyInfo, bool) {
 	if len(key) == 0 {
-		return KeyInfo{}, false
+		return model.KeyInfo{}, false
 	}
 	switch key[0] {
 	case tagEvent:
 		if len(key) != 9 {
-			return KeyInfo{}, false
+			return model.KeyInfo{}, false
 		}
-		return KeyInfo{Table: TableEvent, Seq: binary.BigEndian.Uint64(key[1:]), Raw: bytes.Clone(key)}, true
+		return model.KeyInfo{Table: TableEvent, Seq: binary.BigEndian.Uint64(key[1:]), Raw: bytes.Clone(key)}, true
 	case tagEventTime:
 		if len(key) != 17 {
-			return KeyInfo{}, false
+			return model.KeyInfo{}, false
 		}
-		return KeyInfo{Table: TableEventTime, Seq: binary.BigEndian.Uint64(key[9:]), Deadline: time.Unix(0, readNanos(key[1:9])).UTC(), Raw: bytes.Clone(key)}, true
+		return model.KeyInfo{Table: TableEventTime, Seq: binary.BigEndian.Uint64(key[9:]), Deadline: time.Unix(0, readNanos(key[1:9])).UTC(), Raw: bytes.Clone(key)}, true
 	case tagEventIndex:
 		if len(key) < 2 {
-			return KeyInfo{}, false
+			return model.KeyInfo{}, false
 		}
 		name, ok := eventFieldNames[key[1]]
 		if !ok {
-			return KeyInfo{}, false
+			return model.KeyInfo{}, false
 		}
 		v, rest, err := readEsc(key[2:])
 		if err != nil || len(rest) != 8 {
-			return KeyInfo{}, false
+			return model.KeyInfo{}, false
 		}
-		return KeyInfo{Table: TableEventIndex, Index: name, Value: v, Seq: binary.BigEndian.Uint64(rest), Raw: bytes.Clone(key)}, true
+		return model.KeyInfo{Table: TableEventIndex, Index: name, Value: v, Seq: binary.BigEndian.Uint64(rest), Raw: bytes.Clone(key)}, true
 	}
-	return KeyInfo{}, false
+	return model.KeyInfo{}, false
 }
 
 var _ fold.EventRecorder = (*Batch)(nil)

@@ -4,14 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/mewledger/ledger/internal/testkit/foldscript"
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
-// scriptEvents answers the fold scripts' "events" command: the log so far
+// scriptEvents answers the event index scripts' "events" command: the log so far
 // folded into Pebble stores (through the Pipeline in runs of three, so that
 // orphans are released across handed-off batches, and event by event), and
 // the page GET /v1/events would list for the command's arguments:
@@ -22,8 +27,12 @@ import (
 //
 // Both stores must list the same. With limit, every page is listed, each
 // headed by "page N:", following the cursors.
-func scriptEvents(t *testing.T, td *datadriven.TestData, log []Event) string {
+func scriptEvents(t *testing.T, td *datadriven.TestData, s *foldscript.Script) (string, bool) {
 	t.Helper()
+	if td.Cmd != "events" {
+		return "", false
+	}
+	log := s.Log
 	var q EventQuery
 	for _, a := range td.CmdArgs {
 		v := ""
@@ -61,9 +70,9 @@ func scriptEvents(t *testing.T, td *datadriven.TestData, log []Event) string {
 				t.Fatalf("bad %s %q: %v", a.Key, v, err)
 			}
 			if a.Key == "since" {
-				q.Since = scriptBase.Add(d)
+				q.Since = foldscript.Base.Add(d)
 			} else {
-				q.Until = scriptBase.Add(d)
+				q.Until = foldscript.Base.Add(d)
 			}
 		case "since_seq":
 			fmt.Sscan(v, &q.SinceSeq)
@@ -101,7 +110,15 @@ func scriptEvents(t *testing.T, td *datadriven.TestData, log []Event) string {
 	if outs[0] != outs[1] {
 		t.Fatalf("the event index differs between a pipelined and an event-by-event fold:\n%s\n---\n%s", outs[0], outs[1])
 	}
-	return outs[0]
+	return outs[0], true
+}
+
+// TestEventIndexScripts runs the event index's data-driven scripts
+// (testdata/events: the fold scripts' commands and "events"), checking at
+// each replay and at the end that the Pebble stores equal the MemState and
+// each other, byte for byte, whatever the batch sizes (rebuild equality).
+func TestEventIndexScripts(t *testing.T) {
+	foldscript.WalkWith(t, filepath.Join("testdata", "events"), compareWithStore, scriptEvents)
 }
 
 func listEventPages(t *testing.T, s *Store, q EventQuery) string {
@@ -167,12 +184,12 @@ func formatEventRecord(r EventRecord) string {
 
 // eventsTestLog is a small log with a proposal, an orphan released by a
 // later proposal, and garbage.
-func eventsTestLog() []Event {
-	at := scriptBase
-	mk := func(seq uint64, subject, raw string) Event {
-		return Event{Seq: seq, Time: at.Add(time.Duration(seq) * time.Second), Subject: subject, Raw: []byte(raw)}
+func eventsTestLog() []fold.Event {
+	at := foldscript.Base
+	mk := func(seq uint64, subject, raw string) fold.Event {
+		return fold.Event{Seq: seq, Time: at.Add(time.Duration(seq) * time.Second), Subject: subject, Raw: []byte(raw)}
 	}
-	return []Event{
+	return []fold.Event{
 		mk(1, "ledger.default.p1.proposal.agent", `{"protocol":"mew/v0.4","id":"p1","from":"agent","kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"run","arguments":{"command":"ls"}}}}`),
 		mk(2, "ledger.default.p2.fulfil.human", `{"protocol":"mew/v0.4","id":"f2","from":"human","kind":"mcp/request","correlation_id":["p2"],"payload":{"method":"tools/call"}}`),
 		mk(3, "ledger.default.x.proposal.mallory", `not json`),
@@ -216,7 +233,7 @@ func TestVerifySeesEventIndex(t *testing.T) {
 func FuzzEventsQuery(f *testing.F) {
 	s := openMemStore(f)
 	log := eventsTestLog()
-	fl := NewFolder()
+	fl := fold.NewFolder()
 	b := s.NewBatch()
 	for _, ev := range log {
 		if _, err := fl.Apply(b, ev); err != nil {
@@ -260,11 +277,11 @@ func FuzzEventsQuery(f *testing.F) {
 // json.Marshal's bytes, whatever the strings hold.
 func TestAppendMarshalEvent(t *testing.T) {
 	for _, r := range []EventRecord{
-		{Seq: 1, At: scriptBase, Space: "default", Effects: []Effect{}, Entries: []EventEntry{}},
-		{Seq: 1 << 60, At: scriptBase.Add(123456789), Space: "s<p>&a\u2028ce", Key: "k\x00\xff", ID: "id \"q\"", Type: "proposal", Kind: "mcp/proposal",
+		{Seq: 1, At: foldscript.Base, Space: "default", Effects: []model.Effect{}, Entries: []EventEntry{}},
+		{Seq: 1 << 60, At: foldscript.Base.Add(123456789), Space: "s<p>&a\u2028ce", Key: "k\x00\xff", ID: "id \"q\"", Type: "proposal", Kind: "mcp/proposal",
 			Form: "bid", From: "é", Reason: "unsafe", Method: "tools/call", Tool: "write_file", Arg: "/etc/<hosts>", Digest: "ab",
-			Effect: EffectLate, Effects: []Effect{EffectLate, EffectApplied}, Proposals: []string{"p1", "p2"}, Anomalies: []string{"a"},
-			Code: "c", Detail: "d\n", Entries: []EventEntry{{Key: "p1", Effect: EffectLate, Code: "x", Detail: "y", Anomalies: []string{"a"}, Target: "t", Outcome: "o", ResolvedSeq: 9}, {Key: "p2", Effect: EffectApplied}}},
+			Effect: model.EffectLate, Effects: []model.Effect{model.EffectLate, model.EffectApplied}, Proposals: []string{"p1", "p2"}, Anomalies: []string{"a"},
+			Code: "c", Detail: "d\n", Entries: []EventEntry{{Key: "p1", Effect: model.EffectLate, Code: "x", Detail: "y", Anomalies: []string{"a"}, Target: "t", Outcome: "o", ResolvedSeq: 9}, {Key: "p2", Effect: model.EffectApplied}}},
 		{Seq: 2, At: time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC), Space: "x"}, // json.Marshal refuses the year: both fail
 	} {
 		want, werr := json.Marshal(&r)

@@ -30,7 +30,7 @@ type EventFilter struct {
 	// orphan, ignored.
 	Effect, Type, Kind, Form, From string
 	// Proposal: events filed under this id; Event: the envelope id.
-	Proposal, Event string
+	Proposal, Event             string
 	Anomaly, Tool, Reason, Code string
 	// Since and Until bound the stream time (RFC 3339), both inclusive;
 	// SinceSeq and UntilSeq the sequence.

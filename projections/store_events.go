@@ -16,8 +16,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/mewledger/ledger/internal/lib/canon"
-	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 

@@ -14,8 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
 

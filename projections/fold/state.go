@@ -99,3 +99,15 @@ type State interface {
 	Version(space, id, digest string) (uint64, error)
 	PutVersion(space, id, digest string, seq uint64) error
 }
+
+// EventRecorder is an optional interface of a [State] that keeps a record
+// of every arriving event by its sequence (the Pebble store's event index,
+// SPEC §7 GET /v1/events). Apply calls RecordEvent once per arriving event,
+// before folding it (released orphans are not arrivals), with the event
+// decoded (see [Event.Decoded]); the history entries the fold then writes
+// for that sequence, now or when it is released from orphan, complete the
+// record. RecordEvent must change nothing the fold reads. Its errors are
+// the State's storage errors.
+type EventRecorder interface {
+	RecordEvent(ev *Event) error
+}

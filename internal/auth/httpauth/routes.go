@@ -54,6 +54,8 @@ const (
 //	GET /ui/...                 open (the console's files; no data)
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones), per space
+//	                            (GET /v1/events?space=* is every space: a token
+//	                            limited to spaces is refused it)
 //	POST /v1/events             writer, rate limited, per space
 //	GET /v1/ops/...             ops (read-shaped operations)
 //	/mcp                        auditor (the MCP endpoint; its tools' API

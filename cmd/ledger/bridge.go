@@ -95,8 +95,11 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	f.str(&logFormat, "log-format", "console|json", "", "log format (default: console on a terminal, else json)", true)
 	f.str(&logLevel, "log-level", "LEVEL", "info", "log level: debug, info, warn, error", true)
 	var probe, backoffMax string
-	f.str(&probe, "probe-interval", "DURATION", bridge.DefaultProbeInterval.String(), "how often the gateway's participant list is read to notice an eviction (0: never)", true)
-	f.str(&backoffMax, "backoff-max", "DURATION", bridge.DefaultBackoffMax.String(), "longest wait between reconnection attempts (from 1s, doubling)", true)
+	var backlogMiB, batch int
+	f.str(&probe, "probe-interval", "DURATION", bridge.DefaultProbeInterval.String(), "how often the gateway is pinged and its participant list read to notice a dead socket or an eviction (0: never)", true)
+	f.str(&backoffMax, "backoff-max", "DURATION", bridge.DefaultBackoffMax.String(), "longest wait between reconnection attempts (from "+bridge.DefaultBackoffMin.String()+", doubling, jittered)", true)
+	f.integer(&backlogMiB, "max-backlog-mib", "MIB", bridge.DefaultMaxBacklogBytes>>20, "bound of the envelopes received and not yet stored; beyond it envelopes are dropped and the hole recorded as a gap", true)
+	f.integer(&batch, "batch", "N", bridge.DefaultBatchSize, "most envelopes one append request carries (1..1000)", true)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -113,6 +116,13 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	if o.BackoffMax, err = time.ParseDuration(backoffMax); err != nil || o.BackoffMax < bridge.DefaultBackoffMin {
 		return usageError("--backoff-max %q: want a duration of at least %v", backoffMax, bridge.DefaultBackoffMin)
 	}
+	if backlogMiB < 1 {
+		return usageError("--max-backlog-mib %d: want at least 1", backlogMiB)
+	}
+	if batch < 1 || batch > 1000 {
+		return usageError("--batch %d: want 1..1000", batch)
+	}
+	o.MaxBacklogBytes, o.BatchSize = backlogMiB<<20, batch
 	switch {
 	case o.HistoryFile == "" && o.Gateway == "":
 		return usageError("--gateway is required (the MEW gateway's ws://HOST:PORT), unless --history is given")

@@ -15,6 +15,7 @@ const (
 	ResultRefused   = "refused"   // the ledger refused it (logged with its code)
 	ResultFailed    = "failed"    // the ledger did not acknowledge it (logged)
 	ResultSkipped   = "skipped"   // not part of the lifecycle: counted, not sent
+	ResultDropped   = "dropped"   // the backlog was full: not sent (inside a recorded gap)
 )
 
 // Kind labels of frames that are not an envelope with a kind.

@@ -18,18 +18,18 @@ import (
 	"github.com/mewledger/ledger/internal/wire"
 )
 
-// flakySink is a real sink whose first failures Appends fail as if the
+// flakySink is a real sink whose first failures batches fail as if the
 // ledger did not answer (a fault injector in front of the real ledger).
 type flakySink struct {
 	bridge.Sink
 	failures atomic.Int32
 }
 
-func (f *flakySink) Append(ctx context.Context, space string, raw []byte, sender string) (wire.AppendResult, error) {
+func (f *flakySink) AppendBatch(ctx context.Context, space string, batch []bridge.Envelope) ([]wire.AppendResult, error) {
 	if f.failures.Add(-1) >= 0 {
-		return wire.AppendResult{}, errors.New("injected: the ledger did not answer")
+		return nil, errors.New("injected: the ledger did not answer")
 	}
-	return f.Sink.Append(ctx, space, raw, sender)
+	return f.Sink.AppendBatch(ctx, space, batch)
 }
 
 func scrape(t *testing.T, b *bridge.Bridge, reg *prometheus.Registry, path string) (int, string) {

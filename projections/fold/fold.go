@@ -448,11 +448,16 @@ func (a *applier) gap(c *evctx) error {
 	g := c.d.Gap
 	rec := &model.Gap{
 		Seq: c.ev.Seq, At: c.ev.Time.UTC(), ID: c.d.Env.ID, Bridge: g.Bridge, MEWSpace: g.MEWSpace,
-		Gateway: g.Gateway, LastEnvelope: g.LastEnvelope, DisconnectedAt: g.DisconnectedAt, Reason: g.Reason,
+		Gateway: g.Gateway, LastEnvelope: g.LastEnvelope, LastSeq: g.LastSeq, DisconnectedAt: g.DisconnectedAt, Reason: g.Reason,
+		Session: g.Session, Dropped: g.Dropped,
 	}
 	if !g.ReconnectedAt.IsZero() {
 		t := g.ReconnectedAt
 		rec.ReconnectedAt = &t
+	}
+	if !g.NoticedAt.IsZero() {
+		t := g.NoticedAt
+		rec.NoticedAt = &t
 	}
 	if err := a.st.PutGap(c.space, rec); err != nil {
 		return err

@@ -373,7 +373,9 @@ type HistoryEntry struct {
 // Gap is one recording gap of a bridge (SPEC §3, §14), as the fold keeps it
 // per space in stream order: the ledger/gap event's sequence, stream time
 // and id, and its payload. ReconnectedAt is nil when the bridge wrote the gap
-// while still disconnected (on shutdown).
+// while still disconnected (on shutdown). The window is from LastSeq
+// (LastEnvelope, received at DisconnectedAt) to the first envelope stored
+// from the bridge after Seq.
 type Gap struct {
 	Seq            uint64     `json:"seq"`
 	At             time.Time  `json:"at"`
@@ -382,9 +384,13 @@ type Gap struct {
 	MEWSpace       string     `json:"mew_space"`
 	Gateway        string     `json:"gateway"`
 	LastEnvelope   string     `json:"last_envelope"`
+	LastSeq        uint64     `json:"last_seq,omitempty"`
 	DisconnectedAt time.Time  `json:"disconnected_at"`
 	ReconnectedAt  *time.Time `json:"reconnected_at"`
+	NoticedAt      *time.Time `json:"noticed_at,omitempty"`
 	Reason         string     `json:"reason"`
+	Session        string     `json:"session,omitempty"`
+	Dropped        int        `json:"dropped,omitempty"`
 }
 
 // Stats are the per-space counters of SPEC §7 /v1/stats.

@@ -655,12 +655,14 @@ func canonicalJSON(raw json.RawMessage) json.RawMessage {
 func (b *Bridge) receive(ctx context.Context, frame []byte, sender string) {
 	v := b.filter.Classify(frame)
 	if !v.Append {
-		b.skip(v.Kind, v.ID, ResultSkipped)
-		ev := b.log.Debug()
 		if v.Skip == SkipReserved {
-			ev = b.log.Warn()
+			b.skip(v.Kind, v.ID, ResultReserved)
+			b.log.Warn().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Str(KeySender, v.From).Str(KeyReason, v.Skip).
+				Msg("skipped an envelope that claims to be the ledger's own: only the ledger writes these")
+			return
 		}
-		ev.Str(KeyKind, v.Kind).Str(KeyID, v.ID).Str(KeyReason, v.Skip).Msg("skipped")
+		b.skip(v.Kind, v.ID, ResultSkipped)
+		b.log.Debug().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Str(KeyReason, v.Skip).Msg("skipped")
 		return
 	}
 	b.recvN++

@@ -39,6 +39,9 @@ type Prepared struct {
 	Subject string
 	MsgID   string
 	Raw     []byte
+	// Bridge is the HeaderBridge value the stored message carries ("":
+	// none): the bridge session it came through (BodyOptions.Bridge).
+	Bridge string
 }
 
 // Result is the outcome of one append.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/projections/model"
 )
 
 // Reading raw keys for Compare. The layout itself is store_keys.go's; this
@@ -62,6 +64,8 @@ func DecodeKey(key []byte) KeyInfo {
 		return two(TableFiled)
 	case tagVersion:
 		return two(TableVersion)
+	case tagBridge:
+		return two(model.TableBridge)
 	case tagParked, tagGap:
 		table := TableParked
 		if key[0] == tagGap {

@@ -19,6 +19,7 @@ import (
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/client"
 	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/subjects"
 )
 
 func init() {
@@ -170,16 +171,25 @@ func runBridge(ctx context.Context, e env, args []string) error {
 			return err
 		}
 		defer sink.Close()
+		if f.given("api") {
+			// The submit service does not serve bridge sessions: read
+			// them from the same ledger's HTTP API.
+			hs, err := bridge.NewHTTPSink(api, apiToken)
+			if err != nil {
+				return usageError("%v", err)
+			}
+			sink.Sessions = hs
+		}
 		o.Sink = sink
 	} else {
-		cl, err := client.New(client.Options{API: api, Token: apiToken})
+		hs, err := bridge.NewHTTPSink(api, apiToken)
 		if err != nil {
 			return usageError("%v", err)
 		}
 		if !quiet {
-			announce(e.stderr, cl.API(), f.source("api"))
+			announce(e.stderr, hs.Client.API(), f.source("api"))
 		}
-		o.Sink = bridge.HTTPSink{Client: cl}
+		o.Sink = hs
 	}
 
 	reg := prometheus.NewRegistry()
@@ -242,7 +252,18 @@ func serveBridges(ctx context.Context, a *app.App, configFile string, log zerolo
 		if err != nil {
 			return err
 		}
-		o.Sink, o.Metrics, o.Logger = bridge.AppenderSink{Appender: a.Appender()}, m, log
+		sessions := bridge.StoreSessions{Store: a.Store, StreamSeq: func(ctx context.Context) (uint64, error) {
+			st, err := a.JetStream().Stream(ctx, subjects.StreamName)
+			if err != nil {
+				return 0, err
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return info.State.LastSeq, nil
+		}}
+		o.Sink, o.Metrics, o.Logger = bridge.AppenderSink{Appender: a.Appender(), Sessions: sessions}, m, log
 		b, err := bridge.New(o)
 		if err != nil {
 			return fmt.Errorf("%s: bridges[%d]: %w", configFile, i, err)

@@ -229,6 +229,7 @@ func New(o Options) (*API, error) {
 	a.mux.HandleFunc(RouteList, a.list)
 	a.mux.HandleFunc(RouteStats, a.stats)
 	a.mux.HandleFunc(RouteGaps, a.gaps)
+	a.mux.HandleFunc(RouteBridges, a.bridges)
 	a.mux.HandleFunc(RouteStatus, a.status)
 	a.mux.HandleFunc(RouteWatch, a.watchChanges)
 	a.mux.HandleFunc(RouteChanges, a.listChanges)

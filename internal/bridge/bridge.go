@@ -32,6 +32,7 @@ const (
 	KeyHistory  = "history"
 	KeySender   = "sender"
 	KeyGapID    = "gap_id"
+	KeySession  = "session"
 )
 
 // KindOversize labels a text frame over ledger.MaxEnvelopeBytes: the
@@ -181,12 +182,19 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.setState(StateStopped, "")
 		b.log.Info().Msg("bridge stopped")
 	}()
+	b.log.Info().Str(KeyGateway, b.opts.Gateway).Str(KeyHistory, b.opts.HistoryFile).Str(KeySession, b.sessionID).Msg("bridge starting")
+	lost, ok := b.learn(ctx)
+	if !ok {
+		return nil
+	}
 	if b.opts.HistoryFile != "" {
-		b.log.Info().Str(KeyHistory, b.opts.HistoryFile).Msg("bridge starting: following the gateway's envelope history")
+		if lost != nil {
+			b.q.push(item{gap: lost})
+		}
+		b.log.Info().Str(KeyHistory, b.opts.HistoryFile).Msg("following the gateway's envelope history")
 		return b.follow(ctx)
 	}
-	b.log.Info().Str(KeyGateway, b.opts.Gateway).Msg("bridge starting")
-	var open *ledger.Gap // the gap to record once joined again
+	open := lost // the gap to record once joined (again)
 	failures := 0
 	for ctx.Err() == nil {
 		b.setState(StateConnecting, "")
@@ -743,9 +751,10 @@ func (b *Bridge) write(ctx context.Context) {
 // ledger does not answer (appends are idempotent); a refusal is logged
 // and counted, never retried.
 func (b *Bridge) appendBatch(ctx context.Context, batch []item) {
+	mark := ledger.BridgeMark{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Session: b.sessionID, Received: batch[0].at}.String()
 	envs := make([]Envelope, len(batch))
 	for i, it := range batch {
-		envs[i] = Envelope{Raw: it.raw, Sender: it.sender}
+		envs[i] = Envelope{Raw: it.raw, Sender: it.sender, Mark: mark}
 	}
 	var rs []wire.AppendResult
 	for attempt := 0; ; attempt++ {

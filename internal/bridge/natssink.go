@@ -30,6 +30,10 @@ const DefaultRequestTimeout = 30 * time.Second
 type NATSSink struct {
 	nc       *nats.Conn
 	appender *jslog.Appender
+	// Sessions reads the ledger's bridge sessions (the submit service
+	// does not serve them: an HTTPSink of the same ledger); nil: the
+	// bridge cannot learn how its last session ended.
+	Sessions SessionReader
 }
 
 // NewNATSSink returns a sink on nc. It does no I/O.
@@ -81,6 +85,9 @@ func (s *NATSSink) AppendBatch(ctx context.Context, space string, batch []Envelo
 	subject := subjects.Submit(space)
 	msg := nats.NewMsg(subject)
 	msg.Header.Set(submit.HeaderContentType, "application/x-ndjson")
+	if batch[0].Mark != "" {
+		msg.Header.Set(ledger.HeaderBridge, batch[0].Mark)
+	}
 	msg.Data = body.Bytes()
 	reply, err := s.nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrNoResponders) {

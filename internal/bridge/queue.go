@@ -33,7 +33,7 @@ type backlog struct {
 	bytes    int
 	maxBytes int
 	closed   bool
-	inflight int // envelopes taken and not yet answered
+	inflight int           // envelopes taken and not yet answered
 	wake     chan struct{} // cap 1: something was pushed or it was closed
 	room     chan struct{} // cap 1: something was taken
 }

@@ -37,13 +37,19 @@ type Sink interface {
 	// Gap asks the ledger to record a gap (ledger/gap, written by the
 	// ledger itself with sender "ledger").
 	Gap(ctx context.Context, space string, g ledger.Gap) (wire.AppendResult, error)
+	// SessionReader reads what the ledger knows of the bridge's sessions
+	// (ErrNoSessions when the sink cannot).
+	SessionReader
 }
 
-// Envelope is one envelope of a batch: its bytes as received, and the
-// sender to publish it under ("" : its from; see Sink.Append).
+// Envelope is one envelope of a batch: its bytes as received, the sender
+// to publish it under ("" : its from; see Sink.Append), and the bridge's
+// session mark (a ledger.BridgeMark, header Ledger-Bridge; one per batch
+// on the HTTP and NATS paths: the first envelope's).
 type Envelope struct {
 	Raw    []byte
 	Sender string
+	Mark   string
 }
 
 // Errors of sinks.
@@ -62,6 +68,10 @@ const CodeReservedSender = ledger.CodeReservedSender
 // dedup and group commit as every submit path.
 type AppenderSink struct {
 	Appender *jslog.Appender
+	// Sessions reads the ledger's bridge sessions (in `ledger serve`: its
+	// own projection, caught up); nil: the bridge cannot learn how its
+	// last session ended.
+	Sessions SessionReader
 }
 
 // Append implements Sink.
@@ -83,7 +93,7 @@ func appenderBatch(ctx context.Context, a *jslog.Appender, space string, batch [
 	out := make([]wire.AppendResult, len(batch))
 	pending := make([]*jslog.Pending, len(batch))
 	for i, e := range batch {
-		pd, err := a.SubmitBody(ctx, space, e.Raw, ledger.BodyOptions{Sender: e.Sender})
+		pd, err := a.SubmitBody(ctx, space, e.Raw, ledger.BodyOptions{Sender: e.Sender, Bridge: e.Mark})
 		if err != nil {
 			if _, refused := ledger.AsRefusal(err); refused {
 				out[i] = wire.FromResult(ledger.Result{Err: err})
@@ -167,6 +177,9 @@ func (s HTTPSink) AppendBatch(ctx context.Context, space string, batch []Envelop
 			return nil, ErrSenderUnsupported
 		}
 		lines[i] = e.Raw
+	}
+	if len(batch) > 0 && batch[0].Mark != "" {
+		ctx = context.WithValue(ctx, markKey{}, batch[0].Mark)
 	}
 	rs, err := s.Client.PublishLines(ctx, space, lines)
 	if err != nil {

@@ -32,6 +32,9 @@ const (
 	PatternReads   = "GET /v1/"
 	PatternEvents  = "POST /v1/events"
 	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (SPEC §14): writer, like events
+	// PatternBridges is what the ledger knows of each bridge's sessions
+	// (SPEC §14): a read, which a bridge (writer) makes when it starts.
+	PatternBridges = "GET /v1/bridges"
 	PatternOpsGet  = "GET /v1/ops/"
 	PatternDefault = "/"
 	// PatternConsole is the web console's static files (package console):
@@ -49,6 +52,7 @@ const (
 //	POST /v1/events             writer, rate limited, per space
 //	GET /v1/ops/...             ops (read-shaped operations)
 //	POST /v1/gaps               writer, rate limited (bridges report gaps)
+//	GET /v1/bridges             auditor or writer, per space (a bridge reads how its last session ended)
 //	anything else               ops (rebuild and every route not named here:
 //	                            a new write route is closed until it is listed)
 func DefaultRules(openMetrics bool) []Rule {
@@ -66,6 +70,7 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
 		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
+		{Pattern: PatternBridges, Roles: []Role{RoleAuditor, RoleWriter}, Spaced: true},
 		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
 	}
 }

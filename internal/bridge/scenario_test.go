@@ -272,3 +272,126 @@ func TestScenarioGapsCoverEveryLoss(t *testing.T) {
 		t.Error("nothing was lost: the scenario did not test the gaps")
 	}
 }
+
+// TestScenarioLedgerKilled: a bridge inside `ledger serve`
+// (--bridge-mew-config) records a paced run; the whole ledger process is
+// SIGKILLed (bridge and ledger die together) and started again. The new
+// session learns from the log that the last one did not end cleanly and
+// records the gap from its last stored envelope before anything new is
+// stored: every proposal the ledger lacks lies inside that window, and
+// nothing is stored twice.
+func TestScenarioLedgerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the ledger binary")
+	}
+	dir := t.TempDir()
+	bin := crashtest.Build(t, dir, false)
+	const mew, space, token = "inside", "inside", "recorder-token"
+	gw, err := mewtest.StartOn("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gwMu sync.Mutex
+	t.Cleanup(func() { gwMu.Lock(); gw.Close(); gwMu.Unlock() })
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "bridges.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("bridges:\n  - mew_space: %s\n    gateway: %s\n    participant: %s\n    token_file: token\n    space: %s\n    probe_interval: 50ms\n    backoff_max: 1s\n",
+		mew, gw.URL(), bridgeName, space)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	srv := crashtest.StartServe(t, bin, data, "--bridge-mew-config", cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if err := gw.WaitJoins(ctx, mew, bridgeName, 1); err != nil {
+		t.Fatal(err)
+	}
+	var sent []string
+	send := func(n int) {
+		for range n {
+			id := fmt.Sprintf("q-%d", len(sent))
+			gwMu.Lock()
+			gw.Broadcast(mew, []byte(`{"protocol":"mew/v0.4","id":"`+id+`","from":"coder","kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"x"}}}`))
+			gwMu.Unlock()
+			sent = append(sent, id)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	send(300)
+	srv.Kill()
+	send(100) // the bridge is gone: nobody records these
+	srv = crashtest.StartServe(t, bin, data, "--bridge-mew-config", cfg)
+	if err := gw.WaitJoins(ctx, mew, bridgeName, 2); err != nil {
+		t.Fatal(err)
+	}
+	send(200)
+	cl, err := client.New(client.Options{API: srv.API()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Everything sent after the rejoin is stored (bounded wait).
+	last := sent[len(sent)-1]
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := cl.Status(ctx)
+		if err == nil {
+			if _, _, err := cl.Get(ctx, last, client.ReadOptions{Space: space, MinSeq: st.StreamSeq}); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never stored:\n%s", last, srv.Logs.Tail(4096))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := client.ReadOptions{Space: space, MinSeq: st.StreamSeq}
+	gaps := gapsOf(t, cl, space)
+	if len(gaps) != 1 || !strings.Contains(gaps[0].Reason, "ended without recording its end") || gaps[0].LastEnvelope == "" {
+		t.Fatalf("gaps %+v, want the killed session's", gaps)
+	}
+	g := gaps[0]
+	from := slices.Index(sent, g.LastEnvelope)
+	stored, after := 0, -1
+	var missing []int
+	for i, id := range sent {
+		h, _, err := cl.History(ctx, id, ro)
+		if err != nil {
+			missing = append(missing, i)
+			continue
+		}
+		stored++
+		n := 0
+		for _, ev := range h.Events {
+			if ev.Type == "proposal" {
+				n++
+				if ev.Seq == g.LastSeq && id != g.LastEnvelope {
+					t.Errorf("gap last_seq %d is %s, not %s", g.LastSeq, id, g.LastEnvelope)
+				}
+				if ev.Seq > g.Seq && after < 0 {
+					after = i
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s: %d proposal events, want 1", id, n)
+		}
+		if i > from && after < 0 {
+			t.Errorf("%s (#%d) stored inside the window before the gap was recorded", id, i)
+		}
+	}
+	for _, i := range missing {
+		if i <= from || i >= after {
+			t.Errorf("%s (#%d) is missing outside the gap's window (#%d, #%d)", sent[i], i, from, after)
+		}
+	}
+	if after < 0 || stored == len(sent) {
+		t.Errorf("stored %d of %d, first after the gap #%d: the kill lost nothing?", stored, len(sent), after)
+	}
+	t.Logf("%d sent, %d stored, window (#%d, #%d)", len(sent), stored, from, after)
+}

@@ -37,7 +37,7 @@ const (
 	// stored (their bytes, plus 64 a piece).
 	DefaultMaxBacklogBytes = 64 << 20
 	// DefaultBatchSize is the most envelopes one append request carries.
-	DefaultBatchSize = 500
+	DefaultBatchSize = 1000
 	// DefaultPingLimit is the most pings a second the gateway may send
 	// before the bridge calls it a ping storm and ends the connection.
 	DefaultPingLimit = 100

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
 )
 
 // FigBridge is the MEW bridge's figure (issue 23): lifecycle envelopes a
@@ -71,7 +71,7 @@ func bridgeOnce(ctx context.Context, o *Options, frames [][]byte) (rate, p99ms f
 		return 0, 0, err
 	}
 	defer stop()
-	gw := mewtest.Start(nil)
+	gw := mewgw.Start(nil)
 	defer gw.Close()
 	var (
 		mu    sync.Mutex

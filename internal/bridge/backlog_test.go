@@ -6,11 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
 )
 
 // slowSink is a real sink that holds its batches until released: a
@@ -36,11 +37,11 @@ func (s *slowSink) AppendBatch(ctx context.Context, space string, batch []bridge
 // after it.
 func TestBacklogFullGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := mewtest.Start(nil)
+	gw := mewgw.Start(nil)
 	t.Cleanup(gw.Close)
 	sink := &slowSink{Sink: bridge.AppenderSink{Appender: a.Appender()}, hold: make(chan struct{})}
 	const space, limit = "backlog", 2000
@@ -73,7 +74,7 @@ func TestBacklogFullGivesGap(t *testing.T) {
 		t.Fatalf("gaps %+v, want one backlog gap of %d dropped", gaps, h.Dropped)
 	}
 	g := gaps[0]
-	ro := client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)}
+	ro := apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)}
 	last := -1
 	var missing []int
 	for i := 0; i <= n; i++ {

@@ -15,8 +15,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/internal/logging"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/ledger"
 )
 

@@ -9,10 +9,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -25,7 +26,7 @@ import (
 // bridge. The probe is on throughout.
 func TestHostileGatewayGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,15 +34,15 @@ func TestHostileGatewayGivesGap(t *testing.T) {
 		input  string
 		reason string
 	}{
-		{mewtest.HostileDie, "connection"},
-		{mewtest.HostileCloseNormal, "closed the connection"},
-		{mewtest.HostileBadOpcode, "connection"},
-		{mewtest.HostilePingStorm, "ping storm"},
-		{mewtest.HostileEndless, "endless frame"},
+		{mewgw.HostileDie, "connection"},
+		{mewgw.HostileCloseNormal, "closed the connection"},
+		{mewgw.HostileBadOpcode, "connection"},
+		{mewgw.HostilePingStorm, "ping storm"},
+		{mewgw.HostileEndless, "endless frame"},
 	} {
 		t.Run(tc.input, func(t *testing.T) {
 			space := "hostile-" + tc.input
-			gw, err := mewtest.StartHostile("", "m")
+			gw, err := mewgw.StartHostile("", "m")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,10 +70,10 @@ func TestHostileGatewayGivesGap(t *testing.T) {
 			if err := gw.Do(tc.input); err != nil {
 				t.Fatal(err)
 			}
-			if tc.input == mewtest.HostileDie {
+			if tc.input == mewgw.HostileDie {
 				// Killed; it comes back on the same port, refusing joins
 				// for now.
-				if gw, err = mewtest.StartHostile(addr, "m"); err != nil {
+				if gw, err = mewgw.StartHostile(addr, "m"); err != nil {
 					t.Fatal(err)
 				}
 				gw.Refuse(true)

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
 )
 
 // liveDir holds the two captures of the real gateway with a live bridge
@@ -95,7 +96,7 @@ func TestFilterOnLiveCaptures(t *testing.T) {
 func TestLiveCapturesThroughServe(t *testing.T) {
 	e := loadLive(t)
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +107,10 @@ func TestLiveCapturesThroughServe(t *testing.T) {
 		mew := liveMEWSpace(t, name)
 		t.Run("live/"+name, func(t *testing.T) {
 			space := "live-" + name
-			gw := mewtest.Start(nil)
+			gw := mewgw.Start(nil)
 			t.Cleanup(func() { gw.Close() })
 			b, stop := startBridgeStop(t, bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Token: "t", Space: space,
-				Sink: bridge.HTTPSink{Client: cl}, ProbeInterval: 20 * time.Millisecond})
+				Sink: bridge.HTTPSink{Client: cl.Client}, ProbeInterval: 20 * time.Millisecond})
 			waitJoined(t, gw, b, mew, 1)
 			send := func(all [][]byte) {
 				var ls [][]byte
@@ -147,7 +148,7 @@ func TestLiveCapturesThroughServe(t *testing.T) {
 					return h.State != bridge.StateJoined, h.State
 				})
 				var err error
-				if gw, err = mewtest.StartOn(addr, nil); err != nil {
+				if gw, err = mewgw.StartOn(addr, nil); err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(gw.Close)
@@ -170,7 +171,7 @@ func TestLiveCapturesThroughServe(t *testing.T) {
 					if p.Scenario != name {
 						continue
 					}
-					h, _, err := cl.History(ctx, pid, client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
+					h, _, err := cl.History(ctx, pid, apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -193,11 +194,11 @@ func TestLiveCapturesThroughServe(t *testing.T) {
 				}
 			}
 			for _, id := range sc.Gaps.AbsentIDs {
-				if _, _, err := cl.Get(ctx, id, client.ReadOptions{Space: space}); err == nil {
+				if _, _, err := cl.Get(ctx, id, apitest.ReadOptions{Space: space}); err == nil {
 					t.Errorf("%s (stream data) is in the ledger", id)
 				}
 			}
-			st, _, err := cl.Stats(ctx, client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
+			st, _, err := cl.Stats(ctx, apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,9 +243,9 @@ func TestLiveCapturesThroughServe(t *testing.T) {
 }
 
 // checkLiveProposals compares a scenario's proposals with expected.json.
-func checkLiveProposals(t *testing.T, cl *client.Client, e liveExpected, name, space string) {
+func checkLiveProposals(t *testing.T, cl *apitest.Client, e liveExpected, name, space string) {
 	t.Helper()
-	ro := client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)}
+	ro := apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)}
 	for id, want := range e.Proposals {
 		if want.Scenario != name {
 			continue

@@ -16,25 +16,26 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/crashtest"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/crashrig"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
+	"github.com/mewledger/ledger/model"
 )
 
 // proc is a running `ledger bridge mew` process.
 type proc struct {
 	cmd  *exec.Cmd
-	logs *crashtest.Logs
+	logs *crashrig.Logs
 	done chan struct{}
 	http string
 }
 
 func startBridgeProc(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{logs: &crashtest.Logs{}, done: make(chan struct{}), http: fmt.Sprintf("127.0.0.1:%d", crashtest.FreePort(t))}
+	p := &proc{logs: &crashrig.Logs{}, done: make(chan struct{}), http: fmt.Sprintf("127.0.0.1:%d", crashrig.FreePort(t))}
 	p.cmd = exec.Command(bin, append([]string{"bridge", "mew", "--log-format", "json", "--quiet", "--http", p.http}, args...)...)
-	p.cmd.Env = crashtest.CleanEnv()
+	p.cmd.Env = crashrig.CleanEnv()
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -90,9 +91,9 @@ func TestScenarioGapsCoverEveryLoss(t *testing.T) {
 		t.Skip("builds the ledger binary")
 	}
 	dir := t.TempDir()
-	bin := crashtest.Build(t, dir, false)
-	srv := crashtest.StartServe(t, bin, filepath.Join(dir, "data"))
-	cl, err := client.New(client.Options{API: srv.API()})
+	bin := crashrig.Build(t, dir, false)
+	srv := crashrig.StartServe(t, bin, filepath.Join(dir, "data"))
+	cl, err := apitest.New(apiclient.Options{API: srv.API()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestScenarioGapsCoverEveryLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := map[string][]map[string]any{token: {}}
-	gw, err := mewtest.StartOn("127.0.0.1:0", tokens)
+	gw, err := mewgw.StartOn("127.0.0.1:0", tokens)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestScenarioGapsCoverEveryLoss(t *testing.T) {
 	waitProc("503 after the gateway died", b, func(code int, _ bridge.Health) bool { return code == http.StatusServiceUnavailable })
 	send(50) // nobody hears these
 	gwMu.Lock()
-	if gw, err = mewtest.StartOn(addr, tokens); err != nil {
+	if gw, err = mewgw.StartOn(addr, tokens); err != nil {
 		gwMu.Unlock()
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestScenarioGapsCoverEveryLoss(t *testing.T) {
 	// and takes its name back.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	imp, err := mewtest.Join(ctx, "ws://"+addr, mew, bridgeName, "someone-else")
+	imp, err := mewgw.Join(ctx, "ws://"+addr, mew, bridgeName, "someone-else")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestScenarioGapsCoverEveryLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro := client.ReadOptions{Space: space, MinSeq: st.StreamSeq}
+	ro := apitest.ReadOptions{Space: space, MinSeq: st.StreamSeq}
 	gaps := gapsOf(t, cl, space)
 	seqOf := map[string]uint64{}
 	for _, id := range sent {
@@ -209,7 +210,7 @@ func TestScenarioGapsCoverEveryLoss(t *testing.T) {
 				seqOf[id] = ev.Seq
 			}
 		}
-		if n != 1 || p.State != projections.StatePending {
+		if n != 1 || p.State != model.StatePending {
 			t.Errorf("%s: %d proposal events, state %s: want one", id, n, p.State)
 		}
 	}
@@ -285,9 +286,9 @@ func TestScenarioLedgerKilled(t *testing.T) {
 		t.Skip("builds the ledger binary")
 	}
 	dir := t.TempDir()
-	bin := crashtest.Build(t, dir, false)
+	bin := crashrig.Build(t, dir, false)
 	const mew, space, token = "inside", "inside", "recorder-token"
-	gw, err := mewtest.StartOn("127.0.0.1:0", nil)
+	gw, err := mewgw.StartOn("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestScenarioLedgerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := filepath.Join(dir, "data")
-	srv := crashtest.StartServe(t, bin, data, "--bridge-mew-config", cfg)
+	srv := crashrig.StartServe(t, bin, data, "--bridge-mew-config", cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	if err := gw.WaitJoins(ctx, mew, bridgeName, 1); err != nil {
@@ -322,12 +323,12 @@ func TestScenarioLedgerKilled(t *testing.T) {
 	send(300)
 	srv.Kill()
 	send(100) // the bridge is gone: nobody records these
-	srv = crashtest.StartServe(t, bin, data, "--bridge-mew-config", cfg)
+	srv = crashrig.StartServe(t, bin, data, "--bridge-mew-config", cfg)
 	if err := gw.WaitJoins(ctx, mew, bridgeName, 2); err != nil {
 		t.Fatal(err)
 	}
 	send(200)
-	cl, err := client.New(client.Options{API: srv.API()})
+	cl, err := apitest.New(apiclient.Options{API: srv.API()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestScenarioLedgerKilled(t *testing.T) {
 	for {
 		st, err := cl.Status(ctx)
 		if err == nil {
-			if _, _, err := cl.Get(ctx, last, client.ReadOptions{Space: space, MinSeq: st.StreamSeq}); err == nil {
+			if _, _, err := cl.Get(ctx, last, apitest.ReadOptions{Space: space, MinSeq: st.StreamSeq}); err == nil {
 				break
 			}
 		}
@@ -350,7 +351,7 @@ func TestScenarioLedgerKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro := client.ReadOptions{Space: space, MinSeq: st.StreamSeq}
+	ro := apitest.ReadOptions{Space: space, MinSeq: st.StreamSeq}
 	gaps := gapsOf(t, cl, space)
 	if len(gaps) != 1 || !strings.Contains(gaps[0].Reason, "ended without recording its end") || gaps[0].LastEnvelope == "" {
 		t.Fatalf("gaps %+v, want the killed session's", gaps)

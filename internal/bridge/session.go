@@ -8,10 +8,10 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
-	"github.com/mewledger/ledger/projections/model"
 )
 
 // Sessions (SPEC §14): every append of a bridge carries a
@@ -58,7 +58,7 @@ func (t markTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // session mark.
 func NewHTTPSink(api, token string) (HTTPSink, error) {
 	hc := &http.Client{Timeout: time.Minute, Transport: markTransport{base: http.DefaultTransport}}
-	cl, err := client.New(client.Options{API: api, Token: token, HTTP: hc})
+	cl, err := apiclient.New(apiclient.Options{API: api, Token: token, HTTP: hc})
 	if err != nil {
 		return HTTPSink{}, err
 	}
@@ -68,7 +68,7 @@ func NewHTTPSink(api, token string) (HTTPSink, error) {
 // Session implements SessionReader: GET /v1/bridges at the stream's last
 // sequence (min_seq).
 func (s HTTPSink) Session(ctx context.Context, space, bridge, mewSpace string) (*model.BridgeSession, error) {
-	st, err := s.Client.Status(ctx)
+	st, err := s.Client.Public().Status(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,15 +1,16 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 // Sink is where a bridge sends what it records: one of the ledger's
@@ -67,7 +68,7 @@ const CodeReservedSender = ledger.CodeReservedSender
 // bridge runs in (ledger serve --bridge-mew-config): the same validation,
 // dedup and group commit as every submit path.
 type AppenderSink struct {
-	Appender *jslog.Appender
+	Appender *appendlog.Appender
 	// Sessions reads the ledger's bridge sessions (in `ledger serve`: its
 	// own projection, caught up); nil: the bridge cannot learn how its
 	// last session ended.
@@ -89,9 +90,9 @@ func (s AppenderSink) AppendBatch(ctx context.Context, space string, batch []Env
 // appenderBatch submits a batch to an Appender and awaits it: a refusal
 // is a result with Error; a publish failure of any envelope fails the
 // batch (it is repeated whole; the stream dedups what was stored).
-func appenderBatch(ctx context.Context, a *jslog.Appender, space string, batch []Envelope) ([]wire.AppendResult, error) {
+func appenderBatch(ctx context.Context, a *appendlog.Appender, space string, batch []Envelope) ([]wire.AppendResult, error) {
 	out := make([]wire.AppendResult, len(batch))
-	pending := make([]*jslog.Pending, len(batch))
+	pending := make([]*appendlog.Pending, len(batch))
 	for i, e := range batch {
 		pd, err := a.SubmitBody(ctx, space, e.Raw, ledger.BodyOptions{Sender: e.Sender, Bridge: e.Mark})
 		if err != nil {
@@ -149,7 +150,7 @@ func appenderResult(r ledger.Result, err error) (wire.AppendResult, error) {
 // folds it invalid (spoofed_sender). sender "ledger" is refused
 // (reserved_sender): the ledger's own envelopes are written only by the
 // ledger.
-func AppendAs(ctx context.Context, a *jslog.Appender, space string, raw []byte, sender string) (ledger.Result, error) {
+func AppendAs(ctx context.Context, a *appendlog.Appender, space string, raw []byte, sender string) (ledger.Result, error) {
 	return a.AppendBody(ctx, space, raw, ledger.BodyOptions{Sender: sender})
 }
 
@@ -157,7 +158,7 @@ func AppendAs(ctx context.Context, a *jslog.Appender, space string, raw []byte, 
 // /v1/gaps; a writer token when the API has tokens). It cannot publish
 // under a given sender.
 type HTTPSink struct {
-	Client *client.Client
+	Client *apiclient.Client
 }
 
 // Append implements Sink.
@@ -181,7 +182,16 @@ func (s HTTPSink) AppendBatch(ctx context.Context, space string, batch []Envelop
 	if len(batch) > 0 && batch[0].Mark != "" {
 		ctx = context.WithValue(ctx, markKey{}, batch[0].Mark)
 	}
-	rs, err := s.Client.PublishLines(ctx, space, lines)
+	var body bytes.Buffer
+	for _, l := range lines {
+		body.Write(l)
+		body.WriteByte('\n')
+	}
+	var rs []wire.AppendResult
+	err := s.Client.PublishStream(ctx, space, false, &body, func(r wire.AppendResult) error {
+		rs = append(rs, r)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +230,7 @@ func (s HTTPSink) Gap(ctx context.Context, space string, g ledger.Gap) (wire.App
 
 // httpResult: 400 and 413 are refusals, anything else an error.
 func httpResult(r wire.AppendResult, err error) (wire.AppendResult, error) {
-	var ae *client.APIError
+	var ae *apiclient.APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge) {
 		return wire.AppendResult{Error: ae.Wire()}, nil
 	}

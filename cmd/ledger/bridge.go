@@ -40,11 +40,24 @@ Declare the bridge in the MEW space's space.yaml as a participant with its
 own token and "capabilities: []" (it sends nothing); its participant id must
 be unique in the space: whoever joins under it evicts the bridge.
 
-When the connection drops, or the bridge is evicted, it reconnects with
-backoff and the ledger records a gap (ledger/gap, GET /v1/gaps?space=,
-counted in /v1/stats): the gateway keeps no history, so what the space
-carried meanwhile is missing, and the ledger says so. Stopping the bridge
+When the connection drops (noticed at once: the socket's error or close,
+an unanswered ping, a hostile gateway), or the bridge is evicted, it
+reconnects with capped, jittered backoff and the ledger records a gap
+(ledger/gap, GET /v1/gaps?space=, counted in /v1/stats) whose window starts
+at the last envelope the ledger stored from the bridge: every lifecycle
+envelope the ledger lacks lies inside a recorded gap. Stopping the bridge
 (SIGINT, SIGTERM) records an open gap.
+
+Appends carry the bridge's session (header Ledger-Bridge), from which the
+ledger derives each bridge's sessions (GET /v1/bridges). A starting bridge
+reads how its last session ended; if it died (SIGKILL, a lost machine, a
+killed ledger) the gap from that session's last stored envelope is
+recorded before anything new is appended (with --nats-url, give --api too:
+the sessions are read there).
+
+Envelopes are appended in receive order, in batches (--batch); those
+received and not yet stored wait in a backlog bounded by --max-backlog-mib:
+beyond it they are dropped, and the hole is a recorded gap.
 
 With --history FILE the bridge follows the gateway's own
 .mew/logs/envelope-history.jsonl instead (new lines as they come, rotation
@@ -55,7 +68,8 @@ direct publish under the sender's subject; under --auth, a user of the
 auth file's nats.bridges list) or the bridge inside ledger serve
 (--bridge-mew-config).
 
---http ADDR serves /healthz (200 while joined, else 503, with the state)
+--http ADDR serves /healthz (200 while joined, else 503, with the state
+and the reason)
 and /metrics (ledger_bridge_envelopes_total{bridge,kind,result},
 ledger_bridge_state{bridge,state}, ledger_bridge_gaps_total{bridge}).`,
 		run: runBridge,

@@ -19,7 +19,6 @@ import (
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/server/app"
-	"github.com/mewledger/ledger/subjects"
 )
 
 func init() {
@@ -266,17 +265,7 @@ func serveBridges(ctx context.Context, a *app.App, configFile string, log zerolo
 		if err != nil {
 			return err
 		}
-		sessions := bridge.StoreSessions{Store: a.Store, StreamSeq: func(ctx context.Context) (uint64, error) {
-			st, err := a.JetStream().Stream(ctx, subjects.StreamName)
-			if err != nil {
-				return 0, err
-			}
-			info, err := st.Info(ctx)
-			if err != nil {
-				return 0, err
-			}
-			return info.State.LastSeq, nil
-		}}
+		sessions := bridge.StoreSessions{Store: a.Store, StreamSeq: bridge.StreamLastSeq(a.JetStream())}
 		o.Sink, o.Metrics, o.Logger = bridge.AppenderSink{Appender: a.Appender(), Sessions: sessions}, m, log
 		b, err := bridge.New(o)
 		if err != nil {

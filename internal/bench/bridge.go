@@ -9,7 +9,6 @@ import (
 
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
-	"github.com/mewledger/ledger/subjects"
 )
 
 // FigBridge is the MEW bridge's figure (issue 23): lifecycle envelopes a
@@ -82,17 +81,7 @@ func bridgeOnce(ctx context.Context, o *Options, frames [][]byte) (rate, p99ms f
 	)
 	const mew = "bench"
 	b, err := bridge.New(bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Participant: "ledger-recorder", Token: "t", Space: space,
-		Sink: bridge.AppenderSink{Appender: a.Appender(), Sessions: bridge.StoreSessions{Store: a.Store, StreamSeq: func(ctx context.Context) (uint64, error) {
-			st, err := a.JetStream().Stream(ctx, subjects.StreamName)
-			if err != nil {
-				return 0, err
-			}
-			info, err := st.Info(ctx)
-			if err != nil {
-				return 0, err
-			}
-			return info.State.LastSeq, nil
-		}}}, ProbeInterval: -1, Logger: o.Logger,
+		Sink: bridge.AppenderSink{Appender: a.Appender(), Sessions: bridge.StoreSessions{Store: a.Store, StreamSeq: bridge.StreamLastSeq(a.JetStream())}}, ProbeInterval: -1, Logger: o.Logger,
 		OnStored: func(received, stored time.Time) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -8,10 +8,13 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/subjects"
 )
 
 // Sessions (SPEC §14): every append of a bridge carries a
@@ -111,6 +114,22 @@ func (s *NATSSink) Session(ctx context.Context, space, bridge, mewSpace string) 
 type StoreSessions struct {
 	StreamSeq func(ctx context.Context) (uint64, error)
 	Store     func() *projections.Store
+}
+
+// StreamLastSeq returns a StoreSessions.StreamSeq that reads the LEDGER
+// stream's last sequence through js.
+func StreamLastSeq(js jetstream.JetStream) func(ctx context.Context) (uint64, error) {
+	return func(ctx context.Context) (uint64, error) {
+		st, err := js.Stream(ctx, subjects.StreamName)
+		if err != nil {
+			return 0, fmt.Errorf("bridge: stream %s: %w", subjects.StreamName, err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("bridge: stream %s: %w", subjects.StreamName, err)
+		}
+		return info.State.LastSeq, nil
+	}
 }
 
 // Session implements SessionReader.

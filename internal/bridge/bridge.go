@@ -65,9 +65,7 @@ type Bridge struct {
 	sessionID string
 
 	// reader only
-	recvN    uint64
-	dropped  int       // envelopes dropped since the last gap marker
-	dropFrom time.Time // when the first of them was received
+	recvN uint64
 	// writer only
 	lastGapNs int64
 
@@ -101,7 +99,8 @@ func New(o Options) (*Bridge, error) {
 	if _, ok := o.Sink.(HTTPSink); ok && o.HistoryFile != "" {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, ErrSenderUnsupported)
 	}
-	b := &Bridge{opts: o, filter: NewFilter(o.Now), state: StateStopped, since: o.Now(), q: newBacklog(o.MaxBacklogBytes)}
+	b := &Bridge{opts: o, filter: NewFilter(o.Now), state: StateStopped, since: o.Now()}
+	b.q = newBacklog(o.MaxBacklogBytes, b.dropGap)
 	b.sessionID = fmt.Sprintf("%d-%08x", o.Now().UnixNano(), rand.Uint32())
 	b.log = o.Logger.With().Str(logging.KeyComponent, "bridge").Str(KeyBridge, o.Participant).
 		Str(KeyMEWSpace, o.MEWSpace).Str(logging.KeySpace, o.Space).Logger()
@@ -230,12 +229,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 		cause := b.session(ctx, conn, g, caps)
 		_ = conn.CloseNow()
 		noticed := b.opts.Now()
+		dropped, dropFrom := b.q.takeDrops()
 		gap := &ledger.Gap{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: b.opts.Gateway,
-			NoticedAt: noticed, Reason: cause.Error(), Session: b.sessionID, Dropped: b.dropped}
-		if !b.dropFrom.IsZero() {
-			gap.DisconnectedAt = b.dropFrom // the writer takes the earlier of this and the last stored
+			NoticedAt: noticed, Reason: cause.Error(), Session: b.sessionID, Dropped: dropped}
+		if !dropFrom.IsZero() {
+			gap.DisconnectedAt = dropFrom // the writer takes the earlier of this and the last stored
 		}
-		b.dropped, b.dropFrom = 0, time.Time{}
 		if ctx.Err() != nil {
 			gap.Reason = "bridge stopped"
 			b.q.push(item{gap: gap})
@@ -683,28 +682,28 @@ func (b *Bridge) receive(ctx context.Context, frame []byte, sender string) {
 		}
 		return
 	}
-	if b.dropped > 0 {
-		gap := &ledger.Gap{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: b.opts.Gateway,
-			DisconnectedAt: b.dropFrom, NoticedAt: b.dropFrom, ReconnectedAt: it.at, Session: b.sessionID, Dropped: b.dropped,
-			Reason: fmt.Sprintf("backlog full (%d bytes): %d envelopes received and dropped while the ledger was slower than the space", b.opts.MaxBacklogBytes, b.dropped)}
-		if b.q.pushPair(item{gap: gap}, it) {
-			b.dropped, b.dropFrom = 0, time.Time{}
-			return
-		}
-	} else if b.q.push(it) {
+	taken, first := b.q.push(it)
+	if taken {
 		return
 	}
-	if b.dropped == 0 {
-		b.dropFrom = it.at
+	if first {
 		b.log.Error().Int("max_backlog_bytes", b.opts.MaxBacklogBytes).
 			Msg("backlog full: the ledger is slower than the space; dropping envelopes until there is room (the hole is recorded as a gap)")
 	}
-	b.dropped++
 	b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultDropped)
 	b.mu.Lock()
 	b.drops++
 	b.mu.Unlock()
 	b.seen(it.n, v.ID, ResultDropped)
+}
+
+// dropGap is the gap of envelopes dropped from a full backlog: received
+// from `from`, until `to` (the next envelope that fit, or the backlog
+// drained).
+func (b *Bridge) dropGap(dropped int, from, to time.Time) *ledger.Gap {
+	return &ledger.Gap{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: b.opts.Gateway,
+		DisconnectedAt: from, NoticedAt: from, ReconnectedAt: to, Session: b.sessionID, Dropped: dropped,
+		Reason: fmt.Sprintf("backlog full (%d bytes): %d envelopes received and dropped while the ledger was slower than the space", b.opts.MaxBacklogBytes, dropped)}
 }
 
 // skip counts a frame that is not sent.

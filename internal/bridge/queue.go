@@ -33,13 +33,20 @@ type backlog struct {
 	bytes    int
 	maxBytes int
 	closed   bool
-	inflight int           // envelopes taken and not yet answered
+	inflight int // envelopes taken and not yet answered
+	// Drops: envelopes that did not fit since the last gap marker, and
+	// when the first of them was received. The marker of the hole goes
+	// before the next envelope that fits, or is handed to the writer as
+	// soon as the backlog is empty (dropGap builds it).
+	dropped  int
+	dropFrom time.Time
+	dropGap  func(dropped int, from, to time.Time) *ledger.Gap
 	wake     chan struct{} // cap 1: something was pushed or it was closed
 	room     chan struct{} // cap 1: something was taken
 }
 
-func newBacklog(maxBytes int) *backlog {
-	return &backlog{maxBytes: maxBytes, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+func newBacklog(maxBytes int, dropGap func(dropped int, from, to time.Time) *ledger.Gap) *backlog {
+	return &backlog{maxBytes: maxBytes, dropGap: dropGap, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
 }
 
 func signal(c chan struct{}) {
@@ -49,13 +56,35 @@ func signal(c chan struct{}) {
 	}
 }
 
-// push appends it unless the backlog is full (an envelope that does not
-// fit) or closed; it reports whether it was taken.
-func (q *backlog) push(it item) bool {
+// push appends it unless the backlog is closed or full (an envelope that
+// does not fit); it reports whether it was taken. An envelope that does
+// not fit is counted as dropped (first: it is the first of a hole); the
+// first envelope that fits after drops gets the hole's gap marker before
+// it.
+func (q *backlog) push(it item) (taken, first bool) {
+	return q.pushDrop(it, true)
+}
+
+func (q *backlog) pushDrop(it item, drop bool) (taken, first bool) {
 	q.mu.Lock()
-	if q.closed || (it.gap == nil && q.bytes > 0 && q.bytes+it.size() > q.maxBytes) {
+	if q.closed {
 		q.mu.Unlock()
-		return false
+		return false, false
+	}
+	if it.gap == nil && q.bytes > 0 && q.bytes+it.size() > q.maxBytes {
+		if drop {
+			first = q.dropped == 0
+			if first {
+				q.dropFrom = it.at
+			}
+			q.dropped++
+		}
+		q.mu.Unlock()
+		return false, first
+	}
+	if it.gap == nil && q.dropped > 0 {
+		q.items = append(q.items, item{gap: q.dropGap(q.dropped, q.dropFrom, it.at)})
+		q.dropped, q.dropFrom = 0, time.Time{}
 	}
 	q.items = append(q.items, it)
 	if it.gap == nil {
@@ -63,22 +92,17 @@ func (q *backlog) push(it item) bool {
 	}
 	q.mu.Unlock()
 	signal(q.wake)
-	return true
+	return true, false
 }
 
-// pushPair pushes a gap marker and the envelope after it, both or
-// neither (neither when the envelope does not fit).
-func (q *backlog) pushPair(gap, it item) bool {
+// takeDrops returns the drops not yet in a marker, and forgets them (the
+// caller's gap covers them).
+func (q *backlog) takeDrops() (int, time.Time) {
 	q.mu.Lock()
-	if q.closed || (q.bytes > 0 && q.bytes+it.size() > q.maxBytes) {
-		q.mu.Unlock()
-		return false
-	}
-	q.items = append(q.items, gap, it)
-	q.bytes += it.size()
-	q.mu.Unlock()
-	signal(q.wake)
-	return true
+	defer q.mu.Unlock()
+	n, from := q.dropped, q.dropFrom
+	q.dropped, q.dropFrom = 0, time.Time{}
+	return n, from
 }
 
 // pushWait is push, waiting for room (history mode: the file keeps what
@@ -86,7 +110,7 @@ func (q *backlog) pushPair(gap, it item) bool {
 // when ctx ended or the backlog is closed.
 func (q *backlog) pushWait(ctx context.Context, it item) bool {
 	for {
-		if q.push(it) {
+		if ok, _ := q.pushDrop(it, false); ok {
 			return true
 		}
 		q.mu.Lock()
@@ -137,6 +161,14 @@ func (q *backlog) take(ctx context.Context, max int) []item {
 			q.mu.Unlock()
 			signal(q.room)
 			return out
+		}
+		if q.dropped > 0 {
+			// Drained after drops: the hole's marker now, not at the next
+			// envelope (the space may stay quiet).
+			g := q.dropGap(q.dropped, q.dropFrom, time.Now())
+			q.dropped, q.dropFrom = 0, time.Time{}
+			q.mu.Unlock()
+			return []item{{gap: g}}
 		}
 		closed := q.closed
 		q.mu.Unlock()

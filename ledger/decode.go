@@ -313,16 +313,19 @@ func idList(v json.RawMessage, path string, allowString, dedup bool) ([]string, 
 		}
 		return list, nil
 	case '[':
-		items := splitArray(v)
+		var buf [8]json.RawMessage
+		items := splitArrayInto(buf[:0], v)
 		list = make([]string, 0, len(items))
 		for i, it := range items {
-			ip := path + "[" + strconv.Itoa(i) + "]"
+			// The item's path is built only for a refusal (it was one
+			// allocation per item of every envelope's list).
 			if len(it) == 0 || it[0] != '"' {
+				ip := path + "[" + strconv.Itoa(i) + "]"
 				return nil, refuse(CodeWrongType, ip, "%s must be a string, not %s", ip, jsonKind(it))
 			}
 			s := decodeString(it)
-			if r := checkID(s, ip, MaxIDBytes); r != nil {
-				return nil, r
+			if r := checkID(s, path, MaxIDBytes); r != nil {
+				return nil, checkID(s, path+"["+strconv.Itoa(i)+"]", MaxIDBytes)
 			}
 			if !dedup || !slices.Contains(list, s) {
 				list = append(list, s)

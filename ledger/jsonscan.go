@@ -159,7 +159,13 @@ func findMember(v []byte, name string) (json.RawMessage, bool) {
 // splitArray splits the array v (valid JSON, starting with '[') into its
 // elements.
 func splitArray(v []byte) []json.RawMessage {
-	var items []json.RawMessage
+	return splitArrayInto(nil, v)
+}
+
+// splitArrayInto is splitArray appending to items (a caller's buffer:
+// most arrays of an envelope are short, and a stack buffer spares the
+// allocation).
+func splitArrayInto(items []json.RawMessage, v []byte) []json.RawMessage {
 	i := scanWS(v, 1)
 	if i < len(v) && v[i] == ']' {
 		return items

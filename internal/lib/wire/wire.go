@@ -9,9 +9,11 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/model"
@@ -88,6 +90,53 @@ func (r AppendResult) MarshalJSON() ([]byte, error) {
 		}{r.Line, r.Error})
 	}
 	return json.Marshal(plain(r))
+}
+
+// AppendNDJSON appends r as one NDJSON line (its JSON and a newline),
+// the same bytes as a json.Encoder with SetEscapeHTML(false) writes: a
+// success whose id needs no escaping is written by hand (the answer of
+// every line of an NDJSON append), anything else through MarshalJSON.
+func (r AppendResult) AppendNDJSON(b []byte) []byte {
+	if r.Error == nil && plainJSONString(r.ID) {
+		b = append(b, '{')
+		if r.Line != 0 {
+			b = append(b, `"line":`...)
+			b = strconv.AppendInt(b, int64(r.Line), 10)
+			b = append(b, ',')
+		}
+		if r.ID != "" {
+			b = append(b, `"id":"`...)
+			b = append(b, r.ID...)
+			b = append(b, `",`...)
+		}
+		if r.Seq != 0 {
+			b = append(b, `"seq":`...)
+			b = strconv.AppendUint(b, r.Seq, 10)
+			b = append(b, ',')
+		}
+		b = append(b, `"duplicate":`...)
+		b = strconv.AppendBool(b, r.Duplicate)
+		return append(b, '}', '\n')
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil { // unreachable: every field marshals
+		return append(b, '{', '}', '\n')
+	}
+	return append(b, buf.Bytes()...)
+}
+
+// plainJSONString reports whether s is printable ASCII without '"', '\\'
+// or the HTML characters MarshalJSON's json.Marshal escapes: its JSON
+// string is its bytes in quotes.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // FromResult converts an Appender result.

@@ -198,7 +198,7 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 	}
 
 	bw := bufio.NewWriterSize(w, 32<<10)
-	enc := newEncoder(bw)
+	var line []byte // the writer's: one answer line
 	flusher := http.NewResponseController(w)
 	start := func() {
 		mu.Lock()
@@ -211,7 +211,8 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 		}
 	}
 	write := func(res wire.AppendResult) {
-		_ = enc.Encode(res)
+		line = res.AppendNDJSON(line[:0])
+		_, _ = bw.Write(line)
 	}
 	// The writer answers the entries in order, flushing whenever it has
 	// caught up with the reader.

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -238,7 +241,7 @@ func toolSchemas(t *testing.T, s *session) map[string]*jsonschema.Schema {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"get_proposal", "proposal_history", "list_proposals", "stats", "list_anomalies", "list_gaps", "wait_for_decision"}
+	want := []string{"get_proposal", "proposal_history", "list_proposals", "stats", "list_anomalies", "list_gaps", "list_events", "get_event", "wait_for_decision"}
 	out := map[string]*jsonschema.Schema{}
 	c := jsonschema.NewCompiler()
 	for _, tool := range res.Tools {
@@ -369,6 +372,8 @@ func checkTools(t *testing.T, s *session) {
 		t.Errorf("list_gaps: %v", g)
 	}
 
+	checkEvents(t, s, sc)
+
 	w, _ := call(t, s, sc, "wait_for_decision", map[string]any{"id": "mcp-fulfilled"}, false)
 	if w["decided"] != true || w["state"] != "fulfilled" || w["decided_by"] != "human" {
 		t.Errorf("wait_for_decision on a decided proposal: %v", w)
@@ -395,11 +400,90 @@ func checkTools(t *testing.T, s *session) {
 		{"list_anomalies", map[string]any{"anomaly": "weird"}, `bad_query: unknown anomaly "weird"`},
 		{"wait_for_decision", map[string]any{"id": "mcp-pending", "timeout_seconds": 100000}, "(field timeout_seconds)"},
 		{"list_proposals", map[string]any{"space": "team a/\x00"}, "(field space)"},
+		{"list_events", map[string]any{"effect": "bogus"}, `effect "bogus" is not one of`},
+		{"list_events", map[string]any{"order": "sideways"}, "(field order)"},
+		{"list_events", map[string]any{"limit": 500}, "bad_request: limit must be in 1..200 (default 50), not 500 (field limit)"},
+		{"list_events", map[string]any{"since_seq": -1}, "since_seq"},
+		{"list_events", map[string]any{"cursor": "not-a-cursor"}, "(field cursor)"},
+		{"get_event", map[string]any{}, `missing properties: ["seq"]`},
+		{"get_event", map[string]any{"seq": 0}, "bad_request: seq is required"},
+		{"get_event", map[string]any{"seq": 99999}, "not_found: the stream holds no message at seq 99999 (field seq)"},
 	} {
 		_, text := call(t, s, sc, c.tool, c.args, true)
 		if !strings.Contains(text, c.want) {
 			t.Errorf("%s(%v): %q, want it to say %q", c.tool, c.args, text, c.want)
 		}
+	}
+}
+
+// checkEvents: list_events filters, pages and orders the ledger's log;
+// get_event answers an event's original bytes.
+func checkEvents(t *testing.T, s *session, sc map[string]*jsonschema.Schema) {
+	t.Helper()
+	ids := func(m map[string]any) []string {
+		var out []string
+		for _, e := range m["events"].([]any) {
+			out = append(out, e.(map[string]any)["id"].(string))
+		}
+		return out
+	}
+	e, text := call(t, s, sc, "list_events", map[string]any{"proposal": "mcp-withdrawn"}, false)
+	if got := ids(e); !slices.Equal(got, []string{"mcp-withdrawn", "w-1", "f-2"}) || e["truncated"] != false || e["count"] != float64(3) {
+		t.Errorf("list_events proposal: %v", e)
+	}
+	if !strings.Contains(text, "3 events") || !strings.Contains(text, "f-2 from human (write_file): late under mcp-withdrawn") {
+		t.Errorf("list_events text: %q", text)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"proposal": "mcp-withdrawn", "order": "desc", "limit": 2}, false)
+	if got := ids(e); !slices.Equal(got, []string{"f-2", "w-1"}) || e["truncated"] != true || e["next_cursor"] == nil {
+		t.Errorf("list_events desc page 1: %v", e)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"proposal": "mcp-withdrawn", "order": "desc", "limit": 2, "cursor": e["next_cursor"]}, false)
+	if got := ids(e); !slices.Equal(got, []string{"mcp-withdrawn"}) || e["truncated"] != false || e["next_cursor"] != nil {
+		t.Errorf("list_events desc page 2 (the last): %v", e)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"from": "human"}, false)
+	if got := ids(e); !slices.Equal(got, []string{"f-1", "f-2"}) {
+		t.Errorf("list_events from human: %v", got)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"anomaly": "fulfilled_after_withdrawn"}, false)
+	evs, _ := e["events"].([]any)
+	if len(evs) != 1 || evs[0].(map[string]any)["id"] != "f-2" || evs[0].(map[string]any)["effect"] != "late" {
+		t.Fatalf("list_events anomaly: %v", e)
+	}
+	late := evs[0].(map[string]any)
+	seq := late["seq"].(float64)
+	e, _ = call(t, s, sc, "list_events", map[string]any{"since_seq": seq, "until_seq": seq}, false)
+	if got := ids(e); !slices.Equal(got, []string{"f-2"}) {
+		t.Errorf("list_events since_seq..until_seq %v: %v", seq, got)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"kind": "mcp/proposal"}, false)
+	if got := ids(e); len(got) != 4 || slices.Contains(got, "mcp-team") {
+		t.Errorf("list_events of the default space: %v", got)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"kind": "mcp/proposal", "space": "*"}, false)
+	if got := ids(e); len(got) != 5 || !slices.Contains(got, "mcp-team") {
+		t.Errorf("list_events of every space: %v", got)
+	}
+	team := e["events"].([]any)[slices.Index(ids(e), "mcp-team")].(map[string]any)
+
+	// get_event: the original bytes, their digest and the index record.
+	g, text := call(t, s, sc, "get_event", map[string]any{"seq": seq}, false)
+	sum := sha256.Sum256([]byte(fulfil("mcp-withdrawn", "f-2")))
+	if g["text"] != fulfil("mcp-withdrawn", "f-2") || g["sha256"] != hex.EncodeToString(sum[:]) || g["truncated"] != false ||
+		g["size"] != float64(len(fulfil("mcp-withdrawn", "f-2"))) || g["event"].(map[string]any)["effect"] != "late" ||
+		!strings.HasPrefix(g["subject"].(string), "ledger.default.") {
+		t.Errorf("get_event %v: %v", seq, g)
+	}
+	if !strings.Contains(text, hex.EncodeToString(sum[:])) || !strings.Contains(text, `"id":"f-2"`) {
+		t.Errorf("get_event text: %q", text)
+	}
+	// Another space's event: not found unless asked for in it (or *).
+	if _, text := call(t, s, sc, "get_event", map[string]any{"seq": team["seq"]}, true); !strings.HasPrefix(text, "not_found:") || !strings.Contains(text, "(field seq)") {
+		t.Errorf("get_event of another space's event: %q", text)
+	}
+	if g, _ := call(t, s, sc, "get_event", map[string]any{"seq": team["seq"], "space": "*"}, false); g["text"] != proposal("mcp-team") {
+		t.Errorf("get_event space *: %v", g)
 	}
 }
 
@@ -617,6 +701,18 @@ func TestHTTPAuth(t *testing.T) {
 	if p["id"] != "mcp-team" || p["space"] != "team-a" {
 		t.Errorf("in scope: %v", p)
 	}
+	// The event log: every space (*) is refused to a token limited to
+	// spaces; its own space is listed.
+	if _, text = call(t, s, sc, "list_events", map[string]any{"space": "*"}, true); !strings.HasPrefix(text, "forbidden:") {
+		t.Errorf("list_events of every space with a token limited to spaces: %q", text)
+	}
+	if _, text = call(t, s, sc, "get_event", map[string]any{"seq": 1, "space": "*"}, true); !strings.HasPrefix(text, "forbidden:") {
+		t.Errorf("get_event in every space with a token limited to spaces: %q", text)
+	}
+	e, _ := call(t, s, sc, "list_events", map[string]any{"space": "team-a"}, false)
+	if evs, _ := e["events"].([]any); len(evs) != 1 || evs[0].(map[string]any)["id"] != "mcp-team" {
+		t.Errorf("list_events in scope: %v", e)
+	}
 	ctx := context.Background()
 	if _, err := s.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.ProposalURI("default", "mcp-pending")}); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("reading an out-of-scope resource: %v", err)
@@ -718,7 +814,7 @@ func TestStdioMEWBridge(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`)
 	list := answer(2)
 	tools, _ := list["result"].(map[string]any)["tools"].([]any)
-	if len(tools) != 7 {
+	if len(tools) != 9 {
 		t.Fatalf("tools/list: %v", list)
 	}
 	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wait_for_decision","arguments":{"id":"mcp-rejected"}}}`)

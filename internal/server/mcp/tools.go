@@ -26,6 +26,8 @@ var tools = []func(*Server){
 	(*Server).toolStats,
 	(*Server).toolListAnomalies,
 	(*Server).toolListGaps,
+	(*Server).toolListEvents,
+	(*Server).toolGetEvent,
 	(*Server).toolWaitForDecision,
 }
 

@@ -265,6 +265,20 @@ type toolHandler[In, Out any] func(ctx context.Context, in In) (Out, string, err
 
 // addTool adds a read-only tool with inferred input and output schemas.
 func addTool[In, Out any](s *Server, name, title, description string, h toolHandler[In, Out]) {
+	addToolContent(s, name, title, description, func(ctx context.Context, in In) (Out, []sdk.Content, error) {
+		out, text, err := h(ctx, in)
+		return out, []sdk.Content{&sdk.TextContent{Text: text}}, err
+	})
+}
+
+// contentHandler is a tool's body that answers content blocks of its own
+// (its text first, then e.g. an embedded resource) beside the structured
+// output.
+type contentHandler[In, Out any] func(ctx context.Context, in In) (Out, []sdk.Content, error)
+
+// addToolContent adds a read-only tool whose result carries the content
+// blocks h returns.
+func addToolContent[In, Out any](s *Server, name, title, description string, h contentHandler[In, Out]) {
 	no := false
 	t := &sdk.Tool{
 		Name:         name,
@@ -278,12 +292,12 @@ func addTool[In, Out any](s *Server, name, title, description string, h toolHand
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			ctx = withProgress(ctx, req.Session, tok)
 		}
-		out, text, err := h(ctx, in)
+		out, content, err := h(ctx, in)
 		if err != nil {
 			var zero Out
 			return nil, zero, s.toolError(err)
 		}
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, out, nil
+		return &sdk.CallToolResult{Content: content}, out, nil
 	})
 }
 

@@ -63,7 +63,7 @@ func startLedger(t *testing.T) (*app.App, *client.Client) {
 	for _, env := range []string{
 		proposal("mcp-pending"),
 		proposal("mcp-fulfilled"), fulfil("mcp-fulfilled", "f-1"),
-		proposal("mcp-withdrawn"), `{"protocol":"mew/v0.4","id":"w-1","from":"agent-a","kind":"mcp/withdraw","correlation_id":["mcp-withdrawn"],"payload":{"reason":"changed my mind"}}`,
+		proposal("mcp-withdrawn"), withdrawEnv,
 		fulfil("mcp-withdrawn", "f-2"), // after the withdrawal: fulfilled_after_withdrawn
 		proposal("mcp-rejected"), reject("mcp-rejected", "r-1"),
 	} {
@@ -82,6 +82,9 @@ func startLedger(t *testing.T) (*app.App, *client.Client) {
 	waitApplied(t, a, res.Seq)
 	return a, w
 }
+
+// withdrawEnv withdraws mcp-withdrawn.
+const withdrawEnv = `{"protocol":"mew/v0.4","id":"w-1","from":"agent-a","kind":"mcp/withdraw","correlation_id":["mcp-withdrawn"],"payload":{"reason":"changed my mind"}}`
 
 func proposal(id string) string {
 	return `{"protocol":"mew/v0.4","id":"` + id + `","from":"agent-a","to":["fs"],"kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a.txt"}}}}`
@@ -195,6 +198,13 @@ func connectStdio(t *testing.T, a *app.App, bin, token, version string) *session
 // a map, or the error text.
 func call(t *testing.T, s *session, schemas map[string]*jsonschema.Schema, name string, args map[string]any, wantErr bool) (map[string]any, string) {
 	t.Helper()
+	m, text, _ := callResult(t, s, schemas, name, args, wantErr)
+	return m, text
+}
+
+// callResult is call, with the whole result (its content blocks).
+func callResult(t *testing.T, s *session, schemas map[string]*jsonschema.Schema, name string, args map[string]any, wantErr bool) (map[string]any, string, *sdk.CallToolResult) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
@@ -211,7 +221,7 @@ func call(t *testing.T, s *session, schemas map[string]*jsonschema.Schema, name 
 		t.Fatalf("%s(%v): isError %v, want %v: %s", name, args, res.IsError, wantErr, text)
 	}
 	if wantErr {
-		return nil, text
+		return nil, text, res
 	}
 	if text == "" {
 		t.Errorf("%s: no text rendering", name)
@@ -231,7 +241,7 @@ func call(t *testing.T, s *session, schemas map[string]*jsonschema.Schema, name 
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatalf("%s: structured content is not an object: %s", name, raw)
 	}
-	return m, text
+	return m, text, res
 }
 
 // toolSchemas lists the tools and compiles their output schemas.

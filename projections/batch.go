@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // The batch overlay.
@@ -101,6 +102,11 @@ type Batch struct {
 
 	// The change index (store_changes.go).
 	changes map[changeID]*Change
+
+	// The Merkle tree's stored hashes of the batch's events, indexes
+	// treeFrom on (tree.go).
+	tree     []tlog.Hash
+	treeFrom int64
 
 	// Pipelined commits (Handoff). frozen: b was handed off; its owner
 	// may no longer change it. committed is closed when its Commit (or

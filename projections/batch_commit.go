@@ -28,6 +28,7 @@ func (b *Batch) finish() {
 	b.props, b.refs, b.orphans, b.stats, b.history, b.spaces = nil, nil, nil, nil, nil, nil
 	b.aux, b.parents = nil, nil
 	b.changes = nil
+	b.tree = nil
 	b.dirty = 0
 }
 
@@ -341,6 +342,7 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 	if ops, err = b.collectChanges(c, ops); err != nil {
 		return nil, err
 	}
+	ops = b.collectTree(c, ops)
 	c.ops = ops
 	return ops, nil
 }

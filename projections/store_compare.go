@@ -108,6 +108,11 @@ func DecodeKey(key []byte) KeyInfo {
 			return k
 		}
 		return KeyInfo{Table: TableChange, Space: sp, ID: id, Seq: seq, Raw: k.Raw}
+	case tagTree:
+		if len(rest) != 8 {
+			return k
+		}
+		return KeyInfo{Table: TableTree, Seq: binary.BigEndian.Uint64(rest), Raw: k.Raw}
 	case tagDeadline:
 		nanos, sp, id, err := readDeadlineKey(key)
 		if err != nil {

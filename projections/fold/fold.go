@@ -28,6 +28,12 @@ type Event struct {
 	// different bytes (SPEC §4). Each proposal it touches gets anomaly
 	// msg_id_clash.
 	MsgIDClash bool
+	// MsgID and ClashID are the message's identity headers, which the
+	// fold does not read: the Merkle tree's leaf holds them (SPEC §16,
+	// package client/evidence). MsgID is the Nats-Msg-Id the message was
+	// first appended with (ledger.MsgIdentity); ClashID the value of
+	// HeaderMsgIDClash ("" when absent).
+	MsgID, ClashID string
 
 	pre *prepared // set by Folder.Prepare: the subject and decoding, worked out ahead
 }

@@ -445,7 +445,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	<-checkDone
 	a.current().stop()
 	a.stopProofs() // after the projector: the last batch gets its checkpoint
-	_ = g.Wait() // the HTTP goroutine's; every other has returned above; failures are in failErr
+	_ = g.Wait()   // the HTTP goroutine's; every other has returned above; failures are in failErr
 	// 5..7. Close the store, drain the connection, stop the server.
 	relCtx, cancelRel := context.WithTimeout(base, a.opts.ShutdownTimeout)
 	defer cancelRel()

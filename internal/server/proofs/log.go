@@ -193,7 +193,7 @@ func (l *Log) Close() error {
 // ones, as Pebble's default does.
 type quietLogger struct{}
 
-func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))

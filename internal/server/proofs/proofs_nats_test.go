@@ -325,4 +325,6 @@ func signedAt(t *testing.T, a *app.App, n int64) evidence.Checkpoint {
 	return evidence.Checkpoint{Origin: a.Proofs().Origin(), Size: n, Hash: root}
 }
 
-func generateKey(path string) (string, error) { return proofs.GenerateKeyFile(path, "test.example/ledger") }
+func generateKey(path string) (string, error) {
+	return proofs.GenerateKeyFile(path, "test.example/ledger")
+}

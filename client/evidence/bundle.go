@@ -310,7 +310,11 @@ func (e *EventProof) matches(l *Leaf) error {
 		return err
 	}
 	if !bytes.Equal(raw, l.Data) {
-		return fmt.Errorf("%w: the message bytes (%d) are not the leaf's (%d)", ErrMismatch, len(raw), len(l.Data))
+		at := 0
+		for at < min(len(raw), len(l.Data)) && raw[at] == l.Data[at] {
+			at++
+		}
+		return fmt.Errorf("%w: the message bytes (%d) differ from the leaf's (%d) at byte %d", ErrMismatch, len(raw), len(l.Data), at)
 	}
 	return nil
 }

@@ -33,6 +33,13 @@ const (
 	PatternEvents  = "POST /v1/events"
 	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (SPEC §14): writer, like events
 	PatternOpsGet  = "GET /v1/ops/"
+	// The whole-log routes of the verifiable log (SPEC §16): auditor,
+	// not per space (a proposal's proof, under GET /v1/proposals/, is).
+	PatternCheckpoint    = "GET /v1/checkpoint"
+	PatternCheckpointKey = "GET /v1/checkpoint/key"
+	PatternCheckpoints   = "GET /v1/checkpoints"
+	PatternTiles         = "GET /v1/tile/"
+	PatternProofs        = "GET /v1/proof/"
 	PatternDefault = "/"
 	// PatternConsole is the web console's static files (package console):
 	// open, since they hold no data; the console sends a token to the API.
@@ -46,6 +53,8 @@ const (
 //	GET /ui/...                 open (the console's files; no data)
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones), per space
+//	GET /v1/checkpoint[/key], /v1/checkpoints, /v1/tile/..., /v1/proof/...
+//	                            auditor, the whole log: not for a token limited to spaces
 //	POST /v1/events             writer, rate limited, per space
 //	GET /v1/ops/...             ops (read-shaped operations)
 //	POST /v1/gaps               writer, rate limited (bridges report gaps)
@@ -63,6 +72,11 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternConsole, Open: true},
 		metrics,
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}, Spaced: true},
+		{Pattern: PatternCheckpoint, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternCheckpointKey, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternCheckpoints, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternTiles, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternProofs, Roles: []Role{RoleAuditor}},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
 		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},

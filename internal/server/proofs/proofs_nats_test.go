@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	tdlog "github.com/transparency-dev/formats/log"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -22,6 +23,7 @@ import (
 	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/opstest"
 	"github.com/mewledger/ledger/internal/server/proofs"
+	"github.com/mewledger/ledger/subjects"
 )
 
 // fast makes checkpoints every 20 ms.
@@ -104,6 +106,16 @@ func history(base string) []string {
 func TestProposalProofIndependent(t *testing.T) {
 	a := apptest.Start(t, fast)
 	base := a.HTTPURL()
+	// A watcher of the checkpoints, on NATS.
+	nc, err := nats.Connect(a.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	published, err := nc.SubscribeSync(subjects.CheckpointWildcard)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var last uint64
 	for _, env := range history(base) {
 		last = post(t, base, env)
@@ -162,6 +174,21 @@ func TestProposalProofIndependent(t *testing.T) {
 	latest, _, err := evidence.OpenCheckpoint(note1, v)
 	if err != nil || latest.Size < int64(last) {
 		t.Fatalf("latest checkpoint %v: %v", latest, err)
+	}
+
+	// Each checkpoint is published on ledger.checkpoint.<origin>.
+	for {
+		m, err := published.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("no checkpoint of %d leaves published: %v", latest.Size, err)
+		}
+		pc, _, err := evidence.OpenCheckpoint(m.Data, v)
+		if err != nil || m.Subject != subjects.Checkpoint(v.Name()) {
+			t.Fatalf("published on %s: %v", m.Subject, err)
+		}
+		if pc.Size >= int64(last) {
+			break
+		}
 	}
 
 	// The tiles give the signed root.

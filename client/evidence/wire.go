@@ -29,3 +29,17 @@ type CheckpointList struct {
 	Checkpoints []CheckpointInfo `json:"checkpoints"`
 	NextFrom    *int64           `json:"next_from,omitempty"`
 }
+
+// InclusionProof is the answer of GET /v1/proof/inclusion?seq=N[&size=M]:
+// the RFC 6962 inclusion proof of the leaf of stream sequence Seq (index
+// Seq-1, hash LeafHash) in the tree the signed Checkpoint names (of
+// TreeSize leaves). Check it with VerifyInclusion after OpenCheckpoint;
+// a client holding the message recomputes LeafHash from its Leaf.
+type InclusionProof struct {
+	Seq        uint64   `json:"seq"`
+	LeafIndex  int64    `json:"leaf_index"`
+	TreeSize   int64    `json:"tree_size"`
+	LeafHash   string   `json:"leaf_hash"`
+	Proof      []string `json:"proof"`
+	Checkpoint string   `json:"checkpoint"`
+}

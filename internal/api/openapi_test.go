@@ -185,6 +185,13 @@ var operations = []op{
 		example: "/v1/proof/consistency?from=1&to=3",
 		responses: []resp{{status: 200, desc: "The proof.", schema: "ConsistencyProof", example: true}, errResp(400, "from or to missing or malformed, or from > to."),
 			errResp(404, "to is past the tree (beyond_tree)."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/v1/proof/inclusion", summary: "The RFC 6962 inclusion proof of one stream sequence's leaf, against a signed checkpoint (included).", role: "auditor",
+		params: []param{{name: "seq", in: "query", typ: "integer", desc: "The stream sequence (leaf seq-1).", required: true},
+			{name: "size", in: "query", typ: "integer", desc: "Prove against the checkpoint of this tree size; default the latest."}},
+		example: "/v1/proof/inclusion?seq=2",
+		responses: []resp{{status: 200, desc: "The proof, the leaf hash and the checkpoint.", schema: "InclusionProof", example: true}, errResp(400, "seq missing or malformed."),
+			errResp(404, "No checkpoint of that size, or seq past it (beyond_tree)."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."),
+			errResp(503, "No checkpoint covers seq yet (no_checkpoint).")}},
 	{method: "get", path: "/healthz", summary: "Liveness: the process serves.", example: "/healthz",
 		responses: []resp{{status: 200, desc: "Serving.", schema: "Health", example: true}}},
 	{method: "get", path: "/readyz", summary: "Readiness: the projection is caught up within the ready bound.", example: "/readyz",
@@ -215,6 +222,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Bundle":           reflect.TypeFor[evidence.Bundle](),
 	"ConsistencyProof": reflect.TypeFor[evidence.ConsistencyProof](),
 	"CheckpointList":   reflect.TypeFor[evidence.CheckpointList](),
+	"InclusionProof":   reflect.TypeFor[evidence.InclusionProof](),
 }
 
 // schemaNames names the components whose Go names collide.

@@ -25,6 +25,7 @@ const (
 	RouteTile          = "GET /v1/tile/{path...}"
 	RouteProposalProof = "GET /v1/proposals/{id}/proof"
 	RouteConsistency   = "GET /v1/proof/consistency"
+	RouteInclusion     = "GET /v1/proof/inclusion"
 )
 
 // Query parameters of the proof routes.
@@ -32,6 +33,7 @@ const (
 	paramSize = "size"
 	paramFrom = "from"
 	paramTo   = "to"
+	paramSeq  = "seq"
 )
 
 // Error codes of the proof routes.
@@ -57,6 +59,7 @@ func (a *API) mountProofs() {
 	a.mux.HandleFunc(RouteTile, a.getTile)
 	a.mux.HandleFunc(RouteProposalProof, a.getProposalProof)
 	a.mux.HandleFunc(RouteConsistency, a.getConsistency)
+	a.mux.HandleFunc(RouteInclusion, a.getInclusion)
 }
 
 // withTree calls f with the projection in place as a proofs.Tree, holding
@@ -270,6 +273,47 @@ func (a *API) getConsistency(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		a.proofError(w, r, paramTo, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getInclusion answers the inclusion proof of one stream sequence's leaf.
+func (a *API) getInclusion(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if e := params(q, paramSeq, paramSize); e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return
+	}
+	if q.Get(paramSeq) == "" {
+		writeError(w, http.StatusBadRequest, badParam(paramSeq, "seq is required"))
+		return
+	}
+	seq, e := int64Param(q, paramSeq, 0)
+	if e == nil && seq == 0 {
+		e = badParam(paramSeq, "seq must be a stream sequence (1 or more)")
+	}
+	if e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return
+	}
+	size, e := int64Param(q, paramSize, -1)
+	if e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return
+	}
+	var out evidence.InclusionProof
+	err := a.reader.withTree(func(tree proofs.Tree) error {
+		var err error
+		out, err = a.opts.Proofs.Inclusion(r.Context(), tree, uint64(seq), size)
+		return err
+	})
+	if err != nil {
+		field := paramSeq
+		if size >= 0 {
+			field = paramSize
+		}
+		a.proofError(w, r, field, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)

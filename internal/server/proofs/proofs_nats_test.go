@@ -231,6 +231,29 @@ func TestProposalProofIndependent(t *testing.T) {
 			t.Fatalf("transparency-dev/merkle: %v", err)
 		}
 	}
+	// One sequence's inclusion proof, with its checkpoint.
+	st, _, body = get(t, base+"/v1/proof/inclusion?seq=2")
+	var ip evidence.InclusionProof
+	if err := json.Unmarshal(body, &ip); st != 200 || err != nil {
+		t.Fatalf("inclusion: %d %s", st, body)
+	}
+	icp, _, err := evidence.OpenCheckpoint([]byte(ip.Checkpoint), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lh, _ := tlog.ParseHash(ip.LeafHash)
+	ips, _ := evidence.ParseHashes(ip.Proof)
+	if err := evidence.VerifyInclusion(icp, ip.LeafIndex, lh, ips); err != nil || ip.Seq != 2 || ip.TreeSize != icp.Size {
+		t.Fatalf("inclusion of seq 2: %+v: %v", ip, err)
+	}
+	var ipb [][]byte
+	for i := range ips {
+		ipb = append(ipb, ips[i][:])
+	}
+	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, 1, uint64(icp.Size), lh[:], ipb, icp.Hash[:]); err != nil {
+		t.Fatalf("inclusion of seq 2: transparency-dev: %v", err)
+	}
+
 	// Every checkpoint is kept and listed, smallest first.
 	_, _, all := get(t, base+"/v1/checkpoints?from=0&limit=1000")
 	var list evidence.CheckpointList
@@ -247,6 +270,9 @@ func TestProposalProofIndependent(t *testing.T) {
 		"/v1/proof/consistency?from=5&to=2":     400,
 		"/v1/proof/consistency?from=1&to=99999": 404,
 		"/v1/tile/entries/000":                  404,
+		"/v1/proof/inclusion":                   400,
+		"/v1/proof/inclusion?seq=0":             400,
+		"/v1/proof/inclusion?seq=99999&size=1":  404,
 		"/v1/checkpoint?x=1":                    400,
 	} {
 		if st, _, body := get(t, base+url); st != want {

@@ -154,3 +154,31 @@ func (s *Service) Tile(tree Tree, t tlog.Tile) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// Inclusion returns the inclusion proof of the leaf of stream sequence seq
+// against a checkpoint (CheckpointFor: of size when size ≥ 0, else the
+// latest, waiting briefly for one that covers seq). It reads only the
+// tree, not the stream.
+func (s *Service) Inclusion(ctx context.Context, tree Tree, seq uint64, size int64) (evidence.InclusionProof, error) {
+	if seq == 0 {
+		return evidence.InclusionProof{}, fmt.Errorf("%w: seq 0", ErrBeyondTree)
+	}
+	e, err := s.CheckpointFor(ctx, tree, size, int64(seq))
+	if err != nil {
+		return evidence.InclusionProof{}, err
+	}
+	if int64(seq) > e.Checkpoint.Size {
+		return evidence.InclusionProof{}, fmt.Errorf("%w: seq %d is past checkpoint %d", ErrBeyondTree, seq, e.Checkpoint.Size)
+	}
+	i := int64(seq) - 1
+	lh, err := tree.LeafHash(i)
+	if err != nil {
+		return evidence.InclusionProof{}, err
+	}
+	p, err := tlog.ProveRecord(e.Checkpoint.Size, i, tree)
+	if err != nil {
+		return evidence.InclusionProof{}, fmt.Errorf("proofs: prove seq %d in %d: %w", seq, e.Checkpoint.Size, err)
+	}
+	return evidence.InclusionProof{Seq: seq, LeafIndex: i, TreeSize: e.Checkpoint.Size, LeafHash: lh.String(),
+		Proof: evidence.FormatHashes(p), Checkpoint: string(e.Note)}, nil
+}

@@ -40,7 +40,7 @@ const (
 	PatternCheckpoints   = "GET /v1/checkpoints"
 	PatternTiles         = "GET /v1/tile/"
 	PatternProofs        = "GET /v1/proof/"
-	PatternDefault = "/"
+	PatternDefault       = "/"
 	// PatternConsole is the web console's static files (package console):
 	// open, since they hold no data; the console sends a token to the API.
 	PatternConsole = "GET /ui/"

@@ -162,3 +162,18 @@ func TestVerifyConsistencyFails(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFrontier: the streaming root equals the stored tree's at every size.
+func TestFrontier(t *testing.T) {
+	tr := buildTree(t, 300, "a")
+	var f evidence.Frontier
+	if f.Root() != tr.root(t, 0) {
+		t.Fatal("empty root")
+	}
+	for i, leaf := range tr.leaves {
+		f.Append(evidence.LeafHash(leaf))
+		if f.Size() != int64(i+1) || f.Root() != tr.root(t, int64(i+1)) {
+			t.Fatalf("size %d: root %s, tree %s", i+1, f.Root(), tr.root(t, int64(i+1)))
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/internal/archive"
 )
 
 // verifyBundle is `ledger verify --bundle FILE --key KEY`: it checks an
@@ -113,4 +114,43 @@ func bundleReport(b *evidence.Bundle, v *evidence.Verified) any {
 		Proposal string        `json:"proposal,omitempty"`
 		Events   []bundleEvent `json:"events"`
 	}{true, v.Checkpoint.Origin, v.Checkpoint.Size, v.Checkpoint.Hash.String(), b.Space, b.Proposal, evs}
+}
+
+// verifyExportCheckpoint is `ledger verify --export FILE --checkpoint NOTE
+// --key KEY`: the export's chain, and its first lines against the signed
+// checkpoint's tree (archive.VerifyCheckpoint).
+func verifyExportCheckpoint(e env, export string, in io.Reader, noteFile, key string) error {
+	vkey, err := verifierKeyArg(key)
+	if err != nil {
+		return err
+	}
+	v, err := evidence.NewVerifier(vkey)
+	if err != nil {
+		return usageError("--key: %v", err)
+	}
+	note, err := os.ReadFile(noteFile)
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	cp, _, err := evidence.OpenCheckpoint(note, v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", noteFile, err)
+	}
+	sum, err := archive.VerifyCheckpoint(in, cp)
+	out := struct {
+		OK bool `json:"ok"`
+		archive.Summary
+		Checkpoint string `json:"checkpoint"`
+		Error      string `json:"error,omitempty"`
+	}{err == nil, sum, cp.String(), ""}
+	if err != nil {
+		out.Error = err.Error()
+	}
+	if werr := writeOpsJSON(e.stdout, out); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", export, err)
+	}
+	return nil
 }

@@ -70,6 +70,12 @@ func TestTreeAcrossRebuildExportImport(t *testing.T) {
 	if _, err := archive.Export(ctx, l1.JS, &exp, archive.ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The export carries the tree's root, and checks against the signed
+	// checkpoint (below, the tampered copy does not).
+	sum, err := archive.VerifyChain(bytes.NewReader(exp.Bytes()))
+	if err != nil || sum.TreeRoot != root1.String() {
+		t.Fatalf("export summary tree root %q (%v), the tree's %s", sum.TreeRoot, err, root1)
+	}
 	l2 := opstest.New(t)
 	if _, err := archive.Import(ctx, l2.JS, bytes.NewReader(exp.Bytes()), archive.ImportOptions{}); err != nil {
 		t.Fatal(err)
@@ -105,6 +111,16 @@ func TestTreeAcrossRebuildExportImport(t *testing.T) {
 	}
 	if _, err := evidence.VerifyBundle(b3, svc3.VerifierKey()); err != nil {
 		t.Fatalf("the copy's proof against its own checkpoint: %v", err)
+	}
+	cp1, _, err := evidence.OpenCheckpoint([]byte(b1.Checkpoint), svc1.Verifier())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := archive.VerifyCheckpoint(bytes.NewReader(exp.Bytes()), cp1); err != nil {
+		t.Fatalf("the export against the signed checkpoint: %v", err)
+	}
+	if _, err := archive.VerifyCheckpoint(bytes.NewReader(tampered), cp1); !errors.Is(err, archive.ErrTreeMismatch) {
+		t.Fatalf("the tampered export against the signed checkpoint: %v", err)
 	}
 	b3.Checkpoint, b3.TreeSize, b3.RootHash = b1.Checkpoint, b1.TreeSize, b1.RootHash
 	_, err = evidence.VerifyBundle(b3, svc1.VerifierKey())

@@ -14,13 +14,14 @@ import (
 func init() {
 	register(&command{
 		name:     "proof",
-		synopsis: "proof [--space S] [--size N] -o FILE ID",
+		synopsis: "proof [--space S] [--size N] -f FILE ID",
 		short:    "save a proposal's evidence bundle: its history with inclusion proofs and a signed checkpoint",
 		help: "Fetches GET /v1/proposals/ID/proof: every event of the proposal's history in\n" +
 			"its original bytes, each with its Merkle-tree leaf and an inclusion proof\n" +
 			"against a signed checkpoint (the latest, or the one of tree size --size N),\n" +
-			"and writes it to FILE (- for stdout). Anyone holding the ledger's verifier\n" +
-			"key (`ledger checkpoint key`) checks the file with no server and no data:\n" +
+			"and writes it to FILE (-f, or -o as SPEC §16 names it; - for stdout). Anyone\n" +
+			"holding the ledger's verifier key (`ledger checkpoint key`) checks the file\n" +
+			"with no server and no data directory:\n" +
 			"`ledger verify --bundle FILE --key KEY`. See docs/proofs.md.",
 		run: runProof,
 	})
@@ -33,8 +34,9 @@ func runProof(ctx context.Context, e env, args []string) error {
 	)
 	f := newFlags(commands["proof"], e)
 	addClientFlags(f, &c, false)
-	f.str(&out, "out", "FILE", "", "where to write the bundle (- for stdout)", false)
-	f.short("o", "out")
+	f.str(&out, "file", "FILE", "", "where to write the bundle (- for stdout); -o FILE as SPEC §16 writes it", false)
+	f.short("f", "file")
+	f.short("o", "file")
 	f.str(&sizeS, "size", "N", "", "prove against the checkpoint of this tree size (default: the latest)", false)
 	q := url.Values{}
 	pos, err := positional(f, args)
@@ -45,7 +47,7 @@ func runProof(ctx context.Context, e env, args []string) error {
 		return usageError("want exactly one proposal ID, got %d arguments", len(pos))
 	}
 	if out == "" {
-		return usageError("-o FILE is required (- for stdout)")
+		return usageError("-f FILE (or -o FILE) is required (- for stdout)")
 	}
 	if sizeS != "" {
 		if n, err := strconv.ParseUint(sizeS, 10, 63); err != nil {

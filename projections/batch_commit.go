@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // Discard is Close, for deferred calls.
@@ -123,7 +125,7 @@ func (b *Batch) Commit(seq uint64) (err error) {
 // sync error of a commit through Logger.Fatalf, which pebbleLogger turns
 // into a pebbleFatal panic: that one is recovered here and becomes
 // ErrStoreFailed (sticky), so that a full disk stops the projector with an
-// error instead of killing the process. The caller holds the commit lock (committer.mu).
+// error instead of killing the process. The caller holds the commit lock (commitState.mu).
 func (s *Store) commitPebble(pb *pebble.Batch) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -139,12 +141,12 @@ func (s *Store) commitPebble(pb *pebble.Batch) (err error) {
 	return pb.Commit(pebble.Sync)
 }
 
-// committer is what the store's commits share. mu serialises them (a
+// commitState is what the store's commits share. mu serialises them (a
 // Commit holds it from its checks to the checkpoint's publication) and
 // guards the other fields: buf, the commits' reused scratch; spaces, the
 // spaces whose marker key is written; failed, set when a commit hit a
 // Pebble fatal error (every later commit returns it).
-type committer struct {
+type commitState struct {
 	mu     sync.Mutex // serialises commits; guards buf, spaces and failed
 	buf    commitBuf
 	spaces map[string]struct{}
@@ -154,7 +156,7 @@ type committer struct {
 // commitBuf is the scratch memory of Commit, reused from commit to commit
 // (a rebuild commits hundreds of batches of thousands of writes): the
 // writes, their keys and values, and the Pebble batch. It belongs to the
-// store and is used under the commit lock (committer.mu).
+// store and is used under the commit lock (commitState.mu).
 type commitBuf struct {
 	a        arena
 	ops      []kv
@@ -222,7 +224,7 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 		if !sl.origKnown {
 			// Read here, not kept in the slot: a later batch may be
 			// reading this (handed-off) batch's slots.
-			var v Proposal
+			var v model.Proposal
 			found, err := getJSON(b.s.db, proposalKey(k.space, k.id), &v)
 			if err != nil {
 				return nil, fmt.Errorf("read proposal %q in space %q: %w", k.id, k.space, err)

@@ -73,13 +73,13 @@ func LeafOf(ev *fold.Event) *evidence.Leaf {
 // MsgIDClash from HeaderMsgIDClash. The projector, rebuild and the proof
 // routes read messages through it, so that a leaf built for a proof is
 // the one the fold added to the tree.
-func StoredEvent(seq uint64, stored time.Time, subject string, header func(string) string, data []byte, importedThrough uint64) Event {
+func StoredEvent(seq uint64, stored time.Time, subject string, header func(string) string, data []byte, importedThrough uint64) fold.Event {
 	var origTime, origID string
 	if seq <= importedThrough {
 		origTime, origID = header(ledger.HeaderOriginalTime), header(ledger.HeaderOriginalMsgID)
 	}
-	clash := header(HeaderMsgIDClash)
-	return Event{Seq: seq, Time: ledger.EventTime(seq, importedThrough, origTime, stored), Subject: subject, Raw: data,
+	clash := header(fold.HeaderMsgIDClash)
+	return fold.Event{Seq: seq, Time: ledger.EventTime(seq, importedThrough, origTime, stored), Subject: subject, Raw: data,
 		MsgIDClash: clash != "", ClashID: clash, MsgID: ledger.MsgIdentity(seq, importedThrough, header(evidence.HeaderMsgID), origID)}
 }
 

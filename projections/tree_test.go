@@ -14,6 +14,7 @@ import (
 
 	"github.com/mewledger/ledger/client/evidence"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // rfcRoot is RFC 6962's Merkle Tree Hash by its definition, with
@@ -35,7 +36,7 @@ func rfcRoot(leaves [][]byte) []byte {
 
 // withIdentity gives the events of log message ids (and one a clash), as
 // stored messages have.
-func withIdentity(log []Event) []Event {
+func withIdentity(log []fold.Event) []fold.Event {
 	for i := range log {
 		log[i].MsgID = fmt.Sprintf("default/e%d/digest", log[i].Seq)
 		if log[i].Seq == 7 {
@@ -60,7 +61,7 @@ func TestTreeFollowsTheFold(t *testing.T) {
 		leaves[i] = b
 	}
 	s := openMemStore(t)
-	for _, part := range [][]Event{log[:333], log[333:]} { // a new pipeline half way: a restart
+	for _, part := range [][]fold.Event{log[:333], log[333:]} { // a new pipeline half way: a restart
 		pl, err := NewPipeline(s, PipelineOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +123,7 @@ func TestTreeMissing(t *testing.T) {
 	log := mixLog(t, 5)
 	b := s.NewBatch()
 	for _, ev := range log {
-		if _, err := NewFolder().Apply(b, ev); err != nil {
+		if _, err := fold.NewFolder().Apply(b, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,9 +148,9 @@ func TestStoredEventIdentity(t *testing.T) {
 	stored := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	orig := stored.Add(-time.Hour)
 	live := StoredEvent(5, orig, "ledger.default.p.proposal.a", hdrMap{
-		"Nats-Msg-Id": "default/p/d", HeaderMsgIDClash: "c"}.get, []byte("{}"), 0)
+		"Nats-Msg-Id": "default/p/d", fold.HeaderMsgIDClash: "c"}.get, []byte("{}"), 0)
 	imported := StoredEvent(5, stored, "ledger.default.p.proposal.a", hdrMap{
-		"Nats-Msg-Id": "import/5/h", HeaderMsgIDClash: "c", ledger.HeaderOriginalMsgID: "default/p/d",
+		"Nats-Msg-Id": "import/5/h", fold.HeaderMsgIDClash: "c", ledger.HeaderOriginalMsgID: "default/p/d",
 		ledger.HeaderOriginalTime: orig.Format(time.RFC3339Nano)}.get, []byte("{}"), 9)
 	a, _ := LeafOf(&live).MarshalBinary()
 	b, _ := LeafOf(&imported).MarshalBinary()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/client/evidence"
-	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/proofs"
 )
 
@@ -57,7 +57,7 @@ func runCheckpoint(ctx context.Context, e env, args []string) error {
 		if pos[0] == "key" {
 			path += "/key"
 		}
-		cl, err := client.New(client.Options{API: api, Token: token})
+		cl, err := client.New(api, client.WithToken(token))
 		if err != nil {
 			return usageError("%v", err)
 		}

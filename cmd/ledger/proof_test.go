@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/client/evidence"
-	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/internal/app/apptest"
+	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
 )
 
 // TestProofAndVerifyBundle: `ledger proof` saves a proposal's bundle,

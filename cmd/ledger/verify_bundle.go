@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/client/evidence"
-	"github.com/mewledger/ledger/internal/archive"
+	"github.com/mewledger/ledger/internal/ops/archive"
 )
 
 // verifyBundle is `ledger verify --bundle FILE --key KEY`: it checks an

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/client/evidence"
-	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // The verifiable log's figures (SPEC §16, issue 24): the fold with the
@@ -79,7 +81,7 @@ func (r *Report) treeFoldRow(ctx context.Context, o *Options) error {
 			}
 			defer store.Close()
 			start := time.Now()
-			last, err := projections.Rebuild(ctx, e.js, store, projections.RebuildOptions{SkipTree: skip})
+			last, err := projector.Rebuild(ctx, e.js, store, projector.RebuildOptions{SkipTree: skip})
 			took := time.Since(start)
 			if err != nil || last != uint64(n) {
 				return 0, fmt.Errorf("bench: rebuild to %d of %d: %v", last, n, err)
@@ -127,7 +129,7 @@ func (r *Report) inclusionRows(ctx context.Context, o *Options) error {
 	sg := newStreamGen(o.PadTo, genChunk)
 	start := time.Now()
 	for done := 0; done < o.ProofEvents; {
-		evs := make([]projections.Event, 0, 1000)
+		evs := make([]fold.Event, 0, 1000)
 		for len(evs) < cap(evs) && done < o.ProofEvents {
 			ev, _, err := sg.next()
 			if err != nil {

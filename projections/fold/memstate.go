@@ -3,14 +3,15 @@ package fold
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/mewledger/ledger/projections/model"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/mewledger/ledger/model"
 )
 
-// MemState is an in-memory State: the fold's reference store for tests and
-// for throw-away folds. It is not safe for concurrent use. Records it returns
+// MemState is an in-memory State: the fold's reference store, which the
+// tests and the fold scripts fold into. It is not safe for concurrent use. Records it returns
 // must not be mutated by callers (the fold clones before changing).
 type MemState struct {
 	proposals map[string]*model.Proposal

@@ -1,8 +1,9 @@
 package fold
 
 import (
-	"github.com/mewledger/ledger/projections/model"
 	"time"
+
+	"github.com/mewledger/ledger/model"
 
 	"github.com/mewledger/ledger/ledger"
 )
@@ -58,10 +59,11 @@ type ParkedEvent struct {
 }
 
 // State is what the fold reads and writes: a transactional view of the
-// projection. Implementations: [MemState] (tests, point-in-time queries) and
-// the Pebble store's batch (package projections), which also implements
-// the optional [Prefetcher] and [StatsMutator]. Reads must return the latest value
-// written through the same State (read-your-writes); getters return nil (and
+// projection. Implementations: [MemState] (the fold's in-memory reference,
+// which the tests and the fold scripts use) and the Pebble store's batch
+// (package projections), which also implements the optional [Prefetcher]
+// and [StatsMutator]. Reads must return the latest value written through
+// the same State (read-your-writes); getters return nil (and
 // no error) for absent records, and callers may mutate what they get only
 // after cloning (the fold always Puts a modified copy). Errors are storage
 // failures only; the fold aborts the batch on any error.

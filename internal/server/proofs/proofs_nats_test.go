@@ -19,9 +19,9 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mewledger/ledger/client/evidence"
-	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/internal/app/apptest"
-	"github.com/mewledger/ledger/internal/opstest"
+	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/opsrig"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -90,10 +90,10 @@ func proposalProof(t testing.TB, base, id string, seq uint64) *evidence.Bundle {
 
 func history(base string) []string {
 	return []string{
-		opstest.Env("p1", "alice", "mcp/proposal", nil, `{"method":"tools/call","params":{"name":"rm"}}`),
-		opstest.Env("other", "bob", "mcp/proposal", nil, `{"method":"tools/call","params":{"name":"ls"}}`),
-		opstest.Env("p1-rej", "fs-agent", "mcp/reject", []string{"p1"}, `{"reason":"unsafe"}`),
-		opstest.Env("p1-f", "human", "mcp/request", []string{"p1"}, `{"method":"tools/call","params":{"name":"rm"}}`),
+		opsrig.Env("p1", "alice", "mcp/proposal", nil, `{"method":"tools/call","params":{"name":"rm"}}`),
+		opsrig.Env("other", "bob", "mcp/proposal", nil, `{"method":"tools/call","params":{"name":"ls"}}`),
+		opsrig.Env("p1-rej", "fs-agent", "mcp/reject", []string{"p1"}, `{"reason":"unsafe"}`),
+		opsrig.Env("p1-f", "human", "mcp/request", []string{"p1"}, `{"method":"tools/call","params":{"name":"rm"}}`),
 	}
 }
 
@@ -328,12 +328,12 @@ func TestForkAndShrink(t *testing.T) {
 	// The "recreated stream": another ledger, same key, another history.
 	b := apptest.Start(t, withKey)
 	other := history(b.HTTPURL())
-	other[1] = opstest.Env("other", "mallory", "mcp/proposal", nil, `{"method":"tools/call","params":{"name":"ls"}}`)
+	other[1] = opsrig.Env("other", "mallory", "mcp/proposal", nil, `{"method":"tools/call","params":{"name":"ls"}}`)
 	for _, env := range other {
 		last = post(t, b.HTTPURL(), env)
 	}
 	for i := 0; i < 3; i++ {
-		last = post(t, b.HTTPURL(), opstest.Env(fmt.Sprintf("more-%d", i), "bob", "mcp/proposal", nil, `{"method":"tools/call","params":{"name":"ls"}}`))
+		last = post(t, b.HTTPURL(), opsrig.Env(fmt.Sprintf("more-%d", i), "bob", "mcp/proposal", nil, `{"method":"tools/call","params":{"name":"ls"}}`))
 	}
 	newer := proposalProof(t, b.HTTPURL(), "p1", last)
 	cp, _, err := evidence.OpenCheckpoint([]byte(newer.Checkpoint), v) // signed: the same key

@@ -14,7 +14,8 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mewledger/ledger/client/evidence"
-	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -50,7 +51,7 @@ type Tree interface {
 	TreeSize() int64
 	TreeHash(n int64) (tlog.Hash, error)
 	LeafHash(index int64) (tlog.Hash, error)
-	History(space, key string) ([]projections.HistoryEntry, error)
+	History(space, key string) ([]model.HistoryEntry, error)
 }
 
 // Options configures a Service.

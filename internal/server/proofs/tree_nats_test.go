@@ -13,15 +13,15 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/client/evidence"
-	"github.com/mewledger/ledger/internal/archive"
-	"github.com/mewledger/ledger/internal/opstest"
+	"github.com/mewledger/ledger/internal/ops/archive"
+	"github.com/mewledger/ledger/internal/testkit/opsrig"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/projections"
 )
 
 // service returns a proofs service with a fresh key over l's stream, and
 // signs a checkpoint of s.
-func service(t *testing.T, l *opstest.Ledger, s *projections.Store) *proofs.Service {
+func service(t *testing.T, l *opsrig.Ledger, s *projections.Store) *proofs.Service {
 	t.Helper()
 	skey, _, err := evidence.GenerateKey(rand.Reader, "test/ledger")
 	if err != nil {
@@ -47,7 +47,7 @@ func service(t *testing.T, l *opstest.Ledger, s *projections.Store) *proofs.Serv
 func TestTreeAcrossRebuildExportImport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l1 := opstest.New(t)
+	l1 := opsrig.New(t)
 	last := int64(l1.Traffic(t, 7, 300))
 	s1 := l1.Fold(t, 0)
 	root1, err := s1.TreeHash(last)
@@ -55,7 +55,7 @@ func TestTreeAcrossRebuildExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second rebuild: byte for byte the same store, tree included.
-	if !bytes.Equal(opstest.Dump(t, s1), opstest.Dump(t, l1.Fold(t, 0))) {
+	if !bytes.Equal(opsrig.Dump(t, s1), opsrig.Dump(t, l1.Fold(t, 0))) {
 		t.Fatal("two rebuilds differ")
 	}
 	// Point in time: the tree of the first k events is the prefix's.
@@ -76,7 +76,7 @@ func TestTreeAcrossRebuildExportImport(t *testing.T) {
 	if err != nil || sum.TreeRoot != root1.String() {
 		t.Fatalf("export summary tree root %q (%v), the tree's %s", sum.TreeRoot, err, root1)
 	}
-	l2 := opstest.New(t)
+	l2 := opsrig.New(t)
 	if _, err := archive.Import(ctx, l2.JS, bytes.NewReader(exp.Bytes()), archive.ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestTreeAcrossRebuildExportImport(t *testing.T) {
 	tampered := rechain(t, exp.Bytes(), 4, func(raw []byte) []byte {
 		return bytes.Replace(raw, []byte(`"name":"y"`), []byte(`"name":"Y"`), 1)
 	})
-	l3 := opstest.New(t)
+	l3 := opsrig.New(t)
 	if _, err := archive.Import(ctx, l3.JS, bytes.NewReader(tampered), archive.ImportOptions{}); err != nil {
 		t.Fatalf("the re-chained file imports: %v", err)
 	}
@@ -175,7 +175,7 @@ func rechain(t *testing.T, exp []byte, seq uint64, fn func([]byte) []byte) []byt
 // last one it signed and stops signing when the projection's tree does
 // not extend it.
 func TestSignerRefusesFork(t *testing.T) {
-	a, b := opstest.New(t), opstest.New(t)
+	a, b := opsrig.New(t), opsrig.New(t)
 	a.Traffic(t, 1, 40)
 	b.Traffic(t, 2, 60) // another history, longer
 	sa, sb := a.Fold(t, 0), b.Fold(t, 0)

@@ -45,7 +45,7 @@ const (
 	PatternCheckpoints   = "GET /v1/checkpoints"
 	PatternTiles         = "GET /v1/tile/"
 	PatternProofs        = "GET /v1/proof/"
-	PatternDefault = "/"
+	PatternDefault       = "/"
 	// PatternMCP is the MCP endpoint (package internal/server/mcp):
 	// auditor, like the reads its tools make.
 	PatternMCP = "/mcp"

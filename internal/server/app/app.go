@@ -54,9 +54,9 @@ import (
 	"github.com/mewledger/ledger/internal/server/console"
 	"github.com/mewledger/ledger/internal/server/mcp"
 	"github.com/mewledger/ledger/internal/server/metrics"
+	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/ledger/appendlog"
-	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 )

@@ -20,9 +20,9 @@ import (
 
 	"github.com/mewledger/ledger/client/evidence"
 	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/opsrig"
-	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/subjects"
 )
 

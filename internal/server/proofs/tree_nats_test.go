@@ -14,8 +14,8 @@ import (
 
 	"github.com/mewledger/ledger/client/evidence"
 	"github.com/mewledger/ledger/internal/ops/archive"
-	"github.com/mewledger/ledger/internal/testkit/opsrig"
 	"github.com/mewledger/ledger/internal/server/proofs"
+	"github.com/mewledger/ledger/internal/testkit/opsrig"
 	"github.com/mewledger/ledger/projections"
 )
 

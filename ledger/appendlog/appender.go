@@ -152,7 +152,7 @@ type Appender struct {
 	pub  jetstream.JetStream // own handle: its publish options isolated from the caller's
 	js   jetstream.JetStream // the caller's, for the stream lookup
 	opts AppenderOptions
-	c    *committer
+	c    *groupCommitter
 
 	stMu   sync.Mutex
 	stream jetstream.Stream // for verifying duplicates, looked up once
@@ -180,7 +180,7 @@ func NewAppender(js jetstream.JetStream, o AppenderOptions) (*Appender, error) {
 		return nil, fmt.Errorf("ledger: appender: %w", err)
 	}
 	a := &Appender{pub: pub, js: js, opts: o}
-	if a.c, err = newCommitter(a, js.Conn(), o.Commit); err != nil {
+	if a.c, err = newGroupCommitter(a, js.Conn(), o.Commit); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -352,7 +352,11 @@ func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) 
 const prepareChunk = 64
 
 func (a *Appender) msg(p *ledger.Prepared) *nats.Msg {
-	return &nats.Msg{Subject: p.Subject, Data: p.Raw, Header: nats.Header{}}
+	m := &nats.Msg{Subject: p.Subject, Data: p.Raw, Header: nats.Header{}}
+	if p.Bridge != "" {
+		m.Header.Set(ledger.HeaderBridge, p.Bridge)
+	}
+	return m
 }
 
 // publishOne publishes p on its own (the committer's fallback), with

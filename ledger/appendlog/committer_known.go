@@ -20,7 +20,7 @@ const confirmConcurrency = 16
 // lookup asks the Index about b's members in one call and takes those it
 // knows out of b.items. When the Index cannot answer in time,
 // b.lookupErr is set and nothing of b is published.
-func (c *committer) lookup(b *batch) {
+func (c *groupCommitter) lookup(b *batch) {
 	n := len(b.items)
 	clear(c.ids)
 	c.ids = c.ids[:0]
@@ -55,7 +55,7 @@ func (c *committer) lookup(b *batch) {
 
 // confirmKnown verifies each known member of b against its stored copy
 // (concurrently) and sets its answer.
-func (c *committer) confirmKnown(b *batch) {
+func (c *groupCommitter) confirmKnown(b *batch) {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	sem := make(chan struct{}, confirmConcurrency)
@@ -77,14 +77,14 @@ func (c *committer) confirmKnown(b *batch) {
 
 // resolveIn resolves pd, a published member of b, after the known members
 // accepted before it.
-func (c *committer) resolveIn(b *batch, pd *Pending, r ledger.Result) {
+func (c *groupCommitter) resolveIn(b *batch, pd *Pending, r ledger.Result) {
 	c.flushKnown(b, pd)
 	c.resolve(pd, r)
 }
 
 // flushKnown resolves, in order, b's known members accepted before pd
 // (every one not yet resolved when pd is nil).
-func (c *committer) flushKnown(b *batch, pd *Pending) {
+func (c *groupCommitter) flushKnown(b *batch, pd *Pending) {
 	if b.known == 0 {
 		return
 	}

@@ -59,10 +59,11 @@ type ParkedEvent struct {
 }
 
 // State is what the fold reads and writes: a transactional view of the
-// projection. Implementations: [MemState] (tests, point-in-time queries) and
-// the Pebble store's batch (package projections), which also implements
-// the optional [Prefetcher] and [StatsMutator]. Reads must return the latest value
-// written through the same State (read-your-writes); getters return nil (and
+// projection. Implementations: [MemState] (the fold's in-memory reference,
+// which the tests and the fold scripts use) and the Pebble store's batch
+// (package projections), which also implements the optional [Prefetcher]
+// and [StatsMutator]. Reads must return the latest value written through
+// the same State (read-your-writes); getters return nil (and
 // no error) for absent records, and callers may mutate what they get only
 // after cloning (the fold always Puts a modified copy). Errors are storage
 // failures only; the fold aborts the batch on any error.
@@ -91,6 +92,11 @@ type State interface {
 	PutStats(space string, s *model.Stats) error
 	// PutGap records a recording gap of a bridge under (space, g.Seq).
 	PutGap(space string, g *model.Gap) error
+	// BridgeSession returns what the log says of one bridge (key
+	// BridgeKey(bridge, mew space)), nil if nothing; PutBridgeSession
+	// stores it.
+	BridgeSession(space, key string) (*model.BridgeSession, error)
+	PutBridgeSession(space, key string, s *model.BridgeSession) error
 	// Version returns the sequence of an earlier event of the space that
 	// had id and digest and was since superseded in the event index by a
 	// different event reusing its id (SPEC §5.2), 0 when none; PutVersion

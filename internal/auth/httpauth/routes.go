@@ -21,6 +21,11 @@ type Rule struct {
 	// limited to spaces may use them for its spaces only, and may not use
 	// routes that are not Spaced.
 	Spaced bool
+	// Relay routes act on spaces only through API requests they make
+	// with the caller's own token (the MCP endpoint: each tool call is a
+	// request to a Spaced route, checked there): a token limited to
+	// spaces may use them, and its spaces are enforced on those requests.
+	Relay bool
 }
 
 // Route patterns of DefaultRules. They follow package api's routes.
@@ -32,8 +37,14 @@ const (
 	PatternReads   = "GET /v1/"
 	PatternEvents  = "POST /v1/events"
 	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (SPEC §14): writer, like events
+	// PatternBridges is what the ledger knows of each bridge's sessions
+	// (SPEC §14): a read, which a bridge (writer) makes when it starts.
+	PatternBridges = "GET /v1/bridges"
 	PatternOpsGet  = "GET /v1/ops/"
 	PatternDefault = "/"
+	// PatternMCP is the MCP endpoint (package internal/server/mcp):
+	// auditor, like the reads its tools make.
+	PatternMCP = "/mcp"
 	// PatternConsole is the web console's static files (package console):
 	// open, since they hold no data; the console sends a token to the API.
 	PatternConsole = "GET /ui/"
@@ -50,7 +61,11 @@ const (
 //	                            limited to spaces is refused it)
 //	POST /v1/events             writer, rate limited, per space
 //	GET /v1/ops/...             ops (read-shaped operations)
+//	/mcp                        auditor (the MCP endpoint; its tools' API
+//	                            requests carry the caller's token and are
+//	                            checked per space on their own routes)
 //	POST /v1/gaps               writer, rate limited (bridges report gaps)
+//	GET /v1/bridges             auditor or writer, per space (a bridge reads how its last session ended)
 //	anything else               ops (rebuild and every route not named here:
 //	                            a new write route is closed until it is listed)
 func DefaultRules(openMetrics bool) []Rule {
@@ -67,7 +82,9 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}, Spaced: true},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
+		{Pattern: PatternMCP, Roles: []Role{RoleAuditor}, Relay: true},
 		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
+		{Pattern: PatternBridges, Roles: []Role{RoleAuditor, RoleWriter}, Spaced: true},
 		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
 	}
 }
@@ -109,7 +126,7 @@ func (g *Guard) Protect(rules []Rule, next http.Handler) (http.Handler, error) {
 			}
 		}
 		if !c.rule.Open {
-			if req = g.check(w, req, c.rule.Roles, c.rule.Spaced); req == nil {
+			if req = g.check(w, req, c.rule.Roles, c.rule.Spaced, c.rule.Relay); req == nil {
 				return
 			}
 		}

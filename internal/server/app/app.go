@@ -13,7 +13,7 @@
 // pipeline for its projector's and expirer's (pipeline.stop), the submit
 // service for its handlers' (Stop), and stopOps for an online rebuild's
 // or verify's (a WaitGroup). The shutdown order
-// is: cancel an online operation in hand (ops.go) → stop accepting HTTP
+// is: cancel an online operation in hand (rebuild_verify.go) → stop accepting HTTP
 // (requests in hand finish, bounded by ShutdownTimeout) → stop the submit
 // service (requests in hand finish) → stop the log check → stop the
 // expirer → drain the projector (it folds and commits the batch in hand)
@@ -22,7 +22,7 @@
 // after Run returns, everything is released.
 //
 // The projection (Pebble store, projector, expirer) is a pipeline that an
-// online rebuild replaces while the ledger serves (ops.go): the API reads
+// online rebuild replaces while the ledger serves (rebuild_verify.go): the API reads
 // through a swappable reader, and Store and Projector return the current
 // ones. An online rebuild or verify in hand is cancelled first at
 // shutdown.
@@ -52,6 +52,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/console"
+	"github.com/mewledger/ledger/internal/server/mcp"
 	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/ledger/appendlog"
@@ -81,6 +82,9 @@ type App struct {
 	asOf     *asOfCache
 	api      *api.API
 	httpSrv  *http.Server
+	inner    http.Handler // the API's handler inside the middleware, without the body deadlines
+	mcp      *mcp.Server  // mounted at /mcp (mcp.go)
+	mcpHTTP  *mcp.HTTPHandler
 	ln       net.Listener
 	submit   *submit.Service // set by Run
 
@@ -89,7 +93,7 @@ type App struct {
 
 	logState logState // logcheck.go
 
-	// Online operations (ops.go).
+	// Online operations (rebuild_verify.go).
 	opsMu     sync.Mutex
 	opsBusy   string // the operation running ("rebuild", "verify"), or ""
 	opsClosed bool   // shutting down: no new operation
@@ -203,12 +207,18 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		a.ln = newLimitListener(a.ln, o.MaxConns)
 	}
 	a.api.Handle(console.Pattern, console.Handler())
+	if err := a.mountMCP(); err != nil {
+		return nil, err
+	}
 	handler := a.api.Handler()
 	if o.HTTPMiddleware != nil {
 		if handler, err = o.HTTPMiddleware(handler); err != nil {
 			return nil, fmt.Errorf("app: HTTP middleware: %w", err)
 		}
 	}
+	// The MCP tools call this handler in-process (mcp.go): tokens, roles
+	// and space scopes apply to them as to any request.
+	a.inner = handler
 	// Outermost: the body deadlines cover whatever reads the body
 	// (httpserver.go).
 	handler = bodyDeadlines(handler, o.BodyIdleTimeout, o.BodyTimeout)
@@ -220,6 +230,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		ErrorLog:          zerologStd(o.Logger.With().Str(logging.KeyComponent, "http").Logger()),
 	}
 	a.httpSrv.RegisterOnShutdown(a.api.StopWatches) // Shutdown does not end streams
+	a.httpSrv.RegisterOnShutdown(a.closeMCP)
 	return a, nil
 }
 
@@ -502,6 +513,7 @@ func (a *App) release(ctx context.Context) error {
 		if a.httpSrv != nil {
 			_ = a.httpSrv.Close()
 		}
+		a.closeMCP()
 		if a.ln != nil {
 			_ = a.ln.Close() // not Serve's yet when Run never served
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/lib/wire"
@@ -422,5 +423,47 @@ func TestIndexBehindRefusesRetryably(t *testing.T) {
 	res, err := c.Publish(ctx, "", dedupProposal("ib-3"))
 	if err != nil || res.Duplicate {
 		t.Fatalf("after catching up: %+v %v", res, err)
+	}
+}
+
+// The Nats-Msg-Id clash rule with the projection as the index: other bytes
+// stored first under an envelope's (predictable) Nats-Msg-Id do not
+// swallow it: it is stored under a derived id and flagged msg_id_clash;
+// once the window has passed, appending it again is a duplicate of that
+// copy, answered by the projection.
+func TestMsgIDClashStillStoredWithIndex(t *testing.T) {
+	a := startDedup(t, "")
+	c := newClient(t, a)
+	ctx := context.Background()
+	raw := dedupProposal("clash-1")
+	p, err := a.Appender().Prepare("", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	squat := nats.NewMsg(p.Subject)
+	squat.Data = []byte("squatted")
+	squat.Header.Set(jetstream.MsgIDHeader, p.MsgID)
+	if _, err := a.JetStream().PublishMsg(ctx, squat); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Publish(ctx, "", raw)
+	if err != nil || r.Duplicate || r.Seq != 2 {
+		t.Fatalf("append after the squat: %+v %v, want stored at 2", r, err)
+	}
+	prop, _, err := c.Get(ctx, "clash-1", apitest.ReadOptions{MinSeq: r.Seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(prop.Anomalies, ","), "msg_id_clash") {
+		t.Errorf("anomalies %v, want msg_id_clash", prop.Anomalies)
+	}
+	forget(t, a)
+	again, err := c.Publish(ctx, "", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDup(t, "the clashing envelope again", again, r.Seq)
+	if msgs, _ := streamState(t, a); msgs != 2 {
+		t.Errorf("stream holds %d messages, want 2", msgs)
 	}
 }

@@ -212,13 +212,13 @@ type batch struct {
 	lookupErr error
 }
 
-// committer gathers submitted appends into JetStream atomic batches
+// groupCommitter gathers submitted appends into JetStream atomic batches
 // (SPEC §4, group commit). One goroutine (gather) takes envelopes in
 // acceptance order, forms batches and publishes them in that order on
 // one connection, so the stream stores them in that order; another
 // (complete) awaits the batches' commit acks in the same order and
 // resolves every member, so callers are acknowledged in acceptance order.
-type committer struct {
+type groupCommitter struct {
 	a        *Appender
 	nc       *nats.Conn
 	o        CommitOptions
@@ -255,8 +255,8 @@ type committer struct {
 	closeOnce sync.Once
 }
 
-func newCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*committer, error) {
-	c := &committer{
+func newGroupCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*groupCommitter, error) {
+	c := &groupCommitter{
 		a: a, nc: nc, o: o,
 		in:      make(chan *Pending, o.Queue),
 		recent:  newRecentIDs(recentIDsCap),
@@ -282,7 +282,7 @@ func newCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*committer, erro
 
 // close stops the committer: envelopes not yet sent fail with ErrClosed;
 // batches sent are awaited (bounded by AckTimeout). Safe twice.
-func (c *committer) close() {
+func (c *groupCommitter) close() {
 	c.closeOnce.Do(func() {
 		close(c.stop)
 		c.endLife()
@@ -291,7 +291,7 @@ func (c *committer) close() {
 	})
 }
 
-func (c *committer) onReply(m *nats.Msg) {
+func (c *groupCommitter) onReply(m *nats.Msg) {
 	id := m.Subject[len(c.inbox)+1:]
 	c.mu.Lock()
 	ch := c.waiting[id]
@@ -303,7 +303,7 @@ func (c *committer) onReply(m *nats.Msg) {
 }
 
 // submit queues p; it blocks while the queue is full.
-func (c *committer) submit(ctx context.Context, p *ledger.Prepared) (*Pending, error) {
+func (c *groupCommitter) submit(ctx context.Context, p *ledger.Prepared) (*Pending, error) {
 	pd := &Pending{p: p, done: make(chan struct{})}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -324,7 +324,7 @@ func (c *committer) submit(ctx context.Context, p *ledger.Prepared) (*Pending, e
 }
 
 // gather forms batches in acceptance order and sends them.
-func (c *committer) gather() {
+func (c *groupCommitter) gather() {
 	defer c.wg.Done()
 	defer close(c.out)
 	for {
@@ -437,7 +437,7 @@ func (c *committer) gather() {
 }
 
 // failQueued answers every queued envelope with ErrClosed.
-func (c *committer) failQueued() {
+func (c *groupCommitter) failQueued() {
 	if c.carry != nil {
 		c.resolve(c.carry, c.closedResult(c.carry.p))
 		c.carry = nil
@@ -452,7 +452,7 @@ func (c *committer) failQueued() {
 	}
 }
 
-func (c *committer) closedResult(p *ledger.Prepared) ledger.Result {
+func (c *groupCommitter) closedResult(p *ledger.Prepared) ledger.Result {
 	return ledger.Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
 		Err: fmt.Errorf("%w: envelope %q to %s: %w", ledger.ErrPublish, p.Decoded.Env.ID, p.Subject, ErrClosed)}
 }
@@ -460,7 +460,7 @@ func (c *committer) closedResult(p *ledger.Prepared) ledger.Result {
 // send publishes b's members with the atomic batch headers, the last one
 // with the commit header and a reply subject. A single envelope is
 // published as a batch of one too: the reply path is the same.
-func (c *committer) send(b *batch) {
+func (c *groupCommitter) send(b *batch) {
 	b.id = nuid.Next()
 	b.sent = time.Now()
 	n := len(b.items)
@@ -495,7 +495,7 @@ func (c *committer) send(b *batch) {
 // ackWait is how long b's acks are still awaited: AckTimeout from when it
 // was sent, so that batches sent together and lost together (a cut
 // connection) time out together, not one AckTimeout after another.
-func (c *committer) ackWait(b *batch) time.Duration {
+func (c *groupCommitter) ackWait(b *batch) time.Duration {
 	return max(time.Until(b.sent.Add(c.a.opts.AckTimeout)), time.Millisecond)
 }
 
@@ -510,7 +510,7 @@ type batchAck struct {
 
 // complete awaits the batches in the order they were sent and resolves
 // their members.
-func (c *committer) complete() {
+func (c *groupCommitter) complete() {
 	defer c.wg.Done()
 	for b := range c.out {
 		c.finish(b)
@@ -523,7 +523,7 @@ func (c *committer) complete() {
 }
 
 // await waits for b's commit ack (bounded by AckTimeout) and checks it.
-func (c *committer) await(b *batch) (batchAck, error) {
+func (c *groupCommitter) await(b *batch) (batchAck, error) {
 	var ack batchAck
 	if b.err != nil {
 		return ack, b.err
@@ -554,7 +554,7 @@ func (c *committer) await(b *batch) (batchAck, error) {
 }
 
 // stored resolves the members of a batch stored with ack.
-func (c *committer) stored(b *batch, ack batchAck, attempts int) {
+func (c *groupCommitter) stored(b *batch, ack batchAck, attempts int) {
 	c.batches.Add(1)
 	c.envelopes.Add(int64(len(b.items)))
 	first := ack.Seq - uint64(len(b.items)) + 1
@@ -565,7 +565,7 @@ func (c *committer) stored(b *batch, ack batchAck, attempts int) {
 
 // finish resolves b's members: from the commit ack when the batch was
 // stored, else through recover.
-func (c *committer) finish(b *batch) {
+func (c *groupCommitter) finish(b *batch) {
 	if b.lookupErr != nil {
 		for _, pd := range b.items {
 			c.resolve(pd, indexBehindResult(pd.p, b.lookupErr))
@@ -613,7 +613,7 @@ func (c *committer) finish(b *batch) {
 // (publishOne): what the batch stored is answered as a duplicate, what
 // it did not is stored, so nothing is stored twice and nothing is
 // acknowledged that was not stored.
-func (c *committer) recover(ctx context.Context, items []*Pending, err error, attempts int) {
+func (c *groupCommitter) recover(ctx context.Context, items []*Pending, err error, attempts int) {
 	if len(items) > 1 && isBatchDuplicate(err) && ctx.Err() == nil {
 		h := len(items) / 2
 		for _, half := range [][]*Pending{items[:h], items[h:]} {
@@ -657,7 +657,7 @@ func isBatchDuplicate(err error) bool {
 }
 
 // ctx is cancelled when the committer stops.
-func (c *committer) ctx() (context.Context, context.CancelFunc) {
+func (c *groupCommitter) ctx() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		select {
@@ -669,7 +669,7 @@ func (c *committer) ctx() (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-func (c *committer) resolve(pd *Pending, r ledger.Result) {
+func (c *groupCommitter) resolve(pd *Pending, r ledger.Result) {
 	if c.onResolve != nil {
 		c.onResolve(pd)
 	}
@@ -732,7 +732,7 @@ func (r *recentIDs) add(id string) {
 
 // sendPlain publishes b's members as plain messages, each with its
 // Nats-Msg-Id and its own reply subject (<inbox>.<batch id>-<index>).
-func (c *committer) sendPlain(b *batch) {
+func (c *groupCommitter) sendPlain(b *batch) {
 	b.plain = true
 	n := len(b.items)
 	b.reply = make(chan *nats.Msg, n)
@@ -758,7 +758,7 @@ func (c *committer) sendPlain(b *batch) {
 // finishPlain resolves the members of a plain group from their acks: a
 // duplicate is verified; a member without a good ack (a send error, a
 // timeout, an error answer) is published again on its own (publishOne).
-func (c *committer) finishPlain(b *batch, attempts int) {
+func (c *groupCommitter) finishPlain(b *batch, attempts int) {
 	n := len(b.items)
 	acks := make([]*nats.Msg, n)
 	if b.err == nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/mewledger/ledger/client"
+	"github.com/mewledger/ledger/client/evidence"
 	"github.com/mewledger/ledger/internal/auth/httpauth"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/mcp"
@@ -251,7 +252,7 @@ func toolSchemas(t *testing.T, s *session) map[string]*jsonschema.Schema {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"get_proposal", "proposal_history", "list_proposals", "stats", "list_anomalies", "list_gaps", "list_events", "get_event", "wait_for_decision"}
+	want := []string{"get_proposal", "proposal_history", "list_proposals", "stats", "list_anomalies", "list_gaps", "list_events", "get_event", "prove_proposal", "wait_for_decision"}
 	out := map[string]*jsonschema.Schema{}
 	c := jsonschema.NewCompiler()
 	for _, tool := range res.Tools {
@@ -418,6 +419,10 @@ func checkTools(t *testing.T, s *session) {
 		{"get_event", map[string]any{}, `missing properties: ["seq"]`},
 		{"get_event", map[string]any{"seq": 0}, "bad_request: seq is required"},
 		{"get_event", map[string]any{"seq": 99999}, "not_found: the stream holds no message at seq 99999 (field seq)"},
+		{"prove_proposal", map[string]any{"id": "nope"}, `not_found: no events filed under "nope" in space "default" (field id)`},
+		{"prove_proposal", map[string]any{"id": ""}, "bad_request: id is required"},
+		{"prove_proposal", map[string]any{"id": "mcp-pending", "size": -1}, "bad_request: size must be a tree size (0: the latest checkpoint), not -1 (field size)"},
+		{"prove_proposal", map[string]any{"id": "mcp-pending", "size": 1000000}, "no checkpoint of tree size 1000000 (field size)"},
 	} {
 		_, text := call(t, s, sc, c.tool, c.args, true)
 		if !strings.Contains(text, c.want) {
@@ -494,6 +499,58 @@ func checkEvents(t *testing.T, s *session, sc map[string]*jsonschema.Schema) {
 	}
 	if g, _ := call(t, s, sc, "get_event", map[string]any{"seq": team["seq"], "space": "*"}, false); g["text"] != proposal("mcp-team") {
 		t.Errorf("get_event space *: %v", g)
+	}
+}
+
+// checkProve: prove_proposal answers a bundle (embedded) that the
+// verifier of client/evidence accepts with the ledger's key, holding the
+// proposal's events byte for byte; an edited bundle is refused.
+func checkProve(t *testing.T, s *session, sc map[string]*jsonschema.Schema, key string) {
+	t.Helper()
+	p, _, res := callResult(t, s, sc, "prove_proposal", map[string]any{"id": "mcp-withdrawn"}, false)
+	if len(res.Content) != 2 {
+		t.Fatalf("prove_proposal: %d content blocks, want text and the bundle", len(res.Content))
+	}
+	er, ok := res.Content[1].(*sdk.EmbeddedResource)
+	if !ok || er.Resource == nil || er.Resource.MIMEType != "application/json" || er.Resource.URI != p["bundle_uri"] {
+		t.Fatalf("prove_proposal: the second block is not the bundle: %#v", res.Content[1])
+	}
+	raw := []byte(er.Resource.Text)
+	b, err := evidence.ParseBundle(raw)
+	if err != nil {
+		t.Fatalf("the embedded bundle: %v", err)
+	}
+	v, err := evidence.VerifyBundle(b, key)
+	if err != nil {
+		t.Fatalf("the embedded bundle does not verify with the ledger's key: %v", err)
+	}
+	want := []string{proposal("mcp-withdrawn"), withdrawEnv, fulfil("mcp-withdrawn", "f-2")}
+	if len(v.Leaves) != len(want) {
+		t.Fatalf("%d events proven, want %d", len(v.Leaves), len(want))
+	}
+	for i, l := range v.Leaves {
+		if string(l.Data) != want[i] {
+			t.Errorf("proven event %d: %s, want %s", i, l.Data, want[i])
+		}
+	}
+	keyName, _, _ := strings.Cut(key, "+")
+	if p["checkpoint"] != b.Checkpoint || p["tree_size"] != float64(v.Checkpoint.Size) || p["root_hash"] != v.Checkpoint.Hash.String() ||
+		p["origin"] != v.Checkpoint.Origin || p["verifier_key"] != key || p["count"] != float64(3) || p["bundle_bytes"] != float64(len(raw)) {
+		t.Errorf("prove_proposal summary: %v", p)
+	}
+	if names, _ := p["key_names"].([]any); len(names) != 1 || names[0] != keyName {
+		t.Errorf("key_names %v, want [%s]", p["key_names"], keyName)
+	}
+	// Against a named checkpoint (the one just used): the same tree.
+	if p2, _ := call(t, s, sc, "prove_proposal", map[string]any{"id": "mcp-withdrawn", "size": p["tree_size"]}, false); p2["tree_size"] != p["tree_size"] || p2["root_hash"] != p["root_hash"] || p2["count"] != float64(3) {
+		t.Errorf("prove_proposal at size %v: %v", p["tree_size"], p2)
+	}
+	// An edited bundle: the verifier refuses it (the check above can fail).
+	edited := strings.Replace(er.Resource.Text, `changed my mind`, `changed my mine`, 1)
+	if eb, err := evidence.ParseBundle([]byte(edited)); err != nil || edited == er.Resource.Text {
+		t.Fatalf("editing the bundle: %v", err)
+	} else if _, err := evidence.VerifyBundle(eb, key); err == nil {
+		t.Error("an edited bundle verified")
 	}
 }
 
@@ -607,6 +664,7 @@ func TestHTTP(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Run("tools", func(t *testing.T) { checkTools(t, s) })
+			t.Run("prove", func(t *testing.T) { checkProve(t, s, toolSchemas(t, s), a.Proofs().VerifierKey()) })
 			t.Run("wait", func(t *testing.T) { checkWait(t, a, w, s) })
 			if version == legacyProtocol {
 				t.Run("resource", func(t *testing.T) { checkResource(t, a, w, s) })
@@ -723,6 +781,16 @@ func TestHTTPAuth(t *testing.T) {
 	if evs, _ := e["events"].([]any); len(evs) != 1 || evs[0].(map[string]any)["id"] != "mcp-team" {
 		t.Errorf("list_events in scope: %v", e)
 	}
+	// A proposal's proof is per space: its own space's is answered (without
+	// the verifier key, a whole-log route the token may not read), another's
+	// refused.
+	pr, _ := call(t, s, sc, "prove_proposal", map[string]any{"id": "mcp-team", "space": "team-a"}, false)
+	if pr["count"] != float64(1) || pr["space"] != "team-a" || pr["verifier_key"] != nil {
+		t.Errorf("prove_proposal in scope: %v", pr)
+	}
+	if _, text = call(t, s, sc, "prove_proposal", map[string]any{"id": "mcp-pending"}, true); !strings.HasPrefix(text, "forbidden:") {
+		t.Errorf("prove_proposal out of scope: %q", text)
+	}
 	ctx := context.Background()
 	if _, err := s.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.ProposalURI("default", "mcp-pending")}); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("reading an out-of-scope resource: %v", err)
@@ -740,6 +808,7 @@ func TestStdio(t *testing.T) {
 			a, w := startLedger(t)
 			s := connectStdio(t, a, bin, tokAuditor, version)
 			t.Run("tools", func(t *testing.T) { checkTools(t, s) })
+			t.Run("prove", func(t *testing.T) { checkProve(t, s, toolSchemas(t, s), a.Proofs().VerifierKey()) })
 			t.Run("wait", func(t *testing.T) { checkWait(t, a, w, s) })
 			if version == legacyProtocol {
 				t.Run("resource", func(t *testing.T) { checkResource(t, a, w, s) })
@@ -824,7 +893,7 @@ func TestStdioMEWBridge(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`)
 	list := answer(2)
 	tools, _ := list["result"].(map[string]any)["tools"].([]any)
-	if len(tools) != 9 {
+	if len(tools) != 10 {
 		t.Fatalf("tools/list: %v", list)
 	}
 	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wait_for_decision","arguments":{"id":"mcp-rejected"}}}`)

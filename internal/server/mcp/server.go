@@ -65,6 +65,11 @@ const (
 	// larger message is cut there and says so (its sha256 is the whole
 	// message's).
 	MaxEventBytes = 256 << 10
+	// MaxProofBytes bounds the evidence bundle prove_proposal embeds (a
+	// larger one is refused, naming `ledger proof`); MaxProofEvents the
+	// events its summary lists (the bundle holds all).
+	MaxProofBytes  = 8 << 20
+	MaxProofEvents = 200
 	// DefaultWait is wait_for_decision's timeout when the call gives
 	// none: under the 30 s after which MEW's bridge gives up on a request
 	// (and the 60 s of the TypeScript SDK's clients).
@@ -169,7 +174,7 @@ func New(o Options) (*Server, error) {
 }
 
 // instructions are the server's instructions to a client (a model).
-const instructions = `This server answers questions about a proposal ledger: the memory of a MEW space's proposals (risky operations an agent proposed, which a trusted participant fulfils, the proposer withdraws or anyone rejects). Every tool is read-only. Use get_proposal for one proposal's state and decider, proposal_history for every event filed under it with its effect, list_proposals to find proposals (by state, proposer, target, time, anomaly), list_anomalies for what an auditor must look at (fulfilments after a withdrawal, mismatches, ...), stats for counts, list_gaps for the recording gaps of bridges, list_events for the ledger's log itself (every stored event with its effect, filtered by sender, type, effect, anomaly, time, ...), get_event for one event's original bytes, and wait_for_decision to wait (without polling) until a pending proposal is fulfilled, withdrawn, rejected or expires. Proposals are also resources ledger://{space}/proposals/{id}: subscribe to be told when one changes.`
+const instructions = `This server answers questions about a proposal ledger: the memory of a MEW space's proposals (risky operations an agent proposed, which a trusted participant fulfils, the proposer withdraws or anyone rejects). Every tool is read-only. Use get_proposal for one proposal's state and decider, proposal_history for every event filed under it with its effect, list_proposals to find proposals (by state, proposer, target, time, anomaly), list_anomalies for what an auditor must look at (fulfilments after a withdrawal, mismatches, ...), stats for counts, list_gaps for the recording gaps of bridges, list_events for the ledger's log itself (every stored event with its effect, filtered by sender, type, effect, anomaly, time, ...), get_event for one event's original bytes, prove_proposal for the evidence bundle of a proposal's history (each event with its inclusion proof against a checkpoint the ledger signed, for a third party to verify), and wait_for_decision to wait (without polling) until a pending proposal is fulfilled, withdrawn, rejected or expires. Proposals are also resources ledger://{space}/proposals/{id}: subscribe to be told when one changes.`
 
 // SDK returns the underlying SDK server (to connect custom transports).
 func (s *Server) SDK() *sdk.Server { return s.srv }

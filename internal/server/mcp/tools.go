@@ -28,6 +28,7 @@ var tools = []func(*Server){
 	(*Server).toolListGaps,
 	(*Server).toolListEvents,
 	(*Server).toolGetEvent,
+	(*Server).toolProveProposal,
 	(*Server).toolWaitForDecision,
 }
 

@@ -61,6 +61,8 @@ func DecodeKey(key []byte) model.KeyInfo {
 		return two(model.TableFiled)
 	case tagVersion:
 		return two(model.TableVersion)
+	case tagBridge:
+		return two(model.TableBridge)
 	case tagParked, tagGap:
 		table := model.TableParked
 		if key[0] == tagGap {

@@ -62,6 +62,7 @@ import (
 // unix-nanosecond range (years 1677..2262).
 const (
 	tagCheckpoint = 0x01
+	tagBridge     = 'B'
 	tagChange     = 'C'
 	tagDeadline   = 'D'
 	tagEventRef   = 'E'

@@ -76,6 +76,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r, err
 		}
 	}
+	if o.runs(FigBridge) {
+		if err := r.bridgeFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
 	if o.runs(FigFold) {
 		if err := r.foldFigure(ctx, &o); err != nil {
 			return r, err

@@ -92,6 +92,11 @@ type State interface {
 	PutStats(space string, s *model.Stats) error
 	// PutGap records a recording gap of a bridge under (space, g.Seq).
 	PutGap(space string, g *model.Gap) error
+	// BridgeSession returns what the log says of one bridge (key
+	// BridgeKey(bridge, mew space)), nil if nothing; PutBridgeSession
+	// stores it.
+	BridgeSession(space, key string) (*model.BridgeSession, error)
+	PutBridgeSession(space, key string, s *model.BridgeSession) error
 	// Version returns the sequence of an earlier event of the space that
 	// had id and digest and was since superseded in the event index by a
 	// different event reusing its id (SPEC §5.2), 0 when none; PutVersion

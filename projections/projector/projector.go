@@ -443,5 +443,5 @@ func eventOf(m jetstream.Msg, md *jetstream.MsgMetadata, importedThrough uint64)
 		hdr = h.Get(ledger.HeaderOriginalTime)
 	}
 	return fold.Event{Seq: seq, Time: ledger.EventTime(seq, importedThrough, hdr, md.Timestamp), Subject: m.Subject(), Raw: m.Data(),
-		MsgIDClash: len(h) > 0 && h.Get(fold.HeaderMsgIDClash) != ""}
+		MsgIDClash: len(h) > 0 && h.Get(fold.HeaderMsgIDClash) != "", Bridge: h.Get(ledger.HeaderBridge)}
 }

@@ -237,6 +237,7 @@ func New(o Options) (*API, error) {
 	a.mux.HandleFunc(RouteGaps, a.gaps)
 	a.mux.HandleFunc(RouteEventList, a.listEvents)
 	a.mux.HandleFunc(RouteEvent, a.getEvent)
+	a.mux.HandleFunc(RouteBridges, a.bridges)
 	a.mux.HandleFunc(RouteStatus, a.status)
 	a.mux.HandleFunc(RouteWatch, a.watchChanges)
 	a.mux.HandleFunc(RouteChanges, a.listChanges)

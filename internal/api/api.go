@@ -276,6 +276,9 @@ func (a *API) Handler() http.Handler {
 			a.log.Debug().Str(logging.KeyMethod, r.Method).Str(logging.KeyPath, r.URL.Path).
 				Int(logging.KeyStatus, rec.code()).Dur(logging.KeyTook, took).Msg("request")
 		}()
+		if refuseBadQuery(rec, r) {
+			return
+		}
 		if _, pattern := a.mux.Handler(r); pattern != "" {
 			route = pattern
 			a.mux.ServeHTTP(rec, r)

@@ -55,9 +55,10 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	// An invalid space is refused by the Appender with field "space", as
 	// on every other path; only "no space" means the default.
-	space := q.Get(paramSpace)
-	if space == "" {
-		space = a.opts.Space
+	space, e := spaceParam(q, a.opts.Space)
+	if e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return
 	}
 	if IsNDJSON(r.Header.Get("Content-Type")) {
 		a.postNDJSON(w, r, space, kernel)

@@ -42,9 +42,10 @@ func (a *API) postGap(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
-	space := q.Get(paramSpace)
-	if space == "" {
-		space = a.opts.Space
+	space, e := spaceParam(q, a.opts.Space)
+	if e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxGapBody))
 	var mbe *http.MaxBytesError

@@ -55,14 +55,7 @@ func params(q url.Values, allowed ...string) *wire.Error {
 
 // space returns ?space= or the default space.
 func (a *API) space(q url.Values) (string, *wire.Error) {
-	s := q.Get(paramSpace)
-	if s == "" {
-		return a.opts.Space, nil
-	}
-	if !validSpace(s) {
-		return "", badParam(paramSpace, "space must be 1..%d bytes of UTF-8", ledger.MaxSpaceBytes)
-	}
-	return s, nil
+	return spaceParam(q, a.opts.Space)
 }
 
 // readPrologue checks the parameters of a read route and returns what to

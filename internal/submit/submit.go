@@ -302,7 +302,7 @@ func (s *Service) refuse(req micro.Request, e *wire.Error) {
 // badSpace is the refusal of a subject whose space token does not decode.
 func badSpace(err error) *wire.Error {
 	return &wire.Error{Code: ledger.CodeBadValue, Field: "space",
-		Message: fmt.Sprintf("the subject's space token is not a valid encoding: %v", err)}
+		Message: fmt.Sprintf("the subject's space token does not name a space (nothing is guessed): %v", err)}
 }
 
 // answer answers req from the first stage, on the subscription goroutine:

@@ -28,7 +28,6 @@ func echo(s string) string {
 
 func utfStart(b byte) bool { return b&0xC0 != 0x80 }
 
-
 // checkQuery refuses a query string that does not parse as a whole:
 // url.ParseQuery drops a pair it cannot parse (a ';' separator, a bad
 // %-escape), and r.URL.Query() returns the rest, so `?space=ops;research`

@@ -49,9 +49,12 @@ import (
 	"github.com/mewledger/ledger/internal/api"
 	"github.com/mewledger/ledger/internal/console"
 	"github.com/mewledger/ledger/internal/datalock"
+	"github.com/mewledger/ledger/internal/httpauth"
 	"github.com/mewledger/ledger/internal/logging"
 	"github.com/mewledger/ledger/internal/metrics"
 	"github.com/mewledger/ledger/internal/natsserver"
+	"github.com/mewledger/ledger/internal/server/connbudget"
+	"github.com/mewledger/ledger/internal/server/origin"
 	"github.com/mewledger/ledger/internal/submit"
 	"github.com/mewledger/ledger/internal/wire"
 	"github.com/mewledger/ledger/ledger/jslog"
@@ -81,6 +84,8 @@ type App struct {
 	api      *api.API
 	httpSrv  *http.Server
 	ln       net.Listener
+	budget   *connbudget.Budget // nil when MaxConns < 0
+	streams  *connbudget.Streams
 	submit   *submit.Service // set by Run
 
 	pmu  sync.Mutex
@@ -118,6 +123,11 @@ type App struct {
 func New(ctx context.Context, o Options) (a *App, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if warn, err := fitDescriptors(&o); err != nil {
+		return nil, err
+	} else if warn != "" {
+		o.Logger.Warn().Msg(warn)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -193,25 +203,47 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if a.ln, err = lc.Listen(ctx, "tcp", o.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("app: HTTP listen: %w", err)
 	}
+	// The connection budget (issue 29 items 1–3): anonymous connections
+	// cannot take the slots authenticated ones need; long streams have
+	// caps of their own.
+	httpLog := o.Logger.With().Str(logging.KeyComponent, "http").Logger()
 	if o.MaxConns > 0 {
-		a.ln = newLimitListener(a.ln, o.MaxConns)
+		if a.budget, err = connbudget.New(connbudget.Options{MaxConns: o.MaxConns, AnonConns: o.AnonConns, AnonPerIP: o.AnonPerIP,
+			AnonIdleTimeout: o.AnonIdleTimeout, Authenticating: o.HTTPAuthenticating, Logger: httpLog}); err != nil {
+			return nil, fmt.Errorf("app: %w", err)
+		}
+		a.ln = a.budget.Listener(a.ln)
+	}
+	if a.streams, err = connbudget.NewStreams(connbudget.StreamOptions{Max: o.MaxStreams, PerClient: o.StreamsPerClient, Client: streamClient}); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	browsers, err := origin.New(origin.Options{ListenAddr: o.HTTPAddr, Hosts: o.HTTPHosts})
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.api.Handle(console.Pattern, console.Handler())
-	handler := a.api.Handler()
+	// Inside the authentication, so that a stream's client is its token.
+	handler := a.streams.WrapIf(a.api.Handler(), IsStream)
 	if o.HTTPMiddleware != nil {
 		if handler, err = o.HTTPMiddleware(handler); err != nil {
 			return nil, fmt.Errorf("app: HTTP middleware: %w", err)
 		}
 	}
-	// Outermost: the body deadlines cover whatever reads the body
-	// (httpserver.go).
+	// Host, Origin and Content-Type before anything else reads the
+	// request; outermost, the body deadlines cover whatever reads the body
+	// and close the connection of an early refusal (httpserver.go).
+	handler = browsers.Wrap(handler)
 	handler = bodyDeadlines(handler, o.BodyIdleTimeout, o.BodyTimeout)
 	a.httpSrv = &http.Server{
 		Handler:           handler,
 		TLSConfig:         o.TLSConfig,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       DefaultHTTPIdleTimeout,
-		ErrorLog:          zerologStd(o.Logger.With().Str(logging.KeyComponent, "http").Logger()),
+		ErrorLog:          zerologStd(httpLog),
+	}
+	if a.budget != nil {
+		a.httpSrv.ConnState = a.budget.ConnState
+		a.httpSrv.ConnContext = a.budget.ConnContext
 	}
 	a.httpSrv.RegisterOnShutdown(a.api.StopWatches) // Shutdown does not end streams
 	return a, nil
@@ -267,6 +299,30 @@ func (a *App) connect(ctx context.Context) error {
 	}
 	return nil
 }
+
+// IsStream reports whether r is a long-lived request the stream caps
+// count: GET /v1/watch and everything under /mcp.
+func IsStream(r *http.Request) bool {
+	p := r.URL.Path
+	return p == "/v1/watch" || p == "/mcp" || strings.HasPrefix(p, "/mcp/")
+}
+
+// streamClient names a stream's client: its token when it authenticated,
+// else "" (its remote address).
+func streamClient(r *http.Request) string {
+	if p, ok := httpauth.FromContext(r.Context()); ok {
+		return "token:" + p.Name
+	}
+	return ""
+}
+
+// Streams is the cap of long-lived requests. A handler mounted on the API
+// (API().Handle) at a path IsStream accepts is capped already; one served
+// otherwise wraps itself with Streams().Wrap.
+func (a *App) Streams() *connbudget.Streams { return a.streams }
+
+// Budget is the HTTP connection budget (nil when MaxConns < 0).
+func (a *App) Budget() *connbudget.Budget { return a.budget }
 
 // HTTPAddr is the API's actual listen address (host:port).
 func (a *App) HTTPAddr() string { return a.ln.Addr().String() }

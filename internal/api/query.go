@@ -57,14 +57,15 @@ func checkQuery(raw string) *wire.Error {
 }
 
 // spaceParam returns the request's ?space=, or def when the parameter is
-// absent. A space given empty, or not 1..MaxSpaceBytes bytes of UTF-8, is
-// a refusal naming the field: only a missing parameter means the default.
+// absent. A space given empty is a refusal naming the field: only a
+// missing parameter means the default. (Its length and encoding are
+// checked by the caller: the appender on writes, validSpace on reads.)
 func spaceParam(q url.Values, def string) (string, *wire.Error) {
 	v, ok := q[paramSpace]
 	if !ok {
 		return def, nil
 	}
-	if len(v) != 1 || !validSpace(v[0]) {
+	if len(v) != 1 || v[0] == "" {
 		s := ""
 		if len(v) > 0 {
 			s = v[0]

@@ -55,7 +55,11 @@ func params(q url.Values, allowed ...string) *wire.Error {
 
 // space returns ?space= or the default space.
 func (a *API) space(q url.Values) (string, *wire.Error) {
-	return spaceParam(q, a.opts.Space)
+	s, e := spaceParam(q, a.opts.Space)
+	if e == nil && !validSpace(s) {
+		e = badParam(paramSpace, "space must be 1..%d bytes of UTF-8", ledger.MaxSpaceBytes)
+	}
+	return s, e
 }
 
 // readPrologue checks the parameters of a read route and returns what to

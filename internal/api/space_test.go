@@ -16,8 +16,15 @@ import (
 func TestSpaceNeverGuessed(t *testing.T) {
 	l := start(t)
 	bad := []string{"ops;research", "ops%zz", "", strings.Repeat("s", 2000)}
+	for _, read := range []string{"/v1/proposals", "/v1/stats", "/v1/changes", "/v1/gaps"} {
+		l.wantError(http.MethodGet, read+"?space="+bad[3], "", nil, http.StatusBadRequest, wire.CodeBadQuery, "space")
+	}
 	for _, sp := range bad {
 		q := "?space=" + sp
+		if len(sp) > 1000 { // the appender's refusal
+			l.wantError(http.MethodPost, "/v1/events"+q, "application/json", []byte(goldenProposal), http.StatusBadRequest, "too_long", "space")
+			continue
+		}
 		l.wantError(http.MethodPost, "/v1/events"+q, "application/json", []byte(goldenProposal), http.StatusBadRequest, wire.CodeBadQuery, "space")
 		l.wantError(http.MethodPost, "/v1/events"+q, "application/x-ndjson", []byte(goldenProposal+"\n"+goldenFulfil+"\n"), http.StatusBadRequest, wire.CodeBadQuery, "space")
 		l.wantError(http.MethodPost, "/v1/gaps"+q, "application/json", []byte(`{"bridge":"b","disconnected_at":"2026-01-01T00:00:00Z","reconnected_at":"2026-01-01T00:00:01Z"}`), http.StatusBadRequest, wire.CodeBadQuery, "space")

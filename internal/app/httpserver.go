@@ -75,7 +75,6 @@ func (c *closeOnEarlyError) WriteHeader(status int) {
 	c.ResponseWriter.WriteHeader(status)
 }
 
-
 // Flush flushes the server's writer (for handlers that assert
 // http.Flusher).
 func (c *closeOnEarlyError) Flush() { _ = http.NewResponseController(c.ResponseWriter).Flush() }

@@ -9,15 +9,18 @@
 // request's context). Then:
 //
 //   - At most MaxConns connections are open at once (a descriptor bound).
-//     When all are taken, the next Accept first closes the oldest idle
-//     connection (one waiting for its next request, or that has not sent
-//     a request yet), anonymous ones before authenticated ones, and waits
-//     only when every connection is in a request.
+//     When all are taken, the next Accept first closes one that is not in
+//     a request, in this order: anonymous and idle after a request;
+//     anonymous and silent (the server has waited SilentAfter on it for
+//     nothing); anonymous, older than MinAge, its first request not
+//     arrived; authenticated and idle (the oldest first within each). It
+//     waits only while every connection is in a request or young.
 //   - Anonymous connections are capped apart: over AnonConns in total, or
-//     over AnonPerIP from one address, the oldest idle anonymous one (of
-//     that address) is closed as a new one is accepted. A new connection
-//     is never the one closed, so a client that sends its request at once
-//     is served however many connections an attacker holds. The slots
+//     over AnonPerIP from one address, the oldest anonymous one (of that
+//     address) that is idle, or that has sent nothing while the server
+//     waited SilentAfter on it, is closed as a new one is accepted. A new connection is never the one closed, so a client
+//     that sends its request at once is served however many connections
+//     an attacker holds. The slots
 //     between AnonConns and MaxConns are the authenticated clients'
 //     reserve.
 //   - An anonymous connection idle after a request is closed after
@@ -151,16 +154,31 @@ func (b *Budget) Stats() Stats {
 // Conn is a tracked connection.
 type Conn struct {
 	net.Conn
-	b    *Budget
-	ip   string
-	seq  uint64
-	once sync.Once
+	b       *Budget
+	ip      string
+	seq     uint64
+	once    sync.Once
+	born    time.Time    // accepted at
+	sent    atomic.Bool  // the client has sent something
+	waiting atomic.Int64 // unix nanoseconds of the server's first read, while nothing came
 
 	// Guarded by b.mu.
 	state  http.ConnState
 	authed bool
 	closed bool
 	idle   *time.Timer
+}
+
+// Read reads from the connection, noting that the client sent something.
+func (c *Conn) Read(p []byte) (int, error) {
+	if !c.sent.Load() && c.waiting.Load() == 0 {
+		c.waiting.Store(time.Now().UnixNano())
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.sent.Load() {
+		c.sent.Store(true)
+	}
+	return n, err
 }
 
 // Close closes the connection and frees its slot; safe twice.
@@ -188,15 +206,29 @@ type listener struct {
 }
 
 func (l *listener) Accept() (net.Conn, error) {
-	select {
-	case l.b.sem <- struct{}{}:
-	default:
-		l.b.evict(func(*Conn) bool { return true }, nil, "connections at the cap")
+	for acquired := false; !acquired; {
 		select {
 		case l.b.sem <- struct{}{}:
+			acquired = true
+			continue
+		default:
+		}
+		// All taken: close the first idle one; when none may be closed
+		// yet (all in a request, or too young), wait for one to close or
+		// to age.
+		if l.b.evict(rankAuthed, nil, nil, "connections at the cap") {
+			continue
+		}
+		t := time.NewTimer(SilentAfter / 2)
+		select {
+		case l.b.sem <- struct{}{}:
+			acquired = true
+		case <-t.C:
 		case <-l.done:
+			t.Stop()
 			return nil, net.ErrClosed
 		}
+		t.Stop()
 	}
 	nc, err := l.Listener.Accept()
 	if err != nil {
@@ -229,7 +261,7 @@ func remoteIP(c net.Conn) string {
 // track registers a new connection as anonymous and enforces the
 // anonymous caps on the others.
 func (b *Budget) track(nc net.Conn) *Conn {
-	c := &Conn{Conn: nc, b: b, ip: remoteIP(nc), state: http.StateNew}
+	c := &Conn{Conn: nc, b: b, ip: remoteIP(nc), state: http.StateNew, born: time.Now()}
 	b.mu.Lock()
 	b.seq++
 	c.seq = b.seq
@@ -238,11 +270,12 @@ func (b *Budget) track(nc net.Conn) *Conn {
 	b.anonIP[c.ip]++
 	overAll, overIP := b.anon > b.opts.AnonConns, b.anonIP[c.ip] > b.opts.AnonPerIP
 	b.mu.Unlock()
-	notNew := func(o *Conn) bool { return o != c && !o.authed }
+	// The anonymous caps close anonymous connections only, idle or
+	// older than MinAge without a first request.
 	if overIP {
-		b.evict(func(o *Conn) bool { return notNew(o) && o.ip == c.ip }, c, "anonymous connections of one address at the cap")
+		b.evict(rankSlow, func(o *Conn) bool { return o.ip == c.ip }, c, "anonymous connections of one address at the cap")
 	} else if overAll {
-		b.evict(notNew, c, "anonymous connections at the cap")
+		b.evict(rankSlow, nil, c, "anonymous connections at the cap")
 	}
 	return c
 }
@@ -270,17 +303,66 @@ func (b *Budget) dropAnon(c *Conn) {
 	}
 }
 
-// evict closes the oldest idle connection that ok accepts (anonymous ones
-// first), never keep. It reports whether it closed one.
-func (b *Budget) evict(ok func(*Conn) bool, keep *Conn, why string) bool {
+// MinAge is how long a new connection is safe from being closed to make
+// room: a client writes its request right after connecting, and the
+// server reads it within this even when busy. Older connections that have
+// not finished their first request are fair game under pressure.
+const MinAge = 250 * time.Millisecond
+
+// SilentAfter: a new connection the server has waited on this long while
+// it sent nothing is silent, and may be closed to make room before
+// MinAge (a client that connects writes its request at once; an attacker
+// holding connections writes nothing).
+const SilentAfter = 50 * time.Millisecond
+
+// Ranks of connections to close, first to last; those with no rank
+// (rankNone: in a request, or younger than MinAge and not silent) are
+// never closed.
+const (
+	rankIdle   = iota // anonymous, idle after a request
+	rankSilent        // anonymous, sent nothing while the server waited SilentAfter
+	rankSlow          // anonymous, older than MinAge, first request not arrived
+	rankAuthed        // authenticated, idle
+	rankNone
+)
+
+func rank(c *Conn, now time.Time) int {
+	switch {
+	case c.closed || c.state == http.StateActive || c.state == http.StateHijacked:
+		return rankNone
+	case c.authed:
+		if c.state == http.StateIdle {
+			return rankAuthed
+		}
+		return rankNone
+	case c.state == http.StateIdle:
+		return rankIdle
+	case !c.sent.Load() && c.waiting.Load() != 0 && now.Sub(time.Unix(0, c.waiting.Load())) >= SilentAfter:
+		return rankSilent
+	case now.Sub(c.born) < MinAge:
+		return rankNone
+	default:
+		return rankSlow
+	}
+}
+
+// evict closes the connection to close first (see rank) whose rank is at
+// most upTo and that ok accepts (nil: any), never keep. It reports
+// whether it closed one.
+func (b *Budget) evict(upTo int, ok func(*Conn) bool, keep *Conn, why string) bool {
+	now := time.Now()
 	b.mu.Lock()
-	var victim *Conn
+	var (
+		victim *Conn
+		vr     = rankNone
+	)
 	for c := range b.conns {
-		if c == keep || c.closed || (c.state != http.StateNew && c.state != http.StateIdle) || !ok(c) {
+		r := rank(c, now)
+		if c == keep || r > upTo || (ok != nil && !ok(c)) {
 			continue
 		}
-		if victim == nil || better(c, victim) {
-			victim = c
+		if victim == nil || r < vr || (r == vr && c.seq < victim.seq) {
+			victim, vr = c, r
 		}
 	}
 	b.mu.Unlock()
@@ -288,17 +370,9 @@ func (b *Budget) evict(ok func(*Conn) bool, keep *Conn, why string) bool {
 		return false
 	}
 	b.evicted.Add(1)
-	b.opts.Logger.Debug().Str("remote", victim.ip).Bool("authenticated", victim.authed).Msg("connection closed to make room: " + why)
+	b.opts.Logger.Debug().Str("remote", victim.ip).Int("rank", vr).Msg("connection closed to make room: " + why)
 	_ = victim.Close()
 	return true
-}
-
-// better: anonymous before authenticated, then the oldest.
-func better(a, b *Conn) bool {
-	if a.authed != b.authed {
-		return !a.authed
-	}
-	return a.seq < b.seq
 }
 
 // unwrap finds the tracked connection under c (a *tls.Conn's NetConn).

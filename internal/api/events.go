@@ -18,8 +18,9 @@ import (
 	"github.com/mewledger/ledger/ledger/jslog"
 )
 
-// NDJSON media types: one envelope per line. Any other Content-Type (or
-// none, as curl -d sends) is one envelope.
+// NDJSON media types: one envelope per line. Any other Content-Type is
+// one envelope. (Served by package app, a body that is neither JSON nor
+// NDJSON is refused 415 before it gets here: package origin.)
 var ndjsonTypes = map[string]bool{
 	"application/x-ndjson":   true,
 	"application/ndjson":     true,

@@ -2,10 +2,12 @@ package app_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -308,5 +310,96 @@ func TestStreamsCapped(t *testing.T) {
 				probe(t, a.HTTPURL(), token)
 			}
 		})
+	}
+}
+
+// TestBrowsersRefused: item 4, as a client can send it (the browser
+// itself is TestCSRFPageInBrowser in internal/console). Open mode: a
+// foreign Host is 421 on every route (DNS rebinding), a configured
+// --http-host name is served; a write from another origin (Origin,
+// Sec-Fetch-Site) is 403; a body that is not JSON or NDJSON is 415; the
+// same writes without those headers, or from the server's own origin,
+// are stored.
+func TestBrowsersRefused(t *testing.T) {
+	a := apptest.Start(t, func(o *app.Options) { o.HTTPHosts = []string{"ledger.internal"} })
+	base := a.HTTPURL()
+	_, port, _ := net.SplitHostPort(a.HTTPAddr())
+	env := func(id string) string {
+		return `{"protocol":"mew/v0.4","id":"` + id + `","from":"untrusted-agent","to":["t"],"kind":"mcp/proposal","payload":{"method":"tools/call","params":{}}}`
+	}
+	do := func(method, path, host string, h map[string]string, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body == "" {
+			req.Body, req.ContentLength = http.NoBody, 0
+		}
+		if host != "" {
+			req.Host = host
+		}
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	js := map[string]string{"Content-Type": "application/json"}
+	with := func(k, v string) map[string]string {
+		return map[string]string{"Content-Type": "application/json", k: v}
+	}
+	refusals := []struct {
+		name, method, path, host string
+		h                        map[string]string
+		body                     string
+		status                   int
+		code                     string
+	}{
+		{"rebinding/read", "GET", "/v1/status", "evil.example:" + port, nil, "", 421, "bad_host"},
+		{"rebinding/write", "POST", "/v1/events", "evil.example", js, env("h1"), 421, "bad_host"},
+		{"text/plain", "POST", "/v1/events", "", map[string]string{"Content-Type": "text/plain"}, env("t1"), 415, "unsupported_media_type"},
+		{"form", "POST", "/v1/events", "", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, env("t2"), 415, "unsupported_media_type"},
+		{"multipart", "POST", "/v1/events", "", map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, env("t3"), 415, "unsupported_media_type"},
+		{"no content type", "POST", "/v1/events", "", nil, env("t4"), 415, "unsupported_media_type"},
+		{"cross origin", "POST", "/v1/events", "", with("Origin", "http://127.0.0.1:1"), env("o1"), 403, "cross_origin"},
+		{"null origin", "POST", "/v1/events", "", with("Origin", "null"), env("o2"), 403, "cross_origin"},
+		{"cross-site", "POST", "/v1/events", "", with("Sec-Fetch-Site", "cross-site"), env("o3"), 403, "cross_origin"},
+		{"same-site", "POST", "/v1/events", "", with("Sec-Fetch-Site", "same-site"), env("o4"), 403, "cross_origin"},
+		{"rebuild/cross origin", "POST", "/v1/ops/rebuild", "", map[string]string{"Origin": "http://evil.example"}, "", 403, "cross_origin"},
+		{"gap/text", "POST", "/v1/gaps", "", map[string]string{"Content-Type": "text/plain"}, `{}`, 415, "unsupported_media_type"},
+	}
+	for _, r := range refusals {
+		st, body := do(r.method, r.path, r.host, r.h, r.body)
+		if st != r.status || !strings.Contains(body, `"code":"`+r.code+`"`) {
+			t.Errorf("%s: %d %s, want %d %s", r.name, st, body, r.status, r.code)
+		}
+	}
+	var st struct {
+		StreamSeq uint64 `json:"stream_seq"`
+	}
+	if code, body := do("GET", "/v1/status", "", nil, ""); code != 200 || json.Unmarshal([]byte(body), &st) != nil || st.StreamSeq != 0 {
+		t.Fatalf("after the refusals: %d %s, want nothing stored", code, body)
+	}
+	accepted := []struct {
+		name, host string
+		h          map[string]string
+	}{
+		{"plain client", "", js},
+		{"ndjson", "", map[string]string{"Content-Type": "application/x-ndjson"}},
+		{"same origin", "", with("Origin", base)},
+		{"same-origin fetch", "", with("Sec-Fetch-Site", "same-origin")},
+		{"localhost", "localhost:" + port, js},
+		{"configured name", "ledger.internal:" + port, js},
+	}
+	for i, r := range accepted {
+		if code, body := do("POST", "/v1/events", r.host, r.h, env(fmt.Sprintf("ok-%d", i))); code != http.StatusAccepted && code != http.StatusOK {
+			t.Errorf("%s: %d %s, want it stored", r.name, code, body)
+		}
 	}
 }

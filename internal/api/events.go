@@ -131,6 +131,12 @@ const (
 	// budget still goes, alone).
 	ndjsonWindow      = 1024
 	ndjsonWindowBytes = 8 << 20
+	// CompactRefusalsAfter is how many refusals an NDJSON answer writes
+	// one line each; past them, a run of consecutive lines refused with
+	// the same error is answered by one line {"line":first,
+	// "last_line":last,"error":{..}}, so that a body of millions of bad
+	// lines cannot make an answer of gigabytes (issue 29 item 8).
+	CompactRefusalsAfter = 1000
 )
 
 // ndjsonEntry is one non-blank line on its way to its answer: a refusal
@@ -148,7 +154,9 @@ type ndjsonEntry struct {
 // commit and answered as their acknowledgements come back, with at most
 // ndjsonWindow lines (ndjsonWindowBytes) of the request in memory. Every
 // line costs one write of the client's rate budget (the request itself
-// paid for the first). A body of unknown length (chunked) that turns out
+// paid for the first). Past CompactRefusalsAfter refusals, a run of lines
+// refused with the same error is answered by one line with "last_line".
+// A body of unknown length (chunked) that turns out
 // over MaxBatchBytes is 413 when nothing was read yet; later, the lines read are appended and answered and a last
 // line {"line":N,"error":{"code":"oversize",..}} says where reading
 // stopped. A body whose Content-Length is over MaxBatchBytes is 413 at
@@ -212,18 +220,40 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 		_ = enc.Encode(res)
 	}
 	// The writer answers the entries in order, flushing whenever it has
-	// caught up with the reader.
+	// caught up with the reader; past CompactRefusalsAfter refusals, a
+	// run of identical ones is held in run and answered by one line.
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
+		refused := 0
+		var run *wire.AppendResult
+		endRun := func() {
+			if run != nil {
+				if run.LastLine == run.Line {
+					run.LastLine = 0
+				}
+				write(*run)
+				run = nil
+			}
+		}
 		for e := range entries {
 			start()
 			if e.refusal != nil {
 				if e.refusal.Code != wire.CodeBadRequest {
 					a.opts.Metrics.Refused(metrics.PathHTTPNDJSON, e.refusal.Code)
 				}
-				write(wire.AppendResult{Line: e.no, Error: e.refusal})
+				refused++
+				switch {
+				case refused <= CompactRefusalsAfter:
+					write(wire.AppendResult{Line: e.no, Error: e.refusal})
+				case run != nil && *run.Error == *e.refusal:
+					run.LastLine = e.no
+				default:
+					endRun()
+					run = &wire.AppendResult{Line: e.no, LastLine: e.no, Error: e.refusal}
+				}
 			} else {
+				endRun()
 				res, _ := e.pending.Result(ctx)
 				a.count(metrics.PathHTTPNDJSON, res)
 				out := wire.FromResult(res)
@@ -236,6 +266,7 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 				_ = flusher.Flush()
 			}
 		}
+		endRun()
 		_ = bw.Flush()
 	}()
 

@@ -68,3 +68,14 @@ func readAll(t *testing.T, resp *http.Response) string {
 		}
 	}
 }
+
+// TestGapTimeOutOfRange (issue 29 item 8): POST /v1/gaps with a
+// disconnected_at past 2262 (where the gap id's Unix nanoseconds
+// overflow, and two gaps could share one id) is refused naming the field.
+func TestGapTimeOutOfRange(t *testing.T) {
+	l := start(t)
+	for _, at := range []string{"2263-01-01T00:00:00Z", "2400-06-01T00:00:00Z"} {
+		l.wantError(http.MethodPost, "/v1/gaps", "application/json", []byte(`{"bridge":"rec","disconnected_at":"`+at+`"}`),
+			http.StatusBadRequest, "bad_value", "disconnected_at")
+	}
+}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/app"
 	"github.com/mewledger/ledger/internal/wire"
 )
 

@@ -155,7 +155,7 @@ var operations = []op{
 			errResp(413, "The body is over the size limit."), errResp(429, "Over the write limit."), errResp(503, "Valid, but the stream did not acknowledge it: retrying is safe.")},
 		example: "/v1/events", exampleBody: `{"protocol":"mew/v0.4","id":"doc-proposal","from":"doc-agent","kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"read_file"}}}`},
 	{method: "post", path: "/v1/ops/rebuild", summary: "Start an online rebuild: fold the stream again into a new store, then swap it in.", role: "ops",
-		params:    []param{{name: "wait", in: "query", typ: "string", desc: "1: answer when the rebuild ended.", enum: []string{"1"}}},
+		params: []param{{name: "wait", in: "query", typ: "string", desc: "1: answer when the rebuild ended.", enum: []string{"1"}}},
 		responses: []resp{{status: 202, desc: "Started; poll GET /v1/ops/rebuild.", schema: "RebuildStatus"}, {status: 200, desc: "With wait=1: the rebuild ended.", schema: "RebuildStatus"}, errResp(409, "A rebuild is already running."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role."),
 			errResp(503, "The ledger cannot rebuild (not_ready: the stream is gone or was recreated, ...; the message says what).")}},
 	{method: "get", path: "/v1/ops/rebuild", summary: "The running or last rebuild.", role: "ops", example: "/v1/ops/rebuild",

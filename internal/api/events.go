@@ -40,6 +40,9 @@ func IsNDJSON(contentType string) bool {
 const paramKernel = "kernel"
 
 func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
+	if a.storageFull(w) {
+		return
+	}
 	q := r.URL.Query()
 	if e := params(q, paramSpace, paramKernel); e != nil {
 		writeError(w, http.StatusBadRequest, e)
@@ -88,15 +91,20 @@ func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string, kern
 		return
 	}
 	var res ledger.Result
-	pd, err := a.opts.Appender.SubmitBody(r.Context(), space, body, ledger.BodyOptions{Kernel: kernel})
+	wctx, cancel := a.storageCtx(r.Context())
+	defer cancel()
+	pd, err := a.opts.Appender.SubmitBody(wctx, space, body, ledger.BodyOptions{Kernel: kernel})
 	if err != nil {
 		res.Err = err
 	} else {
-		res, err = pd.Result(r.Context())
+		res, err = pd.Result(wctx)
 	}
 	out := wire.FromResult(res)
 	a.count(metrics.PathHTTP, res)
 	switch {
+	case err != nil && wctx.Err() != nil && r.Context().Err() == nil && a.storageFull(w):
+		// The disk filled while this append waited: not acknowledged
+		// (retrying is safe), and said so at once.
 	case err == nil:
 		writeJSON(w, http.StatusAccepted, out)
 	case out.Error.Code == ledger.CodeOversize:
@@ -167,6 +175,9 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 		return
 	}
 	ctx := r.Context()
+	// The answers stop waiting for acknowledgements when the disk fills.
+	wctx, cancelWait := a.storageCtx(ctx)
+	defer cancelWait()
 	// Answer while the body is still being read (HTTP/1.1 full duplex).
 	_ = http.NewResponseController(w).EnableFullDuplex()
 
@@ -254,7 +265,7 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 				}
 			} else {
 				endRun()
-				res, _ := e.pending.Result(ctx)
+				res, _ := e.pending.Result(wctx)
 				a.count(metrics.PathHTTPNDJSON, res)
 				out := wire.FromResult(res)
 				out.Line = e.no

@@ -36,6 +36,9 @@ type SystemAppender interface {
 // {"id","seq","duplicate"} (a repeated report is a duplicate), 400 with
 // the field, 503 when not acknowledged.
 func (a *API) postGap(w http.ResponseWriter, r *http.Request) {
+	if a.storageFull(w) {
+		return
+	}
 	sys, _ := a.opts.Appender.(SystemAppender)
 	q := r.URL.Query()
 	if e := params(q, paramSpace); e != nil {

@@ -367,6 +367,14 @@ func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	if a.opts.StorageProblem != nil {
+		if p := a.opts.StorageProblem(); p != "" {
+			writeJSON(w, http.StatusServiceUnavailable, wire.Ready{Bound: a.opts.readyBound(),
+				Status: wire.Status{ProjectedSeq: a.reader.AppliedSeq(), LogProblem: p},
+				Error:  &wire.Error{Code: wire.CodeStorageFull, Message: p}})
+			return
+		}
+	}
 	st, err := a.currentStatus(r.Context())
 	if err != nil {
 		a.unavailable(w, err)

@@ -91,7 +91,8 @@ type App struct {
 	pmu  sync.Mutex
 	pipe *pipeline // the current projection; replaced by an online rebuild
 
-	logState logState // logcheck.go
+	logState logState     // logcheck.go
+	storage  storageState // diskfull.go
 
 	// Online operations (ops.go).
 	opsMu     sync.Mutex
@@ -183,19 +184,21 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		maxBody = int64(o.Limits.MaxBytes)
 	}
 	if a.api, err = api.New(api.Options{
-		Reader:        store,
-		Appender:      a.appender,
-		StreamSeq:     a.streamSeq,
-		LogProblem:    a.LogProblem,
-		Space:         o.Space,
-		MinSeqWait:    o.MinSeqWait,
-		ReadyLag:      o.ReadyLag,
-		MaxBodyBytes:  maxBody,
-		MaxBatchBytes: o.MaxBatchBytes,
-		Metrics:       a.metrics,
-		AsOf:          a.asOf.get,
-		Ops:           a,
-		Logger:        o.Logger,
+		Reader:         store,
+		Appender:       a.appender,
+		StreamSeq:      a.streamSeq,
+		LogProblem:     a.LogProblem,
+		StorageProblem: a.StorageProblem,
+		StorageDown:    a.StorageDown,
+		Space:          o.Space,
+		MinSeqWait:     o.MinSeqWait,
+		ReadyLag:       o.ReadyLag,
+		MaxBodyBytes:   maxBody,
+		MaxBatchBytes:  o.MaxBatchBytes,
+		Metrics:        a.metrics,
+		AsOf:           a.asOf.get,
+		Ops:            a,
+		Logger:         o.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
@@ -393,7 +396,8 @@ func (a *App) Run(ctx context.Context) (err error) {
 	}
 
 	base := context.WithoutCancel(ctx)
-	a.submit, err = submit.Start(base, a.nc, submit.Options{Appender: a.appender, Metrics: a.metrics, Logger: a.opts.Logger})
+	a.submit, err = submit.Start(base, a.nc, submit.Options{Appender: a.appender, Metrics: a.metrics, Logger: a.opts.Logger,
+		StorageProblem: a.StorageProblem})
 	if err != nil {
 		return errors.Join(fmt.Errorf("app: %w", err), a.release(context.Background()))
 	}
@@ -444,6 +448,13 @@ func (a *App) Run(ctx context.Context) (err error) {
 		defer close(checkDone)
 		a.runLogCheck(checkCtx)
 	}()
+	storageDone := make(chan struct{})
+	go func() {
+		defer close(storageDone)
+		if a.srv != nil {
+			a.runStorageWatch(checkCtx)
+		}
+	}()
 
 	if err := a.writeAddrFile(); err != nil {
 		a.log.Error().Err(err).Msg("cannot write the address file")
@@ -490,6 +501,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	// projector: it commits the batch in hand.
 	stopCheck()
 	<-checkDone
+	<-storageDone
 	a.current().stop()
 	_ = g.Wait() // the HTTP goroutine's; every other has returned above; failures are in failErr
 	// 5..7. Close the store, drain the connection, stop the server.

@@ -103,6 +103,12 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Logger gets a start/stop line and errors.
 	Logger zerolog.Logger
+	// StorageProblem, if set, returns why the ledger cannot write (the
+	// disk of the log is full), or "": while it is not "", requests are
+	// answered at once with code storage_full (status
+	// StatusUnavailable) instead of waiting on an append that cannot be
+	// stored.
+	StorageProblem func() string
 }
 
 // Validate fills defaults and checks the options.
@@ -249,6 +255,9 @@ func (s *Service) dispatch(req micro.Request, accept func(micro.Request) func())
 
 // accept is the submit endpoint's first stage (see dispatch).
 func (s *Service) accept(req micro.Request) func() {
+	if s.storageFull(req) {
+		return nil
+	}
 	space, err := subjects.ParseSubmit(req.Subject())
 	if err != nil {
 		// Cannot happen through the wildcard subscription but for a
@@ -297,6 +306,21 @@ func (s *Service) outcome(req micro.Request, res ledger.Result, send func(micro.
 func (s *Service) refuse(req micro.Request, e *wire.Error) {
 	s.opts.Metrics.Refused(metrics.PathSubmit, e.Code)
 	s.answer(req, wire.AppendResult{Error: e}, StatusRefused)
+}
+
+// storageFull answers req when the ledger cannot write, and reports
+// whether it did.
+func (s *Service) storageFull(req micro.Request) bool {
+	if s.opts.StorageProblem == nil {
+		return false
+	}
+	p := s.opts.StorageProblem()
+	if p == "" {
+		return false
+	}
+	s.opts.Metrics.AppendError(metrics.PathSubmit)
+	s.answer(req, wire.AppendResult{Error: &wire.Error{Code: wire.CodeStorageFull, Message: p}}, StatusUnavailable)
+	return true
 }
 
 // badSpace is the refusal of a subject whose space token does not decode.

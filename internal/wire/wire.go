@@ -27,6 +27,7 @@ const (
 	CodeNotCaughtUp      = "not_caught_up"      // min_seq not applied within the bound
 	CodeNotReady         = "not_ready"          // /readyz: the projection lags too far
 	CodeUnavailable      = "unavailable"        // NATS or the stream did not answer; retry
+	CodeStorageFull      = "storage_full"       // the disk is full: nothing is appended until space is freed
 	CodeMethodNotAllowed = "method_not_allowed" // route exists, method does not
 	CodeShuttingDown     = "shutting_down"      // the service is stopping; retry elsewhere
 	CodeInternal         = "internal"           // a bug or a storage failure; see the server log

@@ -225,15 +225,15 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.api.Handle(console.Pattern, console.Handler())
-	// Inside the authentication, so that a stream's client is its token.
-	handler := a.streams.WrapIf(a.api.Handler(), IsStream)
+	// Inside the authentication, so that a stream's client is its token
+	// and a client without the right token hears 401/403 before 415.
+	handler := browsers.WrapBody(a.streams.WrapIf(a.api.Handler(), IsStream))
 	if o.HTTPMiddleware != nil {
 		if handler, err = o.HTTPMiddleware(handler); err != nil {
 			return nil, fmt.Errorf("app: HTTP middleware: %w", err)
 		}
 	}
-	// Host, Origin and Content-Type before anything else reads the
-	// request; outermost, the body deadlines cover whatever reads the body
+	// Host and Origin before anything else reads the request; outermost, the body deadlines cover whatever reads the body
 	// and close the connection of an early refusal (httpserver.go).
 	handler = browsers.Wrap(handler)
 	handler = bodyDeadlines(handler, o.BodyIdleTimeout, o.BodyTimeout)

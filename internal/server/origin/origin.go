@@ -130,8 +130,9 @@ func safe(method string) bool {
 	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
 }
 
-// Wrap refuses what the package documentation says and passes the rest to
-// next.
+// Wrap refuses a foreign Host and a cross-site state-changing request
+// (see the package documentation) and passes the rest to next. Put it
+// outside everything else.
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.HostAllowed(r.Host) {
@@ -144,14 +145,24 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 				refuse(w, http.StatusForbidden, CodeCrossOrigin, field, why+": a browser page may not change the ledger")
 				return
 			}
-			if hasBody(r) {
-				ct := r.Header.Get("Content-Type")
-				mt, _, err := mime.ParseMediaType(ct)
-				if err != nil || !slices.Contains(g.opts.BodyTypes, mt) {
-					refuse(w, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "Content-Type",
-						fmt.Sprintf("Content-Type %q: a body must be %s", echo(ct), strings.Join(g.opts.BodyTypes, ", ")))
-					return
-				}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// WrapBody refuses a state-changing request whose body is not of
+// Options.BodyTypes (415) and passes the rest to next. It is apart from
+// Wrap so that it can go inside the authentication: a client without the
+// right token hears 401/403 first.
+func (g *Guard) WrapBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !safe(r.Method) && hasBody(r) {
+			ct := r.Header.Get("Content-Type")
+			mt, _, err := mime.ParseMediaType(ct)
+			if err != nil || !slices.Contains(g.opts.BodyTypes, mt) {
+				refuse(w, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "Content-Type",
+					fmt.Sprintf("Content-Type %q: a body must be %s", echo(ct), strings.Join(g.opts.BodyTypes, ", ")))
+				return
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -8,12 +8,20 @@ BIN          ?= bin/ledger
 # instead of in C memory through a cgo call per block. Tests keep cgo: the
 # race detector needs it.
 NOCGO        := CGO_ENABLED=0
+# The repository's Go modules (etcd's layout): the server at the root, the
+# record types and the Go client on their own, so that an integrator's
+# client pulls in none of the server's dependencies. Every target below
+# runs in each.
+MODULES      := . model client examples/agent
 
 .PHONY: run build test lint fuzz bench clean browser
 
-## run: start `ledger serve` with the embedded defaults (data in ./data, API on 127.0.0.1:8080)
-run:
-	$(NOCGO) $(GO) run -buildvcs=auto ./cmd/ledger serve
+## run: build bin/ledger and start `ledger serve` with the embedded defaults (data in ./data,
+## API on 127.0.0.1:8080). The shell execs the binary, so Ctrl-C reaches `ledger serve` alone,
+## it shuts down in order and exits 0, and make reports no error (`go run` would die of the
+## signal and make would print `*** [run] Interrupt` or `Error 1`).
+run: build
+	exec $(BIN) serve
 
 ## build: build the binary into bin/ledger
 build:
@@ -22,7 +30,8 @@ build:
 ## test: every test, with the race detector, never cached (installs Debian's
 ## chromium first when missing: the console's browser tests need it)
 test: browser
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@set -e; for m in $(MODULES); do echo "== test $$m"; \
+		(cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
 
 STATICCHECK  ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
@@ -31,19 +40,21 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium for the console's browser tests"; \
 		apt-get update -qq && apt-get install -y -qq chromium; }
 
-## lint: gofmt, go vet and staticcheck
+## lint: gofmt, go vet and staticcheck, in every module
 lint:
-	@unformatted="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \
-	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
+	@set -e; for m in $(MODULES); do echo "== lint $$m"; ( cd $$m; \
+		unformatted="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \
+		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi; \
+		$(GO) build ./...; \
+		$(GO) vet ./...; \
+		$(GO) run $(STATICCHECK) ./... ); done
 
 ## bench: the performance table of the README (ledger bench; about 15 minutes on 2 cores).
 ## make bench BENCHFLAGS=--quick is the CI smoke run (under a minute).
 bench:
 	$(NOCGO) $(GO) run ./cmd/ledger bench $(BENCHFLAGS)
 
-## fuzz: every fuzz target for FUZZTIME each (make fuzz FUZZTIME=30s)
+## fuzz: every fuzz target of every module for FUZZTIME each (make fuzz FUZZTIME=30s)
 fuzz:
 	GO=$(GO) .ci/fuzz $(FUZZTIME)
 

@@ -9,6 +9,8 @@ require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/coder/websocket v1.8.15
 	github.com/compose-spec/compose-go/v2 v2.16.2
+	github.com/mewledger/ledger/client v0.0.0
+	github.com/mewledger/ledger/model v0.0.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nkeys v0.4.16
@@ -87,4 +89,12 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
+)
+
+// The client and the record types are modules of their own (an integrator
+// importing the client gets none of the server's dependencies); in this
+// repository the server builds against the copies beside it.
+replace (
+	github.com/mewledger/ledger/client => ./client
+	github.com/mewledger/ledger/model => ./model
 )

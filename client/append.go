@@ -13,7 +13,7 @@ import (
 
 // Ack is the acknowledgement of one stored envelope: its id, the stream
 // sequence it is stored at (its position in the ledger; pass it as
-// ReadOptions.MinSeq to read your own write), and whether it was a retry
+// WithMinSeq to read your own write), and whether it was a retry
 // of an envelope already stored (then Seq is where the first one is).
 type Ack struct {
 	ID        string `json:"id"`
@@ -30,17 +30,47 @@ type Result struct {
 	Err  *Error
 }
 
-// AppendOptions are the options of an append.
+// AppendOptions are the options of an append, set by its AppendOption
+// arguments (WithSpace, WithKernel).
 type AppendOptions struct {
-	// Space overrides the client's space.
+	// Space overrides the client's space (WithSpace).
 	Space string
 	// Kernel takes every body (or line) as a bare kernel proposal (a
 	// Proposal or KernelRequest object) for the ledger to wrap in its
-	// kernel/proposal envelope; refusals then carry the V-PROP rule id.
+	// kernel/proposal envelope; refusals then carry the V-PROP rule id
+	// (WithKernel).
 	Kernel bool
 }
 
-func (c *Client) appendValues(o *AppendOptions) url.Values {
+// applyAppend makes an AppendOptions value an option of its own: its
+// non-zero fields set those of the append.
+func (a AppendOptions) applyAppend(o *AppendOptions) {
+	if a.Space != "" {
+		o.Space = a.Space
+	}
+	if a.Kernel {
+		o.Kernel = true
+	}
+}
+
+type kernelOption struct{}
+
+func (kernelOption) applyAppend(o *AppendOptions) { o.Kernel = true }
+
+// WithKernel takes every body (or line) of an append as a bare kernel
+// proposal (AppendOptions.Kernel).
+func WithKernel() AppendOption { return kernelOption{} }
+
+func (c *Client) appendValues(opts []AppendOption) url.Values {
+	var o *AppendOptions
+	if len(opts) > 0 {
+		o = &AppendOptions{}
+		for _, opt := range opts {
+			if opt != nil {
+				opt.applyAppend(o)
+			}
+		}
+	}
 	var space string
 	if o != nil {
 		space = o.Space
@@ -56,9 +86,9 @@ func (c *Client) appendValues(o *AppendOptions) url.Values {
 // its acknowledgement once the ledger has stored it durably. A refusal is
 // an *Error matching ErrRefused; ErrUnavailable means the ledger could not
 // confirm the append, and sending the same envelope again is safe.
-func (c *Client) Append(ctx context.Context, envelope []byte, o *AppendOptions) (Ack, error) {
+func (c *Client) Append(ctx context.Context, envelope []byte, opts ...AppendOption) (Ack, error) {
 	var a Ack
-	err := c.do(ctx, c.opts.HTTP, http.MethodPost, "/v1/events", c.appendValues(o), bytes.NewReader(envelope), "application/json", &a)
+	err := c.do(ctx, c.opts.HTTP, http.MethodPost, "/v1/events", c.appendValues(opts), bytes.NewReader(envelope), "application/json", &a)
 	return a, err
 }
 
@@ -66,17 +96,17 @@ func (c *Client) Append(ctx context.Context, envelope []byte, o *AppendOptions) 
 // envelope, in order. The ledger commits concurrent and bulk appends
 // together, so this is the fast way to load many. A refused envelope does
 // not stop the others. The error is for the request as a whole.
-func (c *Client) AppendMany(ctx context.Context, envelopes [][]byte, o *AppendOptions) ([]Result, error) {
+func (c *Client) AppendMany(ctx context.Context, envelopes [][]byte, opts ...AppendOption) ([]Result, error) {
 	var body bytes.Buffer
 	for _, e := range envelopes {
 		body.Write(bytes.TrimRight(e, "\r\n"))
 		body.WriteByte('\n')
 	}
 	out := make([]Result, 0, len(envelopes))
-	err := c.AppendStream(ctx, &body, o, func(r Result) error {
+	err := c.AppendStream(ctx, &body, func(r Result) error {
 		out = append(out, r)
 		return nil
-	})
+	}, opts...)
 	return out, err
 }
 
@@ -86,7 +116,7 @@ func (c *Client) AppendMany(ctx context.Context, envelopes [][]byte, o *AppendOp
 // much r holds. Blank lines are counted in line numbers but get no
 // result. fn returning an error stops the call with that error (lines
 // already sent may still be stored). ctx alone bounds the call.
-func (c *Client) AppendStream(ctx context.Context, r io.Reader, o *AppendOptions, fn func(Result) error) error {
+func (c *Client) AppendStream(ctx context.Context, r io.Reader, fn func(Result) error, opts ...AppendOption) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -94,7 +124,7 @@ func (c *Client) AppendStream(ctx context.Context, r io.Reader, o *AppendOptions
 		_, err := io.Copy(pw, r)
 		pw.CloseWithError(err)
 	}()
-	resp, err := c.send(ctx, c.streaming(), http.MethodPost, "/v1/events", c.appendValues(o), pr, "application/x-ndjson")
+	resp, err := c.send(ctx, c.streaming(), http.MethodPost, "/v1/events", c.appendValues(opts), pr, "application/x-ndjson")
 	if err != nil {
 		pr.CloseWithError(err)
 		return err

@@ -1,12 +1,18 @@
 // Package client is the Go client of the proposal ledger's HTTP API, for
 // agents and tools written outside this module:
 //
-//	c, err := client.New(client.Options{API: "http://127.0.0.1:8080", Space: "team-a"})
-//	ack, err := c.Append(ctx, envelope)            // one envelope, durably stored
-//	p, err := c.Get(ctx, "env-req-1", &client.ReadOptions{MinSeq: ack.Seq})
+//	c, err := client.New("http://127.0.0.1:8080", client.WithDefaultSpace("team-a"))
+//	ack, err := c.Append(ctx, envelope) // one envelope, durably stored
+//	p, err := c.Get(ctx, "env-req-1", client.WithMinSeq(ack.Seq))
 //	for p, err := range c.List(ctx, client.ListFilter{State: "pending"}) { ... }
 //
-// It depends on the ledger's record types (package projections/model) and the standard
+// (Example, in example_test.go, is the same run against a real ledger.)
+// Options are With… functions, as nats.go's: New takes Options (WithToken,
+// WithDefaultSpace, WithHTTPClient), reads take ReadOptions (WithSpace,
+// WithMinSeq, WithAsOfSeq, WithAsOf), appends AppendOptions (WithSpace,
+// WithKernel).
+//
+// It depends on the ledger's record types (package model) and the standard
 // library only: no NATS, no Pebble, no server code.
 //
 // Contract:
@@ -43,7 +49,8 @@ const DefaultAPI = "http://127.0.0.1:8080"
 // DefaultTimeout bounds a call that is not streaming (see Options.HTTP).
 const DefaultTimeout = 60 * time.Second
 
-// Options configures a Client. The zero value talks to DefaultAPI.
+// Options is the configuration of a Client, which New fills from its
+// arguments (the With… options). The zero value talks to DefaultAPI.
 type Options struct {
 	// API is the ledger's base URL. Default DefaultAPI.
 	API string
@@ -82,8 +89,38 @@ type Client struct {
 	opts Options
 }
 
-// New returns a client, or an error wrapping ErrOptions.
-func New(o Options) (*Client, error) {
+// Option sets a field of the Options of New, as nats.go's options do.
+type Option func(*Options) error
+
+// WithDefaultSpace sets Options.Space: the space of every call that does
+// not name one with WithSpace.
+func WithDefaultSpace(space string) Option {
+	return func(o *Options) error { o.Space = space; return nil }
+}
+
+// WithToken sets Options.Token, the bearer token sent with every call
+// ("" sends none).
+func WithToken(token string) Option {
+	return func(o *Options) error { o.Token = token; return nil }
+}
+
+// WithHTTPClient sets Options.HTTP (nil keeps the default).
+func WithHTTPClient(hc *http.Client) Option {
+	return func(o *Options) error { o.HTTP = hc; return nil }
+}
+
+// New returns a client of the ledger whose API is at api (""
+// is DefaultAPI), configured by opts, or an error wrapping ErrOptions.
+func New(api string, opts ...Option) (*Client, error) {
+	o := Options{API: api}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+		}
+	}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -93,10 +130,11 @@ func New(o Options) (*Client, error) {
 // API returns the base URL the client talks to.
 func (c *Client) API() string { return c.opts.API }
 
-// ReadOptions are the parameters every read takes. A nil *ReadOptions
-// reads the live projection of the client's space.
+// ReadOptions are the parameters every read takes, set by its
+// ReadOption arguments (WithSpace, WithMinSeq, WithAsOfSeq, WithAsOf).
+// None reads the live projection of the client's space.
 type ReadOptions struct {
-	// Space overrides the client's space.
+	// Space overrides the client's space (WithSpace).
 	Space string
 	// MinSeq waits (bounded by the server, then an ErrUnavailable) until
 	// the projection has folded this sequence: pass an Ack's Seq to read
@@ -120,7 +158,80 @@ func (c *Client) spaceValues(space string) url.Values {
 	return v
 }
 
-func (c *Client) readValues(ro *ReadOptions) url.Values {
+// ReadOption is an option of a read: WithSpace, WithMinSeq, WithAsOfSeq,
+// WithAsOf, or a ReadOptions value (its non-zero fields).
+type ReadOption interface{ applyRead(*ReadOptions) }
+
+// AppendOption is an option of an append: WithSpace, WithKernel, or an
+// AppendOptions value (its non-zero fields).
+type AppendOption interface{ applyAppend(*AppendOptions) }
+
+// SpaceOption names the space of one call, overriding the client's; it is
+// both a ReadOption and an AppendOption.
+type SpaceOption string
+
+// WithSpace names the space of one read or append ("" keeps the
+// client's).
+func WithSpace(space string) SpaceOption { return SpaceOption(space) }
+
+func (s SpaceOption) applyRead(o *ReadOptions)     { o.Space = string(s) }
+func (s SpaceOption) applyAppend(o *AppendOptions) { o.Space = string(s) }
+
+// applyRead makes a ReadOptions value an option of its own: its non-zero
+// fields set those of the read (for callers holding them in a struct).
+func (r ReadOptions) applyRead(o *ReadOptions) {
+	if r.Space != "" {
+		o.Space = r.Space
+	}
+	if r.MinSeq != 0 {
+		o.MinSeq = r.MinSeq
+	}
+	if r.AsOfSeq != 0 {
+		o.AsOfSeq = r.AsOfSeq
+	}
+	if !r.AsOf.IsZero() {
+		o.AsOf = r.AsOf
+	}
+}
+
+type readOption func(*ReadOptions)
+
+func (f readOption) applyRead(o *ReadOptions) { f(o) }
+
+// WithMinSeq makes a read wait (bounded by the server, then an
+// ErrUnavailable) until the projection has folded sequence seq: pass an
+// Ack's Seq to read your own write.
+func WithMinSeq(seq uint64) ReadOption {
+	return readOption(func(o *ReadOptions) { o.MinSeq = seq })
+}
+
+// WithAsOfSeq answers a read as of sequence seq of the log instead of
+// now.
+func WithAsOfSeq(seq uint64) ReadOption {
+	return readOption(func(o *ReadOptions) { o.AsOfSeq = seq })
+}
+
+// WithAsOf answers a read as of time t instead of now.
+func WithAsOf(t time.Time) ReadOption {
+	return readOption(func(o *ReadOptions) { o.AsOf = t })
+}
+
+// readOptions resolves opts; nil when there are none.
+func readOptions(opts []ReadOption) *ReadOptions {
+	if len(opts) == 0 {
+		return nil
+	}
+	ro := &ReadOptions{}
+	for _, o := range opts {
+		if o != nil {
+			o.applyRead(ro)
+		}
+	}
+	return ro
+}
+
+func (c *Client) readValues(opts []ReadOption) url.Values {
+	ro := readOptions(opts)
 	var space string
 	if ro != nil {
 		space = ro.Space

@@ -19,7 +19,7 @@ func TestUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	c, err := client.New(client.Options{API: "http://" + addr})
+	c, err := client.New("http://" + addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,14 +34,14 @@ func TestUnreachable(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	if _, err := client.New(client.Options{API: "ftp://x"}); !errors.Is(err, client.ErrOptions) {
+	if _, err := client.New("ftp://x"); !errors.Is(err, client.ErrOptions) {
 		t.Fatalf("ftp API: %v", err)
 	}
-	c, err := client.New(client.Options{API: ledgerURL + "/"})
+	c, err := client.New(ledgerURL + "/")
 	if err != nil || strings.HasSuffix(c.API(), "/") {
 		t.Fatalf("trailing slash: %v %q", err, c.API())
 	}
-	if c, _ := client.New(client.Options{}); c.API() != client.DefaultAPI {
+	if c, _ := client.New(""); c.API() != client.DefaultAPI {
 		t.Fatalf("default API %q", c.API())
 	}
 }
@@ -49,7 +49,7 @@ func TestOptions(t *testing.T) {
 // TestAppendStreamOrder streams 500 lines with blank ones among them and
 // checks every envelope is answered once, in order.
 func TestAppendStreamOrder(t *testing.T) {
-	c, err := client.New(client.Options{API: ledgerURL, Space: "stream-order"})
+	c, err := client.New(ledgerURL, client.WithDefaultSpace("stream-order"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestAppendStreamOrder(t *testing.T) {
 	}
 	next := 1
 	got := 0
-	err = c.AppendStream(context.Background(), strings.NewReader(b.String()), nil, func(r client.Result) error {
+	err = c.AppendStream(context.Background(), strings.NewReader(b.String()), func(r client.Result) error {
 		if r.Err != nil {
 			return r.Err
 		}
@@ -84,15 +84,15 @@ func TestAppendStreamOrder(t *testing.T) {
 // own (an operation) with the client's error handling.
 func TestRawAndDo(t *testing.T) {
 	ctx := context.Background()
-	c, err := client.New(client.Options{API: ledgerURL, Space: "raw-and-do"})
+	c, err := client.New(ledgerURL, client.WithDefaultSpace("raw-and-do"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ack, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"raw-1","from":"agent","to":["fs"],"kind":"mcp/proposal","payload":{"method":"tools/call"}}`), nil)
+	ack, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"raw-1","from":"agent","to":["fs"],"kind":"mcp/proposal","payload":{"method":"tools/call"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro := &client.ReadOptions{MinSeq: ack.Seq}
+	ro := client.WithMinSeq(ack.Seq)
 	raw, err := c.HistoryRaw(ctx, "raw-1", ro)
 	if err != nil || !strings.Contains(string(raw), `"id":"raw-1"`) || !strings.Contains(string(raw), `"space":"raw-and-do"`) {
 		t.Fatalf("history raw: %s %v", raw, err)

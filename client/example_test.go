@@ -1,19 +1,23 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/app"
 )
 
 // ledgerURL is the API of a real `ledger serve` (embedded NATS, Pebble)
@@ -21,32 +25,87 @@ import (
 // yours, such as client.DefaultAPI.
 var ledgerURL string
 
+// TestMain builds the ledger of this repository (the module one directory
+// up: the client module links none of it) and runs `ledger serve` on free
+// ports in a temporary directory for the examples and tests.
 func TestMain(m *testing.M) {
+	os.Exit(runWithLedger(m))
+}
+
+func runWithLedger(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "client-example-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	a, err := app.New(ctx, app.Options{DataDir: dir, HTTPAddr: "127.0.0.1:0", NATSListen: "127.0.0.1:-1", Logger: zerolog.Nop()})
-	if err != nil {
+	defer func() { _ = os.RemoveAll(dir) }()
+	bin := filepath.Join(dir, "ledger")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/ledger")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		log.Fatalf("go build ./cmd/ledger: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "data")
+	var logs syncBuffer
+	serve := exec.Command(bin, "serve", "--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1", "--log-format", "json")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEDGER_") {
+			serve.Env = append(serve.Env, kv)
+		}
+	}
+	serve.Stdout, serve.Stderr = &logs, &logs
+	if err := serve.Start(); err != nil {
 		log.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- a.Run(context.Background()) }()
-	select {
-	case <-a.Ready():
-	case err := <-done:
-		log.Fatalf("ledger: %v", err)
-	case <-ctx.Done():
-		log.Fatal("ledger not serving after a minute")
+	go func() { done <- serve.Wait() }()
+	defer func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			_ = serve.Process.Kill()
+			<-done
+		}
+	}()
+	deadline := time.Now().Add(90 * time.Second)
+	for ledgerURL == "" {
+		var addr struct {
+			HTTP string `json:"http"`
+		}
+		if b, err := os.ReadFile(filepath.Join(data, "serve.addr.json")); err == nil && json.Unmarshal(b, &addr) == nil && addr.HTTP != "" {
+			ledgerURL = "http://" + addr.HTTP
+			break
+		}
+		select {
+		case err := <-done:
+			log.Fatalf("ledger serve exited (%v) before serving:\n%s", err, logs.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = serve.Process.Kill()
+			<-done
+			log.Fatalf("ledger serve not serving after 90s:\n%s", logs.String())
+		}
 	}
-	cancel()
-	ledgerURL = a.HTTPURL()
-	code := m.Run()
-	_ = a.Close()
-	<-done
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	return m.Run()
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's output goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // An agent proposes an operation, a trusted participant fulfils it, and an
@@ -54,20 +113,20 @@ func TestMain(m *testing.M) {
 // the last append (read-your-writes).
 func Example() {
 	ctx := context.Background()
-	c, err := client.New(client.Options{API: ledgerURL, Space: "example"})
+	c, err := client.New(ledgerURL, client.WithDefaultSpace("example"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	if _, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"p-1","from":"agent","to":["fs"],"kind":"mcp/proposal",
-		"payload":{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a.txt"}}}}`), nil); err != nil {
+		"payload":{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a.txt"}}}}`)); err != nil {
 		log.Fatal(err)
 	}
 	ack, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"f-1","from":"human","to":["fs"],"kind":"mcp/request","correlation_id":["p-1"],
-		"payload":{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a.txt"}}}}`), nil)
+		"payload":{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a.txt"}}}}`))
 	if err != nil {
 		log.Fatal(err)
 	}
-	p, err := c.Get(ctx, "p-1", &client.ReadOptions{MinSeq: ack.Seq})
+	p, err := c.Get(ctx, "p-1", client.WithMinSeq(ack.Seq))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -79,7 +138,7 @@ func Example() {
 // a refused line does not stop the others, and a retry is a duplicate.
 func ExampleClient_AppendMany() {
 	ctx := context.Background()
-	c, err := client.New(client.Options{API: ledgerURL, Space: "bulk"})
+	c, err := client.New(ledgerURL, client.WithDefaultSpace("bulk"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -88,7 +147,7 @@ func ExampleClient_AppendMany() {
 		proposal,
 		[]byte(`{"protocol":"mew/v0.4","from":"agent","kind":"mcp/proposal","payload":{}}`),
 		proposal,
-	}, nil)
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -107,16 +166,16 @@ func ExampleClient_AppendMany() {
 
 // A refusal carries the ledger's code and the field at fault.
 func ExampleError() {
-	c, err := client.New(client.Options{API: ledgerURL})
+	c, err := client.New(ledgerURL)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = c.Append(context.Background(), []byte(`{"protocol":"mew/v0.4","id":"x","from":"agent","kind":"mcp/withdraw"}`), nil)
+	_, err = c.Append(context.Background(), []byte(`{"protocol":"mew/v0.4","id":"x","from":"agent","kind":"mcp/withdraw"}`))
 	var refusal *client.Error
 	if errors.As(err, &refusal) {
 		fmt.Println(refusal.Status, refusal.Code, refusal.Field, errors.Is(err, client.ErrRefused))
 	}
-	_, err = c.Get(context.Background(), "no-such-proposal", nil)
+	_, err = c.Get(context.Background(), "no-such-proposal")
 	fmt.Println(errors.Is(err, client.ErrNotFound))
 	// Output:
 	// 400 missing_correlation correlation_id true
@@ -126,19 +185,19 @@ func ExampleError() {
 // List walks every page of a query as one loop.
 func ExampleClient_List() {
 	ctx := context.Background()
-	c, err := client.New(client.Options{API: ledgerURL, Space: "listing"})
+	c, err := client.New(ledgerURL, client.WithDefaultSpace("listing"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	var last uint64
 	for _, id := range []string{"l-1", "l-2", "l-3"} {
-		ack, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"`+id+`","from":"agent","kind":"mcp/proposal","payload":{"method":"tools/call"}}`), nil)
+		ack, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"`+id+`","from":"agent","kind":"mcp/proposal","payload":{"method":"tools/call"}}`))
 		if err != nil {
 			log.Fatal(err)
 		}
 		last = ack.Seq
 	}
-	for p, err := range c.List(ctx, client.ListFilter{State: "pending", Limit: 2}, &client.ReadOptions{MinSeq: last}) {
+	for p, err := range c.List(ctx, client.ListFilter{State: "pending", Limit: 2}, client.WithMinSeq(last)) {
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -156,7 +215,7 @@ func ExampleClient_List() {
 // ledger runs with --auth). long lets it run past the client's timeout.
 func ExampleClient_Do() {
 	ctx := context.Background()
-	c, err := client.New(client.Options{API: ledgerURL})
+	c, err := client.New(ledgerURL)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 )
 
 // Proposal is a proposal's projected state (the API's proposal object).
@@ -45,33 +45,33 @@ type Status struct {
 
 // Get returns one proposal. A proposal that does not exist is an *Error
 // matching ErrNotFound.
-func (c *Client) Get(ctx context.Context, id string, ro *ReadOptions) (*Proposal, error) {
+func (c *Client) Get(ctx context.Context, id string, opts ...ReadOption) (*Proposal, error) {
 	var p Proposal
-	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id), c.readValues(ro), nil, "", &p); err != nil {
+	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id), c.readValues(opts), nil, "", &p); err != nil {
 		return nil, err
 	}
 	return &p, nil
 }
 
 // GetRaw returns one proposal's JSON exactly as the ledger sent it.
-func (c *Client) GetRaw(ctx context.Context, id string, ro *ReadOptions) ([]byte, error) {
+func (c *Client) GetRaw(ctx context.Context, id string, opts ...ReadOption) ([]byte, error) {
 	var raw []byte
-	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id), c.readValues(ro), nil, "", &raw)
+	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id), c.readValues(opts), nil, "", &raw)
 	return raw, err
 }
 
 // HistoryRaw returns the JSON of History exactly as the ledger sent it.
-func (c *Client) HistoryRaw(ctx context.Context, id string, ro *ReadOptions) ([]byte, error) {
+func (c *Client) HistoryRaw(ctx context.Context, id string, opts ...ReadOption) ([]byte, error) {
 	var raw []byte
-	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id)+"/history", c.readValues(ro), nil, "", &raw)
+	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id)+"/history", c.readValues(opts), nil, "", &raw)
 	return raw, err
 }
 
 // History returns every event filed under id, in stream order, with its
 // effect.
-func (c *Client) History(ctx context.Context, id string, ro *ReadOptions) (*History, error) {
+func (c *Client) History(ctx context.Context, id string, opts ...ReadOption) (*History, error) {
 	var h History
-	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id)+"/history", c.readValues(ro), nil, "", &h); err != nil {
+	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id)+"/history", c.readValues(opts), nil, "", &h); err != nil {
 		return nil, err
 	}
 	return &h, nil
@@ -95,8 +95,8 @@ type ListFilter struct {
 	Limit int
 }
 
-func (c *Client) listValues(f ListFilter, cursor string, ro *ReadOptions) url.Values {
-	q := c.readValues(ro)
+func (c *Client) listValues(f ListFilter, cursor string, opts []ReadOption) url.Values {
+	q := c.readValues(opts)
 	for k, v := range map[string]string{"state": f.State, "proposer": f.Proposer, "target": f.Target, "anomaly": f.Anomaly,
 		"since": f.Since, "until": f.Until, "action_type": f.ActionType, "resource_type": f.ResourceType, "domain": f.Domain, "form": f.Form, "cursor": cursor} {
 		if v != "" {
@@ -111,29 +111,29 @@ func (c *Client) listValues(f ListFilter, cursor string, ro *ReadOptions) url.Va
 
 // ListPage returns one page of proposals, newest first, starting at
 // cursor ("" for the first page).
-func (c *Client) ListPage(ctx context.Context, f ListFilter, cursor string, ro *ReadOptions) (*Page, error) {
+func (c *Client) ListPage(ctx context.Context, f ListFilter, cursor string, opts ...ReadOption) (*Page, error) {
 	var p Page
-	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals", c.listValues(f, cursor, ro), nil, "", &p); err != nil {
+	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals", c.listValues(f, cursor, opts), nil, "", &p); err != nil {
 		return nil, err
 	}
 	return &p, nil
 }
 
 // ListPageRaw returns the JSON of ListPage exactly as the ledger sent it.
-func (c *Client) ListPageRaw(ctx context.Context, f ListFilter, cursor string, ro *ReadOptions) ([]byte, error) {
+func (c *Client) ListPageRaw(ctx context.Context, f ListFilter, cursor string, opts ...ReadOption) ([]byte, error) {
 	var raw []byte
-	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals", c.listValues(f, cursor, ro), nil, "", &raw)
+	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals", c.listValues(f, cursor, opts), nil, "", &raw)
 	return raw, err
 }
 
 // List iterates over every proposal the filter selects, newest first,
 // fetching one page at a time as the loop goes on (it never holds more
 // than a page). An error ends the iteration after it is yielded.
-func (c *Client) List(ctx context.Context, f ListFilter, ro *ReadOptions) iter.Seq2[*Proposal, error] {
+func (c *Client) List(ctx context.Context, f ListFilter, opts ...ReadOption) iter.Seq2[*Proposal, error] {
 	return func(yield func(*Proposal, error) bool) {
 		cursor := ""
 		for {
-			page, err := c.ListPage(ctx, f, cursor, ro)
+			page, err := c.ListPage(ctx, f, cursor, opts...)
 			if err != nil {
 				yield(nil, err)
 				return
@@ -152,18 +152,18 @@ func (c *Client) List(ctx context.Context, f ListFilter, ro *ReadOptions) iter.S
 }
 
 // Stats returns the statistics of a space.
-func (c *Client) Stats(ctx context.Context, ro *ReadOptions) (*Stats, error) {
+func (c *Client) Stats(ctx context.Context, opts ...ReadOption) (*Stats, error) {
 	st := model.NewStats()
-	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/stats", c.readValues(ro), nil, "", st); err != nil {
+	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/stats", c.readValues(opts), nil, "", st); err != nil {
 		return nil, err
 	}
 	return st, nil
 }
 
 // StatsRaw returns the JSON of Stats exactly as the ledger sent it.
-func (c *Client) StatsRaw(ctx context.Context, ro *ReadOptions) ([]byte, error) {
+func (c *Client) StatsRaw(ctx context.Context, opts ...ReadOption) ([]byte, error) {
 	var raw []byte
-	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/stats", c.readValues(ro), nil, "", &raw)
+	err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/stats", c.readValues(opts), nil, "", &raw)
 	return raw, err
 }
 

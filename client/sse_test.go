@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 )
 
 const sseSample = ": watching space \"default\" from seq 0\nretry: 2000\n\n" +

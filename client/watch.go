@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 )
 
 // Change is one change of a proposal's state or anomalies, as /v1/watch
@@ -32,8 +32,8 @@ type GapsPage struct {
 
 // Gaps returns a page of the recording gaps of the bridges of a space,
 // oldest first, starting at cursor ("" for the first page).
-func (c *Client) Gaps(ctx context.Context, cursor string, ro *ReadOptions) (*GapsPage, error) {
-	q := c.readValues(ro)
+func (c *Client) Gaps(ctx context.Context, cursor string, opts ...ReadOption) (*GapsPage, error) {
+	q := c.readValues(opts)
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}

@@ -14,11 +14,11 @@ import (
 func ExampleClient_Watch() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.New(client.Options{API: ledgerURL, Space: "watching"})
+	c, err := client.New(ledgerURL, client.WithDefaultSpace("watching"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	ack, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"w-1","from":"agent","kind":"mcp/proposal","payload":{"method":"tools/call"}}`), nil)
+	ack, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"w-1","from":"agent","kind":"mcp/proposal","payload":{"method":"tools/call"}}`))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func ExampleClient_Watch() {
 		}
 		fmt.Println(ch.ID, ch.State)
 		if seen++; seen == 1 {
-			if _, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"w-f","from":"human","kind":"mcp/request","correlation_id":["w-1"],"payload":{"method":"tools/call"}}`), nil); err != nil {
+			if _, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"w-f","from":"human","kind":"mcp/request","correlation_id":["w-1"],"payload":{"method":"tools/call"}}`)); err != nil {
 				log.Fatal(err)
 			}
 			continue

@@ -33,7 +33,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mewledger/ledger/internal/authcfg"
+	"github.com/mewledger/ledger/internal/auth/authcfg"
 )
 
 // serveHelp is what `ledger serve --help` lists: its flags and their

@@ -22,11 +22,11 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/mewledger/ledger/internal/authcfg"
-	"github.com/mewledger/ledger/internal/httpauth"
-	"github.com/mewledger/ledger/internal/natsserver"
-	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/internal/auth/authcfg"
+	"github.com/mewledger/ledger/internal/auth/httpauth"
+	"github.com/mewledger/ledger/internal/lib/natsserver"
+	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -148,7 +148,7 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	c := values.Config
 	if !c.Cluster.Enabled || c.Cluster.Replicas != 3 || !c.JetStream.Enabled || c.JetStream.Merge["sync_interval"] != "always" ||
-		c.Merge["max_payload"] != jslog.DefaultMaxMsgSize {
+		c.Merge["max_payload"] != appendlog.DefaultMaxMsgSize {
 		t.Errorf("nats-values.yaml: %+v", c)
 	}
 }
@@ -288,7 +288,7 @@ func TestAuthExampleConnects(t *testing.T) {
 	_, svc := natstest.ConnectURL(t, s.ClientURL(), svcOpts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := jslog.EnsureStream(ctx, svc, jslog.StreamOptions{}); err != nil {
+	if _, err := appendlog.EnsureStream(ctx, svc, appendlog.StreamOptions{}); err != nil {
 		t.Fatalf("service: %v", err)
 	}
 	users := map[string]nats.Option{

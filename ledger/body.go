@@ -46,7 +46,7 @@ type BodyOptions struct {
 //
 // space "" is DefaultSpace; zero fields of limits mean their defaults.
 // The error is a *RefusalError. body is not copied (a wrapped envelope is
-// a new slice). Appender.PrepareBody (package ledger/jslog) calls it with
+// a new slice). Appender.PrepareBody (package ledger/appendlog) calls it with
 // the Appender's default space, limits and clock.
 func PrepareBodyStandalone(space string, body []byte, o BodyOptions, limits SubmitLimits, now time.Time) (*Prepared, error) {
 	if o.Sender != "" {

@@ -16,17 +16,6 @@ func prepareBody(space string, body []byte, o BodyOptions) (*Prepared, error) {
 	return PrepareBodyStandalone(space, body, o, SubmitLimits{}, kernelNow)
 }
 
-// countDecodes counts the envelope decodes and kernel payload
-// validations of f (the test hooks of decode and validateKernel).
-func countDecodes(t *testing.T, f func()) (decodes, validations int) {
-	t.Helper()
-	testHookDecode = func() { decodes++ }
-	testHookValidateKernel = func() { validations++ }
-	defer func() { testHookDecode, testHookValidateKernel = nil, nil }()
-	f()
-	return decodes, validations
-}
-
 // TestPrepareBodyDecodesOnce (issue 18): a bare kernel submission is
 // validated once and its envelope decoded once on its way to the group
 // commit (it was three of each: WrapKernel's validation and Decode, then
@@ -44,7 +33,7 @@ func TestPrepareBodyDecodesOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		var p *Prepared
-		dec, val := countDecodes(t, func() { p, err = prepareBody("", bare, BodyOptions{}) })
+		dec, val := TestOnlyCountDecodes(func() { p, err = prepareBody("", bare, BodyOptions{}) })
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -65,13 +54,13 @@ func TestPrepareBodyDecodesOnce(t *testing.T) {
 
 		// The wrapped envelope sent as an envelope: one decode, one
 		// validation.
-		dec, val = countDecodes(t, func() { _, err = prepareBody("", env, BodyOptions{}) })
+		dec, val = TestOnlyCountDecodes(func() { _, err = prepareBody("", env, BodyOptions{}) })
 		if err != nil || dec != 1 || val != 1 {
 			t.Fatalf("%s as an envelope: %d decodes, %d validations (%v), want 1 and 1", name, dec, val, err)
 		}
 	}
 	plain := []byte(`{"protocol":"mew/v0.4","id":"e-1","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`)
-	dec, val := countDecodes(t, func() {
+	dec, val := TestOnlyCountDecodes(func() {
 		if _, err := prepareBody("", plain, BodyOptions{}); err != nil {
 			t.Fatal(err)
 		}

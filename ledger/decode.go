@@ -13,7 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/mewledger/ledger/internal/canon"
+	"github.com/mewledger/ledger/internal/lib/canon"
 )
 
 // Protocol limits used by Decode. They are fixed (not configuration) so that
@@ -95,7 +95,7 @@ func Decode(raw []byte, opts DecodeOptions) (*Decoded, error) {
 // ledger writes ledger/expire and ledger/gap), an id beginning with one of
 // ReservedIDPrefixes (reserved_id) and the sender LedgerSender
 // (reserved_sender). It returns nil for everything else. The system append
-// path (jslog.Appender.AppendSystem) does not call it.
+// path (appendlog.Appender.AppendSystem) does not call it.
 func Submittable(d *Decoded) error {
 	switch d.Type {
 	case TypeIgnored:
@@ -454,8 +454,8 @@ func refusalFromCanon(err error) *RefusalError {
 }
 
 func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
-	if testHookDecode != nil {
-		testHookDecode()
+	if testOnlyOnDecode != nil {
+		testOnlyOnDecode()
 	}
 	if len(raw) > MaxEnvelopeBytes {
 		return nil, refuse(CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), MaxEnvelopeBytes)
@@ -485,98 +485,19 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 
 	d := &Decoded{}
 	env := &d.Env
-
-	// protocol
-	proto, ok, r := top.str("protocol", "protocol")
+	proto, r := decodeProtocol(d, top)
 	if r != nil {
 		return nil, r
 	}
-	if !ok || proto == "" {
-		return nil, refuse(CodeMissingField, "protocol", "protocol is required (one of %s)", strings.Join(Dialects, ", "))
-	}
-	if !slices.Contains(Dialects, proto) {
-		return nil, refuse(CodeUnknownProtocol, "protocol", "protocol %q is not accepted (accepted: %s)", proto, strings.Join(Dialects, ", "))
-	}
-	d.Dialect = proto
-	env.Protocol = DialectMEW04
-
-	// id, from, kind
-	if env.ID, r = top.required("id"); r != nil {
-		return nil, r
-	}
-	if env.From, r = top.required("from"); r != nil {
-		return nil, r
-	}
-	if d.OrigKind, r = top.required("kind"); r != nil {
-		return nil, r
-	}
-	ki, r := normKind(proto, d.OrigKind)
+	ki, r := decodeIdentity(d, top, proto)
 	if r != nil {
 		return nil, r
 	}
-	env.Kind = ki.kind
-	idMax := MaxIDBytes
-	switch env.Kind {
-	case KindExpire:
-		idMax = MaxExpireIDBytes
-	case KindGap:
-		idMax = MaxGapIDBytes
-	}
-	if r := checkID(env.ID, "id", idMax); r != nil {
+	if r := decodeHeader(env, top, ki); r != nil {
 		return nil, r
 	}
-	if r := checkID(env.From, "from", MaxIDBytes); r != nil {
+	if r := decodeCorrelation(env, top, proto); r != nil {
 		return nil, r
-	}
-
-	// to
-	if v, ok := top.get("to"); ok {
-		if env.To, r = idList(v, "to", false, false); r != nil {
-			return nil, r
-		}
-		if len(env.To) == 0 {
-			env.To = nil // [] and absent both mean broadcast
-		}
-	}
-
-	// ts
-	if ts, ok, r := top.str("ts", "ts"); r != nil {
-		return nil, r
-	} else if ok {
-		if _, err := time.Parse(time.RFC3339, ts); err != nil {
-			return nil, refuse(CodeBadValue, "ts", "ts %q is not an RFC 3339 time", ts)
-		}
-		env.TS = ts
-	}
-
-	// context
-	if cx, ok, r := top.str("context", "context"); r != nil {
-		return nil, r
-	} else if ok {
-		env.Context = cx
-	}
-	if env.Context == "" {
-		env.Context = ki.ctx
-	}
-
-	// correlation
-	native, foreign := fieldCorrelationID, fieldCorrelationIDOld
-	if proto == DialectMEUP01 {
-		native, foreign = foreign, native
-	}
-	if _, ok := top.get(foreign); ok {
-		if _, both := top.get(native); both {
-			return nil, refuse(CodeDialectMismatch, foreign, "both correlation_id and correlationId are set; protocol %s uses %s", proto, native)
-		}
-		return nil, refuse(CodeDialectMismatch, foreign, "%s is not a field of protocol %s; it uses %s", foreign, proto, native)
-	}
-	if v, ok := top.get(native); ok {
-		if env.CorrelationID, r = idList(v, native, true, true); r != nil {
-			return nil, r
-		}
-		if len(env.CorrelationID) == 0 {
-			env.CorrelationID = nil
-		}
 	}
 
 	// payload
@@ -594,33 +515,154 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 	if r := classify(d, ki, pl, opts); r != nil {
 		return nil, r
 	}
+	d.Key = eventKey(d)
+	d.Digest = digest(env, canonicalPayload(env, sent, c))
+	return d, nil
+}
 
-	// Key
+// eventKey is the key an event is filed under: a proposal's own id, a
+// gap's bridge, else the first id of its correlation, else its own id.
+func eventKey(d *Decoded) string {
+	env := &d.Env
 	switch {
 	case d.Type == TypeProposal:
-		d.Key = env.ID
+		return env.ID
 	case d.Type == TypeGap:
-		d.Key = d.Gap.Bridge
+		return d.Gap.Bridge
 	case len(env.CorrelationID) > 0:
-		d.Key = env.CorrelationID[0]
+		return env.CorrelationID[0]
 	default:
-		d.Key = env.ID
+		return env.ID
 	}
+}
 
-	// The canonical payload: the payload member of c (canon's form of a
-	// value is the same inside the envelope as alone), unless the mcpx
-	// method was added to it.
-	var cp []byte
-	if len(env.Payload) > 0 {
-		rebuilt := len(env.Payload) != len(sent) || &env.Payload[0] != &sent[0]
-		if v, ok := findMember(c, "payload"); ok && !rebuilt {
-			cp = v
-		} else if cp, err = canon.Canonical(env.Payload); err != nil {
-			cp = nil // unreachable: the payload is valid JSON
+// canonicalPayload is the canonical form of env.Payload: the payload
+// member of c, the envelope's canonical form (canon's form of a value is
+// the same inside the envelope as alone), unless the payload is no longer
+// the one sent (the mcpx method was added to it). nil without a payload.
+func canonicalPayload(env *Envelope, sent json.RawMessage, c []byte) []byte {
+	if len(env.Payload) == 0 {
+		return nil
+	}
+	rebuilt := len(env.Payload) != len(sent) || &env.Payload[0] != &sent[0]
+	if v, ok := findMember(c, "payload"); ok && !rebuilt {
+		return v
+	}
+	cp, err := canon.Canonical(env.Payload)
+	if err != nil {
+		return nil // unreachable: the payload is valid JSON
+	}
+	return cp
+}
+
+// decodeProtocol reads the protocol member (one of Dialects) into
+// d.Dialect; the envelope is rewritten to DialectMEW04.
+func decodeProtocol(d *Decoded, top fields) (string, *RefusalError) {
+	proto, ok, r := top.str("protocol", "protocol")
+	if r != nil {
+		return "", r
+	}
+	if !ok || proto == "" {
+		return "", refuse(CodeMissingField, "protocol", "protocol is required (one of %s)", strings.Join(Dialects, ", "))
+	}
+	if !slices.Contains(Dialects, proto) {
+		return "", refuse(CodeUnknownProtocol, "protocol", "protocol %q is not accepted (accepted: %s)", proto, strings.Join(Dialects, ", "))
+	}
+	d.Dialect = proto
+	d.Env.Protocol = DialectMEW04
+	return proto, nil
+}
+
+// decodeIdentity reads id, from and kind (normalised for the dialect)
+// and checks the ids' limits (longer for the ledger's own expiries and
+// gaps).
+func decodeIdentity(d *Decoded, top fields, proto string) (kindInfo, *RefusalError) {
+	env := &d.Env
+	var r *RefusalError
+	if env.ID, r = top.required("id"); r != nil {
+		return kindInfo{}, r
+	}
+	if env.From, r = top.required("from"); r != nil {
+		return kindInfo{}, r
+	}
+	if d.OrigKind, r = top.required("kind"); r != nil {
+		return kindInfo{}, r
+	}
+	ki, r := normKind(proto, d.OrigKind)
+	if r != nil {
+		return kindInfo{}, r
+	}
+	env.Kind = ki.kind
+	idMax := MaxIDBytes
+	switch env.Kind {
+	case KindExpire:
+		idMax = MaxExpireIDBytes
+	case KindGap:
+		idMax = MaxGapIDBytes
+	}
+	if r := checkID(env.ID, "id", idMax); r != nil {
+		return kindInfo{}, r
+	}
+	if r := checkID(env.From, "from", MaxIDBytes); r != nil {
+		return kindInfo{}, r
+	}
+	return ki, nil
+}
+
+// decodeHeader reads to (absent or [] is broadcast), ts (RFC 3339) and
+// context (the kind's default when absent).
+func decodeHeader(env *Envelope, top fields, ki kindInfo) *RefusalError {
+	if v, ok := top.get("to"); ok {
+		var r *RefusalError
+		if env.To, r = idList(v, "to", false, false); r != nil {
+			return r
+		}
+		if len(env.To) == 0 {
+			env.To = nil // [] and absent both mean broadcast
 		}
 	}
-	d.Digest = digest(env, cp)
-	return d, nil
+	if ts, ok, r := top.str("ts", "ts"); r != nil {
+		return r
+	} else if ok {
+		if _, err := time.Parse(time.RFC3339, ts); err != nil {
+			return refuse(CodeBadValue, "ts", "ts %q is not an RFC 3339 time", ts)
+		}
+		env.TS = ts
+	}
+	if cx, ok, r := top.str("context", "context"); r != nil {
+		return r
+	} else if ok {
+		env.Context = cx
+	}
+	if env.Context == "" {
+		env.Context = ki.ctx
+	}
+	return nil
+}
+
+// decodeCorrelation reads the dialect's correlation member; the other
+// dialect's spelling is refused.
+func decodeCorrelation(env *Envelope, top fields, proto string) *RefusalError {
+	native, foreign := fieldCorrelationID, fieldCorrelationIDOld
+	if proto == DialectMEUP01 {
+		native, foreign = foreign, native
+	}
+	if _, ok := top.get(foreign); ok {
+		if _, both := top.get(native); both {
+			return refuse(CodeDialectMismatch, foreign, "both correlation_id and correlationId are set; protocol %s uses %s", proto, native)
+		}
+		return refuse(CodeDialectMismatch, foreign, "%s is not a field of protocol %s; it uses %s", foreign, proto, native)
+	}
+	if v, ok := top.get(native); ok {
+		var r *RefusalError
+		if env.CorrelationID, r = idList(v, native, true, true); r != nil {
+			return r
+		}
+		if len(env.CorrelationID) == 0 {
+			env.CorrelationID = nil
+		}
+	}
+	return nil
 }
 
 // digestBufs recycles digest's buffers.
@@ -701,172 +743,232 @@ func appendJSONStrings(b []byte, ss []string) []byte {
 	return append(b, ']')
 }
 
-// classify sets Type, Targets and the payload-derived fields.
+// classify sets Type, Targets and the payload-derived fields: one
+// function a kind (classifyForm for the seeds' lifecycle forms).
 func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalError {
-	env := &d.Env
-	corr := env.CorrelationID
-	cf := corrField(d.Dialect)
-	needCorr := func() *RefusalError {
-		if len(corr) == 0 {
-			return refuse(CodeMissingCorrelation, cf, "kind %q requires %s naming what it refers to", d.OrigKind, cf)
-		}
-		return nil
+	if d.Env.Kind == KindBareProposal {
+		d.Env.Kind, d.Form = KindProposal, FormBareProposal
 	}
-	if env.Kind == KindBareProposal {
-		env.Kind, d.Form = KindProposal, FormBareProposal
-	}
-	switch env.Kind {
+	switch d.Env.Kind {
 	case KindProposal:
-		d.Type = TypeProposal
-		if pl == nil {
-			return refuse(CodeMissingField, "payload", "a proposal requires a payload object with a method")
-		}
-		if r := methodParams(d, ki, pl, true); r != nil {
-			return r
-		}
-		if v, ok := pl.get("ttl_ms"); ok {
-			n, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil || n <= 0 || n > MaxTTLms {
-				return refuse(CodeBadValue, "payload.ttl_ms", "payload.ttl_ms must be a positive integer number of milliseconds, at most %d (one year), not %s", MaxTTLms, truncate(string(v), 40))
-			}
-			d.TTLms = n
-		}
-		if r := proposalForms(d, pl); r != nil {
-			return r
-		}
-
+		return classifyProposal(d, ki, pl)
 	case KindKernelProposal:
-		d.Type = TypeProposal
-		if env.Payload == nil {
-			return refuse(CodeMissingField, "payload", "a kernel/proposal requires a payload object (the typed Proposal)")
-		}
-		if err := decodeKernel(d, env.Payload, opts); err != nil {
-			if r, ok := AsRefusal(err); ok {
-				return r
-			}
-			return refuse(CodeBadValue, "payload", "%v", err)
-		}
-
+		return classifyKernelProposal(d, opts)
 	case KindWithdraw, KindReject:
-		d.Type = TypeWithdraw
-		if env.Kind == KindReject {
-			d.Type = TypeReject
-		}
-		if d.Dialect == DialectMCPX01 && pl != nil {
-			name := "proposalId"
-			if env.Kind == KindReject {
-				name = "proposal_id"
-			}
-			pid, ok, r := pl.str(name, "payload."+name)
-			if r != nil {
-				return r
-			}
-			if ok && pid != "" {
-				if r := checkID(pid, "payload."+name, MaxIDBytes); r != nil {
-					return r
-				}
-				if len(corr) == 0 {
-					env.CorrelationID = []string{pid}
-					corr = env.CorrelationID
-				} else if !slices.Contains(corr, pid) {
-					return refuse(CodeBadValue, "payload."+name, "payload.%s %q is not among correlation_id %q", name, pid, corr)
-				}
-			}
-		}
-		if r := needCorr(); r != nil {
-			return r
-		}
-		d.Targets = slices.Clone(corr)
-		if r := reason(d, pl); r != nil {
-			return r
-		}
-
+		return classifyWithdrawOrReject(d, pl)
 	case KindKernelApprove:
-		d.Type = TypeApprove
-		if r := needCorr(); r != nil {
-			return r
-		}
-		d.Targets = slices.Clone(corr)
-		if r := reason(d, pl); r != nil {
-			return r
-		}
-
+		return classifyApprove(d, pl)
 	case KindRequest:
-		if len(corr) == 0 {
-			d.Type = TypeIgnored
-			return nil
-		}
-		d.Type = TypeFulfil
-		d.Targets = []string{corr[0]}
-		return methodParams(d, ki, pl, false)
-
+		return classifyRequest(d, ki, pl)
 	case KindResponse:
-		d.Type = TypeResponse
-		if r := needCorr(); r != nil {
-			return r
-		}
-		d.Targets = []string{corr[0]}
-		if v, ok := pl.get("error"); ok && len(v) > 0 {
-			d.Outcome = "failed"
-		} else if v, ok := pl.member("result"); ok {
-			d.Outcome = "succeeded"
-			// An MCP tool failure is a result with isError: true.
-			if len(v) > 0 && v[0] == '{' {
-				if e, ok := findMember(v, "isError"); ok && string(e) == "true" {
-					d.Outcome = "failed"
-				}
-			}
-		}
-
+		return classifyResponse(d, pl)
 	case KindChat:
-		if len(corr) == 0 {
-			d.Type = TypeIgnored
-			return nil
-		}
-		d.Type = TypeNote
-		d.Targets = []string{corr[0]}
-		text, ok, r := pl.str("text", "payload.text")
-		if r != nil {
-			return r
-		}
-		if !ok {
-			if text, _, r = pl.str("message", "payload.message"); r != nil {
-				return r
-			}
-		}
-		d.Text = text
-
+		return classifyChat(d, pl)
 	case KindExpire:
-		d.Type = TypeExpire
-		if r := needCorr(); r != nil {
-			return r
-		}
-		d.Targets = []string{corr[0]}
-		if dl, ok, r := pl.str("deadline", "payload.deadline"); r != nil {
-			return r
-		} else if ok {
-			if _, err := time.Parse(time.RFC3339, dl); err != nil {
-				return refuse(CodeBadValue, "payload.deadline", "payload.deadline %q is not an RFC 3339 time", dl)
-			}
-		}
-
+		return classifyExpire(d, pl)
 	case KindGap:
-		d.Type = TypeGap
-		if pl == nil {
-			return refuse(CodeMissingField, "payload", "a ledger/gap requires a payload object with bridge and disconnected_at")
-		}
-		g, r := decodeGap(pl)
-		if r != nil {
-			return r
-		}
-		d.Gap = g
-
+		return classifyGap(d, pl)
 	default:
 		if handled, r := classifyForm(d, pl); handled {
 			return r
 		}
 		d.Type = TypeIgnored
+		return nil
 	}
+}
+
+// needCorrelation refuses an envelope whose kind requires a correlation
+// (naming what it refers to) and that has none.
+func needCorrelation(d *Decoded) *RefusalError {
+	if len(d.Env.CorrelationID) == 0 {
+		cf := corrField(d.Dialect)
+		return refuse(CodeMissingCorrelation, cf, "kind %q requires %s naming what it refers to", d.OrigKind, cf)
+	}
+	return nil
+}
+
+// classifyProposal: a proposal needs a payload with a method; ttl_ms, if
+// present, is a positive number of milliseconds up to MaxTTLms.
+func classifyProposal(d *Decoded, ki kindInfo, pl fields) *RefusalError {
+	d.Type = TypeProposal
+	if pl == nil {
+		return refuse(CodeMissingField, "payload", "a proposal requires a payload object with a method")
+	}
+	if r := methodParams(d, ki, pl, true); r != nil {
+		return r
+	}
+	if v, ok := pl.get("ttl_ms"); ok {
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil || n <= 0 || n > MaxTTLms {
+			return refuse(CodeBadValue, "payload.ttl_ms", "payload.ttl_ms must be a positive integer number of milliseconds, at most %d (one year), not %s", MaxTTLms, truncate(string(v), 40))
+		}
+		d.TTLms = n
+	}
+	return proposalForms(d, pl)
+}
+
+// classifyKernelProposal: the payload is the typed kernel Proposal,
+// validated by decodeKernel.
+func classifyKernelProposal(d *Decoded, opts DecodeOptions) *RefusalError {
+	d.Type = TypeProposal
+	if d.Env.Payload == nil {
+		return refuse(CodeMissingField, "payload", "a kernel/proposal requires a payload object (the typed Proposal)")
+	}
+	if err := decodeKernel(d, d.Env.Payload, opts); err != nil {
+		if r, ok := AsRefusal(err); ok {
+			return r
+		}
+		return refuse(CodeBadValue, "payload", "%v", err)
+	}
+	return nil
+}
+
+// classifyWithdrawOrReject: a withdrawal or rejection targets every
+// proposal its correlation names (an mcpx/0.1 payload's proposal id
+// counts as one), with an optional reason.
+func classifyWithdrawOrReject(d *Decoded, pl fields) *RefusalError {
+	d.Type = TypeWithdraw
+	if d.Env.Kind == KindReject {
+		d.Type = TypeReject
+	}
+	if d.Dialect == DialectMCPX01 && pl != nil {
+		if r := mcpxProposalID(d, pl); r != nil {
+			return r
+		}
+	}
+	if r := needCorrelation(d); r != nil {
+		return r
+	}
+	d.Targets = slices.Clone(d.Env.CorrelationID)
+	return reason(d, pl)
+}
+
+// mcpxProposalID reads the proposal id an mcpx/0.1 withdrawal
+// (payload.proposalId) or rejection (payload.proposal_id) carries: it is
+// the correlation when there is none, and must be among it otherwise.
+func mcpxProposalID(d *Decoded, pl fields) *RefusalError {
+	name := "proposalId"
+	if d.Env.Kind == KindReject {
+		name = "proposal_id"
+	}
+	pid, ok, r := pl.str(name, "payload."+name)
+	if r != nil {
+		return r
+	}
+	if !ok || pid == "" {
+		return nil
+	}
+	if r := checkID(pid, "payload."+name, MaxIDBytes); r != nil {
+		return r
+	}
+	corr := d.Env.CorrelationID
+	if len(corr) == 0 {
+		d.Env.CorrelationID = []string{pid}
+	} else if !slices.Contains(corr, pid) {
+		return refuse(CodeBadValue, "payload."+name, "payload.%s %q is not among correlation_id %q", name, pid, corr)
+	}
+	return nil
+}
+
+// classifyApprove: a kernel approval targets every proposal its
+// correlation names, with an optional reason.
+func classifyApprove(d *Decoded, pl fields) *RefusalError {
+	d.Type = TypeApprove
+	if r := needCorrelation(d); r != nil {
+		return r
+	}
+	d.Targets = slices.Clone(d.Env.CorrelationID)
+	return reason(d, pl)
+}
+
+// classifyRequest: a request correlated to a proposal fulfils it; an
+// uncorrelated one is not the ledger's business.
+func classifyRequest(d *Decoded, ki kindInfo, pl fields) *RefusalError {
+	corr := d.Env.CorrelationID
+	if len(corr) == 0 {
+		d.Type = TypeIgnored
+		return nil
+	}
+	d.Type = TypeFulfil
+	d.Targets = []string{corr[0]}
+	return methodParams(d, ki, pl, false)
+}
+
+// classifyResponse: a response to a fulfilment, with its outcome: failed
+// for an error or an MCP tool result with isError true, else succeeded
+// when it has a result.
+func classifyResponse(d *Decoded, pl fields) *RefusalError {
+	d.Type = TypeResponse
+	if r := needCorrelation(d); r != nil {
+		return r
+	}
+	d.Targets = []string{d.Env.CorrelationID[0]}
+	if v, ok := pl.get("error"); ok && len(v) > 0 {
+		d.Outcome = "failed"
+	} else if v, ok := pl.member("result"); ok {
+		d.Outcome = "succeeded"
+		// An MCP tool failure is a result with isError: true.
+		if len(v) > 0 && v[0] == '{' {
+			if e, ok := findMember(v, "isError"); ok && string(e) == "true" {
+				d.Outcome = "failed"
+			}
+		}
+	}
+	return nil
+}
+
+// classifyChat: a chat message correlated to a proposal is a note on it
+// (payload.text, or payload.message); an uncorrelated one is ignored.
+func classifyChat(d *Decoded, pl fields) *RefusalError {
+	corr := d.Env.CorrelationID
+	if len(corr) == 0 {
+		d.Type = TypeIgnored
+		return nil
+	}
+	d.Type = TypeNote
+	d.Targets = []string{corr[0]}
+	text, ok, r := pl.str("text", "payload.text")
+	if r != nil {
+		return r
+	}
+	if !ok {
+		if text, _, r = pl.str("message", "payload.message"); r != nil {
+			return r
+		}
+	}
+	d.Text = text
+	return nil
+}
+
+// classifyExpire: the ledger's expiry of a proposal, with an optional RFC
+// 3339 deadline.
+func classifyExpire(d *Decoded, pl fields) *RefusalError {
+	d.Type = TypeExpire
+	if r := needCorrelation(d); r != nil {
+		return r
+	}
+	d.Targets = []string{d.Env.CorrelationID[0]}
+	if dl, ok, r := pl.str("deadline", "payload.deadline"); r != nil {
+		return r
+	} else if ok {
+		if _, err := time.Parse(time.RFC3339, dl); err != nil {
+			return refuse(CodeBadValue, "payload.deadline", "payload.deadline %q is not an RFC 3339 time", dl)
+		}
+	}
+	return nil
+}
+
+// classifyGap: a bridge's recording gap (decodeGap).
+func classifyGap(d *Decoded, pl fields) *RefusalError {
+	d.Type = TypeGap
+	if pl == nil {
+		return refuse(CodeMissingField, "payload", "a ledger/gap requires a payload object with bridge and disconnected_at")
+	}
+	g, r := decodeGap(pl)
+	if r != nil {
+		return r
+	}
+	d.Gap = g
 	return nil
 }
 

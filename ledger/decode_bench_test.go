@@ -3,7 +3,7 @@ package ledger_test
 import (
 	"testing"
 
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/ledger"
 )
 

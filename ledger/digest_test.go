@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/canon"
-	"github.com/mewledger/ledger/internal/hostile"
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/canon"
+	"github.com/mewledger/ledger/internal/lib/workload"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -33,7 +33,7 @@ func referenceDigest(t *testing.T, env ledger.Envelope) string {
 
 func TestDigestMatchesReference(t *testing.T) {
 	var inputs [][]byte
-	cases, err := hostile.LoadDefault()
+	cases, err := badinput.LoadDefault()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/hostile"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -19,7 +19,7 @@ var knownCodes = map[string]bool{
 	ledger.CodeUnknownProtocol: true, ledger.CodeMissingField: true, ledger.CodeWrongType: true,
 	ledger.CodeTooLong: true, ledger.CodeTooMany: true, ledger.CodeBadValue: true,
 	ledger.CodeNotLifecycle: true, ledger.CodeMissingCorrelation: true, ledger.CodeReservedKind: true,
-	ledger.CodeDialectMismatch: true, ledger.CodeUnknownField: true, hostile.Accepted: true,
+	ledger.CodeDialectMismatch: true, ledger.CodeUnknownField: true, badinput.Accepted: true,
 }
 
 var vpropRule = regexp.MustCompile(`^V-PROP-0[01][0-9]$`)
@@ -27,7 +27,7 @@ var vpropRule = regexp.MustCompile(`^V-PROP-0[01][0-9]$`)
 // TestHostileCorpusShape: the corpus is big enough, covers what the issue
 // lists, and every case names an expected outcome the ledger knows.
 func TestHostileCorpusShape(t *testing.T) {
-	cases := hostile.MustLoad(t)
+	cases := badinput.MustLoad(t)
 	if len(cases) < 200 {
 		t.Fatalf("corpus has %d cases, want at least 200", len(cases))
 	}
@@ -49,7 +49,7 @@ func TestHostileCorpusShape(t *testing.T) {
 	for _, want := range []string{"V-PROP-001", "V-PROP-002", "V-PROP-003", "V-PROP-004", "V-PROP-005", "V-PROP-006",
 		"V-PROP-010", "V-PROP-011", "V-PROP-012", "V-PROP-013", "V-PROP-014",
 		ledger.CodeNotJSON, ledger.CodeInvalidUTF8, ledger.CodeOversize, ledger.CodeTooMany, ledger.CodeTooLong,
-		ledger.CodeDialectMismatch, ledger.CodeReservedKind, ledger.CodeNotLifecycle, hostile.Accepted} {
+		ledger.CodeDialectMismatch, ledger.CodeReservedKind, ledger.CodeNotLifecycle, badinput.Accepted} {
 		if byWant[want] == 0 {
 			t.Errorf("no case expects %s", want)
 		}
@@ -73,7 +73,7 @@ var fieldless = map[string]bool{ledger.CodeNotJSON: true, ledger.CodeInvalidUTF8
 // submitCheck is what every submit path runs: Decode, Submittable, limits.
 // It returns the refusal, or nil and the decoded envelope.
 func submitCheck(raw []byte) (*ledger.Decoded, *ledger.RefusalError, string) {
-	d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: hostile.Now})
+	d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: badinput.Now})
 	stage := "decode"
 	if err == nil {
 		stage = "submittable"
@@ -98,7 +98,7 @@ func submitCheck(raw []byte) (*ledger.Decoded, *ledger.RefusalError, string) {
 // at fault — the field; or, for hostile-but-legal input, an envelope whose
 // subject round-trips.
 func TestHostileCorpusDecode(t *testing.T) {
-	for _, c := range hostile.MustLoad(t) {
+	for _, c := range badinput.MustLoad(t) {
 		var (
 			d     *ledger.Decoded
 			r     *ledger.RefusalError
@@ -135,7 +135,7 @@ func TestHostileCorpusDecode(t *testing.T) {
 		}
 		if stage == "decode" {
 			// Decode is pure: the same bytes give the same refusal.
-			_, err2 := ledger.Decode(c.Data, ledger.DecodeOptions{Now: hostile.Now})
+			_, err2 := ledger.Decode(c.Data, ledger.DecodeOptions{Now: badinput.Now})
 			if r2, _ := ledger.AsRefusal(err2); r2 == nil || !reflect.DeepEqual(*r2, *r) {
 				t.Errorf("%s: second decode gave %v, first %v", c.Name, err2, r)
 			}
@@ -169,7 +169,7 @@ func checkRoundTrip(t *testing.T, name string, d *ledger.Decoded) {
 		t.Errorf("%s: marshal canonical form: %v", name, err)
 		return
 	}
-	d2, err := ledger.Decode(canon, ledger.DecodeOptions{Now: hostile.Now})
+	d2, err := ledger.Decode(canon, ledger.DecodeOptions{Now: badinput.Now})
 	if err != nil {
 		t.Errorf("%s: canonical form %s does not decode: %v", name, canon, err)
 		return

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/canon"
-	"github.com/mewledger/ledger/internal/hostile"
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/canon"
+	"github.com/mewledger/ledger/internal/lib/workload"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
 )
 
 // checkSplit compares the light scanner with encoding/json on a text canon
@@ -81,7 +81,7 @@ func TestSplitMatchesEncodingJSON(t *testing.T) {
 	for _, s := range splitSeeds {
 		checkSplit(t, []byte(s))
 	}
-	cases, err := hostile.LoadDefault()
+	cases, err := badinput.LoadDefault()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package ledger
 import (
 	"encoding/json"
 
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 )
 
 // Kernel proposals (SPEC §12, seeds/kernel-proposal-schema-v0.1.md).
@@ -42,43 +42,6 @@ const CodeUnknownField = "unknown_field"
 const (
 	// MaxApprovers is the most entries approval.approvers may list.
 	MaxApprovers = 64
-)
-
-// ActionType, ApprovalClass and Target are the kernel types a proposal
-// record shows; they live in package model (no NATS, no Pebble) with
-// their values and methods.
-type (
-	ActionType    = model.ActionType
-	ApprovalClass = model.ApprovalClass
-	Target        = model.KernelTarget
-)
-
-// The ActionType values of the kernel schema.
-const (
-	ActionNavigate    = model.ActionNavigate
-	ActionRead        = model.ActionRead
-	ActionWrite       = model.ActionWrite
-	ActionCreate      = model.ActionCreate
-	ActionDelete      = model.ActionDelete
-	ActionExecute     = model.ActionExecute
-	ActionCommunicate = model.ActionCommunicate
-	ActionTransact    = model.ActionTransact
-	ActionApprove     = model.ActionApprove
-	ActionCustom      = model.ActionCustom
-)
-
-// The ApprovalClass values.
-const (
-	ApprovalNone      = model.ApprovalNone
-	ApprovalSingle    = model.ApprovalSingle
-	ApprovalDual      = model.ApprovalDual
-	ApprovalThreshold = model.ApprovalThreshold
-)
-
-// ActionTypes and ApprovalClasses list the values in the seed's order.
-var (
-	ActionTypes     = model.ActionTypes
-	ApprovalClasses = model.ApprovalClasses
 )
 
 // PreconditionOperators are the operators a Precondition may use (the
@@ -164,19 +127,19 @@ type ApprovalParams struct {
 // (Parameters, Target.Constraints, Precondition.Value, ...) hold their
 // canonical JSON form, so equal proposals have equal typed views.
 type KernelProposal struct {
-	ProposalID        string            `json:"proposal_id"`
-	TSms              int64             `json:"ts_ms"`
-	Actor             string            `json:"actor"`
-	ActionType        ActionType        `json:"action_type"`
-	Target            *Target           `json:"target"`
-	Parameters        json.RawMessage   `json:"parameters"`
-	Preconditions     []Precondition    `json:"preconditions,omitempty"`
-	RiskEnvelope      *RiskEnvelope     `json:"risk_envelope,omitempty"`
-	RollbackSemantics *RollbackSpec     `json:"rollback_semantics,omitempty"`
-	TimeWindow        *TimeWindow       `json:"time_window,omitempty"`
-	ApprovalClass     ApprovalClass     `json:"approval_class,omitempty"`
-	Approval          *ApprovalParams   `json:"approval,omitempty"`
-	EvidenceBindings  []EvidenceBinding `json:"evidence_bindings,omitempty"`
+	ProposalID        string              `json:"proposal_id"`
+	TSms              int64               `json:"ts_ms"`
+	Actor             string              `json:"actor"`
+	ActionType        model.ActionType    `json:"action_type"`
+	Target            *model.KernelTarget `json:"target"`
+	Parameters        json.RawMessage     `json:"parameters"`
+	Preconditions     []Precondition      `json:"preconditions,omitempty"`
+	RiskEnvelope      *RiskEnvelope       `json:"risk_envelope,omitempty"`
+	RollbackSemantics *RollbackSpec       `json:"rollback_semantics,omitempty"`
+	TimeWindow        *TimeWindow         `json:"time_window,omitempty"`
+	ApprovalClass     model.ApprovalClass `json:"approval_class,omitempty"`
+	Approval          *ApprovalParams     `json:"approval,omitempty"`
+	EvidenceBindings  []EvidenceBinding   `json:"evidence_bindings,omitempty"`
 
 	// Request is the older KernelRequest the proposal was mapped from, nil
 	// when the payload was a Proposal. It is not part of the Proposal's
@@ -193,11 +156,11 @@ func (k *KernelProposal) RequiredApprovals() (int, []string) {
 		approvers = k.Approval.Approvers
 	}
 	switch k.ApprovalClass {
-	case ApprovalSingle:
+	case model.ApprovalSingle:
 		return 1, approvers
-	case ApprovalDual:
+	case model.ApprovalDual:
 		return 2, approvers
-	case ApprovalThreshold:
+	case model.ApprovalThreshold:
 		if k.Approval == nil {
 			return 0, nil
 		}

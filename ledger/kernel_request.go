@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // Fixed values of a Proposal mapped from a KernelRequest.
@@ -117,10 +119,10 @@ func mapKernelRequest(top fields, opts KernelOptions) (*KernelProposal, *Refusal
 
 	mapped := &KernelProposal{
 		ProposalID: req.RequestID, TSms: req.TSms, Actor: req.Actor,
-		ActionType:    ActionExecute,
-		Target:        &Target{ResourceType: KernelRequestResourceType, ResourceID: name, Domain: KernelRequestDomain},
+		ActionType:    model.ActionExecute,
+		Target:        &model.KernelTarget{ResourceType: KernelRequestResourceType, ResourceID: name, Domain: KernelRequestDomain},
 		Parameters:    params,
-		ApprovalClass: ApprovalNone,
+		ApprovalClass: model.ApprovalNone,
 	}
 	for _, e := range req.Evidence {
 		mapped.EvidenceBindings = append(mapped.EvidenceBindings, EvidenceBinding{Ref: e})

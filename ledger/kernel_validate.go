@@ -12,7 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/mewledger/ledger/internal/canon"
+	"github.com/mewledger/ledger/internal/lib/canon"
+	"github.com/mewledger/ledger/model"
 )
 
 // KernelOptions are the inputs of ValidateKernel besides the payload.
@@ -36,7 +37,7 @@ type KernelOptions struct {
 var (
 	proposalMembers = jsonMembers[KernelProposal]()
 	requestMembers  = jsonMembers[KernelRequest]()
-	targetMembers   = jsonMembers[Target]()
+	targetMembers   = jsonMembers[model.KernelTarget]()
 	precondMembers  = jsonMembers[Precondition]()
 	riskMembers     = jsonMembers[RiskEnvelope]()
 	rollbackMembers = jsonMembers[RollbackSpec]()
@@ -127,14 +128,9 @@ func ValidateKernel(payload []byte, opts KernelOptions) (*KernelProposal, error)
 	return k, nil
 }
 
-// testHookValidateKernel and testHookDecode, set only by tests (which do
-// not run in parallel), are called on each kernel payload validation and
-// each envelope decode: they count that a submission is decoded once.
-var testHookValidateKernel, testHookDecode func()
-
 func validateKernel(payload []byte, opts KernelOptions) (*KernelProposal, *RefusalError) {
-	if testHookValidateKernel != nil {
-		testHookValidateKernel()
+	if testOnlyOnValidate != nil {
+		testOnlyOnValidate()
 	}
 	payload = bytes.TrimSpace(payload)
 	if !utf8.Valid(payload) {
@@ -200,7 +196,7 @@ func validateProposal(top fields, opts KernelOptions) (*KernelProposal, *Refusal
 	if r != nil {
 		return nil, r
 	}
-	k.ActionType = ActionType(at)
+	k.ActionType = model.ActionType(at)
 	if !ok {
 		return nil, refuse(RuleActionType, "action_type", "action_type is required: one of %s", joinActions())
 	}
@@ -293,7 +289,7 @@ func kActor(o fields, name string, opts KernelOptions) (string, *RefusalError) {
 	return a, nil
 }
 
-func kTarget(top fields) (*Target, *RefusalError) {
+func kTarget(top fields) (*model.KernelTarget, *RefusalError) {
 	raw, ok := top.get("target")
 	if !ok {
 		return nil, refuse(RuleTarget, "target", "target is required: an object with resource_type, resource_id and domain")
@@ -305,7 +301,7 @@ func kTarget(top fields) (*Target, *RefusalError) {
 	if r := kUnknown(o, targetMembers, "target"); r != nil {
 		return nil, r
 	}
-	t := &Target{}
+	t := &model.KernelTarget{}
 	for _, f := range []struct {
 		name string
 		dst  *string
@@ -526,26 +522,26 @@ func kPreconditions(top fields, bindings []EvidenceBinding, declared bool) ([]Pr
 	return out, nil
 }
 
-func kApproval(top fields, actor string) (ApprovalClass, *ApprovalParams, *RefusalError) {
+func kApproval(top fields, actor string) (model.ApprovalClass, *ApprovalParams, *RefusalError) {
 	cls, ok, r := kString(top, "approval_class", "approval_class", RuleApproval)
 	if r != nil {
 		return "", nil, r
 	}
-	class := ApprovalNone
+	class := model.ApprovalNone
 	if ok {
-		class = ApprovalClass(cls)
+		class = model.ApprovalClass(cls)
 		if !class.Valid() {
 			return "", nil, refuse(RuleApproval, "approval_class", "approval_class %q is not one of none, single, dual, threshold", cls)
 		}
 	}
 	raw, has := top.get("approval")
 	if !has {
-		if class == ApprovalThreshold {
+		if class == model.ApprovalThreshold {
 			return "", nil, refuse(RuleApproval, "approval", `approval_class threshold needs "approval": {"required": N, "approvers": [...]}`)
 		}
 		return class, nil, nil
 	}
-	if class == ApprovalNone {
+	if class == model.ApprovalNone {
 		what := "is none"
 		if !ok {
 			what = "is absent (none)"
@@ -601,9 +597,9 @@ func kApproval(top fields, actor string) (ApprovalClass, *ApprovalParams, *Refus
 			eligible++
 		}
 	}
-	need := map[ApprovalClass]int{ApprovalSingle: 1, ApprovalDual: 2}[class]
+	need := map[model.ApprovalClass]int{model.ApprovalSingle: 1, model.ApprovalDual: 2}[class]
 	switch class {
-	case ApprovalThreshold:
+	case model.ApprovalThreshold:
 		if !hasRequired {
 			return "", nil, refuse(RuleApproval, rp, "approval_class threshold needs %s: N >= 1 approvals", rp)
 		}
@@ -859,8 +855,8 @@ func kWhat(path string) string {
 }
 
 func joinActions() string {
-	s := make([]string, len(ActionTypes))
-	for i, a := range ActionTypes {
+	s := make([]string, len(model.ActionTypes))
+	for i, a := range model.ActionTypes {
 		s[i] = string(a)
 	}
 	return strings.Join(s, ", ")

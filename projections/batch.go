@@ -6,6 +6,9 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // The batch overlay.
@@ -51,24 +54,24 @@ func slotOf[K comparable, S any](m map[K]*S, k K) *S {
 
 // The overlay's slots, by record kind.
 type (
-	refSlot    = slot[*EventRef]
-	orphanSlot = slot[[]Orphan]
+	refSlot    = slot[*fold.EventRef]
+	orphanSlot = slot[[]fold.Orphan]
 	// propSlot also keeps the version in Pebble, which Commit needs to
 	// change the indexes.
 	propSlot struct {
-		slot[*Proposal]
-		orig      *Proposal // the version in Pebble (nil: none), valid when origKnown
+		slot[*model.Proposal]
+		orig      *model.Proposal // the version in Pebble (nil: none), valid when origKnown
 		origKnown bool
 	}
 	statsSlot struct {
-		slot[*Stats]
+		slot[*model.Stats]
 		owned bool // cur is the batch's private copy (MutableStats)
 	}
 )
 
 // knownProp returns the slot of a proposal whose version in Pebble is
 // known to be orig, with cur as its value.
-func knownProp(orig, cur *Proposal) *propSlot {
+func knownProp(orig, cur *model.Proposal) *propSlot {
 	sl := &propSlot{orig: orig, origKnown: true}
 	sl.cur = cur
 	return sl
@@ -95,12 +98,12 @@ type Batch struct {
 	orphans map[spaceID]*orphanSlot
 	aux     map[auxID]*auxSlot
 	stats   map[string]*statsSlot
-	history map[historyID]*HistoryEntry // nil value: delete
+	history map[historyID]*model.HistoryEntry // nil value: delete
 	spaces  map[string]struct{}
 	dirty   int
 
 	// The change index (store_changes.go).
-	changes map[changeID]*Change
+	changes map[changeID]*model.Change
 
 	// Pipelined commits (Handoff). frozen: b was handed off; its owner
 	// may no longer change it. committed is closed when its Commit (or
@@ -123,7 +126,7 @@ func newBatchSized(s *Store, events int) *Batch {
 		orphans: map[spaceID]*orphanSlot{},
 		aux:     make(map[auxID]*auxSlot, events),
 		stats:   map[string]*statsSlot{},
-		history: make(map[historyID]*HistoryEntry, events),
+		history: make(map[historyID]*model.HistoryEntry, events),
 		spaces:  map[string]struct{}{},
 	}
 }
@@ -169,7 +172,7 @@ func (b *Batch) check() error {
 func (b *Batch) ended() bool { return b.done || b.frozen }
 
 // Proposal implements State.
-func (b *Batch) Proposal(space, id string) (*Proposal, error) {
+func (b *Batch) Proposal(space, id string) (*model.Proposal, error) {
 	k := spaceID{space, id}
 	if sl, ok := b.props[k]; ok {
 		if b.ended() {
@@ -177,7 +180,7 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 		}
 		return sl.cur, nil
 	}
-	var pp *Proposal
+	var pp *model.Proposal
 	if b.fromPending(func(p *Batch) bool {
 		sl, ok := p.props[k]
 		if ok && sl.dirty {
@@ -209,9 +212,9 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 		b.props[k] = knownProp(nil, nil)
 		return nil, nil
 	}
-	var p *Proposal
+	var p *model.Proposal
 	err := b.read(func(r pebble.Reader) error {
-		var v Proposal
+		var v model.Proposal
 		found, err := getJSON(r, proposalKey(space, id), &v)
 		if found && err == nil {
 			p = &v
@@ -232,7 +235,7 @@ func (b *Batch) Proposal(space, id string) (*Proposal, error) {
 }
 
 // PutProposal implements State. The proposal's Space and ID are its key.
-func (b *Batch) PutProposal(p *Proposal) error {
+func (b *Batch) PutProposal(p *model.Proposal) error {
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -255,7 +258,7 @@ func (b *Batch) PutProposal(p *Proposal) error {
 }
 
 // EventRef implements State.
-func (b *Batch) EventRef(space, id string) (*EventRef, error) {
+func (b *Batch) EventRef(space, id string) (*fold.EventRef, error) {
 	k := spaceID{space, id}
 	if sl, ok := b.refs[k]; ok {
 		if b.ended() {
@@ -263,7 +266,7 @@ func (b *Batch) EventRef(space, id string) (*EventRef, error) {
 		}
 		return sl.cur, nil
 	}
-	var pref *EventRef
+	var pref *fold.EventRef
 	if b.fromPending(func(p *Batch) bool {
 		sl, ok := p.refs[k]
 		if ok && sl.dirty {
@@ -283,9 +286,9 @@ func (b *Batch) EventRef(space, id string) (*EventRef, error) {
 		b.refs[k] = &refSlot{}
 		return nil, nil
 	}
-	var ref *EventRef
+	var ref *fold.EventRef
 	err := b.read(func(r pebble.Reader) error {
-		var v EventRef
+		var v fold.EventRef
 		found, err := getJSON(r, eventRefKey(space, id), &v)
 		if found && err == nil {
 			ref = &v
@@ -300,7 +303,7 @@ func (b *Batch) EventRef(space, id string) (*EventRef, error) {
 }
 
 // PutEventRef implements State.
-func (b *Batch) PutEventRef(space, id string, r *EventRef) error {
+func (b *Batch) PutEventRef(space, id string, r *fold.EventRef) error {
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -315,7 +318,7 @@ func (b *Batch) PutEventRef(space, id string, r *EventRef) error {
 }
 
 // Orphans implements State.
-func (b *Batch) Orphans(space, target string) ([]Orphan, error) {
+func (b *Batch) Orphans(space, target string) ([]fold.Orphan, error) {
 	k := spaceID{space, target}
 	if sl, ok := b.orphans[k]; ok {
 		if b.ended() {
@@ -323,7 +326,7 @@ func (b *Batch) Orphans(space, target string) ([]Orphan, error) {
 		}
 		return sl.cur, nil
 	}
-	var plist []Orphan
+	var plist []fold.Orphan
 	if b.fromPending(func(p *Batch) bool {
 		sl, ok := p.orphans[k]
 		if ok && sl.dirty {
@@ -334,7 +337,7 @@ func (b *Batch) Orphans(space, target string) ([]Orphan, error) {
 		b.orphans[k] = &orphanSlot{cur: plist}
 		return plist, nil
 	}
-	var list []Orphan
+	var list []fold.Orphan
 	err := b.read(func(r pebble.Reader) error {
 		_, err := getJSON(r, orphansKey(space, target), &list)
 		return err
@@ -350,7 +353,7 @@ func (b *Batch) Orphans(space, target string) ([]Orphan, error) {
 }
 
 // PutOrphans implements State: an empty list deletes the waiting list.
-func (b *Batch) PutOrphans(space, target string, o []Orphan) error {
+func (b *Batch) PutOrphans(space, target string, o []fold.Orphan) error {
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -366,7 +369,7 @@ func (b *Batch) PutOrphans(space, target string, o []Orphan) error {
 }
 
 // PutHistory implements State.
-func (b *Batch) PutHistory(space, key string, h *HistoryEntry) error {
+func (b *Batch) PutHistory(space, key string, h *model.HistoryEntry) error {
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -396,14 +399,14 @@ func (b *Batch) DeleteHistory(space, key string, seq uint64) error {
 }
 
 // Stats implements State: nil when the space has none.
-func (b *Batch) Stats(space string) (*Stats, error) {
+func (b *Batch) Stats(space string) (*model.Stats, error) {
 	if sl, ok := b.stats[space]; ok {
 		if b.ended() {
 			return nil, ErrBatchDone
 		}
 		return sl.cur, nil
 	}
-	var pst *Stats
+	var pst *model.Stats
 	if b.fromPending(func(p *Batch) bool {
 		sl, ok := p.stats[space]
 		if ok && sl.dirty {
@@ -411,12 +414,12 @@ func (b *Batch) Stats(space string) (*Stats, error) {
 		}
 		return ok && sl.dirty
 	}) {
-		b.stats[space] = &statsSlot{slot: slot[*Stats]{cur: pst}}
+		b.stats[space] = &statsSlot{slot: slot[*model.Stats]{cur: pst}}
 		return pst, nil
 	}
-	var st *Stats
+	var st *model.Stats
 	err := b.read(func(r pebble.Reader) error {
-		v := NewStats()
+		v := model.NewStats()
 		found, err := getJSON(r, statsKey(space), v)
 		if found && err == nil {
 			st = v
@@ -426,7 +429,7 @@ func (b *Batch) Stats(space string) (*Stats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: batch: read stats of space %q: %w", space, err)
 	}
-	b.stats[space] = &statsSlot{slot: slot[*Stats]{cur: st}}
+	b.stats[space] = &statsSlot{slot: slot[*model.Stats]{cur: st}}
 	return st, nil
 }
 
@@ -435,7 +438,7 @@ func (b *Batch) Stats(space string) (*Stats, error) {
 // batch ends; PutStats of it records the change. The fold uses it instead of
 // cloning the stats for every event (Stats.Clone copies six maps: it was 6%
 // of the fold's CPU, and more in garbage).
-func (b *Batch) MutableStats(space string) (*Stats, error) {
+func (b *Batch) MutableStats(space string) (*model.Stats, error) {
 	if sl, ok := b.stats[space]; ok && sl.owned {
 		if b.ended() {
 			return nil, ErrBatchDone
@@ -447,7 +450,7 @@ func (b *Batch) MutableStats(space string) (*Stats, error) {
 		return nil, err
 	}
 	if st == nil {
-		st = NewStats()
+		st = model.NewStats()
 	} else {
 		st = st.Clone()
 	}
@@ -457,7 +460,7 @@ func (b *Batch) MutableStats(space string) (*Stats, error) {
 }
 
 // PutStats implements State.
-func (b *Batch) PutStats(space string, st *Stats) error {
+func (b *Batch) PutStats(space string, st *model.Stats) error {
 	if err := b.check(); err != nil {
 		return err
 	}

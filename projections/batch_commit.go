@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // Discard is Close, for deferred calls.
@@ -221,7 +223,7 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 		if !sl.origKnown {
 			// Read here, not kept in the slot: a later batch may be
 			// reading this (handed-off) batch's slots.
-			var v Proposal
+			var v model.Proposal
 			found, err := getJSON(b.s.db, proposalKey(k.space, k.id), &v)
 			if err != nil {
 				return nil, fmt.Errorf("read proposal %q in space %q: %w", k.id, k.space, err)

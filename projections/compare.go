@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // Compare walks two stores in key order (the order of Dump), each on a
@@ -20,7 +24,7 @@ import (
 // the same records at different checkpoints (an event that changed
 // nothing is impossible: every event writes a history entry and counts
 // in stats) report the checkpoint. Errors are storage errors.
-func Compare(a, b *Store) (*Difference, error) {
+func Compare(a, b *Store) (*model.Difference, error) {
 	if a == b {
 		return nil, nil
 	}
@@ -35,7 +39,7 @@ func Compare(a, b *Store) (*Difference, error) {
 	}
 	defer xb.close()
 
-	d := &Difference{}
+	d := &model.Difference{}
 	var ca, cb []byte
 	for xa.valid || xb.valid {
 		var c int
@@ -59,11 +63,11 @@ func Compare(a, b *Store) (*Difference, error) {
 		}
 		switch {
 		case c < 0:
-			d.Key, d.Kind, d.A = DecodeKey(xa.key()), MissingInB, bytes.Clone(xa.value())
+			d.Key, d.Kind, d.A = DecodeKey(xa.key()), model.MissingInB, bytes.Clone(xa.value())
 		case c > 0:
-			d.Key, d.Kind, d.B = DecodeKey(xb.key()), MissingInA, bytes.Clone(xb.value())
+			d.Key, d.Kind, d.B = DecodeKey(xb.key()), model.MissingInA, bytes.Clone(xb.value())
 		case !bytes.Equal(xa.value(), xb.value()):
-			d.Key, d.Kind, d.A, d.B = DecodeKey(xa.key()), ValuesDiffer, bytes.Clone(xa.value()), bytes.Clone(xb.value())
+			d.Key, d.Kind, d.A, d.B = DecodeKey(xa.key()), model.ValuesDiffer, bytes.Clone(xa.value()), bytes.Clone(xb.value())
 		default:
 			xa.next()
 			xb.next()
@@ -75,11 +79,11 @@ func Compare(a, b *Store) (*Difference, error) {
 		if bytes.Equal(ca, cb) {
 			return nil, errors.Join(xa.it.Error(), xb.it.Error())
 		}
-		d.Key, d.Kind, d.A, d.B = DecodeKey(checkpointKey), ValuesDiffer, ca, cb
+		d.Key, d.Kind, d.A, d.B = DecodeKey(checkpointKey), model.ValuesDiffer, ca, cb
 		if ca == nil {
-			d.Kind = MissingInA
+			d.Kind = model.MissingInA
 		} else if cb == nil {
-			d.Kind = MissingInB
+			d.Kind = model.MissingInB
 		}
 	}
 	if err := errors.Join(xa.it.Error(), xb.it.Error()); err != nil {
@@ -95,13 +99,13 @@ func Compare(a, b *Store) (*Difference, error) {
 }
 
 // proposalOf names the proposal a differing key belongs to.
-func proposalOf(d *Difference) string {
+func proposalOf(d *model.Difference) string {
 	switch d.Key.Table {
-	case TableProposal, TableHistory, TableIndex, TableDeadline:
+	case model.TableProposal, model.TableHistory, model.TableIndex, model.TableDeadline:
 		return d.Key.ID
-	case TableEventRef:
+	case model.TableEventRef:
 		for _, v := range [][]byte{d.A, d.B} {
-			var ref EventRef
+			var ref fold.EventRef
 			if v != nil && json.Unmarshal(v, &ref) == nil && len(ref.Proposals) > 0 {
 				return ref.Proposals[0]
 			}
@@ -143,4 +147,46 @@ func asJSON(v []byte) json.RawMessage {
 		s = strconv.FormatUint(binary.BigEndian.Uint64(v), 10)
 	}
 	return json.RawMessage(s)
+}
+
+// rawIter walks every key of a store, in key order, on a snapshot. It
+// holds the store's shared lock until close.
+type rawIter struct {
+	s     *Store
+	snap  *pebble.Snapshot
+	it    *pebble.Iterator
+	valid bool
+}
+
+func (s *Store) rawIter() (*rawIter, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	snap := s.db.NewSnapshot()
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: metaLowerBound}) // not the meta keys
+
+	if err != nil {
+		_ = snap.Close()
+		s.release()
+		return nil, fmt.Errorf("projections: iterate: %w", err)
+	}
+	x := &rawIter{s: s, snap: snap, it: it}
+	x.valid = it.First()
+	return x, nil
+}
+
+func (x *rawIter) key() []byte   { return x.it.Key() }
+func (x *rawIter) value() []byte { return x.it.Value() }
+func (x *rawIter) next()         { x.valid = x.it.Next() }
+
+func (x *rawIter) close() error {
+	err := x.it.Close()
+	if cerr := x.snap.Close(); err == nil {
+		err = cerr
+	}
+	x.s.release()
+	if err != nil {
+		return fmt.Errorf("projections: iterate: %w", err)
+	}
+	return nil
 }

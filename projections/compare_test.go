@@ -10,9 +10,11 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -29,20 +31,20 @@ func cmpStore(t *testing.T) *projections.Store {
 }
 
 // cmpEvent makes the stored form of an envelope appended at seq.
-func cmpEvent(t *testing.T, seq uint64, raw []byte) projections.Event {
+func cmpEvent(t *testing.T, seq uint64, raw []byte) fold.Event {
 	t.Helper()
 	d, err := ledger.Decode(raw, ledger.DecodeOptions{})
 	if err != nil {
 		t.Fatalf("decode %s: %v", raw, err)
 	}
 	subj := subjects.Event{Space: "default", Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()
-	return projections.Event{Seq: seq, Time: cmpT0.Add(time.Duration(seq) * time.Millisecond), Subject: subj, Raw: raw}
+	return fold.Event{Seq: seq, Time: cmpT0.Add(time.Duration(seq) * time.Millisecond), Subject: subj, Raw: raw}
 }
 
 // cmpFold folds events into s, one commit per event.
-func cmpFold(t *testing.T, s *projections.Store, evs []projections.Event) {
+func cmpFold(t *testing.T, s *projections.Store, evs []fold.Event) {
 	t.Helper()
-	f := projections.NewFolder()
+	f := fold.NewFolder()
 	for _, ev := range evs {
 		b := s.NewBatch()
 		if _, err := f.Apply(b, ev); err != nil {
@@ -54,10 +56,10 @@ func cmpFold(t *testing.T, s *projections.Store, evs []projections.Event) {
 	}
 }
 
-func cmpTraffic(t *testing.T, n int) []projections.Event {
+func cmpTraffic(t *testing.T, n int) []fold.Event {
 	g := workload.New(workload.Options{Seed: 5, Disorder: 10, Duplicates: 5, Foreign: 20,
 		Mix: workload.Mix{Fulfil: 15, Withdraw: 10, Reject: 10, Response: 5, Chat: 5}})
-	var evs []projections.Event
+	var evs []fold.Event
 	for i, raw := range g.Batch(n) {
 		evs = append(evs, cmpEvent(t, uint64(i+1), raw))
 	}
@@ -86,7 +88,7 @@ func TestCompareExtraEvent(t *testing.T) {
 	cmpFold(t, a, evs)
 	cmpFold(t, b, evs)
 	extra := cmpEvent(t, uint64(len(evs)+1), []byte(`{"protocol":"mew/v0.4","id":"late-reject","from":"auditor","kind":"mcp/reject","correlation_id":["p-1"],"payload":{"reason":"policy"}}`))
-	cmpFold(t, b, []projections.Event{extra})
+	cmpFold(t, b, []fold.Event{extra})
 
 	d, err := projections.Compare(a, b)
 	if err != nil || d == nil {
@@ -98,7 +100,7 @@ func TestCompareExtraEvent(t *testing.T) {
 	if d.ASeq != uint64(len(evs)) || d.BSeq != uint64(len(evs)+1) {
 		t.Fatalf("checkpoints %d %d", d.ASeq, d.BSeq)
 	}
-	if d.Kind != projections.MissingInA || d.Key.Table != projections.TableEventRef || d.Key.ID != "late-reject" {
+	if d.Kind != model.MissingInA || d.Key.Table != model.TableEventRef || d.Key.ID != "late-reject" {
 		// The event-id index sorts before history and proposals.
 		t.Fatalf("first difference: %s", d)
 	}
@@ -111,7 +113,7 @@ func TestCompareExtraEvent(t *testing.T) {
 	}
 	// And the other way round.
 	d2, _ := projections.Compare(b, a)
-	if d2 == nil || d2.Kind != projections.MissingInB || d2.Proposal != "p-1" {
+	if d2 == nil || d2.Kind != model.MissingInB || d2.Proposal != "p-1" {
 		t.Fatalf("reverse: %s", d2)
 	}
 }
@@ -119,7 +121,7 @@ func TestCompareExtraEvent(t *testing.T) {
 // TestCompareValuesDiffer: the same events but one with another reason:
 // the proposal record differs, and the differing fields are listed.
 func TestCompareValuesDiffer(t *testing.T) {
-	base := []projections.Event{
+	base := []fold.Event{
 		cmpEvent(t, 1, []byte(`{"protocol":"mew/v0.4","id":"x","from":"alice","kind":"mcp/proposal","payload":{"method":"m","params":{}}}`)),
 	}
 	a, b := cmpStore(t), cmpStore(t)
@@ -129,7 +131,7 @@ func TestCompareValuesDiffer(t *testing.T) {
 	if err != nil || d == nil {
 		t.Fatalf("Compare = %v, %v", d, err)
 	}
-	if d.Kind != projections.ValuesDiffer || d.Proposal != "x" {
+	if d.Kind != model.ValuesDiffer || d.Proposal != "x" {
 		t.Fatalf("difference: %s", d)
 	}
 	t.Log(d)
@@ -137,7 +139,7 @@ func TestCompareValuesDiffer(t *testing.T) {
 
 func TestDecodeKey(t *testing.T) {
 	s := cmpStore(t)
-	cmpFold(t, s, []projections.Event{
+	cmpFold(t, s, []fold.Event{
 		cmpEvent(t, 1, []byte(`{"protocol":"mew/v0.4","id":"a.b c","from":"alice","to":["t1"],"kind":"mcp/proposal","payload":{"method":"m","params":{},"ttl_ms":1000}}`)),
 	})
 	var tables []string
@@ -153,13 +155,13 @@ func TestDecodeKey(t *testing.T) {
 			t.Fatalf("dump line %q: %v", line, err)
 		}
 		k := projections.DecodeKey([]byte(key))
-		if k.Table == projections.TableUnknown {
+		if k.Table == model.TableUnknown {
 			t.Fatalf("key %q does not decode", key)
 		}
-		if k.Table != projections.TableCheckpoint && k.Table != projections.TableStats && k.Table != projections.TableSpace && k.ID != "a.b c" {
+		if k.Table != model.TableCheckpoint && k.Table != model.TableStats && k.Table != model.TableSpace && k.ID != "a.b c" {
 			t.Fatalf("key %q decodes to %+v", key, k)
 		}
-		if k.Table == projections.TableDeadline && !k.Deadline.Equal(cmpT0.Add(time.Millisecond+time.Second)) {
+		if k.Table == model.TableDeadline && !k.Deadline.Equal(cmpT0.Add(time.Millisecond+time.Second)) {
 			t.Fatalf("deadline %v", k.Deadline)
 		}
 		if !seen[k.Table] {
@@ -168,12 +170,12 @@ func TestDecodeKey(t *testing.T) {
 		}
 		_ = k.String()
 	}
-	for _, want := range []string{projections.TableCheckpoint, projections.TableProposal, projections.TableHistory, projections.TableIndex, projections.TableDeadline, projections.TableEventRef, projections.TableStats, projections.TableSpace} {
+	for _, want := range []string{model.TableCheckpoint, model.TableProposal, model.TableHistory, model.TableIndex, model.TableDeadline, model.TableEventRef, model.TableStats, model.TableSpace} {
 		if !slices.Contains(tables, want) {
 			t.Errorf("no %s key in %v", want, tables)
 		}
 	}
-	if k := projections.DecodeKey([]byte("Pnot-escaped")); k.Table != projections.TableUnknown {
+	if k := projections.DecodeKey([]byte("Pnot-escaped")); k.Table != model.TableUnknown {
 		t.Fatalf("garbage decodes as %+v", k)
 	}
 }

@@ -7,15 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/hostile"
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
 // checkEncoders requires each fast encoder to produce json.Marshal's bytes
 // (or json.Marshal's error).
-func checkEncoders(t *testing.T, p *Proposal, h *HistoryEntry, r *EventRef) {
+func checkEncoders(t *testing.T, p *model.Proposal, h *model.HistoryEntry, r *fold.EventRef) {
 	t.Helper()
 	same := func(what string, got []byte, gerr error, v any) {
 		t.Helper()
@@ -43,8 +45,8 @@ func checkEncoders(t *testing.T, p *Proposal, h *HistoryEntry, r *EventRef) {
 // random records with hostile strings, odd times and every optional field
 // on and off.
 func TestEncodersMatchMarshal(t *testing.T) {
-	st := NewMemState()
-	f := NewFolder()
+	st := fold.NewMemState()
+	f := fold.NewFolder()
 	seq := uint64(0)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	fold := func(raw []byte) {
@@ -53,7 +55,7 @@ func TestEncodersMatchMarshal(t *testing.T) {
 		if d, err := ledger.Decode(raw, ledger.DecodeOptions{}); err == nil && d.Type.Valid() {
 			subj = subjects.Event{Space: "default", Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()
 		}
-		if _, err := f.Apply(st, Event{Seq: seq, Time: t0.Add(time.Duration(seq) * time.Second), Subject: subj, Raw: raw}); err != nil {
+		if _, err := f.Apply(st, fold.Event{Seq: seq, Time: t0.Add(time.Duration(seq) * time.Second), Subject: subj, Raw: raw}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,7 +64,7 @@ func TestEncodersMatchMarshal(t *testing.T) {
 	for range 3000 {
 		fold(g.Next())
 	}
-	cases, err := hostile.LoadDefault()
+	cases, err := badinput.LoadDefault()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +106,7 @@ var hostileStrings = []string{
 
 func strings256() string { return string(bytes.Repeat([]byte("x"), 256)) }
 
-func randomRecords(rng *rand.Rand) (*Proposal, *HistoryEntry, *EventRef) {
+func randomRecords(rng *rand.Rand) (*model.Proposal, *model.HistoryEntry, *fold.EventRef) {
 	s := func() string { return hostileStrings[rng.IntN(len(hostileStrings))] }
 	list := func() []string {
 		switch rng.IntN(4) {
@@ -142,33 +144,33 @@ func randomRecords(rng *rand.Rand) (*Proposal, *HistoryEntry, *EventRef) {
 		}
 		return rng.Uint64() >> rng.IntN(64)
 	}
-	p := &Proposal{
-		ID: s(), Space: s(), State: ProposalState(s()), Proposer: s(), To: list(), Method: s(),
+	p := &model.Proposal{
+		ID: s(), Space: s(), State: model.ProposalState(s()), Proposer: s(), To: list(), Method: s(),
 		Params: params[rng.IntN(len(params))], Dialect: s(), Kind: s(), Context: s(),
 		CreatedSeq: u(), CreatedAt: tm(), UpdatedSeq: u(), UpdatedAt: tm(), DecidedBy: s(), DecidedEvent: s(),
 		DecidedSeq: u(), Reason: s(), Anomalies: list(), Events: rng.IntN(1000) - 10, Digest: s(),
 	}
 	if rng.IntN(4) > 0 {
-		p.Rejections = []Rejection{}
+		p.Rejections = []model.Rejection{}
 		for range rng.IntN(3) {
-			p.Rejections = append(p.Rejections, Rejection{Event: s(), Seq: u(), From: s(), Reason: s(), Explanation: s(), Late: rng.IntN(2) == 0})
+			p.Rejections = append(p.Rejections, model.Rejection{Event: s(), Seq: u(), From: s(), Reason: s(), Explanation: s(), Late: rng.IntN(2) == 0})
 		}
 	}
 	if rng.IntN(4) > 0 {
-		p.Fulfillments = []Fulfillment{}
+		p.Fulfillments = []model.Fulfillment{}
 		for range rng.IntN(3) {
-			f := Fulfillment{Event: s(), Seq: u(), From: s(), Late: rng.IntN(2) == 0, Outcome: s(), Response: s(), Anomalies: list(), To: list()}
+			f := model.Fulfillment{Event: s(), Seq: u(), From: s(), Late: rng.IntN(2) == 0, Outcome: s(), Response: s(), Anomalies: list(), To: list()}
 			for range rng.IntN(3) {
-				f.Responses = append(f.Responses, Response{Event: s(), Seq: u(), From: s(), Outcome: s()})
+				f.Responses = append(f.Responses, model.Response{Event: s(), Seq: u(), From: s(), Outcome: s()})
 			}
 			if rng.IntN(4) == 0 {
-				f.Responses = []Response{}
+				f.Responses = []model.Response{}
 			}
 			p.Fulfillments = append(p.Fulfillments, f)
 		}
 	}
 	if rng.IntN(2) == 0 {
-		p.Withdrawal = &Withdrawal{Event: s(), Seq: u(), From: s(), Reason: s(), Explanation: s()}
+		p.Withdrawal = &model.Withdrawal{Event: s(), Seq: u(), From: s(), Reason: s(), Explanation: s()}
 	}
 	if rng.IntN(2) == 0 {
 		e := tm()
@@ -176,10 +178,10 @@ func randomRecords(rng *rand.Rand) (*Proposal, *HistoryEntry, *EventRef) {
 	}
 	if rng.IntN(3) == 0 {
 		for range rng.IntN(3) {
-			p.Approvals = append(p.Approvals, Approval{Event: s(), Seq: u(), From: s(), Reason: s(), Counted: rng.IntN(2) == 0, Late: rng.IntN(2) == 0, Why: s()})
+			p.Approvals = append(p.Approvals, model.Approval{Event: s(), Seq: u(), From: s(), Reason: s(), Counted: rng.IntN(2) == 0, Late: rng.IntN(2) == 0, Why: s()})
 		}
 		if rng.IntN(2) == 0 {
-			p.Approvals = []Approval{}
+			p.Approvals = []model.Approval{}
 		}
 	}
 	if rng.IntN(3) == 0 {
@@ -188,15 +190,15 @@ func randomRecords(rng *rand.Rand) (*Proposal, *HistoryEntry, *EventRef) {
 	}
 	if rng.IntN(2) == 0 {
 		for range 1 + rng.IntN(3) {
-			p.Targets = append(p.Targets, Target{ID: s(), Sources: list()})
+			p.Targets = append(p.Targets, model.Target{ID: s(), Sources: list()})
 		}
 	}
 	if rng.IntN(8) == 0 {
-		p.Kernel = &Kernel{ActionType: ledger.ActionWrite, Approvers: list(), Form: s()}
+		p.Kernel = &model.Kernel{ActionType: model.ActionWrite, Approvers: list(), Form: s()}
 	}
-	h := &HistoryEntry{Seq: u(), ID: s(), Type: s(), Kind: s(), From: s(), At: tm(), Effect: Effect(s()), Reason: s(),
+	h := &model.HistoryEntry{Seq: u(), ID: s(), Type: s(), Kind: s(), From: s(), At: tm(), Effect: model.Effect(s()), Reason: s(),
 		Code: s(), Detail: s(), Anomalies: list(), Target: s(), Text: s(), Outcome: s(), ResolvedSeq: u()}
-	r := &EventRef{Seq: u(), Type: ledger.Type(s()), Digest: s(), From: s(), Status: EventStatus(s()), Proposals: list()}
+	r := &fold.EventRef{Seq: u(), Type: ledger.Type(s()), Digest: s(), From: s(), Status: fold.EventStatus(s()), Proposals: list()}
 	return p, h, r
 }
 
@@ -209,26 +211,26 @@ func FuzzEncoders(f *testing.F) {
 		if json.Valid(params) {
 			raw = params
 		}
-		p := &Proposal{ID: a, Space: b, State: StatePending, Proposer: b, To: []string{a, b}, Method: a, Params: raw,
-			CreatedSeq: n, CreatedAt: at, UpdatedAt: at, Rejections: []Rejection{{Event: a, From: b, Explanation: a}},
-			Fulfillments: []Fulfillment{{Event: b, Anomalies: []string{a}}}, Anomalies: []string{}, ExpiresAt: &at, Digest: a}
-		h := &HistoryEntry{Seq: n, ID: a, Type: b, At: at, Detail: a + b, Anomalies: []string{b}, Text: a}
-		r := &EventRef{Seq: n, Digest: a, From: b, Proposals: []string{a}}
+		p := &model.Proposal{ID: a, Space: b, State: model.StatePending, Proposer: b, To: []string{a, b}, Method: a, Params: raw,
+			CreatedSeq: n, CreatedAt: at, UpdatedAt: at, Rejections: []model.Rejection{{Event: a, From: b, Explanation: a}},
+			Fulfillments: []model.Fulfillment{{Event: b, Anomalies: []string{a}}}, Anomalies: []string{}, ExpiresAt: &at, Digest: a}
+		h := &model.HistoryEntry{Seq: n, ID: a, Type: b, At: at, Detail: a + b, Anomalies: []string{b}, Text: a}
+		r := &fold.EventRef{Seq: n, Digest: a, From: b, Proposals: []string{a}}
 		checkEncoders(t, p, h, r)
 	})
 }
 
 // marshalProposal is json.Marshal(p).
-func marshalProposal(p *Proposal) ([]byte, error) {
+func marshalProposal(p *model.Proposal) ([]byte, error) {
 	return appendMarshalProposal(make([]byte, 0, 512+len(p.Params)), p)
 }
 
 // marshalHistory is json.Marshal(h).
-func marshalHistory(h *HistoryEntry) ([]byte, error) {
+func marshalHistory(h *model.HistoryEntry) ([]byte, error) {
 	return appendMarshalHistory(make([]byte, 0, 192+len(h.Detail)+len(h.Text)), h)
 }
 
 // marshalEventRef is json.Marshal(r).
-func marshalEventRef(r *EventRef) ([]byte, error) {
+func marshalEventRef(r *fold.EventRef) ([]byte, error) {
 	return appendEventRef(make([]byte, 0, 160), r), nil
 }

@@ -6,19 +6,20 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
 // benchEvents builds n stored events of the benchmark mix, as the append
 // path would store them.
-func benchEvents(b testing.TB, n int) []projections.Event {
+func benchEvents(b testing.TB, n int) []fold.Event {
 	b.Helper()
 	g := workload.New(workload.Options{Seed: 42, PadTo: 600})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	evs := make([]projections.Event, 0, n)
+	evs := make([]fold.Event, 0, n)
 	for i := 0; len(evs) < n; i++ {
 		raw := g.Next()
 		d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: t0})
@@ -26,7 +27,7 @@ func benchEvents(b testing.TB, n int) []projections.Event {
 			b.Fatal(err)
 		}
 		subj := subjects.Event{Space: "default", Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()
-		evs = append(evs, projections.Event{Seq: uint64(len(evs) + 1), Time: t0.Add(time.Duration(i) * time.Millisecond), Subject: subj, Raw: raw})
+		evs = append(evs, fold.Event{Seq: uint64(len(evs) + 1), Time: t0.Add(time.Duration(i) * time.Millisecond), Subject: subj, Raw: raw})
 	}
 	return evs
 }
@@ -34,11 +35,11 @@ func benchEvents(b testing.TB, n int) []projections.Event {
 // BenchmarkFoldMem measures the pure fold into a MemState.
 func BenchmarkFoldMem(b *testing.B) {
 	evs := benchEvents(b, 20000)
-	f := projections.NewFolder()
+	f := fold.NewFolder()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; {
-		st := projections.NewMemState()
+		st := fold.NewMemState()
 		for _, ev := range evs {
 			if _, err := f.Apply(st, ev); err != nil {
 				b.Fatal(err)
@@ -55,7 +56,7 @@ func BenchmarkFoldMem(b *testing.B) {
 // 1000 events, committed with Sync, as the projector does.
 func BenchmarkFoldStore(b *testing.B) {
 	evs := benchEvents(b, 20000)
-	f := projections.NewFolder()
+	f := fold.NewFolder()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; {

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/hostile"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -32,12 +33,12 @@ var foldEpilogue = struct{ subject, raw string }{
 
 // foldAll folds the prologue, the fuzzed events and the epilogue into a
 // fresh MemState and returns it with every outcome and the spaces touched.
-func foldAll(t *testing.T, events [][2]string) (*projections.MemState, []projections.Outcome, map[string]bool) {
+func foldAll(t *testing.T, events [][2]string) (*fold.MemState, []fold.Outcome, map[string]bool) {
 	t.Helper()
-	st := projections.NewMemState()
-	f := projections.NewFolder()
+	st := fold.NewMemState()
+	f := fold.NewFolder()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	var all []projections.Outcome
+	var all []fold.Outcome
 	spaces := map[string]bool{}
 	seq := uint64(0)
 	fold := func(subject, raw string) {
@@ -49,7 +50,7 @@ func foldAll(t *testing.T, events [][2]string) (*projections.MemState, []project
 		} else {
 			spaces[""] = true
 		}
-		out, err := f.Apply(st, projections.Event{Seq: seq, Time: t0.Add(time.Duration(seq) * time.Second), Subject: subject, Raw: []byte(raw)})
+		out, err := f.Apply(st, fold.Event{Seq: seq, Time: t0.Add(time.Duration(seq) * time.Second), Subject: subject, Raw: []byte(raw)})
 		if err != nil {
 			t.Fatalf("seq %d (%q): the fold failed on a healthy state: %v", seq, subject, err)
 		}
@@ -66,16 +67,16 @@ func foldAll(t *testing.T, events [][2]string) (*projections.MemState, []project
 }
 
 // snapshot is everything a MemState holds for some spaces, as JSON.
-func snapshot(t *testing.T, st *projections.MemState, spaces map[string]bool) string {
+func snapshot(t *testing.T, st *fold.MemState, spaces map[string]bool) string {
 	t.Helper()
 	type space struct {
-		Proposals []*projections.Proposal
-		History   map[string][]projections.HistoryEntry
-		Stats     *projections.Stats
+		Proposals []*model.Proposal
+		History   map[string][]model.HistoryEntry
+		Stats     *model.Stats
 	}
 	out := map[string]space{}
 	for sp := range spaces {
-		s := space{Proposals: st.Proposals(sp), History: map[string][]projections.HistoryEntry{}}
+		s := space{Proposals: st.Proposals(sp), History: map[string][]model.HistoryEntry{}}
 		for _, k := range st.HistoryKeys(sp) {
 			s.History[k] = st.History(sp, k)
 		}
@@ -95,7 +96,7 @@ func snapshot(t *testing.T, st *projections.MemState, spaces map[string]bool) st
 // exactly once in its space's statistics, and never touches the proposals
 // of the prologue through a subject that does not name them.
 func FuzzFold(f *testing.F) {
-	if cases, err := hostile.LoadDefault(); err == nil {
+	if cases, err := badinput.LoadDefault(); err == nil {
 		// Every fifth case: a seed corpus of hundreds slows fuzzing's
 		// start-up (coverage baseline) to tens of seconds.
 		for i, c := range cases {

@@ -3,8 +3,21 @@ package projections
 import (
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
+
+	"github.com/mewledger/ledger/internal/testkit/foldscript"
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 )
+
+// TestFoldScriptsOnStore runs the fold's data-driven scripts
+// (fold/testdata/fold) again, checking at each replay and at the end of
+// every script that the Pebble store, committed in batches of one and of
+// many, holds exactly what the MemState holds.
+func TestFoldScriptsOnStore(t *testing.T) {
+	foldscript.Walk(t, filepath.Join("fold", "testdata", "fold"), compareWithStore)
+}
 
 // compareWithStore folds log into fresh Pebble stores (in-memory vfs) —
 // committed event by event, in batches of three (so that reads cross both
@@ -12,7 +25,7 @@ import (
 // in runs of seven and in one run of the whole log — and checks that every
 // proposal, history, statistics and gap list of mem is exactly what each
 // store holds, and that the stores are byte-identical.
-func compareWithStore(t *testing.T, mem *MemState, log []Event) {
+func compareWithStore(t *testing.T, mem *fold.MemState, log []fold.Event) {
 	t.Helper()
 	var first string
 	for _, c := range []struct {
@@ -46,9 +59,9 @@ func compareWithStore(t *testing.T, mem *MemState, log []Event) {
 }
 
 // foldBatches folds log into s, unprepared, committing every size events.
-func foldBatches(t *testing.T, s *Store, log []Event, size int) {
+func foldBatches(t *testing.T, s *Store, log []fold.Event, size int) {
 	t.Helper()
-	f := NewFolder()
+	f := fold.NewFolder()
 	for i := 0; i < len(log); i += size {
 		b := s.NewBatch()
 		end := min(i+size, len(log))
@@ -65,7 +78,7 @@ func foldBatches(t *testing.T, s *Store, log []Event, size int) {
 
 // compareViews checks that every proposal, history, statistics and gap
 // list of mem is exactly what s serves.
-func compareViews(t *testing.T, mem *MemState, s *Store) {
+func compareViews(t *testing.T, mem *fold.MemState, s *Store) {
 	t.Helper()
 	enc := func(v any) string { j, _ := json.Marshal(v); return string(j) }
 	for _, sp := range mem.Spaces() {
@@ -93,7 +106,7 @@ func compareViews(t *testing.T, mem *MemState, s *Store) {
 			t.Fatal(err)
 		}
 		if ms == nil {
-			ms = NewStats() // what the store serves for a space without stats
+			ms = model.NewStats() // what the store serves for a space without stats
 		}
 		if a, b := enc(ms), enc(ss); a != b {
 			t.Fatalf("stats of %q differ:\nmem:   %s\nstore: %s", sp, a, b)
@@ -104,7 +117,7 @@ func compareViews(t *testing.T, mem *MemState, s *Store) {
 		}
 		want := mem.Gaps(sp)
 		if len(want) == 0 {
-			want = []Gap{}
+			want = []model.Gap{}
 		}
 		if a, b := enc(want), enc(gaps); a != b {
 			t.Fatalf("gaps of %q differ:\nmem:   %s\nstore: %s", sp, a, b)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/hostile"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 type countingWriter struct{ n int }
@@ -37,7 +37,7 @@ func TestFoldOrphanAmplification(t *testing.T) {
 	}
 	s := openStore(t, t.TempDir())
 	b := s.NewBatch()
-	if _, err := projections.NewFolder().Apply(b, projections.Event{Seq: 1, Time: time.Unix(1767225600, 0), Subject: "ledger.default.missing-0.withdraw.mallory", Raw: raw}); err != nil {
+	if _, err := fold.NewFolder().Apply(b, fold.Event{Seq: 1, Time: time.Unix(1767225600, 0), Subject: "ledger.default.missing-0.withdraw.mallory", Raw: raw}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Commit(1); err != nil {
@@ -63,13 +63,13 @@ func TestFoldOrphanAmplification(t *testing.T) {
 // the length of its history").
 func TestFoldEventsCountsHistoryFiledBeforeCreation(t *testing.T) {
 	s := openStore(t, t.TempDir())
-	f := projections.NewFolder()
+	f := fold.NewFolder()
 	b := s.NewBatch()
 	at := time.Unix(1767225600, 0)
-	if _, err := f.Apply(b, projections.Event{Seq: 1, Time: at, Subject: "ledger.default.k.withdraw.x", Raw: []byte("{")}); err != nil {
+	if _, err := f.Apply(b, fold.Event{Seq: 1, Time: at, Subject: "ledger.default.k.withdraw.x", Raw: []byte("{")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Apply(b, projections.Event{Seq: 2, Time: at, Subject: "ledger.default.k.proposal.a",
+	if _, err := f.Apply(b, fold.Event{Seq: 2, Time: at, Subject: "ledger.default.k.proposal.a",
 		Raw: []byte(`{"protocol":"mew/v0.4","id":"k","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +98,14 @@ func TestFoldEventsCountsHistoryFiledBeforeCreation(t *testing.T) {
 // (deterministic), not in time.
 func TestFoldManyTargetsLinear(t *testing.T) {
 	const n = 3000
-	raw := hostile.Generators["corr-entries"](n)
+	raw := badinput.Generators["corr-entries"](n)
 	s := openStore(t, t.TempDir())
 	b := s.NewBatch()
 	defer b.Discard()
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	if _, err := projections.NewFolder().Apply(b, projections.Event{Seq: 1, Time: time.Unix(1767225600, 0),
+	if _, err := fold.NewFolder().Apply(b, fold.Event{Seq: 1, Time: time.Unix(1767225600, 0),
 		Subject: "ledger.default.p0.withdraw.hostile-agent", Raw: raw}); err != nil {
 		t.Fatal(err)
 	}

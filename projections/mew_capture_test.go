@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -109,9 +111,9 @@ func TestMEWCaptures(t *testing.T) {
 		t.Fatal("expected.json names nothing")
 	}
 	base := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC)
-	mem := NewMemState()
-	f := NewFolder()
-	var log []Event
+	mem := fold.NewMemState()
+	f := fold.NewFolder()
+	var log []fold.Event
 	names := make([]string, 0, len(exp.Scenarios))
 	for name := range exp.Scenarios {
 		names = append(names, name)
@@ -140,7 +142,7 @@ func TestMEWCaptures(t *testing.T) {
 			if string(p.Decoded.Type) != lc.Type || p.Decoded.Env.ID != lc.ID {
 				t.Fatalf("%s line %d: %s %s, expected.json says %s %s", sc.File, lc.Line, p.Decoded.Type, p.Decoded.Env.ID, lc.Type, lc.ID)
 			}
-			ev := Event{Seq: uint64(len(log) + 1), Time: at, Subject: p.Subject, Raw: raw}
+			ev := fold.Event{Seq: uint64(len(log) + 1), Time: at, Subject: p.Subject, Raw: raw}
 			log = append(log, ev)
 			if _, err := f.Apply(mem, ev); err != nil {
 				t.Fatal(err)
@@ -230,7 +232,7 @@ func TestMEWCaptures(t *testing.T) {
 				check("lifecycle effects", effects, want.LifecycleEffects)
 			}
 			for _, hid := range want.HistoryIncludes {
-				if !slices.ContainsFunc(hist, func(h HistoryEntry) bool { return h.ID == hid }) {
+				if !slices.ContainsFunc(hist, func(h model.HistoryEntry) bool { return h.ID == hid }) {
 					t.Errorf("history lacks %s%s", hid, ctx)
 				}
 			}

@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -14,8 +15,8 @@ import (
 // Stats.OrphansWaiting equals the number of entries in its orphan lists
 // (so a space whose counter is 0 has no list to read).
 func TestOrphansWaitingCountsEveryList(t *testing.T) {
-	st := NewMemState()
-	f := NewFolder()
+	st := fold.NewMemState()
+	f := fold.NewFolder()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := uint64(0)
 	most := int64(0) // the most orphans seen waiting at once
@@ -26,7 +27,7 @@ func TestOrphansWaitingCountsEveryList(t *testing.T) {
 		if d, err := ledger.Decode(raw, ledger.DecodeOptions{}); err == nil && d.Type.Valid() {
 			subj = subjects.Event{Space: space, Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()
 		}
-		if _, err := f.Apply(st, Event{Seq: seq, Time: t0.Add(time.Duration(seq) * time.Second), Subject: subj, Raw: raw}); err != nil {
+		if _, err := f.Apply(st, fold.Event{Seq: seq, Time: t0.Add(time.Duration(seq) * time.Second), Subject: subj, Raw: raw}); err != nil {
 			t.Fatal(err)
 		}
 		for _, sp := range st.Spaces() {

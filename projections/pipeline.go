@@ -1,14 +1,17 @@
 package projections
 
 import (
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // PipelineOptions configures a Pipeline.
 type PipelineOptions struct {
 	// Folder is the fold; default NewFolder().
-	Folder *Folder
+	Folder *fold.Folder
 	// Presize, if > 0, sizes each batch's overlay for about that many
 	// events (a rebuild's runs are large: growing the maps was
 	// measurable). 0 lets the maps grow.
@@ -21,7 +24,7 @@ func (o *PipelineOptions) Validate() error {
 		return fmt.Errorf("projections: pipeline options: Presize %d is negative", o.Presize)
 	}
 	if o.Folder == nil {
-		o.Folder = NewFolder()
+		o.Folder = fold.NewFolder()
 	}
 	return nil
 }
@@ -99,7 +102,7 @@ func (p *Pipeline) Next() uint64 { return p.next }
 // A failed commit is reported as the error of the Fold, Settle or Close
 // that settles it, and outranks the fold's own error (a fold that read
 // through a batch whose commit failed may have failed for that).
-func (p *Pipeline) Fold(evs []Event, settle func(BatchInfo)) error {
+func (p *Pipeline) Fold(evs []fold.Event, settle func(BatchInfo)) error {
 	if p.err != nil {
 		return p.err
 	}
@@ -144,7 +147,7 @@ func (p *Pipeline) Fold(evs []Event, settle func(BatchInfo)) error {
 }
 
 // fold prepares evs and applies them to b.
-func (p *Pipeline) fold(b *Batch, evs []Event) error {
+func (p *Pipeline) fold(b *Batch, evs []fold.Event) error {
 	if err := p.opts.Folder.Prepare(b, evs); err != nil {
 		return fmt.Errorf("projections: prepare seq %d..: %w", evs[0].Seq, err)
 	}
@@ -169,7 +172,7 @@ func (p *Pipeline) Committed() <-chan struct{} {
 
 // Settle waits for the commit in flight, if any, and settles it: its
 // settle callback when it committed, else the pipeline stops with a
-// *commitError (naming the batch's last sequence), which Settle returns.
+// *CommitError (naming the batch's last sequence), which Settle returns.
 // With no commit in flight it returns nil.
 func (p *Pipeline) Settle() error {
 	c := p.inflight
@@ -181,7 +184,7 @@ func (p *Pipeline) Settle() error {
 	if c.err != nil {
 		// What was folded after it read its writes: nothing more may be
 		// committed, and the store's checkpoint says where to resume.
-		return p.stop(&commitError{seq: c.info.LastSeq, err: c.err})
+		return p.stop(&CommitError{seq: c.info.LastSeq, err: c.err})
 	}
 	c.info.Took = c.committed.Sub(c.start) // fold + commit, not the wait to settle
 	if c.settle != nil {
@@ -209,14 +212,32 @@ func (p *Pipeline) stop(err error) error {
 	return err
 }
 
-// commitError is a pipeline commit that failed.
-type commitError struct {
+// CommitError is a pipeline commit that failed; Settle and the loops
+// around the pipeline return it (match it with errors.As).
+type CommitError struct {
 	seq uint64
 	err error
 }
 
-func (e *commitError) Error() string {
+func (e *CommitError) Error() string {
 	return fmt.Sprintf("projections: commit through seq %d: %v", e.seq, e.err)
 }
 
-func (e *commitError) Unwrap() error { return e.err }
+func (e *CommitError) Unwrap() error { return e.err }
+
+// ErrGap is returned (by the pipeline, and the projector's Run) when the stream does not hold an event the
+// projection needs next (it starts after the checkpoint + 1): events were
+// removed from an append-only log, or the projection belongs to another
+// stream. The projector stops rather than skip them.
+var ErrGap = errors.New("projections: gap between projection and stream")
+
+// BatchInfo describes one committed batch, for metrics.
+type BatchInfo struct {
+	Events   int           // events folded
+	FirstSeq uint64        // first stream sequence folded
+	LastSeq  uint64        // checkpoint after the commit
+	Took     time.Duration // fold + commit time
+	// LastStored is the stream time of the last event: now minus it is the
+	// projection's lag behind appends.
+	LastStored time.Time
+}

@@ -9,36 +9,37 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
 // mixLog returns n events of a workload with orphans, duplicates and
 // every lifecycle operation, numbered from 1.
-func mixLog(t *testing.T, n int) []Event {
+func mixLog(t *testing.T, n int) []fold.Event {
 	t.Helper()
 	g := workload.New(workload.Options{Seed: 11, PadTo: 200, Disorder: 20, Duplicates: 5,
 		Mix: workload.Mix{Fulfil: 20, Withdraw: 10, Reject: 15, Response: 10, Chat: 10}})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	log := make([]Event, 0, n)
+	log := make([]fold.Event, 0, n)
 	for i := 1; i <= n; i++ {
 		raw := g.Next()
 		subj := "ledger.default.x.proposal.y"
 		if d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: t0}); err == nil && d.Type.Valid() {
 			subj = subjects.Event{Space: "default", Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()
 		}
-		log = append(log, Event{Seq: uint64(i), Time: t0.Add(time.Duration(i) * time.Millisecond), Subject: subj, Raw: raw})
+		log = append(log, fold.Event{Seq: uint64(i), Time: t0.Add(time.Duration(i) * time.Millisecond), Subject: subj, Raw: raw})
 	}
 	return log
 }
 
 // runs cuts log[lo:] into runs of size events, each a copy (the pipeline
 // keeps its decoding in the events).
-func runs(log []Event, lo, size int) [][]Event {
-	var out [][]Event
+func runs(log []fold.Event, lo, size int) [][]fold.Event {
+	var out [][]fold.Event
 	for ; lo < len(log); lo += size {
-		out = append(out, append([]Event(nil), log[lo:min(lo+size, len(log))]...))
+		out = append(out, append([]fold.Event(nil), log[lo:min(lo+size, len(log))]...))
 	}
 	return out
 }
@@ -191,14 +192,14 @@ func TestPipelineGapStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pl.Fold(append([]Event(nil), log[:20]...), nil); err != nil {
+	if err := pl.Fold(append([]fold.Event(nil), log[:20]...), nil); err != nil {
 		t.Fatal(err)
 	}
-	holed := append(append([]Event(nil), log[20:30]...), log[31:40]...)
+	holed := append(append([]fold.Event(nil), log[20:30]...), log[31:40]...)
 	if err := pl.Fold(holed, nil); !errors.Is(err, ErrGap) || !strings.Contains(err.Error(), "expected seq 31, got 32") {
 		t.Fatalf("Fold with a hole: %v, want ErrGap at 31", err)
 	}
-	if err := pl.Fold(append([]Event(nil), log[20:30]...), nil); !errors.Is(err, ErrGap) {
+	if err := pl.Fold(append([]fold.Event(nil), log[20:30]...), nil); !errors.Is(err, ErrGap) {
 		t.Fatalf("Fold after the gap: %v, want the gap again", err)
 	}
 	if err := pl.Close(); err != nil {
@@ -210,7 +211,7 @@ func TestPipelineGapStops(t *testing.T) {
 }
 
 // TestPipelineFailedCommitStops: the store's WAL fails under a commit. The
-// pipeline reports it (a *commitError naming the run's last sequence) from
+// pipeline reports it (a *CommitError naming the run's last sequence) from
 // the next call that settles, never settles that run nor any after it, and
 // the checkpoint stays at the last run that committed.
 func TestPipelineFailedCommitStops(t *testing.T) {
@@ -245,7 +246,7 @@ func TestPipelineFailedCommitStops(t *testing.T) {
 		t.Fatalf("Fold of run 3 (its commit runs after): %v", err)
 	}
 	err = pl.Fold(rs[3], rec.settle)
-	var ce *commitError
+	var ce *CommitError
 	if !errors.As(err, &ce) || ce.seq != 300 || !strings.Contains(err.Error(), "injected error") {
 		t.Fatalf("Fold after a failed commit: %v, want the commit of seq ..300 failed", err)
 	}

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -8,25 +9,27 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
+	"github.com/mewledger/ledger/internal/testkit/foldscript"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
 // foldIntoStore folds log into a fresh in-memory store in batches of
 // batchSize events (Prepare first when prepare is set) and returns its
 // Dump.
-func foldIntoStore(t *testing.T, log []Event, batchSize int, prepare bool) string {
+func foldIntoStore(t *testing.T, log []fold.Event, batchSize int, prepare bool) string {
 	t.Helper()
 	s, err := OpenStore(StoreOptions{FS: vfs.NewMem(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	f := NewFolder()
+	f := fold.NewFolder()
 	for lo := 0; lo < len(log); lo += batchSize {
 		// Events are copied: Prepare keeps its work in them.
-		chunk := append([]Event(nil), log[lo:min(lo+batchSize, len(log))]...)
+		chunk := append([]fold.Event(nil), log[lo:min(lo+batchSize, len(log))]...)
 		b := s.NewBatch()
 		if prepare {
 			if err := f.Prepare(b, chunk); err != nil {
@@ -55,8 +58,8 @@ func foldIntoStore(t *testing.T, log []Event, batchSize int, prepare bool) strin
 // (so that events of one batch depend on each other): the stores must be
 // byte-identical.
 func TestPrepareChangesNothing(t *testing.T) {
-	datadriven.Walk(t, "testdata/fold", func(t *testing.T, path string) {
-		s := newFoldScript()
+	datadriven.Walk(t, filepath.Join("fold", "testdata", "fold"), func(t *testing.T, path string) {
+		s := foldscript.New()
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
 			// Only the log matters here: build it, answer nothing.
 			space := "default"
@@ -68,21 +71,21 @@ func TestPrepareChangesNothing(t *testing.T) {
 					if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
 						continue
 					}
-					ev := s.parseLine(t, space, line)
-					s.log = append(s.log, ev)
-					if _, err := s.f.Apply(s.st, ev); err != nil {
+					ev := s.ParseLine(t, space, line)
+					s.Log = append(s.Log, ev)
+					if _, err := s.Folder.Apply(s.State, ev); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
 			return td.Expected
 		})
-		if len(s.log) == 0 {
+		if len(s.Log) == 0 {
 			return
 		}
-		want := foldIntoStore(t, s.log, 1, false)
-		for _, n := range []int{1, 2, 3, 7, len(s.log)} {
-			if got := foldIntoStore(t, s.log, n, true); got != want {
+		want := foldIntoStore(t, s.Log, 1, false)
+		for _, n := range []int{1, 2, 3, 7, len(s.Log)} {
+			if got := foldIntoStore(t, s.Log, n, true); got != want {
 				t.Errorf("prepared in batches of %d: the store differs from the unprepared fold:\nprepared:\n%s\nunprepared:\n%s", n, got, want)
 			}
 		}
@@ -95,7 +98,7 @@ func TestPrepareChangesNothing(t *testing.T) {
 func TestPrepareBenchMix(t *testing.T) {
 	g := workload.New(workload.Options{Seed: 7, PadTo: 600})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var log []Event
+	var log []fold.Event
 	for i := 1; i <= 5000; i++ {
 		raw := g.Next()
 		d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: t0})
@@ -103,7 +106,7 @@ func TestPrepareBenchMix(t *testing.T) {
 			t.Fatal(err)
 		}
 		subj := subjects.Event{Space: "default", Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()
-		log = append(log, Event{Seq: uint64(i), Time: t0.Add(time.Duration(i) * time.Millisecond), Subject: subj, Raw: raw})
+		log = append(log, fold.Event{Seq: uint64(i), Time: t0.Add(time.Duration(i) * time.Millisecond), Subject: subj, Raw: raw})
 	}
 	want := foldIntoStore(t, log, 1000, false)
 	if got := foldIntoStore(t, log, 1000, true); got != want {
@@ -125,8 +128,8 @@ func TestPrepareAfterCommitIsAnError(t *testing.T) {
 	defer s.Close()
 	b := s.NewBatch()
 	b.Discard()
-	evs := []Event{{Seq: 1, Time: time.Unix(0, 0), Subject: "ledger.default.a.proposal.x", Raw: []byte(`{}`)}}
-	if err := NewFolder().Prepare(b, evs); err != ErrBatchDone {
+	evs := []fold.Event{{Seq: 1, Time: time.Unix(0, 0), Subject: "ledger.default.a.proposal.x", Raw: []byte(`{}`)}}
+	if err := fold.NewFolder().Prepare(b, evs); err != ErrBatchDone {
 		t.Fatalf("Prepare on a discarded batch: %v, want ErrBatchDone", err)
 	}
 }

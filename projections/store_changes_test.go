@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mewledger/ledger/internal/testkit/foldscript"
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // changeLog folds lines (one envelope each) into a fresh store, committing
@@ -13,12 +17,12 @@ import (
 func changeLog(t *testing.T, lines []string, batch int) (string, *Store) {
 	t.Helper()
 	s := openMemStore(t)
-	f := NewFolder()
+	f := fold.NewFolder()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	var evs []Event
+	var evs []fold.Event
 	for i, l := range lines {
 		at := t0.Add(time.Duration(i) * time.Second)
-		evs = append(evs, Event{Seq: uint64(i + 1), Time: at, Subject: defaultSubject("default", []byte(l), at), Raw: []byte(l)})
+		evs = append(evs, fold.Event{Seq: uint64(i + 1), Time: at, Subject: foldscript.DefaultSubject("default", []byte(l), at), Raw: []byte(l)})
 	}
 	for lo := 0; lo < len(evs); lo += batch {
 		hi := min(lo+batch, len(evs))
@@ -75,7 +79,7 @@ func TestChangeIndex(t *testing.T) {
 	if err != nil || len(cs) != 1 || cs[0].Seq != 4 || through != 4 || !more {
 		t.Fatalf("Changes(after 2, limit 1) = %+v through %d more %v err %v; want seq 4 through 4 more", cs, through, more, err)
 	}
-	cs, through, more, err = s.Changes(0, 0, 0, func(c *Change) bool { return c.ID == "p2" })
+	cs, through, more, err = s.Changes(0, 0, 0, func(c *model.Change) bool { return c.ID == "p2" })
 	if err != nil || len(cs) != 1 || cs[0].ID != "p2" || through != 7 || more {
 		t.Fatalf("Changes(keep p2) = %+v through %d more %v err %v", cs, through, more, err)
 	}
@@ -88,7 +92,7 @@ func TestChangeIndex(t *testing.T) {
 	}
 	defer it.close()
 	for ; it.valid; it.next() {
-		if ki := DecodeKey(it.key()); ki.Table == TableUnknown {
+		if ki := DecodeKey(it.key()); ki.Table == model.TableUnknown {
 			t.Fatalf("undecodable key %s", ki)
 		}
 	}
@@ -98,9 +102,9 @@ func TestChangeIndex(t *testing.T) {
 // bytes.
 func TestChangeEncoding(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-	for _, c := range []Change{
-		{Seq: 1, Space: "default", ID: "p1", State: StatePending, Anomalies: []string{}, Event: "p1", At: at},
-		{Seq: 2, Space: "sp <&>\u2028", ID: "\x00\"q\"", State: StateFulfilled, PrevState: StatePending,
+	for _, c := range []model.Change{
+		{Seq: 1, Space: "default", ID: "p1", State: model.StatePending, Anomalies: []string{}, Event: "p1", At: at},
+		{Seq: 2, Space: "sp <&>\u2028", ID: "\x00\"q\"", State: model.StateFulfilled, PrevState: model.StatePending,
 			Anomalies: []string{"a", "b"}, Added: []string{"b"}, Event: "f1", DecidedBy: "h\u00fc", At: at.In(time.FixedZone("x", 3600))},
 		{Seq: 3, ID: "y", At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 	} {

@@ -9,6 +9,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // Key layout of the Pebble store.
@@ -30,16 +32,16 @@ import (
 //	'D' deadline space id                      → "" : pending proposals with expires_at
 //	'E' space eventID                          → JSON EventRef
 //	'F' space key                              → decimal count of history entries filed under key
-//	                                             while it named no proposal (store_aux.go)
-//	'G' space seq                              → JSON Gap: a bridge's recording gap (store_gaps.go)
+//	                                             while it named no proposal (batch_aux.go)
+//	'G' space seq                              → JSON Gap: a bridge's recording gap (gaps.go)
 //	'H' space key seq                          → JSON HistoryEntry (History is one prefix scan)
 //	'I' space kind [value] ^createdSeq id      → created_at (8 B, unix nanos, sign-flipped)
 //	'O' space target                           → JSON []Orphan (the waiting list of target)
 //	'P' space id                               → JSON Proposal
 //	'S' space                                  → "" : the space has data (Spaces)
 //	'T' space                                  → JSON Stats
-//	'V' space id+"\x00"+digest                 → decimal seq: a superseded version of a reused id (store_gaps.go)
-//	'X' space seq                              → JSON ParkedEvent: an orphan event's bytes, stored once (store_aux.go)
+//	'V' space id+"\x00"+digest                 → decimal seq: a superseded version of a reused id (batch_version.go)
+//	'X' space seq                              → JSON ParkedEvent: an orphan event's bytes, stored once (batch_aux.go)
 //
 // Sequences in 'G' and 'X' keys are 8-byte big-endian strings written as
 // escaped components (parkedID); in 'C' keys a plain 8-byte prefix.
@@ -283,7 +285,7 @@ func (a *arena) reset() { a.b = a.b[:0] }
 // its deadline entry (empty value). A nil p has none. Commit deletes the
 // entries of the old version that the new one lacks and writes the new ones
 // that differ.
-func (a *arena) indexEntries(dst []kv, p *Proposal) []kv {
+func (a *arena) indexEntries(dst []kv, p *model.Proposal) []kv {
 	if p == nil {
 		return dst
 	}
@@ -321,7 +323,7 @@ func (a *arena) indexEntries(dst []kv, p *Proposal) []kv {
 			add(idxDomain, k.Target.Domain)
 		}
 	}
-	if p.State == StatePending && p.ExpiresAt != nil {
+	if p.State == model.StatePending && p.ExpiresAt != nil {
 		st := len(a.b)
 		a.b = appendDeadlineKey(a.b, clampNanos(*p.ExpiresAt), p.Space, p.ID)
 		dst = append(dst, kv{key: a.take(st)})

@@ -8,7 +8,7 @@ import (
 )
 
 // Metadata of the projection that is not a function of the log: the
-// identity of the stream it was folded from (see internal/app's log
+// identity of the stream it was folded from (see internal/server/app's log
 // check). Meta keys sort before every other key (tag 0x00) and are left
 // out of Dump, Digest and Compare, which describe the fold only: a
 // rebuild (which has no identity until it is served) and the live

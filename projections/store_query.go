@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // ErrBadQuery is wrapped by List errors caused by the query itself (missing
@@ -32,7 +34,7 @@ type ListQuery struct {
 	// lifecycle forms among the proposal's events, Proposal.Forms) filter
 	// on the proposal; ActionType, ResourceType and Domain on its kernel
 	// part.
-	State        ProposalState
+	State        model.ProposalState
 	Proposer     string
 	Target       string
 	Anomaly      string
@@ -57,7 +59,7 @@ type ListQuery struct {
 
 // ListPage is one page of a List.
 type ListPage struct {
-	Proposals []*Proposal
+	Proposals []*model.Proposal
 	// NextCursor resumes after the last proposal of this page; empty when
 	// there are no more.
 	NextCursor string
@@ -77,8 +79,8 @@ type ListPage struct {
 // The whole call reads one consistent snapshot.
 func (s *Store) List(q ListQuery) (ListPage, error) {
 	var page ListPage
-	next, err := s.list(q, func(n int) { page.Proposals = make([]*Proposal, n) }, func(i int, v []byte) error {
-		p := new(Proposal)
+	next, err := s.list(q, func(n int) { page.Proposals = make([]*model.Proposal, n) }, func(i int, v []byte) error {
+		p := new(model.Proposal)
 		if err := json.Unmarshal(v, p); err != nil {
 			return err
 		}
@@ -122,36 +124,10 @@ func (s *Store) ListRaw(q ListQuery) (RawPage, error) {
 // stored value of each proposal (valid only during the call) and its index
 // in the page, and returns the next cursor.
 func (s *Store) list(q ListQuery, size func(n int), each func(i int, v []byte) error) (string, error) {
-	if q.Space == "" {
-		return "", fmt.Errorf("%w: list: space is required", ErrBadQuery)
+	lp, err := listParamsOf(q)
+	if err != nil {
+		return "", err
 	}
-	if q.State != "" && !validState(q.State) {
-		return "", fmt.Errorf("%w: list: unknown state %q", ErrBadQuery, q.State)
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	if limit > MaxListLimit {
-		limit = MaxListLimit
-	}
-	var start []byte
-	if q.Cursor != "" {
-		seq, id, err := decodeCursor(q.Cursor)
-		if err != nil {
-			return "", err
-		}
-		start = indexSuffix(seq, id)
-	}
-	sinceN, untilN := int64(math.MinInt64), int64(math.MaxInt64)
-	checkTime := false
-	if !q.Since.IsZero() {
-		sinceN, checkTime = clampNanos(q.Since), true
-	}
-	if !q.Until.IsZero() {
-		untilN, checkTime = clampNanos(q.Until), true
-	}
-
 	if err := s.acquire(); err != nil {
 		return "", err
 	}
@@ -159,39 +135,112 @@ func (s *Store) list(q ListQuery, size func(n int), each func(i int, v []byte) e
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 
-	prefixes := listPrefixes(q)
-	iters := make([]*indexIter, 0, len(prefixes))
+	iters, err := openIndexIters(snap, listPrefixes(q))
 	defer func() {
 		for _, x := range iters {
 			_ = x.it.Close()
 		}
 	}()
+	if err != nil {
+		return "", fmt.Errorf("projections: list space %q: %w", q.Space, err)
+	}
+	page, err := intersect(iters, lp, q)
+	if err != nil {
+		return "", err
+	}
+	size(len(page.hits))
+	if err := loadHits(snap, q.Space, page.hits, each); err != nil {
+		return "", err
+	}
+	return page.nextCursor(lp.limit, q.Space)
+}
+
+// listParams are a ListQuery's checked parameters: the page size, the
+// position to start at (after the cursor) and the creation-time window.
+type listParams struct {
+	limit          int
+	start          []byte
+	sinceN, untilN int64
+	checkTime      bool
+}
+
+// listParamsOf checks q (an error wrapping ErrBadQuery) and derives its
+// parameters.
+func listParamsOf(q ListQuery) (listParams, error) {
+	if q.Space == "" {
+		return listParams{}, fmt.Errorf("%w: list: space is required", ErrBadQuery)
+	}
+	if q.State != "" && !validState(q.State) {
+		return listParams{}, fmt.Errorf("%w: list: unknown state %q", ErrBadQuery, q.State)
+	}
+	lp := listParams{limit: q.Limit, sinceN: math.MinInt64, untilN: math.MaxInt64}
+	if lp.limit <= 0 {
+		lp.limit = DefaultListLimit
+	}
+	if lp.limit > MaxListLimit {
+		lp.limit = MaxListLimit
+	}
+	if q.Cursor != "" {
+		seq, id, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return listParams{}, err
+		}
+		lp.start = indexSuffix(seq, id)
+	}
+	if !q.Since.IsZero() {
+		lp.sinceN, lp.checkTime = clampNanos(q.Since), true
+	}
+	if !q.Until.IsZero() {
+		lp.untilN, lp.checkTime = clampNanos(q.Until), true
+	}
+	return lp, nil
+}
+
+// openIndexIters opens one iterator a prefix on snap. On error the
+// iterators opened so far are returned too, for the caller to close.
+func openIndexIters(snap *pebble.Snapshot, prefixes [][]byte) ([]*indexIter, error) {
+	iters := make([]*indexIter, 0, len(prefixes))
 	for _, p := range prefixes {
 		it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 		if err != nil {
-			return "", fmt.Errorf("projections: list space %q: %w", q.Space, err)
+			return iters, err
 		}
 		iters = append(iters, &indexIter{it: it, prefix: p})
 	}
+	return iters, nil
+}
 
-	type hit struct {
-		seq uint64
-		id  string
-	}
+// listHit is a proposal of a page: its index position (sequence, id).
+type listHit struct {
+	seq uint64
+	id  string
+}
+
+// listPage is what intersect found: the hits, whether a match exists after
+// them (more), whether q.MaxScan stopped the walk first (stopped), and
+// the lowest position not yet decided (target).
+type listPage struct {
+	hits          []listHit
+	target        []byte
+	more, stopped bool
+}
+
+// intersect walks the index iterators together (a leapfrog join: each
+// seeks to the highest position seen until all agree) and collects up to
+// lp.limit positions held by every index, in index order, that pass the
+// time window.
+func intersect(iters []*indexIter, lp listParams, q ListQuery) (listPage, error) {
+	pg := listPage{target: lp.start} // target: the lowest position not yet decided
 	var (
-		hits     []hit
-		target   = start // the lowest position not yet decided
-		matched  = 0     // iterators in a row positioned exactly at target
+		matched  = 0 // iterators in a row positioned exactly at target
 		scanned  = 0
-		more     = false // a match exists after the page
-		stopped  = false // MaxScan reached before the end
 		n        = len(iters)
 		i        = 0
 		needNext = false // iters[i] sits on the last match: step it with Next
 	)
 	for {
 		if q.MaxScan > 0 && scanned >= q.MaxScan {
-			stopped = true
+			pg.stopped = true
 			break
 		}
 		x := iters[i]
@@ -200,15 +249,15 @@ func (s *Store) list(q ListQuery, size func(n int), each func(i int, v []byte) e
 			ok = x.next()
 			needNext = false
 		} else {
-			ok = x.seek(target)
+			ok = x.seek(pg.target)
 		}
 		scanned++
 		if !ok {
 			break // one index is exhausted: so is the intersection
 		}
 		suf := x.suffix()
-		if matched == 0 || bytes.Compare(suf, target) > 0 {
-			target = append(target[:0:0], suf...)
+		if matched == 0 || bytes.Compare(suf, pg.target) > 0 {
+			pg.target = append(pg.target[:0:0], suf...)
 			matched = 1
 		} else {
 			matched++
@@ -218,91 +267,105 @@ func (s *Store) list(q ListQuery, size func(n int), each func(i int, v []byte) e
 			continue
 		}
 		// Every index holds target: a candidate.
-		seq, id, err := readIndexSuffix(target)
+		seq, id, err := readIndexSuffix(pg.target)
 		if err != nil {
-			return "", fmt.Errorf("projections: list space %q: index key %q: %w", q.Space, x.it.Key(), err)
+			return pg, fmt.Errorf("projections: list space %q: index key %q: %w", q.Space, x.it.Key(), err)
 		}
-		pass := true
-		if checkTime {
-			v := x.it.Value()
-			if len(v) != 8 {
-				return "", fmt.Errorf("projections: list space %q: index value of %q: %w", q.Space, id, errBadKey)
-			}
-			c := readNanos(v)
-			pass = c >= sinceN && c < untilN
+		pass, err := lp.inWindow(x, q.Space, id)
+		if err != nil {
+			return pg, err
 		}
 		if pass {
-			if len(hits) == limit {
-				more = true
+			if len(pg.hits) == lp.limit {
+				pg.more = true
 				break
 			}
-			hits = append(hits, hit{seq, id})
+			pg.hits = append(pg.hits, listHit{seq, id})
 		}
 		// Move past target: the successor of (seq, id) is (seq, id+"\x00").
-		target = indexSuffix(seq, id+"\x00")
+		pg.target = indexSuffix(seq, id+"\x00")
 		matched = 0
 		needNext = true // x is at the old target; Next lands at or after the new one
 	}
 	for _, x := range iters {
 		if err := x.it.Error(); err != nil {
-			return "", fmt.Errorf("projections: list space %q: %w", q.Space, err)
+			return pg, fmt.Errorf("projections: list space %q: %w", q.Space, err)
 		}
 	}
-
-	// Load the records with one iterator, seeking in key order (forward
-	// seeks reuse the iterator's position), then restore the page order.
-	size(len(hits))
-	if len(hits) > 0 {
-		order := make([]int, len(hits))
-		for i := range order {
-			order[i] = i
-		}
-		sort.Slice(order, func(a, b int) bool { return hits[order[a]].id < hits[order[b]].id })
-		pp := appendEsc([]byte{tagProposal}, q.Space)
-		rit, err := snap.NewIter(&pebble.IterOptions{LowerBound: pp, UpperBound: prefixEnd(pp)})
-		if err != nil {
-			return "", fmt.Errorf("projections: list space %q: %w", q.Space, err)
-		}
-		defer rit.Close()
-		var key []byte
-		for _, i := range order {
-			h := hits[i]
-			key = appendEsc(append(key[:0], pp...), h.id)
-			if !rit.SeekGE(key) || !bytes.Equal(rit.Key(), key) {
-				if err := rit.Error(); err != nil {
-					return "", fmt.Errorf("projections: list space %q: proposal %q: %w", q.Space, h.id, err)
-				}
-				return "", fmt.Errorf("projections: list space %q: index names proposal %q (seq %d) that has no record", q.Space, h.id, h.seq)
-			}
-			if err := each(i, rit.Value()); err != nil {
-				return "", fmt.Errorf("projections: list space %q: decode proposal %q: %w", q.Space, h.id, err)
-			}
-		}
-	}
-	var next string
-	switch {
-	case more:
-		last := hits[len(hits)-1]
-		next = encodeCursor(last.seq, last.id+"\x00")
-	case stopped:
-		if len(hits) == limit {
-			last := hits[len(hits)-1]
-			next = encodeCursor(last.seq, last.id+"\x00")
-		} else {
-			// target is the lowest undecided position (at least one step
-			// was taken, so it is set): resume there, inclusive.
-			seq, id, err := readIndexSuffix(target)
-			if err != nil {
-				return "", fmt.Errorf("projections: list space %q: resume position: %w", q.Space, err)
-			}
-			next = encodeCursor(seq, id)
-		}
-	}
-	return next, nil
+	return pg, nil
 }
 
-func validState(st ProposalState) bool {
-	for _, x := range States {
+// inWindow reports whether the index entry x sits on (proposal id) was
+// created within the query's time window (always, without one).
+func (lp listParams) inWindow(x *indexIter, space, id string) (bool, error) {
+	if !lp.checkTime {
+		return true, nil
+	}
+	v := x.it.Value()
+	if len(v) != 8 {
+		return false, fmt.Errorf("projections: list space %q: index value of %q: %w", space, id, errBadKey)
+	}
+	c := readNanos(v)
+	return c >= lp.sinceN && c < lp.untilN, nil
+}
+
+// loadHits loads the records of hits with one iterator, seeking in key
+// order (forward seeks reuse the iterator's position), and calls each
+// with every record's page position and value.
+func loadHits(snap *pebble.Snapshot, space string, hits []listHit, each func(i int, v []byte) error) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	order := make([]int, len(hits))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return hits[order[a]].id < hits[order[b]].id })
+	pp := appendEsc([]byte{tagProposal}, space)
+	rit, err := snap.NewIter(&pebble.IterOptions{LowerBound: pp, UpperBound: prefixEnd(pp)})
+	if err != nil {
+		return fmt.Errorf("projections: list space %q: %w", space, err)
+	}
+	defer rit.Close()
+	var key []byte
+	for _, i := range order {
+		h := hits[i]
+		key = appendEsc(append(key[:0], pp...), h.id)
+		if !rit.SeekGE(key) || !bytes.Equal(rit.Key(), key) {
+			if err := rit.Error(); err != nil {
+				return fmt.Errorf("projections: list space %q: proposal %q: %w", space, h.id, err)
+			}
+			return fmt.Errorf("projections: list space %q: index names proposal %q (seq %d) that has no record", space, h.id, h.seq)
+		}
+		if err := each(i, rit.Value()); err != nil {
+			return fmt.Errorf("projections: list space %q: decode proposal %q: %w", space, h.id, err)
+		}
+	}
+	return nil
+}
+
+// nextCursor is the cursor of the page after pg ("" when there is none):
+// after its last hit when more matches exist or a full page was scanned,
+// else, when MaxScan stopped the walk, at the lowest undecided position.
+func (pg listPage) nextCursor(limit int, space string) (string, error) {
+	switch {
+	case pg.more, pg.stopped && len(pg.hits) == limit:
+		last := pg.hits[len(pg.hits)-1]
+		return encodeCursor(last.seq, last.id+"\x00"), nil
+	case pg.stopped:
+		// target is the lowest undecided position (at least one step
+		// was taken, so it is set): resume there, inclusive.
+		seq, id, err := readIndexSuffix(pg.target)
+		if err != nil {
+			return "", fmt.Errorf("projections: list space %q: resume position: %w", space, err)
+		}
+		return encodeCursor(seq, id), nil
+	}
+	return "", nil
+}
+
+func validState(st model.ProposalState) bool {
+	for _, x := range model.States {
 		if st == x {
 			return true
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // getJSON reads key from r into v; found is false when the key is absent.
@@ -29,12 +31,12 @@ func getJSON(r pebble.Reader, key []byte, v any) (found bool, err error) {
 }
 
 // Get returns the proposal id of space, or an error wrapping ErrNotFound.
-func (s *Store) Get(space, id string) (*Proposal, error) {
+func (s *Store) Get(space, id string) (*model.Proposal, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
 	defer s.release()
-	var p Proposal
+	var p model.Proposal
 	found, err := getJSON(s.db, proposalKey(space, id), &p)
 	if err != nil {
 		return nil, fmt.Errorf("projections: get proposal %q in space %q: %w", id, space, err)
@@ -66,7 +68,7 @@ func (s *Store) GetRaw(space, id string) (json.RawMessage, error) {
 // History returns the history entries filed under key (a proposal id, or the
 // id an orphan or unattributable event was filed under) in sequence order,
 // or an error wrapping ErrNotFound when there are none.
-func (s *Store) History(space, key string) ([]HistoryEntry, error) {
+func (s *Store) History(space, key string) ([]model.HistoryEntry, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -76,9 +78,9 @@ func (s *Store) History(space, key string) ([]HistoryEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: history of %q in space %q: %w", key, space, err)
 	}
-	var out []HistoryEntry
+	var out []model.HistoryEntry
 	for ok := it.First(); ok; ok = it.Next() {
-		var h HistoryEntry
+		var h model.HistoryEntry
 		if err := json.Unmarshal(it.Value(), &h); err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("projections: history of %q in space %q: decode seq %d: %w",
@@ -96,12 +98,12 @@ func (s *Store) History(space, key string) ([]HistoryEntry, error) {
 }
 
 // Stats returns the counters of space; NewStats() when it has none.
-func (s *Store) Stats(space string) (*Stats, error) {
+func (s *Store) Stats(space string) (*model.Stats, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
 	defer s.release()
-	st := NewStats()
+	st := model.NewStats()
 	if _, err := getJSON(s.db, statsKey(space), st); err != nil {
 		return nil, fmt.Errorf("projections: stats of space %q: %w", space, err)
 	}

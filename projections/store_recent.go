@@ -1,6 +1,10 @@
 package projections
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/mewledger/ledger/model"
+)
 
 // recentCap bounds the recent cache (about 1.5 KiB a proposal).
 const recentCap = 4096
@@ -22,7 +26,7 @@ type recentCache struct {
 }
 
 type recentProposal struct {
-	p   *Proposal
+	p   *model.Proposal
 	gen uint64 // gen of the write
 }
 
@@ -71,7 +75,7 @@ func (r *recentCache) remember(b *Batch) {
 
 // get returns the proposal k as the last commits left it, or nil when it
 // is not kept.
-func (r *recentCache) get(k spaceID) *Proposal {
+func (r *recentCache) get(k spaceID) *model.Proposal {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.m[k].p

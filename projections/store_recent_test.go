@@ -10,9 +10,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/mewledger/ledger/internal/hostile"
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
+	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -38,7 +39,7 @@ func TestRecentProposalsChangeNothing(t *testing.T) {
 			}
 		}
 	}
-	cases, err := hostile.LoadDefault()
+	cases, err := badinput.LoadDefault()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,13 +50,13 @@ func TestRecentProposalsChangeNothing(t *testing.T) {
 	}
 	raws = append(raws, g.Batch(2000)...)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	evs := make([]Event, len(raws))
+	evs := make([]fold.Event, len(raws))
 	for i, raw := range raws {
 		subj := "ledger.default.x.proposal.y"
 		if d, err := ledger.Decode(raw, ledger.DecodeOptions{Now: t0}); err == nil && d.Type.Valid() {
 			subj = subjects.Event{Space: "default", Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()
 		}
-		evs[i] = Event{Seq: uint64(i + 1), Time: t0.Add(time.Duration(i) * time.Second), Subject: subj, Raw: raw}
+		evs[i] = fold.Event{Seq: uint64(i + 1), Time: t0.Add(time.Duration(i) * time.Second), Subject: subj, Raw: raw}
 	}
 	type variant struct {
 		name            string
@@ -69,7 +70,7 @@ func TestRecentProposalsChangeNothing(t *testing.T) {
 		}
 		defer s.Close()
 		rng := rand.New(rand.NewPCG(1, 1))
-		f := NewFolder()
+		f := fold.NewFolder()
 		// Batches of 1 to ~400 events, as the projector's.
 		for lo := 0; lo < len(evs); {
 			hi := lo + 1

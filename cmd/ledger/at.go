@@ -9,9 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/internal/repair"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -116,7 +117,7 @@ func runAt(ctx context.Context, e env, args []string) error {
 // tables.
 func renderAt(w io.Writer, answer any, space string) error {
 	switch a := answer.(type) {
-	case *projections.Proposal:
+	case *model.Proposal:
 		return renderProposal(w, a)
 	case wire.History:
 		return renderHistory(w, a.ID, a.Space, a.Events)
@@ -129,7 +130,7 @@ func renderAt(w io.Writer, answer any, space string) error {
 			return err
 		}
 		return nil
-	case *projections.Stats:
+	case *model.Stats:
 		return renderStats(w, space, a)
 	}
 	return writeOpsJSON(w, answer)
@@ -206,7 +207,7 @@ func parseAtQuery(e env, name string, args []string, spaceFlag *string) (func(*r
 	if _, err := parse(0); err != nil {
 		return nil, err
 	}
-	q.State = projections.ProposalState(state)
+	q.State = model.ProposalState(state)
 	for _, x := range []struct {
 		s string
 		t *time.Time
@@ -227,7 +228,7 @@ func parseAtQuery(e env, name string, args []string, spaceFlag *string) (func(*r
 			return nil, err
 		}
 		if page.Proposals == nil {
-			page.Proposals = []*projections.Proposal{}
+			page.Proposals = []*model.Proposal{}
 		}
 		return wire.List{Proposals: page.Proposals, NextCursor: page.NextCursor}, nil
 	}, nil

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/internal/bench"
-	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/lib/logging"
 )
 
 func init() {

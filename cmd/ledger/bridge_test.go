@@ -16,9 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
+	"github.com/mewledger/ledger/model"
 )
 
 // capture returns the frames of a real MEW capture (testdata/mew-v0.11).
@@ -47,11 +48,11 @@ func capture(t *testing.T, name string) (frames [][]byte, mewSpace string) {
 // waitProposal polls the API until a proposal satisfies done (bounded):
 // the bridge appends while the test reads, so the last event may not be
 // folded yet.
-func waitProposal(t *testing.T, cl *client.Client, space, id string, done func(*projections.Proposal) bool) *projections.Proposal {
+func waitProposal(t *testing.T, cl *apitest.Client, space, id string, done func(*model.Proposal) bool) *model.Proposal {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		p, _, err := cl.Get(context.Background(), id, client.ReadOptions{Space: space})
+		p, _, err := cl.Get(context.Background(), id, apitest.ReadOptions{Space: space})
 		if err == nil && done(p) {
 			return p
 		}
@@ -74,7 +75,7 @@ func TestBridgeEndToEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := buildBinary(t, dir)
-	gw := mewtest.Start(map[string][]map[string]any{"rec-token": {}})
+	gw := mewgw.Start(map[string][]map[string]any{"rec-token": {}})
 	t.Cleanup(gw.Close)
 	tokenFile := filepath.Join(dir, "recorder.token")
 	if err := os.WriteFile(tokenFile, []byte("rec-token\n"), 0o600); err != nil {
@@ -93,7 +94,7 @@ func TestBridgeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, bin, filepath.Join(dir, "data"), "--bridge-mew-config", cfg)
-	cl, err := client.New(client.Options{API: s.api})
+	cl, err := apitest.New(apiclient.Options{API: s.api})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +108,8 @@ func TestBridgeEndToEnd(t *testing.T) {
 	}
 	// Rejected, with the rejection's explanation (the capture's last
 	// lifecycle envelope).
-	waitProposal(t, cl, "served", "bc36e041-9d18-4436-b5a7-8e063d04fa7d", func(p *projections.Proposal) bool {
-		return p.State == projections.StateRejected && len(p.Rejections) == 1 && strings.Contains(p.Rejections[0].Explanation, "destroy the workspace")
+	waitProposal(t, cl, "served", "bc36e041-9d18-4436-b5a7-8e063d04fa7d", func(p *model.Proposal) bool {
+		return p.State == model.StateRejected && len(p.Rejections) == 1 && strings.Contains(p.Rejections[0].Explanation, "destroy the workspace")
 	})
 
 	// The standalone bridge.
@@ -152,8 +153,8 @@ func TestBridgeEndToEnd(t *testing.T) {
 	for _, f := range withdrawFrames[1:] {
 		gw.Broadcast(withdrawSpace, f)
 	}
-	waitProposal(t, cl, "standalone", "a0e388ea-18a2-489a-a929-16940bfe6daf", func(p *projections.Proposal) bool {
-		return p.State == projections.StateWithdrawn && p.Withdrawal != nil && strings.Contains(p.Withdrawal.Explanation, "found the file already exists")
+	waitProposal(t, cl, "standalone", "a0e388ea-18a2-489a-a929-16940bfe6daf", func(p *model.Proposal) bool {
+		return p.State == model.StateWithdrawn && p.Withdrawal != nil && strings.Contains(p.Withdrawal.Explanation, "found the file already exists")
 	})
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
@@ -186,7 +187,7 @@ func TestBridgeEndToEnd(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("ledger bridge: %v\n%s", err, logs)
 	}
-	g, err := cl.Gaps(context.Background(), 0, "", client.ReadOptions{Space: "standalone"})
+	g, err := cl.Gaps(context.Background(), 0, "", apitest.ReadOptions{Space: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,12 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
-	"github.com/mewledger/ledger/internal/authcfg"
-	"github.com/mewledger/ledger/internal/httpauth"
-	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/internal/auth/authcfg"
+	"github.com/mewledger/ledger/internal/auth/httpauth"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/model"
 )
 
 const (
@@ -94,12 +94,12 @@ func TestCLIWithAuthAndLimits(t *testing.T) {
 	}
 	last := lastSeq(t, stdout)
 	code, stdout, stderr = runCLIToken(t, audit, "", "get", "pay-inv-9001", "-o", "json", "--min-seq", strconv.FormatUint(last, 10), "--api", api)
-	var p projections.Proposal
-	if code != exitOK || json.Unmarshal([]byte(stdout), &p) != nil || p.State != projections.StateFulfilled || p.Approved == nil || !*p.Approved || len(p.Anomalies) != 0 {
+	var p model.Proposal
+	if code != exitOK || json.Unmarshal([]byte(stdout), &p) != nil || p.State != model.StateFulfilled || p.Approved == nil || !*p.Approved || len(p.Anomalies) != 0 {
 		t.Fatalf("get pay-inv-9001: %d %s %s", code, stdout, stderr)
 	}
 	code, stdout, _ = runCLIToken(t, audit, "", "get", "pay-inv-9002", "-o", "json", "--api", api)
-	if code != exitOK || json.Unmarshal([]byte(stdout), &p) != nil || !p.HasAnomaly(projections.AnomalyUnapprovedFulfillment) {
+	if code != exitOK || json.Unmarshal([]byte(stdout), &p) != nil || !p.HasAnomaly(model.AnomalyUnapprovedFulfillment) {
 		t.Fatalf("get pay-inv-9002: %d %s", code, stdout)
 	}
 	bad, _ := os.ReadFile("../../examples/kernel-bad.jsonl")

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/mewledger/ledger/client"
-	iclient "github.com/mewledger/ledger/internal/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
 )
 
 // unreachableError: no ledger to talk to (exit status 2).
@@ -75,7 +75,7 @@ func (c *clientOpts) client() (*client.Client, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	cl, err := client.New(client.Options{API: c.api, Token: c.token})
+	cl, err := client.New(c.api, client.WithToken(c.token))
 	if err != nil {
 		return nil, usageError("%v", err)
 	}
@@ -91,8 +91,8 @@ func (c *clientOpts) announce(target, name string) {
 	}
 }
 
-func (c *clientOpts) read() *client.ReadOptions {
-	return &client.ReadOptions{Space: c.space, MinSeq: c.minSeq}
+func (c *clientOpts) read() client.ReadOption {
+	return client.ReadOptions{Space: c.space, MinSeq: c.minSeq}
 }
 
 // clientError turns an error of the public client into what the
@@ -101,7 +101,7 @@ func (c *clientOpts) read() *client.ReadOptions {
 func clientError(api string, err error) error {
 	var (
 		ae     *client.Error
-		ops    *iclient.APIError // the operations' calls (internal/client)
+		ops    *apiclient.APIError // the operations' calls (internal/client)
 		status int
 	)
 	switch {

@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -218,10 +218,10 @@ func (s *server) publish(wantCode int, lines ...string) ([]wire.AppendResult, st
 	return out, r.stderr
 }
 
-func (s *server) getJSON(id string, minSeq uint64) (projections.Proposal, string) {
+func (s *server) getJSON(id string, minSeq uint64) (model.Proposal, string) {
 	s.t.Helper()
 	raw := s.ok("", "get", id, "-o", "json", "--min-seq", fmt.Sprint(minSeq))
-	var p projections.Proposal
+	var p model.Proposal
 	if err := json.Unmarshal([]byte(raw), &p); err != nil {
 		s.t.Fatalf("get -o json: %v in %s", err, raw)
 	}
@@ -243,7 +243,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("golden publish results %+v", res)
 	}
 	p, goldenJSON := s.getJSON("env-req-1", res[2].Seq)
-	if p.State != projections.StateFulfilled || p.DecidedBy != "human-user" || len(p.Fulfillments) != 1 || p.Fulfillments[0].Outcome != "succeeded" {
+	if p.State != model.StateFulfilled || p.DecidedBy != "human-user" || len(p.Fulfillments) != 1 || p.Fulfillments[0].Outcome != "succeeded" {
 		t.Fatalf("golden proposal %+v", p)
 	}
 	table := s.ok("", "get", "env-req-1")
@@ -265,7 +265,7 @@ func TestEndToEnd(t *testing.T) {
 		`{"protocol":"mew/v0.4","id":"withdraw-1","from":"agent-a","kind":"mcp/withdraw","correlation_id":["prop-w"],"payload":{"reason":"no_longer_needed"}}`,
 		`{"protocol":"mew/v0.4","id":"chat-w","from":"agent-a","kind":"chat","correlation_id":["withdraw-1"],"payload":{"text":"found the file elsewhere"}}`)
 	p, _ = s.getJSON("prop-w", res[2].Seq)
-	if p.State != projections.StateWithdrawn || p.Withdrawal == nil || p.Withdrawal.Explanation != "found the file elsewhere" {
+	if p.State != model.StateWithdrawn || p.Withdrawal == nil || p.Withdrawal.Explanation != "found the file elsewhere" {
 		t.Fatalf("withdrawn %+v", p)
 	}
 	res, _ = s.publish(0,
@@ -273,7 +273,7 @@ func TestEndToEnd(t *testing.T) {
 		`{"protocol":"mew/v0.4","id":"reject-789","from":"fs-agent","kind":"mcp/reject","correlation_id":["prop-r"],"payload":{"reason":"unsafe"}}`,
 		`{"protocol":"mew/v0.4","id":"chat-r","from":"fs-agent","kind":"chat","correlation_id":["reject-789"],"payload":{"text":"outside the sandbox"}}`)
 	p, _ = s.getJSON("prop-r", res[2].Seq)
-	if p.State != projections.StateRejected || len(p.Rejections) != 1 || p.Rejections[0].Explanation != "outside the sandbox" {
+	if p.State != model.StateRejected || len(p.Rejections) != 1 || p.Rejections[0].Explanation != "outside the sandbox" {
 		t.Fatalf("rejected %+v", p)
 	}
 
@@ -364,7 +364,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(s.ok("", "history", "junk-key", "-o", "json", "--min-seq", fmt.Sprint(ack.Sequence))), &h); err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Events) != 1 || h.Events[0].Effect != projections.EffectInvalid {
+	if len(h.Events) != 1 || h.Events[0].Effect != model.EffectInvalid {
 		t.Fatalf("garbage history %+v", h)
 	}
 	lastSeq = ack.Sequence
@@ -381,7 +381,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("list --all:\n%s", out)
 	}
 	statsBefore := s.ok("", "stats", "-o", "json")
-	var st projections.Stats
+	var st model.Stats
 	if err := json.Unmarshal([]byte(statsBefore), &st); err != nil || st.Proposals != 6 || st.ByState["fulfilled"] != 1 ||
 		st.ByState["withdrawn"] != 1 || st.ByState["rejected"] != 1 || st.RejectionReasons["unsafe"] != 1 {
 		t.Fatalf("stats %s (%v)", statsBefore, err)

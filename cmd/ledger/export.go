@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/mewledger/ledger/internal/archive"
+	"github.com/mewledger/ledger/internal/ops/archive"
 )
 
 func init() {
@@ -25,7 +25,7 @@ func init() {
 }
 
 // runExport is `ledger export`: the log as hash-chained JSON lines
-// (internal/archive), to stdout or to a file written atomically (FILE.partial,
+// (internal/ops/archive), to stdout or to a file written atomically (FILE.partial,
 // renamed when complete, so a cut-off export never has the final name).
 // The summary, with the head hash to keep alongside the file, goes to
 // stderr.

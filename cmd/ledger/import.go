@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mewledger/ledger/internal/archive"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/internal/ops/archive"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 func init() {
@@ -24,7 +24,7 @@ func init() {
 }
 
 // runImport is `ledger import`: verify an export's chain, then write it
-// into the ledger (internal/archive.Import). The LEDGER stream is created
+// into the ledger (internal/ops/archive.Import). The LEDGER stream is created
 // when missing. Without --append the ledger must be empty, and sequences
 // and times are reproduced exactly. The result goes to stdout as JSON.
 // -f - (the default) reads e.stdin.
@@ -65,7 +65,7 @@ func runImport(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("%w", err)
 	}
 	defer c.Close()
-	if _, err := jslog.EnsureStream(ctx, c.js, jslog.StreamOptions{Replicas: replicas}); err != nil {
+	if _, err := appendlog.EnsureStream(ctx, c.js, appendlog.StreamOptions{Replicas: replicas}); err != nil {
 		return fmt.Errorf("%w", err)
 	}
 	rep, err := o.reporter(stderr, log, "import", "events")

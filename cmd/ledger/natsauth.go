@@ -6,11 +6,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mewledger/ledger/internal/authcfg"
+	"github.com/mewledger/ledger/internal/auth/authcfg"
 )
 
 // natsCreds are the NATS credentials of a client subcommand (SPEC §10,
-// internal/authcfg): a user with a password file, or a user with an nkey
+// internal/auth/authcfg): a user with a password file, or a user with an nkey
 // seed file. Under authentication every user but the ledger's own gets its
 // replies on its own inbox prefix, _INBOX.<user>, so the user name is
 // needed with either secret.

@@ -29,13 +29,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/datalock"
-	"github.com/mewledger/ledger/internal/logging"
-	"github.com/mewledger/ledger/internal/natsserver"
-	"github.com/mewledger/ledger/internal/progress"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/datalock"
+	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/internal/lib/natsserver"
+	"github.com/mewledger/ledger/internal/lib/progress"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/server/app"
 )
 
 // opsFlags are the flags every ops subcommand takes, on the command's
@@ -106,7 +106,7 @@ func (o *opsFlags) register(f *flags) {
 // registerAPI adds --api and --token (rebuild and verify run online
 // through the API).
 func (o *opsFlags) registerAPI(f *flags) {
-	f.str(&o.api, "api", "URL", "", "run online through this ledger's HTTP API, e.g. "+client.DefaultAPI, true)
+	f.str(&o.api, "api", "URL", "", "run online through this ledger's HTTP API, e.g. "+apiclient.DefaultAPI, true)
 	f.str(&o.token, "token", "TOKEN", "", "bearer token (role ops) for an API started with --auth (prefer the environment variable: a flag shows in ps)", true)
 	f.hide("token")
 }
@@ -146,14 +146,14 @@ func (o *opsFlags) apiTarget() (string, string) {
 	}
 	given := o.f.source("data") != "default"
 	if _, err := os.Stat(filepath.Join(o.data, app.NATSDirName)); !given && err != nil {
-		return client.DefaultAPI, "default: " + o.data + " holds no ledger"
+		return apiclient.DefaultAPI, "default: " + o.data + " holds no ledger"
 	}
 	return "", ""
 }
 
 // apiClient returns the client of an online operation.
-func (o *opsFlags) apiClient(api string) (*client.Client, error) {
-	cl, err := client.New(client.Options{API: api, Token: o.token})
+func (o *opsFlags) apiClient(api string) (*apiclient.Client, error) {
+	cl, err := apiclient.New(apiclient.Options{API: api, Token: o.token})
 	if err != nil {
 		return nil, usageError("%v", err)
 	}

@@ -16,11 +16,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mewledger/ledger/internal/archive"
-	"github.com/mewledger/ledger/internal/datalock"
-	"github.com/mewledger/ledger/internal/opstest"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/datalock"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/ops/archive"
+	"github.com/mewledger/ledger/internal/testkit/opsrig"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // opsCmd is an ops command's run function.
@@ -64,7 +66,7 @@ func opsMustRunIn(t *testing.T, stdin io.Reader, cmd opsCmd, args ...string) (st
 func TestOpsCommands(t *testing.T) {
 	t.Setenv("LEDGER_DATA", "")
 	t.Setenv("LEDGER_NATS_URL", "")
-	src := opstest.New(t)
+	src := opsrig.New(t)
 	last := src.Traffic(t, 61, 200)
 	url := src.Server.ClientURL()
 	data := t.TempDir()
@@ -158,7 +160,7 @@ func TestOpsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same := bytes.Equal(opstest.Dump(t, s), opstest.Dump(t, src.Fold(t, 0)))
+	same := bytes.Equal(opsrig.Dump(t, s), opsrig.Dump(t, src.Fold(t, 0)))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -169,9 +171,9 @@ func TestOpsCommands(t *testing.T) {
 	// at --seq N get / history / list / stats, against the original at N
 	at9 := src.Fold(t, 9)
 	out, errs = opsMustRun(t, runAt, "--data", data, "-o", "json", "--seq", "9", "get", "chained-2")
-	var p projections.Proposal
+	var p model.Proposal
 	want, _ := at9.Get("default", "chained-2")
-	if err := json.Unmarshal([]byte(out), &p); err != nil || p.State != projections.StateRejected || p.Rejections[0].Explanation != "outside the sandbox" ||
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p.State != model.StateRejected || p.Rejections[0].Explanation != "outside the sandbox" ||
 		!p.UpdatedAt.Equal(want.UpdatedAt) || !strings.Contains(errs, "seq 9") {
 		t.Fatalf("at --seq 9 get: %s %s (%v)", out, errs, err)
 	}
@@ -186,7 +188,7 @@ func TestOpsCommands(t *testing.T) {
 		t.Fatalf("at --seq 5 list: %s (%v)", out, err)
 	}
 	out, _ = opsMustRun(t, runAt, "--data", data, "-o", "json", "--time", time.Now().UTC().Format(time.RFC3339Nano), "stats", "--space", "other")
-	var st projections.Stats
+	var st model.Stats
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Events != 20 {
 		t.Fatalf("at --time now stats: %s (%v)", out, err)
 	}
@@ -202,7 +204,7 @@ func TestOpsCommands(t *testing.T) {
 		t.Fatalf("at stats with LEDGER_SPACE=other, table: %s", out)
 	}
 	t.Setenv("LEDGER_SPACE", "")
-	if _, _, err := opsRun(t, runAt, "--data", data, "--seq", strconv.FormatUint(last+1, 10), "stats"); !errors.Is(err, projections.ErrBeyondLog) {
+	if _, _, err := opsRun(t, runAt, "--data", data, "--seq", strconv.FormatUint(last+1, 10), "stats"); !errors.Is(err, projector.ErrBeyondLog) {
 		t.Fatalf("at beyond the log: %v", err)
 	}
 	if _, _, err := opsRun(t, runAt, "--data", data, "--seq", "3", "get", "chained-2"); !errors.Is(err, projections.ErrNotFound) {

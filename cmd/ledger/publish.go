@@ -11,10 +11,11 @@ import (
 	"sync"
 
 	"github.com/mewledger/ledger/client"
-	iclient "github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/ndjson"
-	"github.com/mewledger/ledger/internal/progress"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/ndjson"
+	"github.com/mewledger/ledger/internal/lib/progress"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -153,7 +154,7 @@ func publishNATS(ctx context.Context, natsURL, space string, kernel bool, creds 
 	if err != nil {
 		return err
 	}
-	sub, err := iclient.DialSubmitter(ctx, natsURL, opts...)
+	sub, err := submit.DialSubmitter(ctx, natsURL, opts...)
 	if err != nil {
 		return unreachable("NATS", natsURL, err)
 	}
@@ -161,17 +162,17 @@ func publishNATS(ctx context.Context, natsURL, space string, kernel bool, creds 
 	if space == "" {
 		space = ledger.DefaultSpace
 	}
-	submit := sub.Submit
+	send := sub.Submit
 	if kernel {
-		submit = sub.SubmitKernel
+		send = sub.SubmitKernel
 	}
 	return ndjson.Split(in, ledger.MaxEnvelopeBytes, func(l ndjson.Line) error {
 		if l.Oversize() {
 			report(l.No, oversize(l))
 			return nil
 		}
-		r, err := submit(ctx, space, l.Data)
-		if errors.Is(err, iclient.ErrNoService) {
+		r, err := send(ctx, space, l.Data)
+		if errors.Is(err, submit.ErrNoService) {
 			return &unreachableError{msg: err.Error()}
 		}
 		if err != nil {
@@ -319,8 +320,8 @@ func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, s
 			pw.CloseWithError(bw.Flush())
 		}()
 		got := 0
-		err := cl.AppendStream(ctx, pr, &client.AppendOptions{Space: c.space, Kernel: kernel}, func(res client.Result) error {
-			r := iclient.AppendResult(res)
+		err := cl.AppendStream(ctx, pr, func(res client.Result) error {
+			r := apiclient.AppendResult(res)
 			flushLocal()
 			en, ok := pop()
 			if !ok || en.local != nil {
@@ -330,7 +331,7 @@ func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, s
 			report(en.no, r)
 			advance(en)
 			return nil
-		})
+		}, client.AppendOptions{Space: c.space, Kernel: kernel})
 		_ = pr.Close() // unblocks the writer if the request ended early
 		if err != nil {
 			bar.Finish(err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/ledger"
 )
 

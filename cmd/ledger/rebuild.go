@@ -9,9 +9,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/repair"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/ops/repair"
 )
 
 func init() {
@@ -97,7 +97,7 @@ func rebuildOnline(ctx context.Context, o *opsFlags, api string, stdout, stderr 
 		return err
 	}
 	st, err := cl.StartRebuild(ctx)
-	var ae *client.APIError
+	var ae *apiclient.APIError
 	if errors.As(err, &ae) && ae.Code == wire.CodeBusy {
 		if cur, serr := cl.RebuildStatus(ctx); serr == nil && cur.Running {
 			fmt.Fprintf(stderr, "a rebuild is already running on %s (since %s); following it\n", api, cur.StartedAt.Format(time.RFC3339))

@@ -8,10 +8,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mewledger/ledger/internal/archive"
-	"github.com/mewledger/ledger/internal/repair"
-	"github.com/mewledger/ledger/internal/replay"
+	"github.com/mewledger/ledger/internal/ops/archive"
+	"github.com/mewledger/ledger/internal/ops/repair"
+	"github.com/mewledger/ledger/internal/ops/replay"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -32,7 +33,7 @@ func init() {
 }
 
 // runReplay is `ledger replay`: the log's original envelopes, filtered
-// (internal/replay), as JSON lines on stdout (seq, time, subject, headers,
+// (internal/ops/replay), as JSON lines on stdout (seq, time, subject, headers,
 // raw: the export format without hash), or republished under another
 // subject prefix, on the ledger's NATS or another server.
 //
@@ -142,6 +143,6 @@ func runReplay(ctx context.Context, e env, args []string) error {
 // noHistory is the history source of an empty log.
 type noHistory struct{}
 
-func (noHistory) History(string, string) ([]projections.HistoryEntry, error) {
+func (noHistory) History(string, string) ([]model.HistoryEntry, error) {
 	return nil, projections.ErrNotFound
 }

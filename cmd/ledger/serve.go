@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/internal/datalock"
-	"github.com/mewledger/ledger/internal/httpauth"
-	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/auth/httpauth"
+	"github.com/mewledger/ledger/internal/lib/datalock"
+	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/ledger"
 )

@@ -8,11 +8,11 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/internal/authcfg"
-	"github.com/mewledger/ledger/internal/httpauth"
-	"github.com/mewledger/ledger/internal/logging"
-	"github.com/mewledger/ledger/internal/natsserver"
+	"github.com/mewledger/ledger/internal/auth/authcfg"
+	"github.com/mewledger/ledger/internal/auth/httpauth"
+	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/internal/lib/natsserver"
+	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -23,11 +23,11 @@ const natsAuthFile = "nats-auth.conf"
 // applyAuth sets the security options of o (SPEC §10) from serve's
 // --auth, --tls-cert and --tls-key:
 //
-//   - --auth FILE (internal/authcfg): its NATS principals become the
+//   - --auth FILE (internal/auth/authcfg): its NATS principals become the
 //     embedded server's users and permissions (a generated
 //     <data>/nats-auth.conf including --nats-config), the ledger connects
 //     as its service user, and its HTTP tokens protect the API
-//     (internal/httpauth: roles per route, write rate limit).
+//     (internal/auth/httpauth: roles per route, write rate limit).
 //   - --tls-cert/--tls-key: the API is served over TLS.
 //
 // Without --auth the API is open (loopback by default) and a warning is

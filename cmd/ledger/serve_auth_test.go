@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/internal/app"
+	"github.com/mewledger/ledger/internal/server/app"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
-	"github.com/mewledger/ledger/internal/natstest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/natstest"
 )
 
 // TestServeAuth runs the ledger with deploy/auth's worked example: the

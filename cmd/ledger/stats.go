@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 func init() {
@@ -40,7 +40,7 @@ func runStats(ctx context.Context, e env, args []string) error {
 		_, err = fmt.Fprint(e.stdout, string(raw))
 		return err
 	}
-	st := projections.NewStats()
+	st := model.NewStats()
 	if err := json.Unmarshal(raw, st); err != nil {
 		return fmt.Errorf("the statistics from %s: %w", c.api, err)
 	}

@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/mewledger/ledger/internal/archive"
-	"github.com/mewledger/ledger/internal/repair"
+	"github.com/mewledger/ledger/internal/ops/archive"
+	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/projections"
 )
 

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mewledger/ledger/internal/buildinfo"
+	"github.com/mewledger/ledger/internal/lib/buildinfo"
 )
 
 func init() {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/model"
 )
 
 func init() {
@@ -68,7 +68,7 @@ func runWatch(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	seen := 0
-	err = cl.WatchFunc(ctx, wo, func(ch projections.Change, raw []byte) error {
+	err = cl.WatchFunc(ctx, wo, func(ch model.Change, raw []byte) error {
 		if c.output == outputJSON {
 			if _, err := fmt.Fprintf(e.stdout, "%s\n", raw); err != nil {
 				return err
@@ -99,7 +99,7 @@ func runWatch(ctx context.Context, e env, args []string) error {
 var errWatchDone = errors.New("ledger: watch: count reached")
 
 // watchLine is one change as a table row.
-func watchLine(ch projections.Change) string {
+func watchLine(ch model.Change) string {
 	state := string(ch.State)
 	switch {
 	case ch.PrevState == "":

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/model"
 )
 
 // TestWatchCommand: `ledger watch` prints the changes of the golden
@@ -47,7 +47,7 @@ func TestWatchCommand(t *testing.T) {
 	}
 	var seqs []uint64
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		var c projections.Change
+		var c model.Change
 		if err := json.Unmarshal([]byte(l), &c); err != nil || c.ID != "env-req-3" {
 			t.Fatalf("json line %q: %v", l, err)
 		}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
 )
 
 // firstLine is the first line of s.

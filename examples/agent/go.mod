@@ -2,8 +2,13 @@ module example.com/agent
 
 go 1.26.8
 
-require github.com/mewledger/ledger v0.0.0
+require github.com/mewledger/ledger/client v0.0.0
+
+require github.com/mewledger/ledger/model v0.0.0 // indirect
 
 // This example lives in the ledger's repository; an agent elsewhere drops
-// the replace and runs: go get github.com/mewledger/ledger/client
-replace github.com/mewledger/ledger => ../..
+// the replaces and runs: go get github.com/mewledger/ledger/client
+replace (
+	github.com/mewledger/ledger/client => ../../client
+	github.com/mewledger/ledger/model => ../../model
+)

@@ -22,17 +22,17 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	c, err := client.New(client.Options{API: *api})
+	c, err := client.New(*api)
 	if err != nil {
 		log.Fatal(err)
 	}
 	ack, err := c.Append(ctx, []byte(`{"protocol":"mew/v0.4","id":"`+*id+`","from":"outside-agent","to":["fs-agent"],
-		"kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"read_file","arguments":{"path":"README.md"}}}}`), nil)
+		"kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"read_file","arguments":{"path":"README.md"}}}}`))
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("proposed %s: stored at seq %d\n", ack.ID, ack.Seq)
-	p, err := c.Get(ctx, ack.ID, &client.ReadOptions{MinSeq: ack.Seq})
+	p, err := c.Get(ctx, ack.ID, client.WithMinSeq(ack.Seq))
 	if err != nil {
 		log.Fatal(err)
 	}

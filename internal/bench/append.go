@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 // measure is one timed side of a repetition: it returns a rate (per
@@ -48,12 +48,12 @@ func appendLedger(ctx context.Context, o *Options, evs []event, syncAlways bool)
 	defer e.close()
 	// The ledger's own policy for the server the bench starts: atomic
 	// batches when every write is synced, plain pipelined messages when
-	// not (jslog.CommitOptionsForSync, as ledger serve does).
+	// not (appendlog.CommitOptionsForSync, as ledger serve does).
 	var sync time.Duration
 	if !syncAlways {
 		sync = time.Minute
 	}
-	a, err := jslog.NewAppender(e.js, jslog.AppenderOptions{MaxInFlight: o.Window, Commit: jslog.CommitOptionsForSync(sync, true)})
+	a, err := appendlog.NewAppender(e.js, appendlog.AppenderOptions{MaxInFlight: o.Window, Commit: appendlog.CommitOptionsForSync(sync, true)})
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)
 	}

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mewledger/ledger/internal/workload"
+	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -120,7 +120,7 @@ func newStreamGen(padTo, chunk int) *streamGen {
 }
 
 // next returns the next event (sequences from 1) and its decoded form.
-func (s *streamGen) next() (projections.Event, *ledger.Decoded, error) {
+func (s *streamGen) next() (fold.Event, *ledger.Decoded, error) {
 	if s.g == nil || s.n == s.chunk {
 		s.gen++
 		s.g = workload.New(workload.Options{Seed: seed + int64(s.gen), Mix: workload.BenchMix, PadTo: s.padTo, Prefix: fmt.Sprintf("g%d-", s.gen)})
@@ -130,10 +130,10 @@ func (s *streamGen) next() (projections.Event, *ledger.Decoded, error) {
 	s.n++
 	d, err := ledger.Decode(raw, ledger.DecodeOptions{})
 	if err != nil {
-		return projections.Event{}, nil, fmt.Errorf("bench: workload envelope refused: %w", err)
+		return fold.Event{}, nil, fmt.Errorf("bench: workload envelope refused: %w", err)
 	}
 	s.seq++
-	return projections.Event{
+	return fold.Event{
 		Seq:     s.seq,
 		Time:    epoch.Add(time.Duration(s.seq) * time.Millisecond),
 		Subject: subjects.Event{Space: space, Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String(),

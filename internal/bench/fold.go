@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // foldLedger rebuilds the projection from the whole stream of e into a
@@ -30,7 +31,7 @@ func foldLedger(ctx context.Context, o *Options, e *env, n int) (float64, uint64
 	}
 	defer store.Close()
 	start := time.Now()
-	last, err := projections.Rebuild(ctx, e.js, store, projections.RebuildOptions{})
+	last, err := projector.Rebuild(ctx, e.js, store, projector.RebuildOptions{})
 	took := time.Since(start)
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench: rebuild: %w", err)

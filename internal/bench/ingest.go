@@ -16,10 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/wire"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -92,7 +92,7 @@ func (r *Report) ingestFigure(ctx context.Context, o *Options) (float64, error) 
 		Unit:     unitRate,
 		Values:   vals,
 		Baseline: base,
-		BaseName: fmt.Sprintf("raw atomic batches of %d", jslog.DefaultMaxBatch),
+		BaseName: fmt.Sprintf("raw atomic batches of %d", appendlog.DefaultMaxBatch),
 		Target:   fmt.Sprintf("ratio ≥ %.1f", TargetIngest),
 	}
 	row.ratios()
@@ -113,7 +113,7 @@ func ingestLedgerWith(ctx context.Context, o *Options, evs []event, edits ...fun
 	}
 	defer stop()
 	defer commitProgress(o, "ingest", a.Appender())
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apiclient.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)
 	}
@@ -142,7 +142,7 @@ func ingestLedgerWith(ctx context.Context, o *Options, evs []event, edits ...fun
 	return float64(n) / took.Seconds(), nil
 }
 
-// ingestRaw publishes evs as atomic batches of jslog.DefaultMaxBatch,
+// ingestRaw publishes evs as atomic batches of appendlog.DefaultMaxBatch,
 // one after the other, each with its Nats-Msg-Ids, waiting for each
 // commit's ack.
 func ingestRaw(ctx context.Context, o *Options, evs []event) (float64, error) {
@@ -153,8 +153,8 @@ func ingestRaw(ctx context.Context, o *Options, evs []event) (float64, error) {
 	defer e.close()
 	runtime.GC()
 	start := time.Now()
-	for lo := 0; lo < len(evs); lo += jslog.DefaultMaxBatch {
-		if err := rawBatch(ctx, e.nc, evs[lo:min(lo+jslog.DefaultMaxBatch, len(evs))]); err != nil {
+	for lo := 0; lo < len(evs); lo += appendlog.DefaultMaxBatch {
+		if err := rawBatch(ctx, e.nc, evs[lo:min(lo+appendlog.DefaultMaxBatch, len(evs))]); err != nil {
 			return 0, err
 		}
 	}
@@ -273,7 +273,7 @@ func agentsLedger(ctx context.Context, o *Options, evs []event) (float64, error)
 		return 0, err
 	}
 	defer stop()
-	cl, err := client.New(client.Options{API: a.HTTPURL(), HTTP: agentsHTTP()})
+	cl, err := apiclient.New(apiclient.Options{API: a.HTTPURL(), HTTP: agentsHTTP()})
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)
 	}
@@ -324,7 +324,7 @@ func agentsRaw(ctx context.Context, o *Options, evs []event) (float64, error) {
 }
 
 // commitProgress reports how the committer of ap grouped what it stored.
-func commitProgress(o *Options, name string, ap *jslog.Appender) {
+func commitProgress(o *Options, name string, ap *appendlog.Appender) {
 	s := ap.CommitStats()
 	avg := 0.0
 	if s.Batches > 0 {

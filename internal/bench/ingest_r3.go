@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/internal/natsserver"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/internal/lib/natsserver"
+	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 // FigIngestR3 is the ingest figure on an in-process three-node cluster.
@@ -138,14 +138,14 @@ func (r *Report) ingestR3Figure(ctx context.Context, o *Options) error {
 			if err != nil {
 				return 0, fmt.Errorf("bench: %w", err)
 			}
-			st, err := jslog.EnsureStream(ctx, js, jslog.StreamOptions{Replicas: 3})
+			st, err := appendlog.EnsureStream(ctx, js, appendlog.StreamOptions{Replicas: 3})
 			if err != nil {
 				return 0, fmt.Errorf("bench: %w", err)
 			}
 			runtime.GC()
 			start := time.Now()
-			for lo := 0; lo < len(evs); lo += jslog.DefaultMaxBatch {
-				if err := rawBatch(ctx, nc, evs[lo:min(lo+jslog.DefaultMaxBatch, len(evs))]); err != nil {
+			for lo := 0; lo < len(evs); lo += appendlog.DefaultMaxBatch {
+				if err := rawBatch(ctx, nc, evs[lo:min(lo+appendlog.DefaultMaxBatch, len(evs))]); err != nil {
 					return 0, err
 				}
 			}
@@ -168,7 +168,7 @@ func (r *Report) ingestR3Figure(ctx context.Context, o *Options) error {
 		Unit:     unitRate,
 		Values:   vals,
 		Baseline: base,
-		BaseName: fmt.Sprintf("raw atomic batches of %d, R3", jslog.DefaultMaxBatch),
+		BaseName: fmt.Sprintf("raw atomic batches of %d, R3", appendlog.DefaultMaxBatch),
 		Target:   "—",
 	}
 	row.ratios()

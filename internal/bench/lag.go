@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mewledger/ledger/internal/app"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -143,7 +143,7 @@ func measureLag(ctx context.Context, o *Options, raws *packed, rate float64, mod
 	type sent struct {
 		i   int
 		fut jetstream.PubAckFuture
-		pd  *jslog.Pending // lagIngest
+		pd  *appendlog.Pending // lagIngest
 	}
 	ackAt := make([]time.Time, n)
 	seqOf := make([]uint64, n)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/projector"
 )
 
 // ChildFlag is the flag that turns `ledger bench` into a memory child.
@@ -92,7 +93,7 @@ func RunFoldChild(ctx context.Context, w io.Writer, n int, budget time.Duration,
 	start := time.Now()
 	deadline := start.Add(budget)
 	folded := 0
-	last, err := foldDirect(ctx, store, newStreamGen(padTo, genChunk), projections.DefaultBatchSize,
+	last, err := foldDirect(ctx, store, newStreamGen(padTo, genChunk), projector.DefaultBatchSize,
 		func() bool {
 			if folded%1000 == 0 && time.Now().After(deadline) {
 				return true

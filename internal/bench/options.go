@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 // Figure names, for Options.Only.
@@ -104,7 +104,7 @@ type Options struct {
 	// budget is spent and reports the N it reached. Default 10m (quick 20s).
 	MemBudget time.Duration
 	// Window is the in-flight window of both append paths. Default
-	// jslog.DefaultMaxInFlight.
+	// appendlog.DefaultMaxInFlight.
 	Window int
 	// PadTo is the envelope size the workload pads to. Default 600.
 	PadTo int
@@ -145,7 +145,7 @@ func (o *Options) Validate() error {
 	pick(&o.ReadProposals, FullReadProposals, QuickReadProposals)
 	pick(&o.Gets, FullGets, QuickGets)
 	pick(&o.Lists, FullLists, QuickList)
-	pick(&o.Window, jslog.DefaultMaxInFlight, jslog.DefaultMaxInFlight)
+	pick(&o.Window, appendlog.DefaultMaxInFlight, appendlog.DefaultMaxInFlight)
 	pick(&o.PadTo, DefaultPadTo, DefaultPadTo)
 	if o.Duration == 0 {
 		o.Duration = FullDuration

@@ -12,18 +12,20 @@ import (
 	"os"
 	"time"
 
-	"github.com/mewledger/ledger/internal/api"
+	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 )
 
 // foldDirect folds events from sg into store, committing every batch
 // events (each batch prepared first, as Rebuild and the projector do),
 // until stop says so; it calls seen with each decoded event.
 func foldDirect(ctx context.Context, store *projections.Store, sg *streamGen, batch int, stop func() bool, seen func(*ledger.Decoded)) (uint64, error) {
-	f := projections.NewFolder()
+	f := fold.NewFolder()
 	var last uint64
-	evs := make([]projections.Event, 0, batch)
+	evs := make([]fold.Event, 0, batch)
 	for !stop() {
 		evs = evs[:0]
 		for len(evs) < batch && !stop() {
@@ -137,7 +139,7 @@ func startReads(ctx context.Context, o *Options) (r *readsEnv, err error) {
 	r.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
 
 	// List queries: for each state, the first pages' cursors.
-	for _, st := range []projections.ProposalState{projections.StatePending, projections.StateFulfilled, projections.StateWithdrawn, projections.StateRejected} {
+	for _, st := range []model.ProposalState{model.StatePending, model.StateFulfilled, model.StateWithdrawn, model.StateRejected} {
 		cursor := ""
 		for range 10 {
 			q := url.Values{"state": {string(st)}, "limit": {"100"}}

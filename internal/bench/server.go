@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/internal/natsserver"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/internal/lib/natsserver"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 // DefaultSyncInterval is nats-server's own default fsync interval, which
@@ -56,7 +56,7 @@ func startEnv(ctx context.Context, tmp string, syncAlways bool, log zerolog.Logg
 	if e.js, err = jetstream.New(e.nc); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	if e.stream, err = jslog.EnsureStream(ctx, e.js, jslog.StreamOptions{}); err != nil {
+	if e.stream, err = appendlog.EnsureStream(ctx, e.js, appendlog.StreamOptions{}); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	return e, nil

@@ -14,7 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/internal/logging"
+	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/ledger"
 )
 

@@ -12,27 +12,28 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
+	"github.com/mewledger/ledger/model"
 )
 
 // gapsOf returns the gaps GET /v1/gaps lists for a space, once the
 // projection has caught up with the stream.
-func gapsOf(t *testing.T, cl *client.Client, space string) []projections.Gap {
+func gapsOf(t *testing.T, cl *apitest.Client, space string) []model.Gap {
 	t.Helper()
-	g, err := cl.Gaps(context.Background(), 0, "", client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
+	g, err := cl.Gaps(context.Background(), 0, "", apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return g.Gaps
 }
 
-func statsGaps(t *testing.T, cl *client.Client, space string) int64 {
+func statsGaps(t *testing.T, cl *apitest.Client, space string) int64 {
 	t.Helper()
-	st, _, err := cl.Stats(context.Background(), client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
+	st, _, err := cl.Stats(context.Background(), apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,16 +58,16 @@ func idOf(t *testing.T, line []byte) string {
 // recorded. Stopping the bridge then records an open gap.
 func TestDropGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := mewtest.Start(nil)
+	gw := mewgw.Start(nil)
 	t.Cleanup(gw.Close)
 	lines := readLines(t, filepath.Join(capturesDir, "c-reject.jsonl"))
 	mew, space := mewSpace(t, "c-reject"), "drop"
 	b, stop := startBridgeStop(t, bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Token: "t", Space: space,
-		Sink: bridge.HTTPSink{Client: cl}, ProbeInterval: -1})
+		Sink: bridge.HTTPSink{Client: cl.Client}, ProbeInterval: -1})
 	waitJoined(t, gw, b, mew, 1)
 	replay(t, gw, b, mew, lines[:6]) // up to the proposal (line 6)
 	gw.Pause()
@@ -102,11 +103,11 @@ func TestDropGivesGap(t *testing.T) {
 	if n := statsGaps(t, cl, space); n != 1 {
 		t.Errorf("stats gaps %d, want 1", n)
 	}
-	p, _, err := cl.Get(context.Background(), idOf(t, lines[5]), client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
+	p, _, err := cl.Get(context.Background(), idOf(t, lines[5]), apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != projections.StatePending {
+	if p.State != model.StatePending {
 		t.Errorf("state %s: the lost rejection was recorded?", p.State)
 	}
 
@@ -124,21 +125,21 @@ func TestDropGivesGap(t *testing.T) {
 // rejoins; what the space carries next is recorded again.
 func TestEvictionGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := mewtest.Start(map[string][]map[string]any{"recorder-token": {}})
+	gw := mewgw.Start(map[string][]map[string]any{"recorder-token": {}})
 	t.Cleanup(gw.Close)
 	lines := readLines(t, filepath.Join(capturesDir, "b-withdraw.jsonl"))
 	mew, space := mewSpace(t, "b-withdraw"), "evict"
 	b := startBridge(t, bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Token: "recorder-token", Space: space,
-		Sink: bridge.HTTPSink{Client: cl}, ProbeInterval: 5 * time.Millisecond})
+		Sink: bridge.HTTPSink{Client: cl.Client}, ProbeInterval: 5 * time.Millisecond})
 	waitJoined(t, gw, b, mew, 1)
 	replay(t, gw, b, mew, lines[:5]) // up to the proposal
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	impostor, err := mewtest.Join(ctx, gw.URL(), mew, bridgeName, "someone-else")
+	impostor, err := mewgw.Join(ctx, gw.URL(), mew, bridgeName, "someone-else")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +156,11 @@ func TestEvictionGivesGap(t *testing.T) {
 	if len(gaps) != 1 || !strings.Contains(gaps[0].Reason, "evicted") || gaps[0].LastEnvelope != idOf(t, lines[4]) || gaps[0].ReconnectedAt == nil {
 		t.Fatalf("gaps %+v, want one eviction", gaps)
 	}
-	p, _, err := cl.Get(context.Background(), idOf(t, lines[4]), client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
+	p, _, err := cl.Get(context.Background(), idOf(t, lines[4]), apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != projections.StateWithdrawn {
+	if p.State != model.StateWithdrawn {
 		t.Errorf("state %s: the withdrawal after the rejoin was not recorded", p.State)
 	}
 }
@@ -200,7 +201,7 @@ func spoofLog(t *testing.T, lines [][]byte, id, participant string) [][]byte {
 // refused (reserved_sender).
 func TestHistorySpoofedSender(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,12 +279,12 @@ func TestHistorySpoofedSender(t *testing.T) {
 		return h.LastEnvelope == idOf(t, readLines(t, filepath.Join(capturesDir, "b-withdraw.jsonl"))[9]), h.LastEnvelope
 	})
 
-	ro := client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)}
+	ro := apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)}
 	p, _, err := cl.Get(context.Background(), proposal, ro)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != projections.StatePending {
+	if p.State != model.StatePending {
 		t.Errorf("state %s, want pending: the spoofed withdrawal applied", p.State)
 	}
 	h, _, err := cl.History(context.Background(), proposal, ro)
@@ -294,7 +295,7 @@ func TestHistorySpoofedSender(t *testing.T) {
 	for _, ev := range h.Events {
 		if ev.ID == withdraw {
 			found = true
-			if ev.Effect != projections.EffectInvalid || !strings.Contains(ev.Code+ev.Reason, "spoofed_sender") {
+			if ev.Effect != model.EffectInvalid || !strings.Contains(ev.Code+ev.Reason, "spoofed_sender") {
 				t.Errorf("withdrawal %+v, want invalid spoofed_sender", ev)
 			}
 		}
@@ -315,7 +316,7 @@ func TestHistorySpoofedSender(t *testing.T) {
 // may have been cut unread are reported as a gap.
 func TestHistoryTruncationGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,11 +350,11 @@ func TestHistoryTruncationGivesGap(t *testing.T) {
 // evicts the bridge at once, with the probe off.
 func TestEvictionNoticeGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := mewtest.Start(nil)
+	gw := mewgw.Start(nil)
 	t.Cleanup(gw.Close)
 	gw.NotifyReplaced(true)
 	mew, space := "m", "evict-notice"
@@ -362,7 +363,7 @@ func TestEvictionNoticeGivesGap(t *testing.T) {
 	waitJoined(t, gw, b, mew, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	impostor, err := mewtest.Join(ctx, gw.URL(), mew, bridgeName, "t")
+	impostor, err := mewgw.Join(ctx, gw.URL(), mew, bridgeName, "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -25,7 +26,7 @@ import (
 // through the normal append paths.
 func TestGapWritePaths(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestGapWritePaths(t *testing.T) {
 		name string
 		sink bridge.Sink
 		g    ledger.Gap
-	}{{"http", bridge.HTTPSink{Client: cl}, g1}, {"nats", ns, g2}} {
+	}{{"http", bridge.HTTPSink{Client: cl.Client}, g1}, {"nats", ns, g2}} {
 		r, err := tc.sink.Gap(ctx, "gapspace", tc.g)
 		if err != nil || r.Error != nil || r.Seq == 0 || r.Duplicate || r.ID != ledger.GapID(tc.g) {
 			t.Fatalf("%s: %+v %v", tc.name, r, err)
@@ -93,7 +94,7 @@ func TestGapWritePaths(t *testing.T) {
 
 	// The normal paths never write as the ledger.
 	raw, _ := ledger.GapEnvelope(ledger.Gap{Bridge: "forger", DisconnectedAt: at})
-	for _, s := range []bridge.Sink{bridge.HTTPSink{Client: cl}, ns, bridge.AppenderSink{Appender: a.Appender()}} {
+	for _, s := range []bridge.Sink{bridge.HTTPSink{Client: cl.Client}, ns, bridge.AppenderSink{Appender: a.Appender()}} {
 		r, err := s.Append(ctx, "gapspace", raw, "")
 		if err != nil || r.Error == nil {
 			t.Errorf("%T appended a ledger/gap envelope: %+v %v", s, r, err)
@@ -108,7 +109,7 @@ func TestGapWritePaths(t *testing.T) {
 	}
 	// Each sink appends a lifecycle envelope (the NATS one through the
 	// submit service), and a retry is a duplicate.
-	for i, s := range []bridge.Sink{bridge.HTTPSink{Client: cl}, ns, bridge.AppenderSink{Appender: a.Appender()}} {
+	for i, s := range []bridge.Sink{bridge.HTTPSink{Client: cl.Client}, ns, bridge.AppenderSink{Appender: a.Appender()}} {
 		prop := []byte(`{"protocol":"mew/v0.4","id":"p` + string(rune('0'+i)) + `","from":"coder","kind":"mcp/proposal","payload":{"method":"tools/call","params":{}}}`)
 		r, err := s.Append(ctx, "gapspace", prop, "")
 		if err != nil || r.Error != nil || r.Seq == 0 || r.Duplicate {
@@ -118,7 +119,7 @@ func TestGapWritePaths(t *testing.T) {
 			t.Errorf("%T retry: %+v %v", s, again, err)
 		}
 	}
-	if _, err := (bridge.HTTPSink{Client: cl}).Append(ctx, "gapspace", chat, "mallory"); err == nil {
+	if _, err := (bridge.HTTPSink{Client: cl.Client}).Append(ctx, "gapspace", chat, "mallory"); err == nil {
 		t.Error("the HTTP sink published under a given sender")
 	}
 	if n := statsGaps(t, cl, "gapspace"); n != 2 {

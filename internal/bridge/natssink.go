@@ -10,10 +10,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mewledger/ledger/internal/submit"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -28,7 +28,7 @@ const DefaultRequestTimeout = 30 * time.Second
 // (AppendAs; the stream dedups by Nats-Msg-Id). The caller owns nc.
 type NATSSink struct {
 	nc       *nats.Conn
-	appender *jslog.Appender
+	appender *appendlog.Appender
 }
 
 // NewNATSSink returns a sink on nc. It does no I/O.
@@ -37,7 +37,7 @@ func NewNATSSink(nc *nats.Conn) (*NATSSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: jetstream: %w", err)
 	}
-	a, err := jslog.NewAppender(js, jslog.AppenderOptions{})
+	a, err := appendlog.NewAppender(js, appendlog.AppenderOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}

@@ -11,11 +11,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
 )
 
 // flakySink is a real sink whose first failures Appends fail as if the
@@ -45,7 +46,7 @@ func scrape(t *testing.T, b *bridge.Bridge, reg *prometheus.Registry, path strin
 // stored, once; /healthz and /metrics say so.
 func TestRefusalsAndRetries(t *testing.T) {
 	a := apptest.Start(t)
-	gw := mewtest.Start(nil)
+	gw := mewgw.Start(nil)
 	t.Cleanup(gw.Close)
 	reg := prometheus.NewRegistry()
 	m, err := bridge.NewMetrics(reg)
@@ -92,11 +93,11 @@ func TestRefusalsAndRetries(t *testing.T) {
 	if code, body := scrape(t, b, reg, "/healthz"); code != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
 		t.Errorf("/healthz %d %s", code, body)
 	}
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := cl.Stats(context.Background(), client.ReadOptions{Space: "refusals", MinSeq: caughtUp(t, cl)})
+	st, _, err := cl.Stats(context.Background(), apitest.ReadOptions{Space: "refusals", MinSeq: caughtUp(t, cl)})
 	if err != nil || st.Events != 2 {
 		t.Errorf("stats %+v %v: want 2 events (each retried append stored once)", st, err)
 	}

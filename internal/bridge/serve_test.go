@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/app/apptest"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/bridge/mewtest"
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/natstest"
-	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/mewgw"
+	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/model"
 )
 
 // bridgeName is the bridge's participant id in the tests.
@@ -88,7 +89,7 @@ func waitFrames(t *testing.T, b *bridge.Bridge, n int) {
 
 // waitJoined waits until the gateway has seen the bridge join n times
 // and the bridge has handled its welcome.
-func waitJoined(t *testing.T, gw *mewtest.Gateway, b *bridge.Bridge, mew string, n int) {
+func waitJoined(t *testing.T, gw *mewgw.Gateway, b *bridge.Bridge, mew string, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -102,7 +103,7 @@ func waitJoined(t *testing.T, gw *mewtest.Gateway, b *bridge.Bridge, mew string,
 }
 
 // caughtUp returns the stream's last sequence (to read with min_seq).
-func caughtUp(t *testing.T, cl *client.Client) uint64 {
+func caughtUp(t *testing.T, cl *apitest.Client) uint64 {
 	t.Helper()
 	st, err := cl.Status(context.Background())
 	if err != nil {
@@ -114,7 +115,7 @@ func caughtUp(t *testing.T, cl *client.Client) uint64 {
 // replay broadcasts a capture's frames but its first (the observer's own
 // welcome; the bridge gets its own) and waits until the bridge handled
 // them.
-func replay(t *testing.T, gw *mewtest.Gateway, b *bridge.Bridge, space string, lines [][]byte) {
+func replay(t *testing.T, gw *mewgw.Gateway, b *bridge.Bridge, space string, lines [][]byte) {
 	t.Helper()
 	before := b.Health().Frames
 	for _, l := range lines[1:] {
@@ -132,7 +133,7 @@ func replay(t *testing.T, gw *mewtest.Gateway, b *bridge.Bridge, space string, l
 func TestCapturesThroughServe(t *testing.T) {
 	e := loadExpected(t)
 	a := apptest.Start(t)
-	cl, err := client.New(client.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +145,10 @@ func TestCapturesThroughServe(t *testing.T) {
 				mew := mewSpace(t, name)
 				var b *bridge.Bridge
 				if mode == "live" {
-					gw := mewtest.Start(nil)
+					gw := mewgw.Start(nil)
 					t.Cleanup(gw.Close)
 					b = startBridge(t, bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Token: "t", Space: space,
-						Sink: bridge.HTTPSink{Client: cl}, ProbeInterval: -1})
+						Sink: bridge.HTTPSink{Client: cl.Client}, ProbeInterval: -1})
 					waitJoined(t, gw, b, mew, 1)
 					replay(t, gw, b, mew, readLines(t, filepath.Join(capturesDir, sc.File)))
 				} else {
@@ -190,9 +191,9 @@ func lastID(t *testing.T, sc scenario) string {
 }
 
 // checkProposals compares every proposal of a scenario with expected.json.
-func checkProposals(t *testing.T, cl *client.Client, e expected, name, space string) {
+func checkProposals(t *testing.T, cl *apitest.Client, e expected, name, space string) {
 	t.Helper()
-	ro := client.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)}
+	ro := apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)}
 	ctx := context.Background()
 	n := 0
 	for id, want := range e.Proposals {
@@ -207,7 +208,7 @@ func checkProposals(t *testing.T, cl *client.Client, e expected, name, space str
 		}
 		checkProposal(t, cl, ro, id, p, want)
 	}
-	list, _, err := cl.List(ctx, client.ListFilter{Limit: 1000}, ro)
+	list, _, err := cl.List(ctx, apitest.ListFilter{Limit: 1000}, ro)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func checkProposals(t *testing.T, cl *client.Client, e expected, name, space str
 	}
 }
 
-func checkProposal(t *testing.T, cl *client.Client, ro client.ReadOptions, id string, p *projections.Proposal, want expectedProposal) {
+func checkProposal(t *testing.T, cl *apitest.Client, ro apitest.ReadOptions, id string, p *model.Proposal, want expectedProposal) {
 	t.Helper()
 	eq := func(field, got, want string) {
 		if want != "" && got != want {

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/mewledger/ledger/internal/client"
-	"github.com/mewledger/ledger/internal/wire"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/ledger/jslog"
+	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
 // Sink is where a bridge sends what it records: one of the ledger's
@@ -48,7 +48,7 @@ const CodeReservedSender = ledger.CodeReservedSender
 // bridge runs in (ledger serve --bridge-mew-config): the same validation,
 // dedup and group commit as every submit path.
 type AppenderSink struct {
-	Appender *jslog.Appender
+	Appender *appendlog.Appender
 }
 
 // Append implements Sink.
@@ -85,7 +85,7 @@ func appenderResult(r ledger.Result, err error) (wire.AppendResult, error) {
 // folds it invalid (spoofed_sender). sender "ledger" is refused
 // (reserved_sender): the ledger's own envelopes are written only by the
 // ledger.
-func AppendAs(ctx context.Context, a *jslog.Appender, space string, raw []byte, sender string) (ledger.Result, error) {
+func AppendAs(ctx context.Context, a *appendlog.Appender, space string, raw []byte, sender string) (ledger.Result, error) {
 	return a.AppendBody(ctx, space, raw, ledger.BodyOptions{Sender: sender})
 }
 
@@ -93,7 +93,7 @@ func AppendAs(ctx context.Context, a *jslog.Appender, space string, raw []byte, 
 // /v1/gaps; a writer token when the API has tokens). It cannot publish
 // under a given sender.
 type HTTPSink struct {
-	Client *client.Client
+	Client *apiclient.Client
 }
 
 // Append implements Sink.
@@ -111,7 +111,7 @@ func (s HTTPSink) Gap(ctx context.Context, space string, g ledger.Gap) (wire.App
 
 // httpResult: 400 and 413 are refusals, anything else an error.
 func httpResult(r wire.AppendResult, err error) (wire.AppendResult, error) {
-	var ae *client.APIError
+	var ae *apiclient.APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge) {
 		return wire.AppendResult{Error: ae.Wire()}, nil
 	}

@@ -24,30 +24,30 @@ func storeOrBus(p string) bool {
 }
 
 // TestDependencies: the pure core links nothing of Pebble or NATS. The
-// records (projections/model) link neither, nor any other package of this
-// module but internal/canon and subjects. The fold (projections/fold)
+// records (model) link neither, nor any other package of this
+// module but internal/lib/canon and subjects. The fold (projections/fold)
 // links neither: it takes the envelope dialect from package ledger, whose
-// JetStream side lives in ledger/jslog, which the fold must not link.
+// JetStream side lives in ledger/appendlog, which the fold must not link.
 func TestDependencies(t *testing.T) {
 	const mod = "github.com/mewledger/ledger/"
-	for _, p := range listDeps(t, mod+"projections/model") {
-		if storeOrBus(p) || (strings.HasPrefix(p, mod) && !slices.Contains([]string{mod + "projections/model", mod + "internal/canon", mod + "subjects"}, p)) {
-			t.Errorf("projections/model depends on %s", p)
+	for _, p := range listDeps(t, mod+"model") {
+		if storeOrBus(p) || (strings.HasPrefix(p, mod) && !slices.Contains([]string{mod + "model", mod + "internal/lib/canon", mod + "subjects"}, p)) {
+			t.Errorf("model depends on %s", p)
 		}
 	}
 	for _, p := range listDeps(t, mod+"projections/fold") {
-		if storeOrBus(p) || p == mod+"ledger/jslog" {
+		if storeOrBus(p) || p == mod+"ledger/appendlog" {
 			t.Errorf("projections/fold depends on %s", p)
 		}
 	}
 }
 
 // TestRecordUsersLinkNoStore: the wire types and the CLI's client take the
-// records from projections/model, and link neither the projections
+// records from model, and link neither the projections
 // package nor Pebble.
 func TestRecordUsersLinkNoStore(t *testing.T) {
 	const mod = "github.com/mewledger/ledger/"
-	for _, pkg := range []string{mod + "internal/wire", mod + "internal/client"} {
+	for _, pkg := range []string{mod + "internal/lib/wire", mod + "internal/lib/apiclient"} {
 		for _, p := range listDeps(t, pkg) {
 			if p == mod+"projections" || strings.HasPrefix(p, "github.com/cockroachdb/pebble") {
 				t.Errorf("%s depends on %s", pkg, p)

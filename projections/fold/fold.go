@@ -9,10 +9,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mewledger/ledger/projections/model"
+	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/subjects"
 
-	"github.com/mewledger/ledger/internal/canon"
+	"github.com/mewledger/ledger/internal/lib/canon"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -596,7 +596,7 @@ func (a *applier) create(c *evctx) error {
 		kr.Required, kr.Approvers = k.RequiredApprovals()
 		kr.Approvers = slices.Clone(kr.Approvers)
 		if kr.ApprovalClass == "" {
-			kr.ApprovalClass = ledger.ApprovalNone
+			kr.ApprovalClass = model.ApprovalNone
 		}
 		if k.Request != nil {
 			kr.Form, kr.Intent = model.KernelFormRequest, k.Request.Intent

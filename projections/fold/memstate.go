@@ -3,10 +3,11 @@ package fold
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/mewledger/ledger/projections/model"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/mewledger/ledger/model"
 )
 
 // MemState is an in-memory State: the fold's reference store for tests and

@@ -1,8 +1,9 @@
 package fold
 
 import (
-	"github.com/mewledger/ledger/projections/model"
 	"time"
+
+	"github.com/mewledger/ledger/model"
 
 	"github.com/mewledger/ledger/ledger"
 )

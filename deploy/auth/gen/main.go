@@ -20,8 +20,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/mewledger/ledger/internal/authcfg"
-	"github.com/mewledger/ledger/internal/httpauth"
+	"github.com/mewledger/ledger/internal/auth/authcfg"
+	"github.com/mewledger/ledger/internal/auth/httpauth"
 )
 
 func main() {

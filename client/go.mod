@@ -1,0 +1,9 @@
+module github.com/mewledger/ledger/client
+
+go 1.26.8
+
+require github.com/mewledger/ledger/model v0.0.0
+
+// The model lives in this repository (model/); an integrator's go get
+// resolves it like any other module.
+replace github.com/mewledger/ledger/model => ../model

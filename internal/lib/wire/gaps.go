@@ -1,0 +1,10 @@
+package wire
+
+import "github.com/mewledger/ledger/model"
+
+// Gaps is the body of GET /v1/gaps: the recording gaps of a space's
+// bridges, oldest first (SPEC §7, §14). NextCursor is "" on the last page.
+type Gaps struct {
+	Gaps       []model.Gap `json:"gaps"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}

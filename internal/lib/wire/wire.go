@@ -1,0 +1,151 @@
+// Package wire defines the JSON bodies the ledger exchanges with its
+// clients: the HTTP API (SPEC §7, §8) and the submit service (SPEC §8).
+// The server packages (api, submit) and the client package share these
+// types, so both ends of every exchange agree on field names.
+//
+// Read responses embed the projection's own records (model:
+// Proposal, HistoryEntry, Stats): the proposal object of the
+// API is exactly the projection's record.
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
+)
+
+// Error codes of the API and the submit service, besides the refusal codes
+// of the ledger package (ledger.Code*), which are passed through as they
+// are.
+const (
+	CodeNotFound         = "not_found"          // no such proposal / history / route
+	CodeBadQuery         = "bad_query"          // a query parameter has a bad value
+	CodeUnknownParameter = "unknown_parameter"  // a query parameter the route does not take
+	CodeNotCaughtUp      = "not_caught_up"      // min_seq not applied within the bound
+	CodeNotReady         = "not_ready"          // /readyz: the projection lags too far
+	CodeUnavailable      = "unavailable"        // NATS or the stream did not answer; retry
+	CodeStorageFull      = "storage_full"       // the disk is full: nothing is appended until space is freed
+	CodeMethodNotAllowed = "method_not_allowed" // route exists, method does not
+	CodeShuttingDown     = "shutting_down"      // the service is stopping; retry elsewhere
+	CodeInternal         = "internal"           // a bug or a storage failure; see the server log
+	CodeBadRequest       = "bad_request"        // the request itself is malformed (not an envelope)
+)
+
+// Error is the error object: {"code":..,"message":..,"field":..}. Field is
+// always present ("" when the error is not about one field).
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field"`
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s (field %s)", e.Code, e.Message, e.Field)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// ErrorBody is every error response: {"error":{...}}.
+type ErrorBody struct {
+	Error *Error `json:"error"`
+}
+
+// FromError maps an append error to the wire: a refusal keeps its code,
+// message and field; anything else (not acknowledged) is unavailable.
+func FromError(err error) *Error {
+	if r, ok := ledger.AsRefusal(err); ok {
+		return &Error{Code: r.Code, Message: r.Message, Field: r.Field}
+	}
+	if errors.Is(err, ledger.ErrPublish) {
+		return &Error{Code: CodeUnavailable, Message: "the envelope was not acknowledged by the stream; appending it again is safe: " + err.Error()}
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
+}
+
+// AppendResult is the answer to one appended envelope: POST /v1/events
+// (202), each line of an NDJSON POST, and a submit-service reply. On
+// success ID, Seq and Duplicate are set; on failure only Error (and Line).
+// Line is the 1-based input line of an NDJSON POST, 0 (absent) elsewhere.
+type AppendResult struct {
+	Line int `json:"line,omitempty"`
+	// LastLine, on a refusal, says it answers every line from Line to
+	// LastLine (an NDJSON answer compacts runs of identical refusals past
+	// its first ones).
+	LastLine  int    `json:"last_line,omitempty"`
+	ID        string `json:"id,omitempty"`
+	Seq       uint64 `json:"seq,omitempty"`
+	Duplicate bool   `json:"duplicate"`
+	Error     *Error `json:"error,omitempty"`
+}
+
+// MarshalJSON writes a failure as {"line":N,"error":{...}} (with
+// "last_line" when it answers a run of lines; no id, seq or
+// duplicate) and a success as {"line":N,"id":..,"seq":..,"duplicate":..}.
+func (r AppendResult) MarshalJSON() ([]byte, error) {
+	type plain AppendResult
+	if r.Error != nil {
+		return json.Marshal(struct {
+			Line     int    `json:"line,omitempty"`
+			LastLine int    `json:"last_line,omitempty"`
+			Error    *Error `json:"error"`
+		}{r.Line, r.LastLine, r.Error})
+	}
+	return json.Marshal(plain(r))
+}
+
+// FromResult converts an Appender result.
+func FromResult(r ledger.Result) AppendResult {
+	if r.Err != nil {
+		return AppendResult{Error: FromError(r.Err)}
+	}
+	return AppendResult{ID: r.ID, Seq: r.Seq, Duplicate: r.Duplicate}
+}
+
+// History is GET /v1/proposals/{id}/history.
+type History struct {
+	ID     string               `json:"id"`
+	Space  string               `json:"space"`
+	Events []model.HistoryEntry `json:"events"`
+}
+
+// List is GET /v1/proposals.
+type List struct {
+	Proposals  []*model.Proposal `json:"proposals"`
+	NextCursor string            `json:"next_cursor"`
+}
+
+// Status is GET /v1/status.
+type Status struct {
+	StreamSeq    uint64 `json:"stream_seq"`
+	ProjectedSeq uint64 `json:"projected_seq"`
+	Lag          uint64 `json:"lag"`
+	// LogProblem says what is wrong between the log and the projection
+	// (the stream deleted or recreated, history removed, the checkpoint
+	// beyond the log, a setting the ledger cannot use); while it is set
+	// the ledger is not ready and folds nothing.
+	LogProblem string `json:"log_problem,omitempty"`
+}
+
+// Ready is GET /readyz: Status plus the verdict (and, with 503, Error).
+type Ready struct {
+	Ready bool   `json:"ready"`
+	Bound uint64 `json:"bound"`
+	Status
+	Error *Error `json:"error,omitempty"`
+}
+
+// Health is GET /healthz.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// Addr is the content of <data>/serve.addr.json, written by `ledger serve`
+// once it accepts requests and removed on a clean shutdown.
+type Addr struct {
+	HTTP string `json:"http"`
+	NATS string `json:"nats"`
+}

@@ -1,0 +1,103 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/projections/projector"
+)
+
+// As-of query parameters (SPEC §9): the state after a sequence, or at a
+// time, instead of the live projection's.
+const (
+	paramAsOfSeq = "as_of_seq"
+	paramAsOf    = "as_of"
+)
+
+// HeaderAsOfSeq is set on an as-of answer: the last sequence folded into
+// the projection it was answered from.
+const HeaderAsOfSeq = "Ledger-As-Of-Seq"
+
+// ErrBeyondLog is what an AsOfFunc returns (wrapped) for a point after the
+// end of the log: answered 400 beyond_log.
+var ErrBeyondLog = projector.ErrBeyondLog
+
+// AsOfPoint is a past point of the log: a sequence (the state after
+// folding it) or a time (the state after every event stored at or before
+// it). Exactly one is set.
+type AsOfPoint struct {
+	Seq  uint64
+	Time time.Time
+}
+
+// AsOfFunc returns a Reader of the projection as of p, and a release
+// function the caller calls when it is done reading. A point after the
+// end of the log is an error wrapping ErrBeyondLog.
+type AsOfFunc func(ctx context.Context, p AsOfPoint) (Reader, func(), error)
+
+// readCtx is what a read handler answers from.
+type readCtx struct {
+	q       url.Values
+	space   string
+	r       Reader
+	release func()
+}
+
+// asOfPoint parses ?as_of_seq= / ?as_of=; ok is false when neither is
+// given.
+func asOfPoint(q url.Values) (AsOfPoint, bool, *wire.Error) {
+	seqV, timeV := q.Get(paramAsOfSeq), q.Get(paramAsOf)
+	switch {
+	case seqV == "" && timeV == "":
+		return AsOfPoint{}, false, nil
+	case seqV != "" && timeV != "":
+		return AsOfPoint{}, false, badParam(paramAsOf, "give as_of_seq or as_of, not both")
+	case q.Get(paramMinSeq) != "":
+		return AsOfPoint{}, false, badParam(paramMinSeq, "min_seq waits for the live projection; an as-of query is answered from the log, so it takes no min_seq")
+	case seqV != "":
+		n, err := strconv.ParseUint(seqV, 10, 64)
+		if err != nil || n == 0 {
+			return AsOfPoint{}, false, badParam(paramAsOfSeq, "as_of_seq must be a stream sequence (an integer ≥ 1), not %q", seqV)
+		}
+		return AsOfPoint{Seq: n}, true, nil
+	}
+	t, e := parseTime(paramAsOf, timeV)
+	if e != nil {
+		return AsOfPoint{}, false, e
+	}
+	return AsOfPoint{Time: t}, true, nil
+}
+
+// asOfReader answers the as-of point of a read: a Reader folded to it, or
+// an error answer (written; ok false).
+func (a *API) asOfReader(w http.ResponseWriter, r *http.Request, p AsOfPoint) (Reader, func(), bool) {
+	rd, release, err := a.opts.AsOf(r.Context(), p)
+	switch {
+	case err == nil:
+		w.Header().Set(HeaderAsOfSeq, strconv.FormatUint(rd.AppliedSeq(), 10))
+		return rd, release, true
+	case errors.Is(err, ErrBeyondLog):
+		field := paramAsOfSeq
+		if p.Seq == 0 {
+			field = paramAsOf
+		}
+		detail := err.Error()
+		if i := strings.Index(detail, ErrBeyondLog.Error()+": "); i >= 0 {
+			detail = detail[i+len(ErrBeyondLog.Error())+2:]
+		}
+		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBeyondLog, Field: field,
+			Message: "the point is beyond the end of the log: " + detail})
+	case r.Context().Err() != nil:
+		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeUnavailable,
+			Message: "the request ended before the log was folded to the point asked for"})
+	default:
+		a.internal(w, r, err)
+	}
+	return nil, nil, false
+}

@@ -1,0 +1,80 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/projections"
+)
+
+// RouteGaps lists the recording gaps of a space's bridges (SPEC §7, §14).
+const RouteGaps = "GET /v1/gaps"
+
+// gapReader is the optional part of a Reader that lists recording gaps
+// (*projections.Store implements it).
+type gapReader interface {
+	Gaps(space string, after uint64, limit int) ([]model.Gap, uint64, error)
+}
+
+// errNoGaps: the reader in place does not list gaps.
+var errNoGaps = errors.New("api: this projection does not list gaps")
+
+// Gaps is the reader in place's Gaps, or errNoGaps.
+func (s *swapReader) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if g, ok := s.r.(gapReader); ok {
+		return g.Gaps(space, after, limit)
+	}
+	return nil, 0, errNoGaps
+}
+
+// gaps answers GET /v1/gaps?space=&limit=&cursor=: {"gaps":[...],
+// "next_cursor":".."}, oldest first. The cursor is the sequence of the
+// last gap of the previous page.
+func (a *API) gaps(w http.ResponseWriter, r *http.Request) {
+	rc, ok := a.readPrologue(w, r, paramLimit, paramCursor)
+	if !ok {
+		return
+	}
+	defer rc.release()
+	limit := 0
+	if v := rc.q.Get(paramLimit); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > projections.MaxGapsLimit {
+			writeError(w, http.StatusBadRequest, badParam(paramLimit, "limit must be an integer in 1..%d, not %q", projections.MaxGapsLimit, v))
+			return
+		}
+		limit = n
+	}
+	var after uint64
+	if v := rc.q.Get(paramCursor); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, badParam(paramCursor, "cursor must be the next_cursor of a previous page, not %q", v))
+			return
+		}
+		after = n
+	}
+	gr, ok := rc.r.(gapReader)
+	if !ok {
+		a.internal(w, r, errNoGaps)
+		return
+	}
+	gs, next, err := gr.Gaps(rc.space, after, limit)
+	if err != nil {
+		a.internal(w, r, err)
+		return
+	}
+	if gs == nil {
+		gs = []model.Gap{}
+	}
+	body := wire.Gaps{Gaps: gs}
+	if next != 0 {
+		body.NextCursor = strconv.FormatUint(next, 10)
+	}
+	writeJSON(w, http.StatusOK, body)
+}

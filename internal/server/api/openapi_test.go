@@ -1,0 +1,658 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/server/api"
+	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/model"
+)
+
+var update = flag.Bool("update", false, "rewrite internal/server/api/openapi.json from the route table, the wire types and live answers")
+
+// The OpenAPI document is built here, from three sources, and committed as
+// openapi.json (served at GET /openapi.json):
+//   - the operation table below (paths, parameters, roles, statuses);
+//   - the component schemas, reflected from the Go types the handlers
+//     encode (so a field added to a wire type is described the moment the
+//     document is regenerated, and a stale document fails the test);
+//   - the examples: real answers of a real ledger (NATS + Pebble) to the
+//     walkthrough's envelopes.
+//
+// TestOpenAPIDocument fails when the committed document differs from the
+// generated one (examples aside), when a route the API mounts is not
+// described or a described one is not mounted, when a live answer does not
+// validate against its schema, or when a documented example no longer has
+// the shape (members and their JSON types) of the live answer.
+
+// op is one operation of the document.
+type op struct {
+	method, path string
+	summary      string
+	role         string // "" open; else the role that may call it
+	params       []param
+	body         *reqBody
+	responses    []resp
+	// example: the request whose live answer is the example of the first
+	// response (a path with query; "" for none).
+	example     string
+	exampleBody string
+}
+
+type param struct {
+	name, in, typ, desc string
+	required            bool
+	enum                []string
+}
+
+type reqBody struct {
+	desc    string
+	content map[string]string // media type -> schema name ("" = string)
+}
+
+type resp struct {
+	status  int
+	desc    string
+	schema  string // component schema name; "" = no JSON body
+	media   string // default application/json
+	example bool
+}
+
+var (
+	pSpace  = param{name: "space", in: "query", typ: "string", desc: "The space (tenant); the server's default space when absent."}
+	pMinSeq = param{name: "min_seq", in: "query", typ: "integer", desc: "Wait (bounded, then 503 not_caught_up) until the projection has applied this stream sequence: read-your-writes."}
+	pAsOf   = param{name: "as_of", in: "query", typ: "string", desc: "Answer as of this time (RFC 3339): the projection folded up to the last event at or before it."}
+	pAsOfSq = param{name: "as_of_seq", in: "query", typ: "integer", desc: "Answer as of this stream sequence."}
+	pID     = param{name: "id", in: "path", typ: "string", desc: "The proposal id (its envelope id).", required: true}
+	errResp = func(status int, desc string) resp { return resp{status: status, desc: desc, schema: "ErrorBody"} }
+	readErr = []resp{errResp(400, "A query parameter is unknown, repeated or malformed (field names it)."), errResp(401, "No or a bad token (with --auth)."), errResp(403, "The token lacks the role."), errResp(503, "min_seq not reached in time, or the stream did not answer.")}
+)
+
+func reads(ps ...param) []param { return append(ps, pSpace, pMinSeq, pAsOf, pAsOfSq) }
+
+func states() []string {
+	out := make([]string, len(model.States))
+	for i, s := range model.States {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// operations is the route table of the document. Keep it in the order of
+// the README's HTTP API section.
+var operations = []op{
+	{method: "get", path: "/v1/proposals/{id}", summary: "One proposal's state (SPEC §7 proposal object).", role: "auditor",
+		params: reads(pID), example: "/v1/proposals/env-req-1",
+		responses: append([]resp{{status: 200, desc: "The proposal.", schema: "Proposal", example: true}, errResp(404, "No proposal with that id in the space.")}, readErr...)},
+	{method: "get", path: "/v1/proposals/{id}/history", summary: "Every event filed under a proposal, in stream order, with its effect.", role: "auditor",
+		params: reads(pID), example: "/v1/proposals/env-req-1/history",
+		responses: append([]resp{{status: 200, desc: "The history.", schema: "History", example: true}, errResp(404, "Nothing filed under that id.")}, readErr...)},
+	{method: "get", path: "/v1/proposals", summary: "Proposals, newest first, filtered, with stable cursor paging.", role: "auditor",
+		params: reads(
+			param{name: "state", in: "query", typ: "string", desc: "Only proposals in this state.", enum: states()},
+			param{name: "proposer", in: "query", typ: "string", desc: "Only proposals from this sender."},
+			param{name: "target", in: "query", typ: "string", desc: "Only proposals whose to names this participant."},
+			param{name: "since", in: "query", typ: "string", desc: "Created at or after this time (RFC 3339)."},
+			param{name: "until", in: "query", typ: "string", desc: "Created before this time (RFC 3339)."},
+			param{name: "anomaly", in: "query", typ: "string", desc: "Only proposals carrying this anomaly."},
+			param{name: "action_type", in: "query", typ: "string", desc: "Kernel proposals of this action type."},
+			param{name: "resource_type", in: "query", typ: "string", desc: "Kernel proposals whose target has this resource type."},
+			param{name: "domain", in: "query", typ: "string", desc: "Kernel proposals whose target is in this domain."},
+			param{name: "limit", in: "query", typ: "integer", desc: "Page size (default 100, at most 1000)."},
+			param{name: "cursor", in: "query", typ: "string", desc: "The next_cursor of the previous page."}),
+		example:   "/v1/proposals?limit=2",
+		responses: append([]resp{{status: 200, desc: "A page.", schema: "List", example: true}}, readErr...)},
+	{method: "get", path: "/v1/stats", summary: "Counts by state, rejection and withdrawal reason, anomaly, event type and effect.", role: "auditor",
+		params: reads(), example: "/v1/stats",
+		responses: append([]resp{{status: 200, desc: "The space's statistics.", schema: "Stats", example: true}}, readErr...)},
+	{method: "get", path: "/v1/gaps", summary: "The recording gaps of bridges (SPEC §14), oldest first, paged by cursor.", role: "auditor",
+		params: reads(param{name: "limit", in: "query", typ: "integer", desc: "Page size."},
+			param{name: "cursor", in: "query", typ: "string", desc: "The next_cursor of the previous page."}),
+		example:   "/v1/gaps",
+		responses: append([]resp{{status: 200, desc: "A page of gaps.", schema: "Gaps", example: true}}, readErr...)},
+	{method: "post", path: "/v1/gaps", summary: "A bridge reports a recording gap; the ledger writes the ledger/gap event itself (sender ledger).", role: "writer",
+		params: []param{pSpace},
+		body:   &reqBody{desc: "The gap: bridge, times, last envelope seen, reason.", content: map[string]string{"application/json": "GapReport"}},
+		responses: []resp{{status: 202, desc: "Stored (a repeated report is a duplicate).", schema: "AppendResult"},
+			errResp(400, "The report is malformed: field names the member."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the writer role or the space."),
+			errResp(413, "The report is over the size limit."), errResp(503, "Not acknowledged; retrying is safe.")}},
+	{method: "get", path: "/v1/watch", summary: "Server-Sent Events: one event per change of a proposal's state or anomalies, in stream order; the SSE id is the sequence, and a reconnect with Last-Event-ID misses nothing.", role: "auditor",
+		params: []param{pSpace, {name: "proposal", in: "query", typ: "string", desc: "Only this proposal."}, {name: "state", in: "query", typ: "string", desc: "Only changes into this state.", enum: states()},
+			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (Last-Event-ID wins when both are given); past the end of the log: 400."},
+			{name: "Last-Event-ID", in: "header", typ: "string", desc: "The id of the last event received: the stream resumes after it; past the end of the log: 400."}, pMinSeq},
+		responses: []resp{{status: 200, desc: "text/event-stream: events whose data is a Change (JSON), and heartbeat comments.", media: "text/event-stream", schema: "Change"},
+			errResp(400, "A parameter is unknown or malformed, or since_seq / Last-Event-ID is past the end of the log."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."),
+			errResp(429, "Too many streams open (too_many_streams): of this client, or in all."), errResp(503, "min_seq not reached in time.")}},
+	{method: "get", path: "/v1/changes", summary: "The change index as JSON pages (what /v1/watch streams), for charts and scripts.", role: "auditor",
+		params: []param{pSpace, {name: "proposal", in: "query", typ: "string", desc: "Only this proposal."}, {name: "state", in: "query", typ: "string", desc: "Only changes into this state.", enum: states()},
+			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (the previous page's through); past the end of the log: 400."}, {name: "limit", in: "query", typ: "integer", desc: "Page size (1..1000, default 256)."}, pMinSeq},
+		example:   "/v1/changes",
+		responses: []resp{{status: 200, desc: "A page of changes.", schema: "ChangesPage", example: true}, errResp(400, "A parameter is unknown or malformed, or since_seq is past the end of the log."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."), errResp(503, "min_seq not reached in time.")}},
+	{method: "get", path: "/ui/", summary: "The auditor's console (HTML, CSS and JavaScript embedded in the binary); it reads this API.",
+		responses: []resp{{status: 200, desc: "The console.", media: "text/html"}}},
+	{method: "get", path: "/v1/status", summary: "Both sides of the projection's lag.", role: "auditor",
+		params: []param{pSpace, pMinSeq}, example: "/v1/status",
+		responses: append([]resp{{status: 200, desc: "Stream and projection sequences.", schema: "Status", example: true}}, readErr...)},
+	{method: "post", path: "/v1/events", summary: "Append one envelope, or many as NDJSON (one result per line, in order).", role: "writer",
+		params: []param{pSpace, {name: "kernel", in: "query", typ: "string", desc: "1: take every body (or line) as a bare kernel proposal to wrap.", enum: []string{"1"}}},
+		body:   &reqBody{desc: "A MEW envelope (any accepted dialect), a bare kernel proposal, or NDJSON lines of them.", content: map[string]string{"application/json": "Envelope", "application/x-ndjson": ""}},
+		responses: []resp{{status: 202, desc: "Stored (or recognised as a retry: duplicate true). NDJSON bodies get 200 with one AppendResult per line.", schema: "AppendResult", example: true},
+			{status: 200, desc: "NDJSON: one AppendResult per input line, in order.", media: "application/x-ndjson", schema: "AppendResult"},
+			errResp(400, "The envelope is refused: code and field say why."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the writer role."),
+			errResp(413, "The body is over the size limit."), errResp(429, "Over the write limit."), errResp(503, "Valid, but the stream did not acknowledge it: retrying is safe.")},
+		example: "/v1/events", exampleBody: `{"protocol":"mew/v0.4","id":"doc-proposal","from":"doc-agent","kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"read_file"}}}`},
+	{method: "post", path: "/v1/ops/rebuild", summary: "Start an online rebuild: fold the stream again into a new store, then swap it in.", role: "ops",
+		params: []param{{name: "wait", in: "query", typ: "string", desc: "1: answer when the rebuild ended.", enum: []string{"1"}}},
+		responses: []resp{{status: 202, desc: "Started; poll GET /v1/ops/rebuild.", schema: "RebuildStatus"}, {status: 200, desc: "With wait=1: the rebuild ended.", schema: "RebuildStatus"}, errResp(409, "A rebuild is already running."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role."),
+			errResp(503, "The ledger cannot rebuild (not_ready: the stream is gone or was recreated, ...; the message says what).")}},
+	{method: "get", path: "/v1/ops/rebuild", summary: "The running or last rebuild.", role: "ops", example: "/v1/ops/rebuild",
+		responses: []resp{{status: 200, desc: "Its status.", schema: "RebuildStatus", example: true}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role.")}},
+	{method: "post", path: "/v1/ops/verify", summary: "Rebuild into a temporary store and compare it with the live projection.", role: "ops",
+		responses: []resp{{status: 200, desc: "The comparison.", schema: "VerifyResult"}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role."), errResp(409, "Another operation is running."),
+			errResp(503, "The stream did not answer, or the ledger cannot verify (not_ready: the stream is gone or was recreated, ...; the message says what).")}},
+	{method: "get", path: "/healthz", summary: "Liveness: the process serves.", example: "/healthz",
+		responses: []resp{{status: 200, desc: "Serving.", schema: "Health", example: true}}},
+	{method: "get", path: "/readyz", summary: "Readiness: the projection is caught up within the ready bound.", example: "/readyz",
+		responses: []resp{{status: 200, desc: "Ready.", schema: "Ready", example: true}, {status: 503, desc: "Behind the stream, or the stream did not answer.", schema: "Ready"}}},
+	{method: "get", path: "/metrics", summary: "Prometheus metrics.", role: "metrics",
+		responses: []resp{{status: 200, desc: "The exposition format.", media: "text/plain"}}},
+	{method: "get", path: "/openapi.json", summary: "This document.",
+		responses: []resp{{status: 200, desc: "The OpenAPI 3.1 description of every route.", schema: "OpenAPI"}}},
+}
+
+// schemaTypes are the component schemas reflected from Go types.
+var schemaTypes = map[string]reflect.Type{
+	"Proposal":      reflect.TypeFor[model.Proposal](),
+	"History":       reflect.TypeFor[wire.History](),
+	"List":          reflect.TypeFor[wire.List](),
+	"Stats":         reflect.TypeFor[model.Stats](),
+	"Status":        reflect.TypeFor[wire.Status](),
+	"Ready":         reflect.TypeFor[wire.Ready](),
+	"Health":        reflect.TypeFor[wire.Health](),
+	"ErrorBody":     reflect.TypeFor[wire.ErrorBody](),
+	"RebuildStatus": reflect.TypeFor[wire.RebuildStatus](),
+	"VerifyResult":  reflect.TypeFor[wire.VerifyResult](),
+	"Gaps":          reflect.TypeFor[wire.Gaps](),
+	"GapReport":     reflect.TypeFor[ledger.Gap](),
+	"Change":        reflect.TypeFor[model.Change](),
+	"ChangesPage":   reflect.TypeFor[api.ChangesPage](),
+}
+
+// schemaNames names the components whose Go names collide.
+var schemaNames = map[reflect.Type]string{reflect.TypeFor[ledger.Gap](): "GapReport"}
+
+// enums of named string types.
+var enums = map[reflect.Type][]string{
+	reflect.TypeFor[model.ProposalState](): states(),
+	reflect.TypeFor[model.Effect](): {string(model.EffectApplied), string(model.EffectRecorded), string(model.EffectDuplicate),
+		string(model.EffectLate), string(model.EffectUnauthorized), string(model.EffectInvalid), string(model.EffectOrphan), string(model.EffectIgnored)},
+}
+
+// reflector turns Go types into JSON Schema 2020-12 (OpenAPI 3.1) the way
+// encoding/json encodes them: exported fields by their json names,
+// omitempty/omitzero members optional and the others required, no other
+// members allowed; named structs become components.
+type reflector struct{ defs map[string]any }
+
+func (r *reflector) schema(t reflect.Type) any {
+	switch t {
+	case reflect.TypeFor[time.Time]():
+		return map[string]any{"type": "string", "format": "date-time"}
+	case reflect.TypeFor[json.RawMessage]():
+		return map[string]any{"description": "Any JSON value, as sent."}
+	}
+	if vals, ok := enums[t]; ok {
+		return map[string]any{"type": "string", "enum": vals}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return r.schema(t.Elem())
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return map[string]any{"type": "integer"}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return map[string]any{"type": "string", "contentEncoding": "base64"}
+		}
+		return map[string]any{"type": "array", "items": r.schema(t.Elem())}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": r.schema(t.Elem())}
+	case reflect.Interface:
+		return map[string]any{}
+	case reflect.Struct:
+		name := t.Name()
+		if n, ok := schemaNames[t]; ok {
+			name = n
+		}
+		if name == "" {
+			return r.object(t)
+		}
+		if _, done := r.defs[name]; !done {
+			r.defs[name] = nil // recursion guard
+			r.defs[name] = r.object(t)
+		}
+		return map[string]any{"$ref": "#/components/schemas/" + name}
+	}
+	panic(fmt.Sprintf("openapi: no schema for %v", t))
+}
+
+func (r *reflector) object(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	var required []string
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := f.Tag.Get("json")
+			if tag == "-" || (!f.IsExported() && !f.Anonymous) {
+				continue
+			}
+			name, opts, _ := strings.Cut(tag, ",")
+			if f.Anonymous && name == "" {
+				ft := f.Type
+				if ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				walk(ft)
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			props[name] = r.schema(f.Type)
+			if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
+				required = append(required, name)
+			}
+		}
+	}
+	walk(t)
+	sort.Strings(required)
+	o := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		o["required"] = required
+	}
+	return o
+}
+
+// buildDocument returns the document; examples maps "METHOD path status"
+// to the example body.
+func buildDocument(examples map[string]any) map[string]any {
+	r := &reflector{defs: map[string]any{}}
+	for name, t := range schemaTypes {
+		r.schema(t)
+		if _, ok := r.defs[name]; !ok {
+			panic("openapi: schema name " + name + " is not the Go type's name")
+		}
+	}
+	// AppendResult has its own MarshalJSON: an ack, or a refusal.
+	r.defs["AppendResult"] = map[string]any{
+		"description": "The result of one append: an acknowledgement, or a refusal (line is the NDJSON line number, from 1).",
+		"oneOf": []any{
+			map[string]any{"type": "object", "additionalProperties": false, "required": []string{"duplicate", "seq"},
+				"properties": map[string]any{"line": map[string]any{"type": "integer"}, "id": map[string]any{"type": "string"}, "seq": map[string]any{"type": "integer"}, "duplicate": map[string]any{"type": "boolean"}}},
+			map[string]any{"type": "object", "additionalProperties": false, "required": []string{"error"},
+				"properties": map[string]any{"line": map[string]any{"type": "integer"}, "error": map[string]any{"$ref": "#/components/schemas/Error"}}},
+		},
+	}
+	r.defs["Envelope"] = map[string]any{
+		"description": "A lifecycle envelope (MEW v0.4 canonical form; the other dialects of the README are accepted too).",
+		"type":        "object", "required": []string{"id", "from", "kind"},
+		"properties": map[string]any{
+			"protocol": map[string]any{"type": "string"}, "id": map[string]any{"type": "string"}, "ts": map[string]any{"type": "string"},
+			"from": map[string]any{"type": "string"}, "to": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+			"kind": map[string]any{"type": "string"}, "correlation_id": map[string]any{"oneOf": []any{map[string]any{"type": "string"}, map[string]any{"type": "array", "items": map[string]any{"type": "string"}}}},
+			"context": map[string]any{"type": "string"}, "payload": map[string]any{"type": "object"},
+		},
+	}
+	r.defs["OpenAPI"] = map[string]any{"type": "object", "required": []string{"openapi", "paths"}}
+
+	paths := map[string]any{}
+	for _, o := range operations {
+		item, _ := paths[o.path].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[o.path] = item
+		}
+		var params []any
+		for _, p := range o.params {
+			s := map[string]any{"type": p.typ}
+			if len(p.enum) > 0 {
+				s["enum"] = p.enum
+			}
+			params = append(params, map[string]any{"name": p.name, "in": p.in, "description": p.desc, "required": p.required, "schema": s})
+		}
+		responses := map[string]any{}
+		for _, rs := range o.responses {
+			ans := map[string]any{"description": rs.desc}
+			media := rs.media
+			if media == "" {
+				media = "application/json"
+			}
+			if rs.schema != "" || rs.media != "" {
+				c := map[string]any{}
+				if rs.schema != "" {
+					c["schema"] = map[string]any{"$ref": "#/components/schemas/" + rs.schema}
+				}
+				if rs.example {
+					if ex, ok := examples[exampleKey(o, rs.status)]; ok {
+						c["example"] = ex
+					}
+				}
+				ans["content"] = map[string]any{media: c}
+			}
+			responses[fmt.Sprint(rs.status)] = ans
+		}
+		operation := map[string]any{"summary": o.summary, "responses": responses, "operationId": operationID(o)}
+		if len(params) > 0 {
+			operation["parameters"] = params
+		}
+		if o.body != nil {
+			content := map[string]any{}
+			for media, schema := range o.body.content {
+				if schema == "" {
+					content[media] = map[string]any{"schema": map[string]any{"type": "string", "description": "One JSON value per line."}}
+				} else {
+					content[media] = map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/" + schema}}
+				}
+			}
+			operation["requestBody"] = map[string]any{"description": o.body.desc, "required": true, "content": content}
+		}
+		if o.role == "" {
+			operation["security"] = []any{}
+		} else {
+			operation["x-ledger-role"] = o.role
+		}
+		item[o.method] = operation
+	}
+	return map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{"title": "mewledger — the proposal ledger", "version": "1",
+			"description": "The HTTP API of `ledger serve`: audit queries over the projection, and the HTTP append path. " +
+				"Every error is {\"error\":{\"code\",\"message\",\"field\"}}. With --auth, every route but the probes and this document takes a bearer token; " +
+				"x-ledger-role names the role a token needs (auditor, writer, ops, metrics). docs/api.md explains each route in words."},
+		"servers":    []any{map[string]any{"url": "http://127.0.0.1:8080"}},
+		"security":   []any{map[string]any{"bearer": []any{}}},
+		"paths":      paths,
+		"components": map[string]any{"schemas": r.defs, "securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer", "description": "A token from the --auth file."}}},
+	}
+}
+
+func operationID(o op) string {
+	id := o.method
+	for _, part := range strings.Split(strings.Trim(o.path, "/"), "/") {
+		part = strings.Trim(part, "{}")
+		part = strings.ReplaceAll(strings.ReplaceAll(part, ".", "_"), "-", "_")
+		id += "_" + part
+	}
+	return id
+}
+
+func exampleKey(o op, status int) string { return fmt.Sprintf("%s %s %d", o.method, o.path, status) }
+
+// liveAnswers starts a real ledger, appends the walkthrough's envelopes
+// and asks every operation's example request. It returns the answers by
+// exampleKey, and the API's mounted routes.
+func liveAnswers(t *testing.T) (map[string]any, map[string][]byte, []string) {
+	l := start(t)
+	var last uint64
+	for _, env := range []string{
+		`{"protocol":"mew/v0.4","id":"env-req-1","from":"untrusted-agent","to":["target-agent"],"kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"config.json","content":"{}"}}}}`,
+		`{"protocol":"mew/v0.4","id":"env-fulfill-1","from":"human-user","to":["target-agent"],"kind":"mcp/request","correlation_id":["env-req-1"],"payload":{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"config.json","content":"{}"}}}}`,
+		`{"protocol":"mew/v0.4","id":"env-resp-1","from":"target-agent","to":["human-user"],"kind":"mcp/response","correlation_id":["env-fulfill-1"],"payload":{"result":{"content":[{"type":"text","text":"ok"}]}}}`,
+		`{"protocol":"mew/v0.4","id":"env-req-2","from":"untrusted-agent","kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/etc"}}}}`,
+		`{"protocol":"mew/v0.4","id":"reject-789","from":"fs-agent","kind":"mcp/reject","correlation_id":["env-req-2"],"payload":{"reason":"unsafe"}}`,
+		`{"protocol":"mew/v0.4","id":"chat-1","from":"fs-agent","kind":"chat","correlation_id":["reject-789"],"payload":{"text":"deleting /etc would break the host"}}`,
+	} {
+		l.post(env)
+	}
+	// A bridge's gap report, so that GET /v1/gaps has one to show.
+	if st, _, body := l.do(http.MethodPost, "/v1/gaps", "application/json", []byte(`{"bridge":"ledger-recorder","mew_space":"demo","gateway":"ws://127.0.0.1:8090",`+
+		`"last_envelope":"env-resp-1","disconnected_at":"2026-01-02T03:04:05Z","reconnected_at":"2026-01-02T03:04:09Z","reason":"read: EOF"}`)); st != http.StatusAccepted {
+		t.Fatalf("POST /v1/gaps: %d %s", st, body)
+	} else {
+		var r wire.AppendResult
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		last = r.Seq
+	}
+	examples := map[string]any{}
+	raws := map[string][]byte{}
+	for _, o := range operations {
+		if o.example == "" {
+			continue
+		}
+		method := strings.ToUpper(o.method)
+		path := o.example
+		takesMinSeq := false
+		for _, p := range o.params {
+			takesMinSeq = takesMinSeq || p.name == "min_seq"
+		}
+		if method == http.MethodGet && takesMinSeq {
+			sep := "?"
+			if strings.Contains(path, "?") {
+				sep = "&"
+			}
+			path += fmt.Sprintf("%smin_seq=%d", sep, last)
+		}
+		if o.path == "/readyz" {
+			// /readyz lags the last append until the projection has
+			// applied it: a min_seq read waits for that.
+			if st, _, b := l.do(http.MethodGet, fmt.Sprintf("/v1/stats?min_seq=%d", last), "", nil); st != http.StatusOK {
+				t.Fatalf("waiting for seq %d: %d %s", last, st, b)
+			}
+		}
+		status, _, body := l.do(method, path, "application/json", []byte(o.exampleBody))
+		want := o.responses[0].status
+		if status != want {
+			t.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, body)
+		}
+		var v any
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, body)
+		}
+		examples[exampleKey(o, want)] = v
+		raws[exampleKey(o, want)] = body
+	}
+	return examples, raws, l.app.API().Routes()
+}
+
+func TestOpenAPIDocument(t *testing.T) {
+	examples, raws, routes := liveAnswers(t)
+	generated := buildDocument(examples)
+	out, err := json.MarshalIndent(generated, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = append(out, '\n')
+	if *update {
+		if err := os.WriteFile("openapi.json", out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote openapi.json (%d bytes)", len(out))
+	}
+	committedRaw := api.OpenAPI()
+	var committed map[string]any
+	if err := json.Unmarshal(committedRaw, &committed); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+
+	// 1. Every mounted route is described, and every described one mounted.
+	described := map[string]bool{}
+	for _, o := range operations {
+		described[strings.ToUpper(o.method)+" "+o.path] = true
+	}
+	for _, r := range routes {
+		if !described[r] {
+			t.Errorf("route %q is mounted but not described in the OpenAPI document (add it to operations in openapi_test.go, then run go test ./internal/server/api -run TestOpenAPIDocument -update)", r)
+		}
+		delete(described, r)
+	}
+	for r := range described {
+		t.Errorf("the OpenAPI document describes %q, which the API does not mount", r)
+	}
+
+	// 2. The committed document is the generated one, examples aside.
+	var gen map[string]any
+	if err := json.Unmarshal(out, &gen); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := stripExamples(committed), stripExamples(gen); !reflect.DeepEqual(a, b) {
+		ja, _ := json.MarshalIndent(a, "", " ")
+		jb, _ := json.MarshalIndent(b, "", " ")
+		t.Errorf("openapi.json is stale: regenerate it with go test ./internal/server/api -run TestOpenAPIDocument -update\n%s", firstDiff(string(ja), string(jb)))
+	}
+
+	// 3. Live answers validate against their schemas, and the documented
+	// examples have the live answers' shape.
+	c := jsonschema.NewCompiler()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(committedRaw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddResource("mem:///openapi.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range operations {
+		for _, rs := range o.responses {
+			key := exampleKey(o, rs.status)
+			raw, ok := raws[key]
+			if !ok || rs.schema == "" {
+				continue
+			}
+			sch, err := c.Compile("mem:///openapi.json#/components/schemas/" + rs.schema)
+			if err != nil {
+				t.Fatalf("schema %s: %v", rs.schema, err)
+			}
+			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sch.Validate(inst); err != nil {
+				t.Errorf("%s: the live answer does not match schema %s: %v\n%s", key, rs.schema, err, raw)
+			}
+			documented := committedExample(committed, o, rs.status)
+			if documented == nil {
+				t.Errorf("%s: no documented example (regenerate with -update)", key)
+				continue
+			}
+			if a, b := shape(documented, ""), shape(examples[key], ""); !reflect.DeepEqual(a, b) {
+				t.Errorf("%s: the documented example's shape differs from the live answer's (regenerate with -update):\ndocumented %v\nlive       %v", key, a, b)
+			}
+		}
+	}
+}
+
+func TestOpenAPIServed(t *testing.T) {
+	l := start(t)
+	status, h, body := l.do(http.MethodGet, "/openapi.json", "", nil)
+	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
+		t.Fatalf("GET /openapi.json: %d %s", status, h.Get("Content-Type"))
+	}
+	if !bytes.Equal(body, api.OpenAPI()) {
+		t.Fatal("GET /openapi.json is not the embedded document")
+	}
+	var d struct {
+		OpenAPI string         `json:"openapi"`
+		Paths   map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(body, &d); err != nil || d.OpenAPI != "3.1.0" || d.Paths["/v1/proposals/{id}"] == nil {
+		t.Fatalf("document: %v %q", err, d.OpenAPI)
+	}
+}
+
+func stripExamples(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if k == "example" {
+				continue
+			}
+			out[k] = stripExamples(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = stripExamples(e)
+		}
+		return out
+	}
+	return v
+}
+
+func committedExample(doc map[string]any, o op, status int) any {
+	get := func(v any, k string) any {
+		m, _ := v.(map[string]any)
+		return m[k]
+	}
+	v := get(get(get(get(get(get(get(doc, "paths"), o.path), o.method), "responses"), fmt.Sprint(status)), "content"), "application/json")
+	return get(v, "example")
+}
+
+// shape lists every member path of v with its JSON type ("proposals[].id
+// string"); array elements are merged. Values are ignored.
+func shape(v any, at string) []string {
+	set := map[string]bool{}
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch x := v.(type) {
+		case map[string]any:
+			set[at+" object"] = true
+			for k, e := range x {
+				walk(e, at+"."+k)
+			}
+		case []any:
+			set[at+" array"] = true
+			for _, e := range x {
+				walk(e, at+"[]")
+			}
+		case string:
+			set[at+" string"] = true
+		case float64:
+			set[at+" number"] = true
+		case bool:
+			set[at+" boolean"] = true
+		case nil:
+			set[at+" null"] = true
+		}
+	}
+	walk(v, at)
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func firstDiff(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(la) && i < len(lb); i++ {
+		if la[i] != lb[i] {
+			lo := max(0, i-3)
+			return fmt.Sprintf("at line %d:\ncommitted: %s\ngenerated: %s", i+1, strings.Join(la[lo:min(len(la), i+3)], "\n"), strings.Join(lb[lo:min(len(lb), i+3)], "\n"))
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d lines", len(la), len(lb))
+}

@@ -1,0 +1,346 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/model"
+)
+
+// GET /v1/watch (SPEC §7): Server-Sent Events, one per change of a
+// proposal's state or anomalies, read from the projection's change index
+// (projections.Store.Changes).
+//
+// Contract:
+//   - Filters: space (default: the API's default space), proposal (one
+//     id), state (the state after the change). since_seq=N starts after
+//     sequence N; a Last-Event-ID header (an EventSource reconnecting) wins
+//     over since_seq. Without either the stream starts at the projection's
+//     checkpoint: only changes folded from now on.
+//   - Each change is one SSE message `event: change`, `data:` the
+//     projections.Change as JSON, in stream order (then space, then id).
+//     Several changes may share a sequence (a batch rejection): only the
+//     last one sent of a sequence carries `id: <seq>`, so a client that
+//     reconnects with the Last-Event-ID it saw resumes after a sequence it
+//     has received whole, and misses nothing.
+//   - Every HeartbeatInterval without a change the server sends a comment
+//     line and an id-only message `id: <checkpoint>`: the position moves
+//     past changes the filters skipped, and proxies keep the stream open.
+//   - Nothing waits for a watcher: each reads the change index at its own
+//     pace, at most WatchPage changes at a time (its buffer), and a write
+//     that does not complete within WatchWriteTimeout (a client that stopped
+//     reading) drops the client. The projector only commits and wakes them.
+//   - API.StopWatches (the server's shutdown) ends every stream.
+
+// Watch defaults (Options).
+const (
+	DefaultHeartbeat         = 15 * time.Second
+	DefaultWatchWriteTimeout = 10 * time.Second
+	DefaultWatchPage         = 256
+	// watchScan bounds the index entries one read looks at for a filtered
+	// watch, so that a narrow filter over a long resume does not hold a
+	// snapshot for long.
+	watchScan = 8192
+)
+
+// Watch route and parameters.
+const (
+	RouteWatch        = "GET /v1/watch"
+	paramProposal     = "proposal"
+	paramSinceSeq     = "since_seq"
+	headerLastEventID = "Last-Event-ID"
+)
+
+// ChangeReader is what /v1/watch needs from the live projection.
+// *projections.Store implements it.
+type ChangeReader interface {
+	Changes(after uint64, limit, scan int, keep func(*model.Change) bool) ([]model.Change, uint64, bool, error)
+}
+
+// errNoChanges: the reader keeps no change index.
+var errNoChanges = errors.New("api: the projection keeps no change index")
+
+// Changes reads the live reader's change index.
+func (s *swapReader) Changes(after uint64, limit, scan int, keep func(*model.Change) bool) ([]model.Change, uint64, bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cr, ok := s.r.(ChangeReader)
+	if !ok {
+		return nil, 0, false, errNoChanges
+	}
+	return cr.Changes(after, limit, scan, keep)
+}
+
+// watchers ends the watch streams on shutdown.
+type watchers struct {
+	once sync.Once
+	stop chan struct{}
+}
+
+func newWatchers() *watchers { return &watchers{stop: make(chan struct{})} }
+
+// StopWatches ends every /v1/watch stream, now and later (an
+// http.Server's Shutdown does not cancel requests in flight: register it
+// with RegisterOnShutdown). Safe to call twice.
+func (a *API) StopWatches() { a.watch.once.Do(func() { close(a.watch.stop) }) }
+
+// watchFilter is a watch's parsed query.
+type watchFilter struct {
+	space, proposal string
+	state           model.ProposalState
+	after           uint64
+	fromNow         bool
+	afterField      string // the parameter or header after came from
+}
+
+// firstChanges reads the first page of changes of a watch or changes
+// request; on an error it answers it as JSON (501 when the projection
+// keeps no change index) and returns ok false.
+func (a *API) firstChanges(w http.ResponseWriter, r *http.Request, f *watchFilter, limit int) (cs []model.Change, through uint64, more, ok bool) {
+	cs, through, more, err := a.reader.Changes(f.after, limit, watchScan, f.keep)
+	if errors.Is(err, errNoChanges) {
+		writeError(w, http.StatusNotImplemented, &wire.Error{Code: wire.CodeUnavailable, Message: "this server's projection keeps no change index"})
+		return nil, 0, false, false
+	}
+	if err != nil {
+		a.internal(w, r, err)
+		return nil, 0, false, false
+	}
+	return cs, through, more, true
+}
+
+func (f *watchFilter) keep(c *model.Change) bool {
+	return c.Space == f.space && (f.proposal == "" || c.ID == f.proposal) && (f.state == "" || c.State == f.state)
+}
+
+func (a *API) parseWatch(r *http.Request) (*watchFilter, *wire.Error) {
+	q := r.URL.Query()
+	if e := params(q, paramSpace, paramProposal, paramState, paramSinceSeq, paramMinSeq); e != nil {
+		return nil, e
+	}
+	space, e := a.space(q)
+	if e != nil {
+		return nil, e
+	}
+	f := &watchFilter{space: space, proposal: q.Get(paramProposal), fromNow: true}
+	if v := q.Get(paramState); v != "" {
+		st := model.ProposalState(v)
+		if !validState(st) {
+			return nil, badParam(paramState, "unknown state %q (want one of %s)", v, joinStates())
+		}
+		f.state = st
+	}
+	if v := q.Get(paramSinceSeq); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, badParam(paramSinceSeq, "since_seq must be a stream sequence (a non-negative integer), not %q", echo(v))
+		}
+		f.after, f.fromNow, f.afterField = n, false, paramSinceSeq
+	}
+	if v := r.Header.Get(headerLastEventID); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, &wire.Error{Code: wire.CodeBadRequest, Field: headerLastEventID,
+				Message: fmt.Sprintf("Last-Event-ID must be a stream sequence, not %q", echo(v))}
+		}
+		f.after, f.fromNow, f.afterField = n, false, headerLastEventID
+	}
+	return f, nil
+}
+
+// watchPrologue parses a watch or changes request, waits for its min_seq
+// (as every read does) and refuses a since_seq / Last-Event-ID past the
+// end of the log: a sequence this log never had (another ledger's, or
+// one from before the log was reset) would otherwise wait silently for
+// changes that were already missed. On false it has answered.
+func (a *API) watchPrologue(w http.ResponseWriter, r *http.Request) (*watchFilter, bool) {
+	f, e := a.parseWatch(r)
+	if e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return nil, false
+	}
+	if !a.waitMinSeq(w, r, r.URL.Query()) {
+		return nil, false
+	}
+	if !f.fromNow && f.after > a.reader.AppliedSeq() {
+		last, err := a.opts.StreamSeq(r.Context())
+		if err == nil && f.after > last {
+			code := wire.CodeBadQuery
+			if f.afterField == headerLastEventID {
+				code = wire.CodeBadRequest
+			}
+			writeError(w, http.StatusBadRequest, &wire.Error{Code: code, Field: f.afterField,
+				Message: fmt.Sprintf("%s %d is past the end of the log (its last sequence is %d): a sequence of another ledger, or of a log that was reset; start again without it", f.afterField, f.after, last)})
+			return nil, false
+		}
+	}
+	return f, true
+}
+
+func validState(st model.ProposalState) bool {
+	for _, s := range model.States {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *API) watchChanges(w http.ResponseWriter, r *http.Request) {
+	f, ok := a.watchPrologue(w, r)
+	if !ok {
+		return
+	}
+	if f.fromNow {
+		f.after = a.reader.AppliedSeq()
+	}
+	// The first read answers errors as JSON, before the stream starts.
+	cs, through, more, ok := a.firstChanges(w, r, f, a.opts.WatchPage)
+	if !ok {
+		return
+	}
+	var err error
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	log := a.log.With().Str(logging.KeyRoute, RouteWatch).Str(logging.KeySpace, f.space).Logger()
+
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, ": watching space %q from seq %d\nretry: 2000\n\n", f.space, f.after)
+	send := func() error {
+		if err := rc.SetWriteDeadline(time.Now().Add(a.opts.WatchWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		buf.Reset()
+		return rc.Flush()
+	}
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	lastID := f.after
+	heartbeat := time.NewTimer(a.opts.HeartbeatInterval)
+	defer heartbeat.Stop()
+	for {
+		for i := range cs {
+			buf.WriteString("event: change\n")
+			if i == len(cs)-1 || cs[i+1].Seq != cs[i].Seq {
+				fmt.Fprintf(&buf, "id: %d\n", cs[i].Seq)
+				lastID = cs[i].Seq
+			}
+			buf.WriteString("data: ")
+			if err := enc.Encode(&cs[i]); err != nil { // ends with \n
+				a.log.Error().Err(err).Msg("watch: encode change")
+				return
+			}
+			buf.WriteString("\n")
+		}
+		if buf.Len() > 0 {
+			if err := send(); err != nil {
+				log.Info().Err(err).Uint64(logging.KeySeq, lastID).Msg("watch client dropped (gone, or not reading)")
+				return
+			}
+		}
+		f.after = through
+		if !more {
+			// Wait for the next commit, the heartbeat, the client or the
+			// shutdown.
+			ctx, cancel := context.WithCancel(r.Context())
+			woke := make(chan error, 1)
+			go func() { woke <- a.reader.WaitApplied(ctx, through+1) }()
+			select {
+			case err = <-woke:
+			case <-heartbeat.C:
+				fmt.Fprintf(&buf, ": heartbeat\nid: %d\n\n", f.after)
+				lastID = f.after
+				heartbeat.Reset(a.opts.HeartbeatInterval)
+			case <-a.watch.stop:
+				cancel()
+				<-woke
+				return
+			}
+			cancel()
+			if buf.Len() > 0 {
+				<-woke
+				err = nil
+			}
+			if err != nil {
+				return // the client went away, or the store closed
+			}
+			if buf.Len() > 0 {
+				if err := send(); err != nil {
+					log.Info().Err(err).Uint64(logging.KeySeq, lastID).Msg("watch client dropped (gone, or not reading)")
+					return
+				}
+			}
+		}
+		select {
+		case <-a.watch.stop:
+			return
+		default:
+		}
+		if cs, through, more, err = a.reader.Changes(f.after, a.opts.WatchPage, watchScan, f.keep); err != nil {
+			log.Error().Err(err).Msg("watch: read changes")
+			return
+		}
+	}
+}
+
+// GET /v1/changes: the change index as JSON pages, for charts and scripts
+// that want a bounded window rather than a stream. Same filters as
+// /v1/watch (space, proposal, state, since_seq; default since_seq 0) and
+// limit (1..1000, default 256). Answers {"changes":[...],"through":N,
+// "more":bool}: the next page is since_seq=through; more is false when
+// every change up to the projection's checkpoint (through) was read.
+const (
+	RouteChanges     = "GET /v1/changes"
+	maxChangesLimit  = 1000
+	defaultChangeLim = 256
+)
+
+// ChangesPage is the body of GET /v1/changes.
+type ChangesPage struct {
+	Changes []model.Change `json:"changes"`
+	Through uint64         `json:"through"`
+	More    bool           `json:"more"`
+}
+
+func (a *API) listChanges(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := defaultChangeLim
+	if v := q.Get(paramLimit); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxChangesLimit {
+			writeError(w, http.StatusBadRequest, badParam(paramLimit, "limit must be an integer in 1..%d, not %q", maxChangesLimit, v))
+			return
+		}
+		limit = n
+		q.Del(paramLimit)
+		r.URL.RawQuery = q.Encode()
+	}
+	f, ok := a.watchPrologue(w, r)
+	if !ok {
+		return
+	}
+	cs, through, more, ok := a.firstChanges(w, r, f, limit)
+	if !ok {
+		return
+	}
+	if cs == nil {
+		cs = []model.Change{}
+	}
+	writeJSON(w, http.StatusOK, ChangesPage{Changes: cs, Through: through, More: more})
+}

@@ -1,0 +1,191 @@
+// Package apitest is a client of the ledger's HTTP API for tests: the
+// reads (Get, History, List, Stats, Status, Gaps) and publishes (one
+// bare kernel submission, NDJSON lines) answered in the internal record
+// and wire types, on top of apiclient.Client. No production code uses it.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/mewledger/ledger/client"
+	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/model"
+)
+
+// Client is an apiclient.Client with the tests' reads and publishes. It
+// is safe for concurrent use.
+type Client struct {
+	*apiclient.Client
+}
+
+// New returns a client.
+func New(o apiclient.Options) (*Client, error) {
+	c, err := apiclient.New(o)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Client: c}, nil
+}
+
+// ReadOptions are the parameters every read takes.
+type ReadOptions struct {
+	Space  string // "" = the server's default space
+	MinSeq uint64 // 0 = do not wait
+	// AsOfSeq or AsOf ask for the state after that sequence, or at that
+	// time, instead of the live projection's (not with MinSeq).
+	AsOfSeq uint64
+	AsOf    time.Time
+}
+
+func (r ReadOptions) public() client.ReadOptions {
+	return client.ReadOptions{Space: r.Space, MinSeq: r.MinSeq, AsOfSeq: r.AsOfSeq, AsOf: r.AsOf}
+}
+
+// decode unmarshals an answer the public client returned as sent.
+func decode(what string, raw []byte, out any) error {
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("apitest: %s: %w", what, err)
+	}
+	return nil
+}
+
+// Get returns a proposal and its JSON exactly as the API sent it.
+func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*model.Proposal, []byte, error) {
+	raw, err := c.Public().GetRaw(ctx, id, ro.public())
+	if err != nil {
+		return nil, nil, apiclient.ConvertError(err)
+	}
+	var p model.Proposal
+	if err := decode("proposal", raw, &p); err != nil {
+		return nil, nil, err
+	}
+	return &p, raw, nil
+}
+
+// History returns a history and its JSON as sent.
+func (c *Client) History(ctx context.Context, id string, ro ReadOptions) (*wire.History, []byte, error) {
+	raw, err := c.Public().HistoryRaw(ctx, id, ro.public())
+	if err != nil {
+		return nil, nil, apiclient.ConvertError(err)
+	}
+	var h wire.History
+	if err := decode("history", raw, &h); err != nil {
+		return nil, nil, err
+	}
+	return &h, raw, nil
+}
+
+// ListFilter holds the list filters; empty fields do not filter.
+type ListFilter struct {
+	State, Proposer, Target, Anomaly string
+	ActionType, ResourceType, Domain string
+	Form                             string // one of the seeds' lifecycle forms (SPEC §2)
+	Since, Until                     string // RFC 3339 or YYYY-MM-DD, passed as given
+	Limit                            int
+	Cursor                           string
+}
+
+// List returns one page of proposals and its JSON as sent.
+func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*wire.List, []byte, error) {
+	pf := client.ListFilter{State: f.State, Proposer: f.Proposer, Target: f.Target, Anomaly: f.Anomaly,
+		Since: f.Since, Until: f.Until, ActionType: f.ActionType, ResourceType: f.ResourceType, Domain: f.Domain,
+		Form: f.Form, Limit: f.Limit}
+	raw, err := c.Public().ListPageRaw(ctx, pf, f.Cursor, ro.public())
+	if err != nil {
+		return nil, nil, apiclient.ConvertError(err)
+	}
+	var l wire.List
+	if err := decode("list", raw, &l); err != nil {
+		return nil, nil, err
+	}
+	return &l, raw, nil
+}
+
+// Stats returns the statistics of a space and their JSON as sent.
+func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*model.Stats, []byte, error) {
+	raw, err := c.Public().StatsRaw(ctx, ro.public())
+	if err != nil {
+		return nil, nil, apiclient.ConvertError(err)
+	}
+	st := model.NewStats()
+	if err := decode("stats", raw, st); err != nil {
+		return nil, nil, err
+	}
+	return st, raw, nil
+}
+
+// Status returns /v1/status.
+func (c *Client) Status(ctx context.Context) (*wire.Status, error) {
+	st, err := c.Public().Status(ctx)
+	if err != nil {
+		return nil, apiclient.ConvertError(err)
+	}
+	return &wire.Status{StreamSeq: st.StreamSeq, ProjectedSeq: st.ProjectedSeq, Lag: st.Lag, LogProblem: st.LogProblem}, nil
+}
+
+// PublishKernel appends one bare kernel submission (a Proposal or
+// KernelRequest object, POST /v1/events?kernel=1): the ledger wraps it in
+// its kernel/proposal envelope. A refusal is an *APIError whose code is
+// the V-PROP rule id.
+func (c *Client) PublishKernel(ctx context.Context, space string, bare []byte) (wire.AppendResult, error) {
+	a, err := c.Public().Append(ctx, bare, client.WithSpace(space), client.WithKernel())
+	return wire.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, apiclient.ConvertError(err)
+}
+
+// PublishLines appends envelopes as one NDJSON POST and returns the
+// per-line results, in order. The line numbers of the results are those
+// the server saw (1-based positions in lines, blank lines counted).
+func (c *Client) PublishLines(ctx context.Context, space string, lines [][]byte) ([]wire.AppendResult, error) {
+	return c.publishLines(ctx, space, lines, false)
+}
+
+// PublishKernelLines is PublishLines for bare kernel submissions, one per
+// line (?kernel=1).
+func (c *Client) PublishKernelLines(ctx context.Context, space string, lines [][]byte) ([]wire.AppendResult, error) {
+	return c.publishLines(ctx, space, lines, true)
+}
+
+func (c *Client) publishLines(ctx context.Context, space string, lines [][]byte, kernel bool) ([]wire.AppendResult, error) {
+	var body bytes.Buffer
+	for _, l := range lines {
+		body.Write(l)
+		body.WriteByte('\n')
+	}
+	var out []wire.AppendResult
+	err := c.PublishStream(ctx, space, kernel, &body, func(r wire.AppendResult) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// Gaps returns one page of a space's recording gaps, oldest first (GET
+// /v1/gaps; limit 0 = the server's default, cursor "" = from the first).
+func (c *Client) Gaps(ctx context.Context, limit int, cursor string, ro ReadOptions) (*wire.Gaps, error) {
+	q := url.Values{}
+	if ro.Space != "" {
+		q.Set("space", ro.Space)
+	}
+	if ro.MinSeq > 0 {
+		q.Set("min_seq", strconv.FormatUint(ro.MinSeq, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	var g wire.Gaps
+	if err := c.Public().Do(ctx, http.MethodGet, "/v1/gaps", q, nil, "", false, &g); err != nil {
+		return nil, apiclient.ConvertError(err)
+	}
+	return &g, nil
+}

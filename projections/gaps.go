@@ -1,0 +1,75 @@
+package projections
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/mewledger/ledger/model"
+)
+
+// Recording gaps of bridges (SPEC §14) in the Pebble store:
+//
+//	'G' space seq(8 B, escaped like a parked event's) → JSON Gap
+//
+// One record per ledger/gap event, written through the batch's small-record
+// overlay (batch_aux.go) and so committed with everything else of the batch,
+// in key order; a space's gaps are one prefix scan, oldest first. (The tag
+// is in store_keys.go.)
+
+// MaxGapsLimit is the most gaps one Gaps call returns.
+const MaxGapsLimit = 1000
+
+// PutGap implements State.
+func (b *Batch) PutGap(space string, g *model.Gap) error {
+	val, err := json.Marshal(g)
+	if err != nil {
+		return fmt.Errorf("projections: batch: encode gap seq %d in space %q: %w", g.Seq, space, err)
+	}
+	return b.putAux(tagGap, space, parkedID(g.Seq), val)
+}
+
+// Gaps returns up to limit (<= 0 or over MaxGapsLimit: MaxGapsLimit) of
+// the recording gaps of space whose sequence is above after, oldest first,
+// and the sequence to pass as after for the next page (0 when there is
+// none).
+func (s *Store) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64, error) {
+	if err := s.acquire(); err != nil {
+		return nil, 0, err
+	}
+	defer s.release()
+	if limit <= 0 || limit > MaxGapsLimit {
+		limit = MaxGapsLimit
+	}
+	prefix := appendEsc([]byte{tagGap}, space)
+	lower := prefix
+	if after > 0 {
+		if after == ^uint64(0) {
+			return []model.Gap{}, 0, nil
+		}
+		lower = auxKey(tagGap, space, parkedID(after+1))
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, 0, fmt.Errorf("projections: gaps of space %q: %w", space, err)
+	}
+	out := []model.Gap{}
+	var next uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(out) == limit {
+			next = out[len(out)-1].Seq
+			break
+		}
+		var g model.Gap
+		if err := json.Unmarshal(it.Value(), &g); err != nil {
+			_ = it.Close()
+			return nil, 0, fmt.Errorf("projections: gaps of space %q: decode %s: %w", space, DecodeKey(it.Key()), err)
+		}
+		out = append(out, g)
+	}
+	if err := it.Close(); err != nil {
+		return nil, 0, fmt.Errorf("projections: gaps of space %q: %w", space, err)
+	}
+	return out, next, nil
+}

@@ -1,0 +1,417 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
+	"github.com/mewledger/ledger/subjects"
+)
+
+// Log keys used by the projector and the expirer.
+const (
+	logKeySeq     = "seq"
+	logKeyEvents  = "events"
+	logKeyDurable = "durable"
+	logKeyTook    = "took"
+	logKeySpace   = "space"
+	logKeyID      = "proposal"
+)
+
+// Defaults of Options.
+const (
+	DefaultDurable   = "projector"
+	DefaultBatchSize = 1000
+	DefaultAckWait   = 2 * time.Minute
+)
+
+// Pull request timing of the projector's consumer.
+const (
+	pullExpiry    = 5 * time.Second
+	pullHeartbeat = 2 * time.Second
+)
+
+// Options configures a Projector.
+type Options struct {
+	// Durable is the durable consumer's name; processes that each keep
+	// their own Pebble copy use distinct names. Default "projector".
+	Durable string
+	// BatchSize bounds the events folded into one Pebble commit. Default 1000.
+	BatchSize int
+	// AckWait is the consumer's ack wait. Default 2m.
+	AckWait time.Duration
+	// Folder is the fold; default NewFolder().
+	Folder *fold.Folder
+	// Logger receives one line per start, stop, consumer reset and error.
+	Logger zerolog.Logger
+	// OnBatch, if set, is called after each commit (from the Run goroutine).
+	OnBatch func(projections.BatchInfo)
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	if o.Durable == "" {
+		o.Durable = DefaultDurable
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.BatchSize < 1 || o.BatchSize > 100_000 {
+		return fmt.Errorf("projector: projector options: BatchSize %d out of range 1..100000", o.BatchSize)
+	}
+	if o.AckWait == 0 {
+		o.AckWait = DefaultAckWait
+	}
+	if o.Folder == nil {
+		o.Folder = fold.NewFolder()
+	}
+	return nil
+}
+
+// Projector folds the LEDGER stream into a Store, from a durable pull
+// consumer. The Store's checkpoint is the truth: each batch's changes and
+// its last sequence are committed in one Pebble batch, and only then is the
+// batch acknowledged to JetStream, so a crash at any point neither loses nor
+// double-applies an event (a redelivered event at or below the checkpoint is
+// skipped). Batches go through a [Pipeline]: the next batch folds while
+// the previous one commits, and commits and acknowledgements stay in
+// order. Run must be called at most once at a time.
+type Projector struct {
+	js    jetstream.JetStream
+	store *projections.Store
+	opts  Options
+	log   zerolog.Logger
+
+	importedThrough uint64 // see ledger.MetaImportedThrough
+
+	mu      sync.Mutex
+	paused  bool
+	resume  chan struct{}
+	running bool
+}
+
+// New returns a projector of js's LEDGER stream into store. The
+// caller keeps ownership of js and store and closes them after Run returns.
+func New(js jetstream.JetStream, store *projections.Store, opts Options) (*Projector, error) {
+	if js == nil || store == nil {
+		return nil, errors.New("projector: New needs a JetStream and a Store")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return &Projector{js: js, store: store, opts: opts, log: opts.Logger.With().Str(logKeyDurable, opts.Durable).Logger(), resume: make(chan struct{})}, nil
+}
+
+// Pause stops folding until Resume: no event that is not folded yet is
+// folded (a commit already under way completes). Appends go on and the lag
+// grows. For operations (a consistent verify) and tests of backpressure.
+func (p *Projector) Pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.paused {
+		p.paused = true
+		p.resume = make(chan struct{})
+	}
+}
+
+// Paused reports whether the projector is paused.
+func (p *Projector) Paused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
+// Resume undoes Pause.
+func (p *Projector) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused {
+		p.paused = false
+		close(p.resume)
+	}
+}
+
+// consumer returns the durable consumer positioned right after the store's
+// checkpoint: the existing one when its acknowledged floor agrees with the
+// checkpoint, else a new one (the checkpoint wins: for instance a projection
+// directory deleted or restored from a backup).
+func (p *Projector) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	stream, err := p.js.Stream(ctx, subjects.StreamName)
+	if err != nil {
+		return nil, fmt.Errorf("projector: stream %s: %w", subjects.StreamName, err)
+	}
+	cp := p.store.AppliedSeq()
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("projector: stream %s info: %w", subjects.StreamName, err)
+	}
+	if info.State.Msgs > 0 && info.State.FirstSeq > cp+1 {
+		return nil, fmt.Errorf("%w: projection is at seq %d but stream %s starts at seq %d", projections.ErrGap, cp, subjects.StreamName, info.State.FirstSeq)
+	}
+	if c, err := stream.Consumer(ctx, p.opts.Durable); err == nil {
+		ci := c.CachedInfo()
+		if ci.AckFloor.Stream == cp && ci.NumAckPending == 0 && ci.Config.AckPolicy == jetstream.AckAllPolicy {
+			return c, nil
+		}
+		p.log.Info().Uint64(logKeySeq, cp).Uint64("ack_floor", ci.AckFloor.Stream).Msg("resetting durable consumer to the projection's checkpoint")
+		if err := stream.DeleteConsumer(ctx, p.opts.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("projector: delete consumer %s: %w", p.opts.Durable, err)
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("projector: consumer %s: %w", p.opts.Durable, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:     p.opts.Durable,
+		Description: "proposal ledger projector",
+		AckPolicy:   jetstream.AckAllPolicy,
+		AckWait:     p.opts.AckWait,
+		// Unacknowledged at once: the batch committing, the one folding,
+		// the two the session buffers and the one nats.go pulls ahead,
+		// with room to spare: a stall at this bound waits for a commit.
+		MaxAckPending: 8 * p.opts.BatchSize,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+	}
+	if cp > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cp+1
+	}
+	c, err := stream.CreateOrUpdateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("projector: create consumer %s at seq %d: %w", p.opts.Durable, cp+1, err)
+	}
+	return c, nil
+}
+
+// Run folds until ctx is cancelled (then it finishes and commits the batch
+// in hand, stops pulling and returns nil) or a fatal error happens (a
+// storage error, ErrGap). A message that arrives out of order (after a
+// redelivery) restarts the consumer at the checkpoint rather than skipping
+// anything.
+func (p *Projector) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.running {
+		p.mu.Unlock()
+		return errors.New("projector: projector already running")
+	}
+	p.running = true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.running = false
+		p.mu.Unlock()
+	}()
+	p.log.Info().Uint64(logKeySeq, p.store.AppliedSeq()).Msg("projector starting")
+	defer func() { p.log.Info().Uint64(logKeySeq, p.store.AppliedSeq()).Msg("projector stopped") }()
+	for {
+		err := p.session(ctx)
+		var ce *projections.CommitError
+		switch {
+		case ctx.Err() != nil && !errors.As(err, &ce):
+			return nil
+		case errors.Is(err, errResubscribe):
+			continue
+		case err != nil:
+			p.log.Error().Err(err).Msg("projector failed")
+			return err
+		}
+	}
+}
+
+var errResubscribe = errors.New("projector: resubscribe")
+
+// session runs one consumer subscription until ctx ends, an error, or a
+// sequence gap that needs a fresh consumer.
+func (p *Projector) session(ctx context.Context) (rerr error) {
+	c, err := p.consumer(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	p.importedThrough, err = importedThrough(ctx, p.js)
+	if err != nil {
+		return err
+	}
+	msgs := make(chan jetstream.Msg, 2*p.opts.BatchSize)
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	cc, err := c.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-sctx.Done():
+		}
+	}, jetstream.PullMaxMessages(p.opts.BatchSize),
+		// A pull lost in a leader change is noticed within PullExpiry (the
+		// default, 30 s, stalled the projection after a failover).
+		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+				p.log.Debug().Err(err).Msg("consume")
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("projector: consume %s: %w", p.opts.Durable, err)
+	}
+	// Stop pulling before returning; messages not folded are redelivered
+	// to the next session (they are above the checkpoint, never acked).
+	defer func() {
+		cc.Drain()
+		stop()
+		<-cc.Closed()
+	}()
+
+	// The fold of a batch overlaps the commit of the one before it (see
+	// Pipeline); a batch is acknowledged, and reported to OnBatch, only
+	// once it has committed, and the commit in flight is settled before
+	// the session ends, whatever ends it.
+	pl, err := projections.NewPipeline(p.store, projections.PipelineOptions{Folder: p.opts.Folder})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// A failed commit outranks whatever ended the session,
+		// cancellation included: Run reports it.
+		if err := pl.Close(); err != nil {
+			rerr = err
+		}
+	}()
+	// waitResumed waits out a Pause, settling the commit in flight as
+	// soon as it ends (its acknowledgement must not wait for Resume).
+	waitResumed := func() error {
+		for {
+			p.mu.Lock()
+			paused, resumed := p.paused, p.resume
+			p.mu.Unlock()
+			if !paused {
+				return nil
+			}
+			select {
+			case <-resumed:
+				return nil
+			case <-pl.Committed():
+				if err := pl.Settle(); err != nil {
+					return err
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	batch := make([]jetstream.Msg, 0, p.opts.BatchSize)
+	for {
+		if err := waitResumed(); err != nil {
+			return err
+		}
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-pl.Committed():
+			if err := pl.Settle(); err != nil {
+				return err
+			}
+			continue
+		case m := <-msgs:
+			batch = append(batch, m)
+		}
+	fill:
+		for len(batch) < p.opts.BatchSize {
+			select {
+			case m := <-msgs:
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		// Pause holds every event not yet folded, including the batch in
+		// hand: after Pause returns, AppliedSeq does not move until Resume
+		// (beyond a commit already under way).
+		if err := waitResumed(); err != nil {
+			return err
+		}
+		evs, ack, gap, err := p.events(batch, pl.Next())
+		if err != nil {
+			return err
+		}
+		if err := pl.Fold(evs, ack); err != nil {
+			return err
+		}
+		if gap > 0 {
+			// Out of order: nothing beyond the gap was folded; what was
+			// is committed, and a consumer starts at the checkpoint.
+			if err := pl.Settle(); err != nil {
+				return err
+			}
+			p.log.Info().Uint64(logKeySeq, gap).Uint64("expected", pl.Next()).Msg("sequence gap in delivery; resubscribing")
+			return errResubscribe
+		}
+	}
+}
+
+// events takes the messages of a batch from sequence next on, in order up
+// to a gap (returned, 0 if none), as events, and returns the settle
+// callback that acknowledges them once committed and reports them.
+func (p *Projector) events(msgs []jetstream.Msg, next uint64) (evs []fold.Event, ack func(projections.BatchInfo), gap uint64, err error) {
+	evs = make([]fold.Event, 0, len(msgs))
+	var last jetstream.Msg
+	var lastStored time.Time
+	for _, m := range msgs {
+		md, err := m.Metadata()
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("projector: message metadata: %w", err)
+		}
+		seq := md.Sequence.Stream
+		if seq < next {
+			continue // redelivered, already folded
+		}
+		if seq > next {
+			gap = seq
+			break
+		}
+		evs = append(evs, eventOf(m, md, p.importedThrough))
+		last, lastStored = m, md.Timestamp
+		next++
+	}
+	ack = func(info projections.BatchInfo) {
+		// AckAll: acknowledging the last message acknowledges the batch.
+		// A lost ack only means a redelivery, which the checkpoint skips.
+		if err := last.Ack(); err != nil {
+			p.log.Debug().Err(err).Uint64(logKeySeq, info.LastSeq).Msg("ack")
+		}
+		info.LastStored = lastStored // the stream's time, not the event's
+		if p.opts.OnBatch != nil {
+			p.opts.OnBatch(info)
+		}
+	}
+	return evs, ack, gap, nil
+}
+
+// importedThrough reads the stream's import marker (ledger.MetaImportedThrough).
+func importedThrough(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	stream, err := js.Stream(ctx, subjects.StreamName)
+	if err != nil {
+		return 0, fmt.Errorf("projector: stream %s: %w", subjects.StreamName, err)
+	}
+	return ledger.ImportedThrough(stream.CachedInfo().Config.Metadata), nil
+}
+
+// eventOf turns a stored message into the fold's input.
+func eventOf(m jetstream.Msg, md *jetstream.MsgMetadata, importedThrough uint64) fold.Event {
+	seq := md.Sequence.Stream
+	h := m.Headers()
+	var hdr string
+	if seq <= importedThrough {
+		hdr = h.Get(ledger.HeaderOriginalTime)
+	}
+	return fold.Event{Seq: seq, Time: ledger.EventTime(seq, importedThrough, hdr, md.Timestamp), Subject: m.Subject(), Raw: m.Data(),
+		MsgIDClash: len(h) > 0 && h.Get(fold.HeaderMsgIDClash) != ""}
+}

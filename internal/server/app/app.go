@@ -281,6 +281,7 @@ func (a *App) connect(ctx context.Context) error {
 			SyncAlways:   a.opts.SyncInterval == 0,
 			ConfigFile:   a.opts.NATSConfigFile,
 			Logger:       a.opts.Logger,
+			OnStoreError: a.storeWriteFailed,
 		})
 		if err != nil {
 			return fmt.Errorf("app: embedded NATS server: %w", err)

@@ -20,15 +20,18 @@ import (
 // later append waits for an acknowledgement that never comes, even once
 // space is back, until the process restarts. The storage watch (run by
 // Run, for the embedded server) looks at the store's file system every
-// DiskCheckInterval; when less than DiskLowFree bytes are free (or
-// JetStream is off):
+// DiskCheckInterval; when less than DiskLowFree bytes are free, when the
+// server has logged a store write error (natsserver.Options.OnStoreError:
+// a quota or a memory limit can refuse writes while the file system shows
+// free space), or when JetStream is off:
 //
 //   - it sets the storage problem: appends on every path (HTTP, NDJSON,
 //     the submit service, gaps) are answered at once 503 / storage_full
 //     with it, appends waiting for an acknowledgement are answered so too
 //     (not acknowledged: retrying is safe), and /readyz is 503 naming the
 //     store directory and its free space;
-//   - once DiskResumeFree bytes are free again, it restarts JetStream in
+//   - once DiskResumeFree bytes are free again (and, after a write error,
+//     DiskLowFree more than when it happened), it restarts JetStream in
 //     the process (shut down, enabled again with the configuration it had:
 //     the store is recovered from disk as after a crash, and the write
 //     error is gone; nothing acknowledged was lost, since an append is
@@ -50,11 +53,13 @@ const (
 )
 
 type storageState struct {
-	mu      sync.Mutex
-	problem string
-	down    chan struct{}           // closed while problem is set
-	jsCfg   *server.JetStreamConfig // the configuration to enable JetStream with again
-	retried time.Time               // last failed attempt to enable it, logged once
+	mu       sync.Mutex
+	problem  string
+	writeErr string                  // the server's last store write error, until JetStream restarts
+	freeAt   uint64                  // free bytes when it happened
+	down     chan struct{}           // closed while problem is set
+	jsCfg    *server.JetStreamConfig // the configuration to enable JetStream with again
+	retried  time.Time               // last failed attempt to enable it, logged once
 }
 
 // StorageProblem returns why the ledger cannot write now, or "".
@@ -104,6 +109,19 @@ func freeBytes(dir string) (uint64, error) {
 	return st.Bavail * uint64(st.Bsize), nil
 }
 
+// storeWriteFailed is the embedded server's OnStoreError: the store could
+// not be written (its file system may still show free space: a quota, a
+// memory limit on a tmpfs). The watch takes it as a full disk.
+func (a *App) storeWriteFailed(msg string) {
+	free, _ := freeBytes(a.opts.NATSDir())
+	a.storage.mu.Lock()
+	defer a.storage.mu.Unlock()
+	if a.storage.writeErr == "" {
+		a.storage.freeAt = free
+	}
+	a.storage.writeErr = msg
+}
+
 // runStorageWatch watches the embedded server's store until ctx ends.
 func (a *App) runStorageWatch(ctx context.Context) {
 	ns := a.srv.NatsServer()
@@ -129,15 +147,27 @@ func (a *App) runStorageWatch(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		down := a.StorageProblem() != ""
+		a.storage.mu.Lock()
+		down, writeErr, freeAt := a.storage.problem != "", a.storage.writeErr, a.storage.freeAt
+		a.storage.mu.Unlock()
+		// After a write error, space is back when it has grown by
+		// DiskLowFree since (the file system may have shown some free
+		// space all along).
+		resume := uint64(a.opts.DiskResumeFree)
+		if writeErr != "" {
+			resume = max(resume, freeAt+uint64(a.opts.DiskLowFree))
+		}
 		switch {
-		case !down && (free < uint64(a.opts.DiskLowFree) || !ns.JetStreamEnabled()):
+		case !down && (free < uint64(a.opts.DiskLowFree) || writeErr != "" || !ns.JetStreamEnabled()):
 			p := fmt.Sprintf("the disk of the log is full: %d bytes free in %s (the JetStream store); nothing is appended until space is freed, then the ledger resumes by itself", free, dir)
+			if writeErr != "" {
+				p = fmt.Sprintf("the JetStream store in %s cannot be written (%d bytes free; the server said: %s); nothing is appended until space is freed, then the ledger resumes by itself", dir, free, writeErr)
+			}
 			if a.setStorageProblem(p) {
 				log.Error().Str(logging.KeyDataDir, dir).Uint64("free_bytes", free).
 					Msg("the disk of the log is full: appends are refused and the ledger is not ready until space is freed")
 			}
-		case down && free >= uint64(a.opts.DiskResumeFree):
+		case down && free >= resume:
 			if err := a.restartJetStream(ctx, ns); err != nil {
 				if time.Since(a.storage.retried) > time.Minute {
 					log.Warn().Err(err).Uint64("free_bytes", free).Msg("space is back but JetStream does not restart yet; retrying")
@@ -145,6 +175,9 @@ func (a *App) runStorageWatch(ctx context.Context) {
 				a.storage.retried = time.Now()
 				continue
 			}
+			a.storage.mu.Lock()
+			a.storage.writeErr = ""
+			a.storage.mu.Unlock()
 			a.setStorageProblem("")
 			log.Info().Uint64("free_bytes", free).Msg("space is back: JetStream restarted from its store; appends accepted")
 		}

@@ -18,11 +18,11 @@
 //   - Anonymous connections are capped apart: over AnonConns in total, or
 //     over AnonPerIP from one address, the oldest anonymous one (of that
 //     address) that is idle, or that has sent nothing while the server
-//     waited SilentAfter on it, is closed as a new one is accepted. A new connection is never the one closed, so a client
-//     that sends its request at once is served however many connections
-//     an attacker holds. The slots
-//     between AnonConns and MaxConns are the authenticated clients'
-//     reserve.
+//     waited SilentAfter on it, is closed as a new one is accepted. A new
+//     connection is never the one closed, so a client that sends its
+//     request at once is served however many connections an attacker
+//     holds. The slots between AnonConns and MaxConns are the
+//     authenticated clients' reserve.
 //   - An anonymous connection idle after a request is closed after
 //     AnonIdleTimeout (the server's IdleTimeout applies to the others).
 //
@@ -270,12 +270,13 @@ func (b *Budget) track(nc net.Conn) *Conn {
 	b.anonIP[c.ip]++
 	overAll, overIP := b.anon > b.opts.AnonConns, b.anonIP[c.ip] > b.opts.AnonPerIP
 	b.mu.Unlock()
-	// The anonymous caps close anonymous connections only, idle or
-	// older than MinAge without a first request.
+	// The anonymous caps close anonymous connections only: idle ones, and
+	// silent ones (a slow client's first request, arriving, is left to
+	// the total cap and the header timeout).
 	if overIP {
-		b.evict(rankSlow, func(o *Conn) bool { return o.ip == c.ip }, c, "anonymous connections of one address at the cap")
+		b.evict(rankSilent, func(o *Conn) bool { return o.ip == c.ip }, c, "anonymous connections of one address at the cap")
 	} else if overAll {
-		b.evict(rankSlow, nil, c, "anonymous connections at the cap")
+		b.evict(rankSilent, nil, c, "anonymous connections at the cap")
 	}
 	return c
 }

@@ -25,8 +25,11 @@
 //   - No ledger answering at all is an error wrapping ErrUnreachable, so a
 //     caller can tell "the ledger said no" from "there is no ledger".
 //   - Appends are durable when acknowledged (the ledger's default), and
-//     idempotent: sending the same envelope again is answered as a
-//     duplicate with the sequence it was first stored at.
+//     idempotent for ever: sending the same envelope (same space, id and
+//     content) again, at any later time, is answered as a duplicate with
+//     the sequence it was first stored at, and not stored again. While
+//     the ledger's projection is far behind its log it cannot tell, and
+//     answers 503 (ErrUnavailable): retry later.
 package client
 
 import (

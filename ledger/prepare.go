@@ -26,8 +26,10 @@ const HeaderMsgIDClash = "Ledger-Msg-Id-Clash"
 // ErrPublish is wrapped by every error of an append that was accepted
 // by Prepare but not acknowledged by the stream. The wrapped cause says
 // why; when it is a timeout or a cancelled context the envelope may or
-// may not have been stored, and appending the same bytes again within
-// the stream's duplicate window is safe (it is stored once).
+// may not have been stored, and appending the same bytes again is safe:
+// within the stream's duplicate window always, and at any later time
+// through an appender with an index of stored envelopes (the ledger's
+// server: every append path), it is stored once.
 var ErrPublish = errors.New("ledger: publish failed")
 
 // Prepared is an envelope ready to publish: its decoded form, the space,
@@ -41,6 +43,19 @@ type Prepared struct {
 	Raw     []byte
 }
 
+// Identity is what makes two envelopes the same envelope in the ledger
+// (SPEC §4): the space, the envelope id and the digest of its canonical
+// form. It is what a Nats-Msg-Id encodes (Decoded.MsgID), and what the
+// append paths look up to answer a retry as a duplicate for ever.
+type Identity struct {
+	Space, ID, Digest string
+}
+
+// Identity returns p's identity.
+func (p *Prepared) Identity() Identity {
+	return Identity{Space: p.Space, ID: p.Decoded.Env.ID, Digest: p.Decoded.Digest}
+}
+
 // Result is the outcome of one append.
 type Result struct {
 	// ID is the envelope id ("" when a refused envelope could not be
@@ -50,9 +65,12 @@ type Result struct {
 	// the ledger. For a duplicate it is the sequence of the copy stored
 	// first.
 	Seq uint64
-	// Duplicate is the stream's answer, verified (SPEC §4): an envelope
-	// with the same space, id and digest was already stored within the
-	// duplicate window, and the message at Seq is that envelope (same
+	// Duplicate says the envelope was not stored again because an
+	// envelope with the same space, id and digest (Identity) was stored
+	// before (SPEC §4): within the stream's duplicate window JetStream
+	// says so; beyond it, the appender's index of stored envelopes (the
+	// projection, when one is wired: jslog.AppenderOptions.Index) does.
+	// Either answer is verified: the message at Seq is that envelope (same
 	// subject, id and digest). When other bytes had been stored under the
 	// envelope's Nats-Msg-Id, the envelope is stored anyway, flagged with
 	// HeaderMsgIDClash, and Duplicate is false. After

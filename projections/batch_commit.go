@@ -30,6 +30,7 @@ func (b *Batch) finish() {
 	b.props, b.refs, b.orphans, b.stats, b.history, b.spaces = nil, nil, nil, nil, nil, nil
 	b.aux, b.parents = nil, nil
 	b.changes = nil
+	b.events = nil
 	b.dirty = 0
 }
 
@@ -124,7 +125,7 @@ func (b *Batch) Commit(seq uint64) (err error) {
 // sync error of a commit through Logger.Fatalf, which pebbleLogger turns
 // into a pebbleFatal panic: that one is recovered here and becomes
 // ErrStoreFailed (sticky), so that a full disk stops the projector with an
-// error instead of killing the process. The caller holds the commit lock (committer.mu).
+// error instead of killing the process. The caller holds the commit lock (commitState.mu).
 func (s *Store) commitPebble(pb *pebble.Batch) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -140,12 +141,12 @@ func (s *Store) commitPebble(pb *pebble.Batch) (err error) {
 	return pb.Commit(pebble.Sync)
 }
 
-// committer is what the store's commits share. mu serialises them (a
+// commitState is what the store's commits share. mu serialises them (a
 // Commit holds it from its checks to the checkpoint's publication) and
 // guards the other fields: buf, the commits' reused scratch; spaces, the
 // spaces whose marker key is written; failed, set when a commit hit a
 // Pebble fatal error (every later commit returns it).
-type committer struct {
+type commitState struct {
 	mu     sync.Mutex // serialises commits; guards buf, spaces and failed
 	buf    commitBuf
 	spaces map[string]struct{}
@@ -155,13 +156,15 @@ type committer struct {
 // commitBuf is the scratch memory of Commit, reused from commit to commit
 // (a rebuild commits hundreds of batches of thousands of writes): the
 // writes, their keys and values, and the Pebble batch. It belongs to the
-// store and is used under the commit lock (committer.mu).
+// store and is used under the commit lock (commitState.mu).
 type commitBuf struct {
 	a        arena
 	ops      []kv
 	old, cur []kv // one proposal's index entries
-	order    []int32
-	pb       *pebble.Batch
+	// evOld, evCur: one event record's index keys (store_events.go)
+	evOld, evCur [][]byte
+	order        []int32
+	pb           *pebble.Batch
 }
 
 // batch returns the reusable Pebble batch, empty.
@@ -341,6 +344,9 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 		ops = append(ops, kv{key: spaceKey(sp), val: []byte{}})
 	}
 	if ops, err = b.collectChanges(c, ops); err != nil {
+		return nil, err
+	}
+	if ops, err = b.collectEvents(c, ops); err != nil {
 		return nil, err
 	}
 	c.ops = ops

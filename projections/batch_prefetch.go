@@ -86,85 +86,7 @@ func (b *Batch) Prefetch(evs []fold.Event) error {
 // overlay does not hold yet and loads them.
 func (b *Batch) prefetchPass(buf *prefetchBuf, evs []fold.Event, pass int) error {
 	buf.reset()
-	keys, a := buf.keys, &buf.a
-	var pending *Batch // the handed-off batch, read under the handoff lock
-	add := func(kind int, space, id string) {
-		k := spaceID{space, id}
-		switch kind {
-		case preProposal:
-			if _, ok := b.props[k]; ok {
-				return
-			}
-			if b.s.recent.get(k) != nil {
-				return // Proposal takes it from there
-			}
-		case preRef:
-			if _, ok := b.refs[k]; ok {
-				return
-			}
-		case preFiled:
-			if _, ok := b.aux[auxID{tagFiled, space, id}]; ok {
-				return
-			}
-		}
-		if b.neverWritten(kind, space, id) {
-			// Absent, without a read (most keys: new ids).
-			switch kind {
-			case preProposal:
-				b.props[k] = knownProp(nil, nil)
-			case preRef:
-				b.refs[k] = &refSlot{}
-			case preFiled:
-				b.aux[auxID{tagFiled, space, id}] = &auxSlot{}
-			}
-			return
-		}
-		if pending != nil && pending.wrote(kind, k) {
-			return // the read methods take it from the pending batch
-		}
-		st := len(a.b)
-		a.b = appendSpaceID(a.b, preTags[kind], space, id)
-		keys = append(keys, preKey{kind: kind, k: k, key: a.take(st)})
-	}
-	b.s.handoff.mu.RLock()
-	if p := b.s.handoff.pending; p != b {
-		pending = p
-	}
-	for i := range evs {
-		space, d, ok := evs[i].Decoded()
-		if !ok {
-			continue // rare paths read what they need themselves
-		}
-		if pass == 2 {
-			if d.Type != ledger.TypeResponse {
-				continue
-			}
-			for _, t := range d.Targets {
-				// Only a ref this batch read (the first pass) is
-				// looked at: one the fold will write is not known yet.
-				if sl, ok := b.refs[spaceID{space, t}]; ok && sl.cur != nil && !sl.dirty && len(sl.cur.Proposals) > 0 {
-					add(preProposal, space, sl.cur.Proposals[0])
-				}
-			}
-			continue
-		}
-		add(preRef, space, d.Env.ID)
-		switch d.Type {
-		case ledger.TypeProposal:
-			add(preProposal, space, d.Env.ID)
-			add(preFiled, space, d.Env.ID)
-		case ledger.TypeIgnored:
-		case ledger.TypeResponse:
-			for _, t := range d.Targets {
-				add(preRef, space, t)
-			}
-		default:
-			for _, t := range d.Targets {
-				add(preProposal, space, t)
-			}
-		}
-	}
-	b.s.handoff.mu.RUnlock()
+	keys := b.collectKeys(buf, evs, pass)
 	buf.keys = keys
 	if len(keys) == 0 {
 		return nil
@@ -173,7 +95,138 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []fold.Event, pass int) error
 	slices.SortFunc(keys, func(x, y preKey) int { return bytes.Compare(x.key, y.key) })
 	keys = slices.CompactFunc(keys, func(x, y preKey) bool { return bytes.Equal(x.key, y.key) })
 	buf.keys = keys
-	err := b.read(func(r pebble.Reader) error {
+	if err := b.readKeys(keys); err != nil {
+		return fmt.Errorf("projections: batch: prefetch %d records: %w", len(keys), err)
+	}
+	b.fillSlots(keys)
+	return nil
+}
+
+// prefetchCollector gathers the keys of one pass into keys, their bytes
+// in a.
+type prefetchCollector struct {
+	b       *Batch
+	keys    []preKey
+	a       *arena
+	pending *Batch // the handed-off batch, read under the handoff lock
+}
+
+// collectKeys returns the keys pass (1: the event refs, proposals and
+// filed counts of evs; 2: the proposals of the fulfilments that responses
+// name) needs read, under the handoff lock.
+func (b *Batch) collectKeys(buf *prefetchBuf, evs []fold.Event, pass int) []preKey {
+	c := prefetchCollector{b: b, keys: buf.keys, a: &buf.a}
+	b.s.handoff.mu.RLock()
+	defer b.s.handoff.mu.RUnlock()
+	if p := b.s.handoff.pending; p != b {
+		c.pending = p
+	}
+	for i := range evs {
+		space, d, ok := evs[i].Decoded()
+		if !ok {
+			continue // rare paths read what they need themselves
+		}
+		if pass == 2 {
+			c.addResponseProposals(space, d)
+			continue
+		}
+		c.addFirstPass(space, d)
+	}
+	return c.keys
+}
+
+// addFirstPass adds what the fold of d reads first: its event ref, and the
+// proposal (with its filed count) it creates, or the proposals it targets,
+// or, for a response, the event refs of the fulfilments it names.
+func (c *prefetchCollector) addFirstPass(space string, d *ledger.Decoded) {
+	c.add(preRef, space, d.Env.ID)
+	switch d.Type {
+	case ledger.TypeProposal:
+		c.add(preProposal, space, d.Env.ID)
+		c.add(preFiled, space, d.Env.ID)
+	case ledger.TypeIgnored:
+	case ledger.TypeResponse:
+		for _, t := range d.Targets {
+			c.add(preRef, space, t)
+		}
+	default:
+		for _, t := range d.Targets {
+			c.add(preProposal, space, t)
+		}
+	}
+}
+
+// addResponseProposals adds, for a response, the proposals of the
+// fulfilments it names. Only a ref this batch read (the first pass) is
+// looked at: one the fold will write is not known yet.
+func (c *prefetchCollector) addResponseProposals(space string, d *ledger.Decoded) {
+	if d.Type != ledger.TypeResponse {
+		return
+	}
+	for _, t := range d.Targets {
+		if sl, ok := c.b.refs[spaceID{space, t}]; ok && sl.cur != nil && !sl.dirty && len(sl.cur.Proposals) > 0 {
+			c.add(preProposal, space, sl.cur.Proposals[0])
+		}
+	}
+}
+
+// add adds the key of a record of kind, unless the overlay (or the recent
+// cache, or the pending batch) holds it or the written filter rules it out
+// (then the overlay gets an absent slot, without a read).
+func (c *prefetchCollector) add(kind int, space, id string) {
+	b := c.b
+	k := spaceID{space, id}
+	if b.holds(kind, k) {
+		return
+	}
+	if b.neverWritten(kind, space, id) {
+		// Absent, without a read (most keys: new ids).
+		b.setAbsent(kind, k)
+		return
+	}
+	if c.pending != nil && c.pending.wrote(kind, k) {
+		return // the read methods take it from the pending batch
+	}
+	st := len(c.a.b)
+	c.a.b = appendSpaceID(c.a.b, preTags[kind], space, id)
+	c.keys = append(c.keys, preKey{kind: kind, k: k, key: c.a.take(st)})
+}
+
+// holds reports whether the overlay already answers for the record of
+// kind at k (for a proposal, the recent cache too).
+func (b *Batch) holds(kind int, k spaceID) bool {
+	switch kind {
+	case preProposal:
+		if _, ok := b.props[k]; ok {
+			return true
+		}
+		return b.s.recent.get(k) != nil // Proposal takes it from there
+	case preRef:
+		_, ok := b.refs[k]
+		return ok
+	case preFiled:
+		_, ok := b.aux[auxID{tagFiled, k.space, k.id}]
+		return ok
+	}
+	return false
+}
+
+// setAbsent gives the record of kind at k an absent slot.
+func (b *Batch) setAbsent(kind int, k spaceID) {
+	switch kind {
+	case preProposal:
+		b.props[k] = knownProp(nil, nil)
+	case preRef:
+		b.refs[k] = &refSlot{}
+	case preFiled:
+		b.aux[auxID{tagFiled, k.space, k.id}] = &auxSlot{}
+	}
+}
+
+// readKeys reads keys (sorted, distinct) with one iterator and decodes
+// what it finds into them.
+func (b *Batch) readKeys(keys []preKey) error {
+	return b.read(func(r pebble.Reader) error {
 		it, err := r.NewIter(nil)
 		if err != nil {
 			return err
@@ -186,21 +239,7 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []fold.Event, pass int) error
 			v, err := it.ValueAndErr()
 			if err == nil {
 				pk.ok = true
-				// Decoded here: v is valid until the iterator moves.
-				switch pk.kind {
-				case preProposal:
-					pk.p = new(model.Proposal)
-					if err = json.Unmarshal(v, pk.p); err != nil {
-						err = fmt.Errorf("read proposal %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
-					}
-				case preRef:
-					pk.r = new(fold.EventRef)
-					if err = json.Unmarshal(v, pk.r); err != nil {
-						err = fmt.Errorf("read event ref %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
-					}
-				default:
-					pk.val = bytes.Clone(v)
-				}
+				err = pk.decode(v) // here: v is valid until the iterator moves
 			}
 			if err != nil {
 				_ = it.Close()
@@ -209,10 +248,30 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []fold.Event, pass int) error
 		}
 		return it.Close()
 	})
-	if err != nil {
-		return fmt.Errorf("projections: batch: prefetch %d records: %w", len(keys), err)
+}
+
+// decode keeps the value v read for pk: a proposal or event ref decoded,
+// a filed count's bytes copied.
+func (pk *preKey) decode(v []byte) error {
+	switch pk.kind {
+	case preProposal:
+		pk.p = new(model.Proposal)
+		if err := json.Unmarshal(v, pk.p); err != nil {
+			return fmt.Errorf("read proposal %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
+		}
+	case preRef:
+		pk.r = new(fold.EventRef)
+		if err := json.Unmarshal(v, pk.r); err != nil {
+			return fmt.Errorf("read event ref %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
+		}
+	default:
+		pk.val = bytes.Clone(v)
 	}
-	// Absent unless found: every key asked for gets a slot.
+	return nil
+}
+
+// fillSlots gives every key asked for a slot: absent unless found.
+func (b *Batch) fillSlots(keys []preKey) {
 	for i := range keys {
 		pk := &keys[i]
 		switch pk.kind {
@@ -228,5 +287,4 @@ func (b *Batch) prefetchPass(buf *prefetchBuf, evs []fold.Event, pass int) error
 			b.aux[auxID{tagFiled, pk.k.space, pk.k.id}] = &auxSlot{slot: slot[[]byte]{cur: pk.val}}
 		}
 	}
-	return nil
 }

@@ -107,6 +107,11 @@ func DecodeKey(key []byte) model.KeyInfo {
 			return k
 		}
 		return model.KeyInfo{Table: model.TableChange, Space: sp, ID: id, Seq: seq, Raw: k.Raw}
+	case tagEvent, tagEventIndex, tagEventTime:
+		if ki, ok := decodeEventKey(key); ok {
+			return ki
+		}
+		return k
 	case tagDeadline:
 		nanos, sp, id, err := readDeadlineKey(key)
 		if err != nil {

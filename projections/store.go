@@ -124,7 +124,7 @@ type Store struct {
 	closed bool
 
 	cp      checkpoint  // the applied sequence and its waiters (store_checkpoint.go)
-	commits committer   // what commits share: their lock, scratch, failure (batch_commit.go)
+	commits commitState // what commits share: their lock, scratch, failure (batch_commit.go)
 	handoff handoff     // the batch handed off and being committed (batch_handoff.go)
 	recent  recentCache // proposals as the last commits left them (store_recent.go)
 
@@ -197,7 +197,7 @@ func OpenStore(o StoreOptions) (*Store, error) {
 		db:      db,
 		log:     o.Logger,
 		cp:      newCheckpoint(),
-		commits: committer{spaces: map[string]struct{}{}},
+		commits: commitState{spaces: map[string]struct{}{}},
 		recent:  recentCache{cap: o.recentCap},
 	}
 	v, closer, err := db.Get(checkpointKey)

@@ -101,7 +101,7 @@ func (c *clientOpts) read() client.ReadOption {
 func clientError(api string, err error) error {
 	var (
 		ae     *client.Error
-		ops    *apiclient.APIError // the operations' calls (internal/client)
+		ops    *apiclient.APIError // the operations' calls (internal/lib/apiclient)
 		status int
 	)
 	switch {

@@ -65,6 +65,16 @@ checkpoint beyond the log stops the start, or while serving makes /readyz
 503 with log_problem in /v1/status; the ledger's own stream settings
 changed by someone else are put back and logged.
 
+A retry is a duplicate for ever on every append path (SPEC §4): an
+envelope the ledger already stored (same space, id and digest) is answered
+"duplicate":true with the sequence it was first stored at, and not stored
+again. Within --dup-window NATS recognises it; beyond it the projection
+does, trusted only while it folds less than half the window behind the log:
+when it is further behind (a paused projector, a projection rebuilding
+from the start), appends wait up to 5s for it, then answer 503 (retry
+later). Every ledger on one stream must use the same --dup-window. See
+docs/reliability.md.
+
 Once serving it writes <data>/serve.addr.json ({"http":..,"nats":..}, the
 actual addresses when a port is 0) and removes it on shutdown. SIGINT or
 SIGTERM shuts down in order (HTTP, submit, expirer, projector commit, store,
@@ -83,8 +93,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 		limits                    limitFlags
 		logCheck                  string
 		headerTO, bodyIdleTO      string
-		bodyTO, anonIdleTO        string
-		httpHosts                 string
+		bodyTO, dupWindow         string
+		anonIdleTO, httpHosts     string
 	)
 	f := newFlags(commands["serve"], e)
 	var bridgeConfig string // SPEC §14: bridges inside the server
@@ -98,6 +108,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.str(&logLevel, "log-level", "LEVEL", "info", "log level: debug, info, warn, error", true)
 	f.str(&sync, "sync-interval", "always|DURATION", "always", "embedded server fsync: always (before every ack) or an interval such as 1s, which risks losing acknowledged appends in a machine crash", true)
 	f.integer(&o.Replicas, "replicas", "N", app.DefaultReplicas, "LEDGER stream replicas (3 on a cluster)", true)
+	f.str(&dupWindow, "dup-window", "DURATION", app.DefaultDupWindow.String(), "the LEDGER stream's duplicate window: how long NATS itself remembers an append; the projection must fold within half of it or appends wait, then 503", true)
 	f.str(&o.Durable, "durable", "NAME", app.DefaultDurable, "projector's durable consumer name (one per projection copy)", true)
 	f.integer(&readyLag, "ready-lag", "EVENTS", app.DefaultReadyLag, "/readyz is 503 when the projection lags more events than this (0: must be caught up)", true)
 	f.str(&headerTO, "http-header-timeout", "DURATION", app.DefaultReadHeaderTimeout.String(), "a request's headers must arrive within this", true)
@@ -139,6 +150,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		p    *time.Duration
 	}{
 		{"log-check-interval", logCheck, &o.LogCheckInterval},
+		{"dup-window", dupWindow, &o.DupWindow},
 		{"http-header-timeout", headerTO, &o.ReadHeaderTimeout},
 		{"http-body-idle-timeout", bodyIdleTO, &o.BodyIdleTimeout},
 		{"http-body-timeout", bodyTO, &o.BodyTimeout},

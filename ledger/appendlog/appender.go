@@ -57,14 +57,26 @@ type AppenderOptions struct {
 	// MaxRetries is how many times a publish is retried after a transient
 	// failure (see IsTransient); 0 means DefaultMaxRetries, negative means
 	// never. RetryWait is the first backoff (default DefaultRetryWait).
-	// The worst-case time of all attempts must stay well inside the
-	// stream's duplicate window, or a retry could store an envelope twice:
-	// Validate refuses a budget over half of DefaultDuplicateWindow.
+	// Without an Index, the worst-case time of all attempts must stay
+	// well inside the stream's duplicate window, or a retry could store an
+	// envelope twice: Validate refuses a budget over half of
+	// DefaultDuplicateWindow. With one, each retry looks the envelope up
+	// first.
 	MaxRetries int
 	RetryWait  time.Duration
 	// Commit bounds the group commit (batch size, bytes, linger,
 	// batches in flight).
 	Commit CommitOptions
+	// Index, when set, makes a retry a duplicate for ever (SPEC §4; see
+	// Index and stored.go): envelopes it knows are answered duplicate:true
+	// with the sequence they were first stored at and not published
+	// again. Nil: a retry is recognised within the stream's duplicate
+	// window only.
+	Index Index
+	// IndexWait is how long a group of appends waits for the Index to
+	// catch up with the log when it is too far behind to be trusted,
+	// before they fail with ErrIndexBehind. Default DefaultIndexWait.
+	IndexWait time.Duration
 }
 
 // Validate fills in defaults and checks the options.
@@ -89,6 +101,9 @@ func (o *AppenderOptions) Validate() error {
 	if o.RetryWait == 0 {
 		o.RetryWait = DefaultRetryWait
 	}
+	if o.IndexWait == 0 {
+		o.IndexWait = DefaultIndexWait
+	}
 	if err := ledger.CheckSpace(o.Space); err != nil {
 		return fmt.Errorf("%w: %w", ErrAppenderOptions, err)
 	}
@@ -98,8 +113,8 @@ func (o *AppenderOptions) Validate() error {
 	switch {
 	case o.MaxInFlight < 1:
 		return fmt.Errorf("%w: MaxInFlight %d, want ≥ 1", ErrAppenderOptions, o.MaxInFlight)
-	case o.AckTimeout < 0 || o.RetryWait < 0:
-		return fmt.Errorf("%w: negative AckTimeout or RetryWait", ErrAppenderOptions)
+	case o.AckTimeout < 0 || o.RetryWait < 0 || o.IndexWait < 0:
+		return fmt.Errorf("%w: negative AckTimeout, RetryWait or IndexWait", ErrAppenderOptions)
 	case o.Limits.MaxBytes > ledger.MaxEnvelopeBytes:
 		return fmt.Errorf("%w: Limits.MaxBytes %d is over the %d-byte envelope limit", ErrAppenderOptions, o.Limits.MaxBytes, ledger.MaxEnvelopeBytes)
 	}
@@ -137,10 +152,12 @@ type Appender struct {
 	pub  jetstream.JetStream // own handle: its publish options isolated from the caller's
 	js   jetstream.JetStream // the caller's, for the stream lookup
 	opts AppenderOptions
-	c    *committer
+	c    *groupCommitter
 
 	stMu   sync.Mutex
 	stream jetstream.Stream // for verifying duplicates, looked up once
+
+	cov coverage // how far back the Index reaches (stored.go)
 }
 
 // NewAppender returns an Appender publishing through js's connection,
@@ -163,7 +180,7 @@ func NewAppender(js jetstream.JetStream, o AppenderOptions) (*Appender, error) {
 		return nil, fmt.Errorf("ledger: appender: %w", err)
 	}
 	a := &Appender{pub: pub, js: js, opts: o}
-	if a.c, err = newCommitter(a, js.Conn(), o.Commit); err != nil {
+	if a.c, err = newGroupCommitter(a, js.Conn(), o.Commit); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -339,8 +356,17 @@ func (a *Appender) msg(p *ledger.Prepared) *nats.Msg {
 }
 
 // publishOne publishes p on its own (the committer's fallback), with
-// retries, and verifies a duplicate answer.
+// retries, and verifies a duplicate answer. With an Index, p is looked up
+// first (its group's lookup may be a while ago) and not published when it
+// is known.
 func (a *Appender) publishOne(ctx context.Context, p *ledger.Prepared) ledger.Result {
+	seq, err := a.known(ctx, p)
+	switch {
+	case err != nil:
+		return indexBehindResult(p, err)
+	case seq != 0:
+		return ledger.Result{ID: p.Decoded.Env.ID, Subject: p.Subject, Seq: seq, Duplicate: true}
+	}
 	r := a.publishRetry(ctx, p, p.MsgID, "")
 	return a.verify(ctx, p, r)
 }
@@ -381,6 +407,17 @@ retry:
 			err = fmt.Errorf("%w (after %w)", ctx.Err(), err)
 			break retry
 		case <-t.C:
+		}
+		// A retry may come after the stream's duplicate window has
+		// forgotten an attempt that was stored: with an Index, p is
+		// looked up again first.
+		seq, kerr := a.known(ctx, p)
+		if kerr != nil {
+			err = fmt.Errorf("%w (after %w)", kerr, err)
+			break
+		}
+		if seq != 0 {
+			return ledger.Result{ID: p.Decoded.Env.ID, Subject: p.Subject, Attempts: attempts, Seq: seq, Duplicate: true}
 		}
 		ack, err = a.publishAs(ctx, p, msgID, clash)
 		attempts++

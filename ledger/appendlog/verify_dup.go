@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/ledger"
-
-	"github.com/mewledger/ledger/subjects"
 )
 
 // maxClashes bounds how many derived Nats-Msg-Ids one append tries when
@@ -25,18 +23,7 @@ const maxClashes = 4
 func (a *Appender) verify(ctx context.Context, p *ledger.Prepared, r ledger.Result) ledger.Result {
 	attempts := r.Attempts
 	for i := 0; r.Err == nil && r.Duplicate; i++ {
-		same, err := a.storedSame(ctx, p, r.Seq)
-		// A lookup that failed for a passing reason (a leader election on
-		// a cluster) is tried again, with the appends' backoff.
-		for n := 1; err != nil && IsTransient(err) && n <= a.opts.MaxRetries && ctx.Err() == nil; n++ {
-			t := time.NewTimer(backoff(a.opts.RetryWait, n))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-			case <-t.C:
-			}
-			same, err = a.storedSame(ctx, p, r.Seq)
-		}
+		same, err := a.storedSameRetry(ctx, p, r.Seq)
 		if err != nil {
 			r.Err = fmt.Errorf("%w: envelope %q: checking the copy stored at %d: %w", ledger.ErrPublish, p.Decoded.Env.ID, r.Seq, err)
 			return r
@@ -56,20 +43,28 @@ func (a *Appender) verify(ctx context.Context, p *ledger.Prepared, r ledger.Resu
 	return r
 }
 
+// storedSameRetry is storedSame, tried again with the appends' backoff
+// when it failed for a passing reason (a leader election on a cluster).
+func (a *Appender) storedSameRetry(ctx context.Context, p *ledger.Prepared, seq uint64) (bool, error) {
+	same, err := a.storedSame(ctx, p, seq)
+	for n := 1; err != nil && IsTransient(err) && n <= a.opts.MaxRetries && ctx.Err() == nil; n++ {
+		t := time.NewTimer(backoff(a.opts.RetryWait, n))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		same, err = a.storedSame(ctx, p, seq)
+	}
+	return same, err
+}
+
 // storedSame reports whether the message at seq has p's subject and is
 // an envelope with p's id and digest.
 func (a *Appender) storedSame(ctx context.Context, p *ledger.Prepared, seq uint64) (bool, error) {
-	a.stMu.Lock()
-	st := a.stream
-	a.stMu.Unlock()
-	if st == nil {
-		var err error
-		if st, err = a.js.Stream(ctx, subjects.StreamName); err != nil {
-			return false, err
-		}
-		a.stMu.Lock()
-		a.stream = st
-		a.stMu.Unlock()
+	st, err := a.streamHandle(ctx)
+	if err != nil {
+		return false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.opts.AckTimeout)
 	defer cancel()

@@ -6,11 +6,13 @@
 // The fold is a deterministic function of the events it is given and of
 // the State it reads: no wall clock, no map iteration order, no goroutines
 // (DecodeAll's workers decode each event alone, and write only that
-// event). It imports nothing of Pebble or NATS (TestDependencies), and
-// links no Pebble at all; it still links nats.go through package ledger,
-// whose envelope decoder (ledger.Decode) and types it uses and which holds
-// the appender too. The
-// Pebble store (package projections) implements State with the optional
-// [Prefetcher] and [StatsMutator], and the projector and rebuild feed it
-// from JetStream.
+// event). It links nothing of Pebble or NATS (TestDependencies): it takes
+// the envelope decoder (ledger.Decode) and types from package ledger, whose
+// JetStream side (the appender) is package ledger/appendlog. The Pebble
+// store (package projections) implements State with the optional
+// [Prefetcher] and [StatsMutator], and the projector and rebuild (package
+// projections/projector) feed it from JetStream.
+//
+// The fold's data-driven scripts are testdata/fold (run by
+// TestFoldScripts; -rewrite rewrites their expected outputs).
 package fold

@@ -97,6 +97,14 @@ const (
 // ignored, ...) — so the only errors are st's storage errors, after which the
 // caller must discard everything written through st for this batch.
 func (f *Folder) Apply(st State, ev Event) ([]Outcome, error) {
+	if r, ok := st.(EventRecorder); ok {
+		if ev.pre == nil {
+			ev.pre = decodeEvent(&ev) // decoded once, for the recorder and arrive
+		}
+		if err := r.RecordEvent(&ev); err != nil {
+			return nil, err
+		}
+	}
 	a := &applier{st: st, trigger: ev}
 	if err := a.arrive(ev); err != nil {
 		return nil, err

@@ -10,8 +10,8 @@ import (
 	"github.com/mewledger/ledger/model"
 )
 
-// MemState is an in-memory State: the fold's reference store for tests and
-// for throw-away folds. It is not safe for concurrent use. Records it returns
+// MemState is an in-memory State: the fold's reference store, which the
+// tests and the fold scripts fold into. It is not safe for concurrent use. Records it returns
 // must not be mutated by callers (the fold clones before changing).
 type MemState struct {
 	proposals map[string]*model.Proposal

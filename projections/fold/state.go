@@ -59,10 +59,11 @@ type ParkedEvent struct {
 }
 
 // State is what the fold reads and writes: a transactional view of the
-// projection. Implementations: [MemState] (tests, point-in-time queries) and
-// the Pebble store's batch (package projections), which also implements
-// the optional [Prefetcher] and [StatsMutator]. Reads must return the latest value
-// written through the same State (read-your-writes); getters return nil (and
+// projection. Implementations: [MemState] (the fold's in-memory reference,
+// which the tests and the fold scripts use) and the Pebble store's batch
+// (package projections), which also implements the optional [Prefetcher]
+// and [StatsMutator]. Reads must return the latest value written through
+// the same State (read-your-writes); getters return nil (and
 // no error) for absent records, and callers may mutate what they get only
 // after cloning (the fold always Puts a modified copy). Errors are storage
 // failures only; the fold aborts the batch on any error.
@@ -97,4 +98,16 @@ type State interface {
 	// records one. They keep a retry of a superseded event a duplicate.
 	Version(space, id, digest string) (uint64, error)
 	PutVersion(space, id, digest string, seq uint64) error
+}
+
+// EventRecorder is an optional interface of a [State] that keeps a record
+// of every arriving event by its sequence (the Pebble store's event index,
+// SPEC §7 GET /v1/events). Apply calls RecordEvent once per arriving event,
+// before folding it (released orphans are not arrivals), with the event
+// decoded (see [Event.Decoded]); the history entries the fold then writes
+// for that sequence, now or when it is released from orphan, complete the
+// record. RecordEvent must change nothing the fold reads. Its errors are
+// the State's storage errors.
+type EventRecorder interface {
+	RecordEvent(ev *Event) error
 }

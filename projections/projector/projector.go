@@ -241,33 +241,13 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 	if err != nil {
 		return err
 	}
-	msgs := make(chan jetstream.Msg, 2*p.opts.BatchSize)
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	cc, err := c.Consume(func(m jetstream.Msg) {
-		select {
-		case msgs <- m:
-		case <-sctx.Done():
-		}
-	}, jetstream.PullMaxMessages(p.opts.BatchSize),
-		// A pull lost in a leader change is noticed within PullExpiry (the
-		// default, 30 s, stalled the projection after a failover).
-		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				p.log.Debug().Err(err).Msg("consume")
-			}
-		}))
+	msgs, stopConsume, err := p.consume(ctx, c)
 	if err != nil {
-		return fmt.Errorf("projector: consume %s: %w", p.opts.Durable, err)
+		return err
 	}
 	// Stop pulling before returning; messages not folded are redelivered
 	// to the next session (they are above the checkpoint, never acked).
-	defer func() {
-		cc.Drain()
-		stop()
-		<-cc.Closed()
-	}()
+	defer stopConsume()
 
 	// The fold of a batch overlaps the commit of the one before it (see
 	// Pipeline); a batch is acknowledged, and reported to OnBatch, only
@@ -284,77 +264,127 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 			rerr = err
 		}
 	}()
-	// waitResumed waits out a Pause, settling the commit in flight as
-	// soon as it ends (its acknowledgement must not wait for Resume).
-	waitResumed := func() error {
-		for {
-			p.mu.Lock()
-			paused, resumed := p.paused, p.resume
-			p.mu.Unlock()
-			if !paused {
-				return nil
-			}
-			select {
-			case <-resumed:
-				return nil
-			case <-pl.Committed():
-				if err := pl.Settle(); err != nil {
-					return err
-				}
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
 	batch := make([]jetstream.Msg, 0, p.opts.BatchSize)
 	for {
-		if err := waitResumed(); err != nil {
+		var got bool
+		if batch, got, err = p.nextBatch(ctx, pl, msgs, batch[:0]); err != nil {
 			return err
 		}
-		batch = batch[:0]
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-pl.Committed():
-			if err := pl.Settle(); err != nil {
-				return err
-			}
+		if !got {
 			continue
-		case m := <-msgs:
-			batch = append(batch, m)
-		}
-	fill:
-		for len(batch) < p.opts.BatchSize {
-			select {
-			case m := <-msgs:
-				batch = append(batch, m)
-			default:
-				break fill
-			}
 		}
 		// Pause holds every event not yet folded, including the batch in
 		// hand: after Pause returns, AppliedSeq does not move until Resume
 		// (beyond a commit already under way).
-		if err := waitResumed(); err != nil {
+		if err := p.waitResumed(ctx, pl); err != nil {
 			return err
 		}
-		evs, ack, gap, err := p.events(batch, pl.Next())
-		if err != nil {
+		if err := p.foldBatch(pl, batch); err != nil {
 			return err
 		}
-		if err := pl.Fold(evs, ack); err != nil {
-			return err
+	}
+}
+
+// consume starts pulling from c into the returned channel (up to two
+// batches ahead). stop ends the pulling and waits for it: call it once,
+// before the session returns.
+func (p *Projector) consume(ctx context.Context, c jetstream.Consumer) (msgs <-chan jetstream.Msg, stop func(), err error) {
+	ch := make(chan jetstream.Msg, 2*p.opts.BatchSize)
+	sctx, cancel := context.WithCancel(ctx)
+	cc, err := c.Consume(func(m jetstream.Msg) {
+		select {
+		case ch <- m:
+		case <-sctx.Done():
 		}
-		if gap > 0 {
-			// Out of order: nothing beyond the gap was folded; what was
-			// is committed, and a consumer starts at the checkpoint.
+	}, jetstream.PullMaxMessages(p.opts.BatchSize),
+		// A pull lost in a leader change is noticed within PullExpiry (the
+		// default, 30 s, stalled the projection after a failover).
+		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+				p.log.Debug().Err(err).Msg("consume")
+			}
+		}))
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("projector: consume %s: %w", p.opts.Durable, err)
+	}
+	return ch, func() {
+		cc.Drain()
+		cancel()
+		<-cc.Closed()
+	}, nil
+}
+
+// waitResumed waits out a Pause, settling the commit in flight as soon as
+// it ends (its acknowledgement must not wait for Resume).
+func (p *Projector) waitResumed(ctx context.Context, pl *projections.Pipeline) error {
+	for {
+		p.mu.Lock()
+		paused, resumed := p.paused, p.resume
+		p.mu.Unlock()
+		if !paused {
+			return nil
+		}
+		select {
+		case <-resumed:
+			return nil
+		case <-pl.Committed():
 			if err := pl.Settle(); err != nil {
 				return err
 			}
-			p.log.Info().Uint64(logKeySeq, gap).Uint64("expected", pl.Next()).Msg("sequence gap in delivery; resubscribing")
-			return errResubscribe
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
+}
+
+// nextBatch waits (out of a Pause first) for a message, then appends to
+// batch what else is already there, up to BatchSize; got is false when
+// it settled a commit instead (call it again).
+func (p *Projector) nextBatch(ctx context.Context, pl *projections.Pipeline, msgs <-chan jetstream.Msg, batch []jetstream.Msg) (_ []jetstream.Msg, got bool, _ error) {
+	if err := p.waitResumed(ctx, pl); err != nil {
+		return batch, false, err
+	}
+	select {
+	case <-ctx.Done():
+		return batch, false, ctx.Err()
+	case <-pl.Committed():
+		return batch, false, pl.Settle()
+	case m := <-msgs:
+		batch = append(batch, m)
+	}
+	for len(batch) < p.opts.BatchSize {
+		select {
+		case m := <-msgs:
+			batch = append(batch, m)
+		default:
+			return batch, true, nil
+		}
+	}
+	return batch, true, nil
+}
+
+// foldBatch folds batch into pl; a sequence gap in it settles what was
+// folded and ends the session with errResubscribe.
+func (p *Projector) foldBatch(pl *projections.Pipeline, batch []jetstream.Msg) error {
+	evs, ack, gap, err := p.events(batch, pl.Next())
+	if err != nil {
+		return err
+	}
+	if err := pl.Fold(evs, ack); err != nil {
+		return err
+	}
+	if gap > 0 {
+		// Out of order: nothing beyond the gap was folded; what was
+		// is committed, and a consumer starts at the checkpoint.
+		if err := pl.Settle(); err != nil {
+			return err
+		}
+		p.log.Info().Uint64(logKeySeq, gap).Uint64("expected", pl.Next()).Msg("sequence gap in delivery; resubscribing")
+		return errResubscribe
+	}
+	return nil
 }
 
 // events takes the messages of a batch from sequence next on, in order up

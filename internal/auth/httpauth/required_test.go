@@ -14,7 +14,7 @@ func (g *Guard) Required(next http.Handler, roles ...Role) http.Handler {
 	}
 	roles = slices.Clone(roles)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r = g.check(w, r, roles, false); r != nil {
+		if r = g.check(w, r, roles, false, false); r != nil {
 			next.ServeHTTP(w, r)
 		}
 	})

@@ -21,6 +21,11 @@ type Rule struct {
 	// limited to spaces may use them for its spaces only, and may not use
 	// routes that are not Spaced.
 	Spaced bool
+	// Relay routes act on spaces only through API requests they make
+	// with the caller's own token (the MCP endpoint: each tool call is a
+	// request to a Spaced route, checked there): a token limited to
+	// spaces may use them, and its spaces are enforced on those requests.
+	Relay bool
 }
 
 // Route patterns of DefaultRules. They follow package api's routes.
@@ -34,6 +39,9 @@ const (
 	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (SPEC §14): writer, like events
 	PatternOpsGet  = "GET /v1/ops/"
 	PatternDefault = "/"
+	// PatternMCP is the MCP endpoint (package internal/server/mcp):
+	// auditor, like the reads its tools make.
+	PatternMCP = "/mcp"
 	// PatternConsole is the web console's static files (package console):
 	// open, since they hold no data; the console sends a token to the API.
 	PatternConsole = "GET /ui/"
@@ -46,8 +54,13 @@ const (
 //	GET /ui/...                 open (the console's files; no data)
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones), per space
+//	                            (GET /v1/events?space=* is every space: a token
+//	                            limited to spaces is refused it)
 //	POST /v1/events             writer, rate limited, per space
 //	GET /v1/ops/...             ops (read-shaped operations)
+//	/mcp                        auditor (the MCP endpoint; its tools' API
+//	                            requests carry the caller's token and are
+//	                            checked per space on their own routes)
 //	POST /v1/gaps               writer, rate limited (bridges report gaps)
 //	anything else               ops (rebuild and every route not named here:
 //	                            a new write route is closed until it is listed)
@@ -65,6 +78,7 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}, Spaced: true},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
+		{Pattern: PatternMCP, Roles: []Role{RoleAuditor}, Relay: true},
 		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
 		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
 	}
@@ -107,7 +121,7 @@ func (g *Guard) Protect(rules []Rule, next http.Handler) (http.Handler, error) {
 			}
 		}
 		if !c.rule.Open {
-			if req = g.check(w, req, c.rule.Roles, c.rule.Spaced); req == nil {
+			if req = g.check(w, req, c.rule.Roles, c.rule.Spaced, c.rule.Relay); req == nil {
 				return
 			}
 		}

@@ -28,14 +28,28 @@ func TestTokenSpaces(t *testing.T) {
 		{"GET", "/v1/stats?space=b", "team-a-secret", http.StatusForbidden},
 		{"POST", "/v1/ops/rebuild", "team-a-secret", http.StatusForbidden}, // not per space
 		{"GET", "/v1/ops/rebuild", "team-a-secret", http.StatusForbidden},
+		// The event log (issue 25): space=* is every space, refused to a
+		// token limited to spaces; its own spaces are allowed.
+		{"GET", "/v1/events?space=*", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/events/3?space=*", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/events?space=a", "team-a-secret", http.StatusOK},
+		{"GET", "/v1/events/3", "team-a-secret", http.StatusOK},
+		{"GET", "/v1/events?space=*", tokAuditor, http.StatusOK},
 		{"GET", "/v1/proposals/x?space=b", tokAuditor, http.StatusOK}, // no spaces: every space
 		{"POST", "/v1/events?space=b", tokWriter, http.StatusAccepted},
+		// /mcp relays: a token limited to spaces may use it (its tools'
+		// requests are checked per space); it still needs auditor.
+		{"POST", "/mcp", "team-a-secret", http.StatusAccepted},
+		{"GET", "/mcp?space=b", "team-a-secret", http.StatusOK},
+		{"POST", "/mcp", tokAuditor, http.StatusAccepted},
+		{"POST", "/mcp", tokWriter, http.StatusForbidden},
+		{"DELETE", "/mcp", "", http.StatusUnauthorized},
 	} {
 		rec := do(h, c.method, c.path, c.token)
 		if rec.Code != c.want {
 			t.Errorf("%s %s (%s): %d %s, want %d", c.method, c.path, c.token, rec.Code, rec.Body, c.want)
 		}
-		if c.want == http.StatusForbidden && !strings.Contains(rec.Body.String(), "team-a") {
+		if c.want == http.StatusForbidden && c.token == "team-a-secret" && !strings.Contains(rec.Body.String(), "team-a") {
 			t.Errorf("%s %s: 403 does not name the token: %s", c.method, c.path, rec.Body)
 		}
 	}

@@ -13,7 +13,7 @@
 // pipeline for its projector's and expirer's (pipeline.stop), the submit
 // service for its handlers' (Stop), and stopOps for an online rebuild's
 // or verify's (a WaitGroup). The shutdown order
-// is: cancel an online operation in hand (ops.go) → stop accepting HTTP
+// is: cancel an online operation in hand (rebuild_verify.go) → stop accepting HTTP
 // (requests in hand finish, bounded by ShutdownTimeout) → stop the submit
 // service (requests in hand finish) → stop the log check → stop the
 // expirer → drain the projector (it folds and commits the batch in hand)
@@ -22,7 +22,7 @@
 // after Run returns, everything is released.
 //
 // The projection (Pebble store, projector, expirer) is a pipeline that an
-// online rebuild replaces while the ledger serves (ops.go): the API reads
+// online rebuild replaces while the ledger serves (rebuild_verify.go): the API reads
 // through a swappable reader, and Store and Projector return the current
 // ones. An online rebuild or verify in hand is cancelled first at
 // shutdown.
@@ -54,6 +54,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/console"
+	"github.com/mewledger/ledger/internal/server/mcp"
 	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/internal/server/origin"
 	"github.com/mewledger/ledger/internal/server/submit"
@@ -84,6 +85,9 @@ type App struct {
 	asOf     *asOfCache
 	api      *api.API
 	httpSrv  *http.Server
+	inner    http.Handler // the API's handler inside the middleware, without the body deadlines
+	mcp      *mcp.Server  // mounted at /mcp (mcp.go)
+	mcpHTTP  *mcp.HTTPHandler
 	ln       net.Listener
 	budget   *connbudget.Budget // nil when MaxConns < 0
 	streams  *connbudget.Streams
@@ -95,7 +99,7 @@ type App struct {
 	logState logState     // logcheck.go
 	storage  storageState // diskfull.go
 
-	// Online operations (ops.go).
+	// Online operations (rebuild_verify.go).
 	opsMu     sync.Mutex
 	opsBusy   string // the operation running ("rebuild", "verify"), or ""
 	opsClosed bool   // shutting down: no new operation
@@ -167,8 +171,11 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		_ = store.Close()
 		return nil, err
 	}
+	// The projection is the appender's index of stored envelopes: a retry
+	// is a duplicate for ever on every append path (SPEC §4).
 	if a.appender, err = appendlog.NewAppender(a.js, appendlog.AppenderOptions{Space: o.Space, Limits: o.Limits,
-		Commit: appendlog.CommitOptionsForSync(o.SyncInterval, o.Embedded())}); err != nil {
+		Commit: appendlog.CommitOptionsForSync(o.SyncInterval, o.Embedded()),
+		Index:  storedIndex{a}, IndexWait: o.IndexWait}); err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("app: %w", err)
 	}
@@ -198,6 +205,8 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		MaxBatchBytes:  o.MaxBatchBytes,
 		Metrics:        a.metrics,
 		AsOf:           a.asOf.get,
+		RawEvent:       a.rawEvent,
+		Consumers:      a.consumers,
 		Ops:            a,
 		Logger:         o.Logger,
 	}); err != nil {
@@ -226,6 +235,9 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.api.Handle(console.Pattern, console.Handler())
+	if err := a.mountMCP(); err != nil {
+		return nil, err
+	}
 	// Inside the authentication, so that a stream's client is its token
 	// and a client without the right token hears 401/403 before 415.
 	handler := browsers.WrapBody(a.streams.WrapIf(a.api.Handler(), IsStream))
@@ -234,8 +246,12 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 			return nil, fmt.Errorf("app: HTTP middleware: %w", err)
 		}
 	}
-	// Host and Origin before anything else reads the request; outermost, the body deadlines cover whatever reads the body
-	// and close the connection of an early refusal (httpserver.go).
+	// The MCP tools call this handler in-process (mcp.go): tokens, roles
+	// and space scopes apply to them as to any request.
+	a.inner = handler
+	// Host and Origin before anything else reads the request; outermost,
+	// the body deadlines cover whatever reads the body and close the
+	// connection of an early refusal (httpserver.go).
 	handler = browsers.Wrap(handler)
 	handler = bodyDeadlines(handler, o.BodyIdleTimeout, o.BodyTimeout)
 	a.httpSrv = &http.Server{
@@ -250,6 +266,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		a.httpSrv.ConnContext = a.budget.ConnContext
 	}
 	a.httpSrv.RegisterOnShutdown(a.api.StopWatches) // Shutdown does not end streams
+	a.httpSrv.RegisterOnShutdown(a.closeMCP)
 	return a, nil
 }
 
@@ -566,6 +583,7 @@ func (a *App) release(ctx context.Context) error {
 		if a.httpSrv != nil {
 			_ = a.httpSrv.Close()
 		}
+		a.closeMCP()
 		if a.ln != nil {
 			_ = a.ln.Close() // not Serve's yet when Run never served
 		}

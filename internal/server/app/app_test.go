@@ -44,6 +44,8 @@ func TestOptionsValidate(t *testing.T) {
 		"ready lag":     {ReadyLag: -5},
 		"batch bytes":   {MaxBatchBytes: -1},
 		"shutdown wait": {ShutdownTimeout: -1},
+		"dup window":    {DupWindow: app.MinDupWindow / 2},
+		"index wait":    {IndexWait: -1},
 	} {
 		if err := o.Validate(); !errors.Is(err, app.ErrOptions) {
 			t.Errorf("%s: Validate() = %v, want ErrOptions", name, err)
@@ -54,7 +56,8 @@ func TestOptionsValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.DataDir != app.DefaultDataDir || o.HTTPAddr != app.DefaultHTTPAddr || o.NATSListen != app.DefaultNATSListen ||
-		o.Space != "default" || o.Replicas != 1 || o.Durable != app.DefaultDurable || o.ReadyLag != app.DefaultReadyLag || !o.Embedded() {
+		o.Space != "default" || o.Replicas != 1 || o.Durable != app.DefaultDurable || o.ReadyLag != app.DefaultReadyLag || !o.Embedded() ||
+		o.DupWindow != app.DefaultDupWindow {
 		t.Fatalf("defaults %+v", o)
 	}
 }

@@ -59,7 +59,7 @@ func (a *App) LogProblem() string {
 }
 
 func (a *App) streamOptions() appendlog.StreamOptions {
-	return appendlog.StreamOptions{Replicas: a.opts.Replicas}
+	return appendlog.StreamOptions{Replicas: a.opts.Replicas, DuplicateWindow: a.opts.DupWindow}
 }
 
 // openStream checks (or, for a projection that has folded nothing and
@@ -84,7 +84,9 @@ func (a *App) openStream(ctx context.Context, store *projections.Store) error {
 		return fmt.Errorf("app: %w", err)
 	}
 	for _, r := range st.Restored {
-		// At start this is also an operator's new flag (--replicas).
+		// At start this is also an operator's new flag (--replicas,
+		// --dup-window): while serving, the log check compares with the
+		// same options, so only someone else's change is put back.
 		a.log.Warn().Str(logging.KeyComponent, "log-check").Str("setting", r).
 			Msg("the LEDGER stream's settings differed from the ledger's; brought to the ledger's")
 	}

@@ -253,3 +253,65 @@ func TestForeignDurableDeleted(t *testing.T) {
 		}
 	}
 }
+
+// TestDupWindowFlagIsTheLedgers: the operator's --dup-window is applied
+// to the stream at start and is what the log check compares with: it is
+// not put back to the default while serving, and a window someone else
+// set is put back to it.
+func TestDupWindowFlagIsTheLedgers(t *testing.T) {
+	dir := t.TempDir()
+	logs := &syncBuffer{}
+	edit := func(w time.Duration) func(*app.Options) {
+		return func(o *app.Options) {
+			o.DataDir = dir
+			o.DupWindow = w
+			o.LogCheckInterval = 50 * time.Millisecond
+			o.Logger = o.Logger.Output(logs)
+		}
+	}
+	a := apptest.Start(t, edit(3*time.Second))
+	publishFolded(t, a)
+	_, js := natstest.ConnectURL(t, a.NATSURL())
+	ctx := context.Background()
+	window := func() time.Duration {
+		t.Helper()
+		st, err := js.Stream(ctx, subjects.StreamName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().Config.Duplicates
+	}
+	if w := window(); w != 3*time.Second {
+		t.Fatalf("duplicate window %v, want the flag's 3s", w)
+	}
+	time.Sleep(300 * time.Millisecond) // a few log checks
+	if w := window(); w != 3*time.Second || strings.Contains(logs.String(), "duplicate_window was") || a.LogProblem() != "" {
+		t.Fatalf("the log check changed the operator's window (now %v, problem %q):\n%s", w, a.LogProblem(), logs.String())
+	}
+	st, err := js.Stream(ctx, subjects.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.Duplicates = 30 * time.Second
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "duplicate_window was 30s, put back to 3s"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("someone else's window not put back:\n%s", logs.String())
+		}
+	}
+	if w := window(); w != 3*time.Second || a.LogProblem() != "" {
+		t.Fatalf("window %v, problem %q", w, a.LogProblem())
+	}
+	// Restarted with another flag: the stream takes it.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a = apptest.Start(t, edit(5*time.Second))
+	_, js = natstest.ConnectURL(t, a.NATSURL())
+	if w := window(); w != 5*time.Second || a.LogProblem() != "" {
+		t.Fatalf("after a restart with --dup-window 5s: window %v, problem %q", w, a.LogProblem())
+	}
+}

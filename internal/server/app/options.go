@@ -19,6 +19,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 )
@@ -30,6 +31,7 @@ const (
 	DefaultNATSListen      = "127.0.0.1:4222"
 	DefaultSpace           = ledger.DefaultSpace
 	DefaultReplicas        = 1
+	DefaultDupWindow       = appendlog.DefaultDuplicateWindow
 	DefaultDurable         = projector.DefaultDurable
 	DefaultReadyLag        = api.DefaultReadyLag
 	DefaultMinSeqWait      = api.DefaultMinSeqWait
@@ -44,6 +46,10 @@ const (
 	AddrFileName      = "serve.addr.json"
 	TmpDirName        = "tmp"
 )
+
+// MinDupWindow is the shortest Options.DupWindow: the projection must
+// fold within half of it for appends to go on (tests use a second or two).
+const MinDupWindow = 100 * time.Millisecond
 
 // DefaultRebuildSwapLag is Options.RebuildSwapLag's default.
 const DefaultRebuildSwapLag = 1000
@@ -77,6 +83,17 @@ type Options struct {
 	SyncInterval time.Duration
 	// Replicas of the LEDGER stream. Default 1.
 	Replicas int
+	// DupWindow is the LEDGER stream's duplicate window: how long
+	// JetStream itself remembers an appended envelope's Nats-Msg-Id.
+	// Beyond it the projection answers a retry as a duplicate (SPEC §4,
+	// docs/reliability.md), provided it folds within half the window.
+	// Default DefaultDupWindow (2m); at least MinDupWindow.
+	DupWindow time.Duration
+	// IndexWait is how long appends wait for the projection to catch up
+	// when it is more than half the duplicate window behind the log,
+	// before they fail 503 (appendlog.ErrIndexBehind). Default
+	// appendlog.DefaultIndexWait.
+	IndexWait time.Duration
 	// Durable is the projector's consumer name. Default "projector".
 	Durable string
 	// ReadyLag is the most events the projection may lag and /readyz
@@ -204,6 +221,12 @@ func (o *Options) Validate() error {
 	if o.ReadyLag == 0 {
 		o.ReadyLag = DefaultReadyLag
 	}
+	if o.DupWindow == 0 {
+		o.DupWindow = DefaultDupWindow
+	}
+	if o.IndexWait == 0 {
+		o.IndexWait = appendlog.DefaultIndexWait
+	}
 	if o.MinSeqWait == 0 {
 		o.MinSeqWait = DefaultMinSeqWait
 	}
@@ -259,6 +282,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: negative sync interval", ErrOptions)
 	case o.Replicas < 1 || o.Replicas > 5:
 		return fmt.Errorf("%w: replicas %d, want 1..5", ErrOptions, o.Replicas)
+	case o.DupWindow < MinDupWindow:
+		return fmt.Errorf("%w: duplicate window %v, want at least %v", ErrOptions, o.DupWindow, MinDupWindow)
+	case o.IndexWait < 0:
+		return fmt.Errorf("%w: negative IndexWait", ErrOptions)
 	case o.ReadyLag < NoLag:
 		return fmt.Errorf("%w: ready lag %d", ErrOptions, o.ReadyLag)
 	case o.MaxBatchBytes < 0:

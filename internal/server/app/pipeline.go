@@ -9,6 +9,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/ops/repair"
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 )
@@ -140,4 +141,18 @@ func (a *App) prepareDirs() error {
 		return fmt.Errorf("app: %w", err)
 	}
 	return nil
+}
+
+// storedIndex is the appender's index of stored envelopes
+// (appendlog.Index): the projection in service, whichever an online rebuild
+// has swapped in. While a swap closes the old store, lookups fail with
+// projections.ErrClosed and the appender asks again.
+type storedIndex struct{ a *App }
+
+func (x storedIndex) FirstStored(ids []ledger.Identity, seqs []uint64) (uint64, error) {
+	p := x.a.current()
+	if p == nil {
+		return 0, projections.ErrClosed
+	}
+	return p.store.FirstStored(ids, seqs)
 }

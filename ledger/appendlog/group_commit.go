@@ -163,6 +163,10 @@ type Pending struct {
 	p    *ledger.Prepared
 	done chan struct{}
 	res  ledger.Result
+	// known is the sequence the Index says p was first stored at (0: not
+	// known; p is published); kres is its answer, once verified.
+	known uint64
+	kres  ledger.Result
 }
 
 // Done is closed when Result is ready.
@@ -197,15 +201,24 @@ type batch struct {
 	sent  time.Time      // when it was sent: its acks are awaited until sent + AckTimeout
 	plain bool           // fewer than MinAtomic: plain messages, one reply each
 	keys  []string       // plain: each member's key in waiting
+	// With an Index: the members it knows are not published. items is
+	// then what is published; all is every member in acceptance order
+	// (set only when some are known), next how far along all they have
+	// been resolved. lookupErr: the group could not be looked up (it
+	// wraps ErrIndexBehind); nothing of it is published.
+	all       []*Pending
+	known     int
+	next      int
+	lookupErr error
 }
 
-// committer gathers submitted appends into JetStream atomic batches
+// groupCommitter gathers submitted appends into JetStream atomic batches
 // (SPEC §4, group commit). One goroutine (gather) takes envelopes in
 // acceptance order, forms batches and publishes them in that order on
 // one connection, so the stream stores them in that order; another
 // (complete) awaits the batches' commit acks in the same order and
 // resolves every member, so callers are acknowledged in acceptance order.
-type committer struct {
+type groupCommitter struct {
 	a        *Appender
 	nc       *nats.Conn
 	o        CommitOptions
@@ -219,22 +232,31 @@ type committer struct {
 	lastSize [2]int        // gather's: the sizes of the last two groups sent
 	sub      *nats.Subscription
 
+	// gather's, for the Index lookups (stored.go): buffers reused from
+	// group to group, and whether the last group failed its lookup (the
+	// next ones then ask once, without waiting, until one succeeds).
+	ids    []ledger.Identity
+	seqs   []uint64
+	behind bool
+
 	mu      sync.Mutex
 	waiting map[string]chan *nats.Msg // batch id → reply
 
-	batches, envelopes, plain, fallbacks atomic.Int64
+	batches, envelopes, plain, fallbacks, known atomic.Int64
 
 	// onResolve, when set (by tests, before any Submit), is called with
 	// each Pending just before it is resolved.
 	onResolve func(*Pending)
 
 	stop      chan struct{}
+	life      context.Context // cancelled by close
+	endLife   context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
 
-func newCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*committer, error) {
-	c := &committer{
+func newGroupCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*groupCommitter, error) {
+	c := &groupCommitter{
 		a: a, nc: nc, o: o,
 		in:      make(chan *Pending, o.Queue),
 		recent:  newRecentIDs(recentIDsCap),
@@ -245,8 +267,10 @@ func newCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*committer, erro
 		waiting: map[string]chan *nats.Msg{},
 		stop:    make(chan struct{}),
 	}
+	c.life, c.endLife = context.WithCancel(context.Background())
 	sub, err := nc.Subscribe(c.inbox+".*", c.onReply)
 	if err != nil {
+		c.endLife()
 		return nil, fmt.Errorf("ledger: appender: commit replies: %w", err)
 	}
 	c.sub = sub
@@ -258,15 +282,16 @@ func newCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*committer, erro
 
 // close stops the committer: envelopes not yet sent fail with ErrClosed;
 // batches sent are awaited (bounded by AckTimeout). Safe twice.
-func (c *committer) close() {
+func (c *groupCommitter) close() {
 	c.closeOnce.Do(func() {
 		close(c.stop)
+		c.endLife()
 		c.wg.Wait()
 		_ = c.sub.Unsubscribe()
 	})
 }
 
-func (c *committer) onReply(m *nats.Msg) {
+func (c *groupCommitter) onReply(m *nats.Msg) {
 	id := m.Subject[len(c.inbox)+1:]
 	c.mu.Lock()
 	ch := c.waiting[id]
@@ -278,7 +303,7 @@ func (c *committer) onReply(m *nats.Msg) {
 }
 
 // submit queues p; it blocks while the queue is full.
-func (c *committer) submit(ctx context.Context, p *ledger.Prepared) (*Pending, error) {
+func (c *groupCommitter) submit(ctx context.Context, p *ledger.Prepared) (*Pending, error) {
 	pd := &Pending{p: p, done: make(chan struct{})}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -299,7 +324,7 @@ func (c *committer) submit(ctx context.Context, p *ledger.Prepared) (*Pending, e
 }
 
 // gather forms batches in acceptance order and sends them.
-func (c *committer) gather() {
+func (c *groupCommitter) gather() {
 	defer c.wg.Done()
 	defer close(c.out)
 	for {
@@ -400,14 +425,19 @@ func (c *committer) gather() {
 		}
 		if b.solo = solo; !solo {
 			c.lastSize = [2]int{len(b.items), c.lastSize[0]}
-			c.send(b)
+			if c.a.opts.Index != nil {
+				c.lookup(b)
+			}
+			if b.lookupErr == nil && len(b.items) > 0 {
+				c.send(b)
+			}
 		}
 		c.out <- b
 	}
 }
 
 // failQueued answers every queued envelope with ErrClosed.
-func (c *committer) failQueued() {
+func (c *groupCommitter) failQueued() {
 	if c.carry != nil {
 		c.resolve(c.carry, c.closedResult(c.carry.p))
 		c.carry = nil
@@ -422,7 +452,7 @@ func (c *committer) failQueued() {
 	}
 }
 
-func (c *committer) closedResult(p *ledger.Prepared) ledger.Result {
+func (c *groupCommitter) closedResult(p *ledger.Prepared) ledger.Result {
 	return ledger.Result{ID: p.Decoded.Env.ID, Subject: p.Subject,
 		Err: fmt.Errorf("%w: envelope %q to %s: %w", ledger.ErrPublish, p.Decoded.Env.ID, p.Subject, ErrClosed)}
 }
@@ -430,7 +460,7 @@ func (c *committer) closedResult(p *ledger.Prepared) ledger.Result {
 // send publishes b's members with the atomic batch headers, the last one
 // with the commit header and a reply subject. A single envelope is
 // published as a batch of one too: the reply path is the same.
-func (c *committer) send(b *batch) {
+func (c *groupCommitter) send(b *batch) {
 	b.id = nuid.Next()
 	b.sent = time.Now()
 	n := len(b.items)
@@ -465,7 +495,7 @@ func (c *committer) send(b *batch) {
 // ackWait is how long b's acks are still awaited: AckTimeout from when it
 // was sent, so that batches sent together and lost together (a cut
 // connection) time out together, not one AckTimeout after another.
-func (c *committer) ackWait(b *batch) time.Duration {
+func (c *groupCommitter) ackWait(b *batch) time.Duration {
 	return max(time.Until(b.sent.Add(c.a.opts.AckTimeout)), time.Millisecond)
 }
 
@@ -480,7 +510,7 @@ type batchAck struct {
 
 // complete awaits the batches in the order they were sent and resolves
 // their members.
-func (c *committer) complete() {
+func (c *groupCommitter) complete() {
 	defer c.wg.Done()
 	for b := range c.out {
 		c.finish(b)
@@ -493,7 +523,7 @@ func (c *committer) complete() {
 }
 
 // await waits for b's commit ack (bounded by AckTimeout) and checks it.
-func (c *committer) await(b *batch) (batchAck, error) {
+func (c *groupCommitter) await(b *batch) (batchAck, error) {
 	var ack batchAck
 	if b.err != nil {
 		return ack, b.err
@@ -524,18 +554,31 @@ func (c *committer) await(b *batch) (batchAck, error) {
 }
 
 // stored resolves the members of a batch stored with ack.
-func (c *committer) stored(b *batch, ack batchAck, attempts int) {
+func (c *groupCommitter) stored(b *batch, ack batchAck, attempts int) {
 	c.batches.Add(1)
 	c.envelopes.Add(int64(len(b.items)))
 	first := ack.Seq - uint64(len(b.items)) + 1
 	for i, pd := range b.items {
-		c.resolve(pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: first + uint64(i)})
+		c.resolveIn(b, pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: first + uint64(i)})
 	}
 }
 
 // finish resolves b's members: from the commit ack when the batch was
 // stored, else through recover.
-func (c *committer) finish(b *batch) {
+func (c *groupCommitter) finish(b *batch) {
+	if b.lookupErr != nil {
+		for _, pd := range b.items {
+			c.resolve(pd, indexBehindResult(pd.p, b.lookupErr))
+		}
+		return
+	}
+	if b.known > 0 {
+		c.confirmKnown(b)
+		defer c.flushKnown(b, nil) // those after the last published member
+		if len(b.items) == 0 {
+			return
+		}
+	}
 	if b.plain {
 		c.finishPlain(b, 1)
 		return
@@ -555,6 +598,7 @@ func (c *committer) finish(b *batch) {
 	c.fallbacks.Add(1)
 	ctx, cancel := c.ctx()
 	defer cancel()
+	c.flushKnown(b, nil) // recover answers the others in its own order
 	c.recover(ctx, b.items, err, 1)
 }
 
@@ -569,7 +613,7 @@ func (c *committer) finish(b *batch) {
 // (publishOne): what the batch stored is answered as a duplicate, what
 // it did not is stored, so nothing is stored twice and nothing is
 // acknowledged that was not stored.
-func (c *committer) recover(ctx context.Context, items []*Pending, err error, attempts int) {
+func (c *groupCommitter) recover(ctx context.Context, items []*Pending, err error, attempts int) {
 	if len(items) > 1 && isBatchDuplicate(err) && ctx.Err() == nil {
 		h := len(items) / 2
 		for _, half := range [][]*Pending{items[:h], items[h:]} {
@@ -613,7 +657,7 @@ func isBatchDuplicate(err error) bool {
 }
 
 // ctx is cancelled when the committer stops.
-func (c *committer) ctx() (context.Context, context.CancelFunc) {
+func (c *groupCommitter) ctx() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		select {
@@ -625,7 +669,7 @@ func (c *committer) ctx() (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-func (c *committer) resolve(pd *Pending, r ledger.Result) {
+func (c *groupCommitter) resolve(pd *Pending, r ledger.Result) {
 	if c.onResolve != nil {
 		c.onResolve(pd)
 	}
@@ -646,11 +690,15 @@ type CommitStats struct {
 	// members were therefore committed again in smaller batches or one
 	// by one.
 	Fallbacks int64
+	// Known is the number of envelopes the Index knew as stored (looked
+	// up with their group, or on their own before a fallback publish or a
+	// retry): not published again, answered as duplicates.
+	Known int64
 }
 
 // CommitStats returns the committer's counters so far.
 func (a *Appender) CommitStats() CommitStats {
-	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load()}
+	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load(), Known: a.c.known.Load()}
 }
 
 // recentIDsCap is how many recently sent Nats-Msg-Ids the committer
@@ -684,7 +732,7 @@ func (r *recentIDs) add(id string) {
 
 // sendPlain publishes b's members as plain messages, each with its
 // Nats-Msg-Id and its own reply subject (<inbox>.<batch id>-<index>).
-func (c *committer) sendPlain(b *batch) {
+func (c *groupCommitter) sendPlain(b *batch) {
 	b.plain = true
 	n := len(b.items)
 	b.reply = make(chan *nats.Msg, n)
@@ -710,7 +758,7 @@ func (c *committer) sendPlain(b *batch) {
 // finishPlain resolves the members of a plain group from their acks: a
 // duplicate is verified; a member without a good ack (a send error, a
 // timeout, an error answer) is published again on its own (publishOne).
-func (c *committer) finishPlain(b *batch, attempts int) {
+func (c *groupCommitter) finishPlain(b *batch, attempts int) {
 	n := len(b.items)
 	acks := make([]*nats.Msg, n)
 	if b.err == nil {
@@ -774,13 +822,13 @@ func (c *committer) finishPlain(b *batch, attempts int) {
 				default:
 					err = fmt.Errorf("%w: %q", jetstream.ErrInvalidJSAck, acks[i].Data)
 				}
-				c.resolve(pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts,
+				c.resolveIn(b, pd, ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts,
 					Err: fmt.Errorf("%w: envelope %q to %s (%d attempts): %w", ledger.ErrPublish, pd.p.Decoded.Env.ID, pd.p.Subject, attempts, err)})
 				continue
 			}
 			r := c.a.publishOne(ctxFor(), pd.p)
 			r.Attempts += attempts
-			c.resolve(pd, r)
+			c.resolveIn(b, pd, r)
 			continue
 		}
 		r := ledger.Result{ID: pd.p.Decoded.Env.ID, Subject: pd.p.Subject, Attempts: attempts, Seq: ack.Seq, Duplicate: ack.Duplicate}
@@ -789,6 +837,6 @@ func (c *committer) finishPlain(b *batch, attempts int) {
 		} else {
 			c.plain.Add(1)
 		}
-		c.resolve(pd, r)
+		c.resolveIn(b, pd, r)
 	}
 }

@@ -1,0 +1,73 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Route is the path `ledger serve` mounts the streamable HTTP endpoint at.
+const Route = "/mcp"
+
+// DefaultSessionTimeout closes an HTTP session idle this long.
+const DefaultSessionTimeout = 30 * time.Minute
+
+// HTTPHandler serves a Server over streamable HTTP (MCP's transport for
+// remote servers): POST for requests, GET for the server's stream of
+// notifications, DELETE to end a session. It is a plain http.Handler, to
+// be wrapped by whatever guards the route (authentication, connection
+// budgets) and mounted at Route.
+//
+// Close ends every request in hand (the long GET streams included: an
+// http.Server's Shutdown does not end them) and refuses new ones with 503;
+// it does not close the Server. Safe to call twice.
+type HTTPHandler struct {
+	h      *sdk.StreamableHTTPHandler
+	ctx    context.Context
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+// NewHTTPHandler returns the streamable HTTP handler of s. Sessions idle
+// for sessionTimeout are closed (0: DefaultSessionTimeout).
+func NewHTTPHandler(s *Server, sessionTimeout time.Duration) *HTTPHandler {
+	if sessionTimeout <= 0 {
+		sessionTimeout = DefaultSessionTimeout
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &HTTPHandler{
+		h: sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
+			SessionTimeout: sessionTimeout,
+			// Handlers of the 2026-07-28 protocol run in the request's
+			// context, which carries its Authorization (ServeHTTP).
+			PropagateRequestCancellation: true,
+			// The ledger's own middleware refuses foreign hosts and
+			// cross-site requests for every route; the SDK's own check
+			// stays on as well.
+		}),
+		ctx: ctx, cancel: cancel,
+	}
+}
+
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.ctx.Err() != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":"shutting_down","message":"the ledger is shutting down"}}` + "\n"))
+		return
+	}
+	ctx, cancel := context.WithCancel(WithAuthorization(r.Context(), r.Header.Get("Authorization")))
+	defer cancel()
+	stop := context.AfterFunc(h.ctx, cancel)
+	defer stop()
+	h.h.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// Close ends the requests in hand; see HTTPHandler.
+func (h *HTTPHandler) Close() error {
+	h.once.Do(h.cancel)
+	return nil
+}

@@ -1,0 +1,101 @@
+package appendlog
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/mewledger/ledger/ledger"
+)
+
+// The committer's side of a retry being a duplicate for ever (stored.go):
+// one Index lookup per group, in gather, right before the group is
+// published; the members the Index knows are not published, and are
+// answered in their place in acceptance order once their stored copy is
+// verified.
+
+// confirmConcurrency bounds the verifications of one group's known
+// members that run at once (each reads one stored message).
+const confirmConcurrency = 16
+
+// lookup asks the Index about b's members in one call and takes those it
+// knows out of b.items. When the Index cannot answer in time,
+// b.lookupErr is set and nothing of b is published.
+func (c *groupCommitter) lookup(b *batch) {
+	n := len(b.items)
+	clear(c.ids)
+	c.ids = c.ids[:0]
+	for _, pd := range b.items {
+		c.ids = append(c.ids, pd.p.Identity())
+	}
+	c.seqs = slices.Grow(c.seqs[:0], n)[:n]
+	err := c.a.lookup(c.life, c.ids, c.seqs, c.behind, c.stop)
+	if c.behind = err != nil; err != nil {
+		b.lookupErr = err
+		return
+	}
+	known := 0
+	for i, seq := range c.seqs {
+		if seq != 0 {
+			b.items[i].known = seq
+			known++
+		}
+	}
+	if known == 0 {
+		return
+	}
+	c.known.Add(int64(known))
+	b.all, b.known = b.items, known
+	b.items = make([]*Pending, 0, n-known)
+	for _, pd := range b.all {
+		if pd.known == 0 {
+			b.items = append(b.items, pd)
+		}
+	}
+}
+
+// confirmKnown verifies each known member of b against its stored copy
+// (concurrently) and sets its answer.
+func (c *groupCommitter) confirmKnown(b *batch) {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	sem := make(chan struct{}, confirmConcurrency)
+	var wg sync.WaitGroup
+	for _, pd := range b.all {
+		if pd.known == 0 {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			pd.kres = c.a.confirmKnown(ctx, pd.p, pd.known)
+		}()
+	}
+	wg.Wait()
+}
+
+// resolveIn resolves pd, a published member of b, after the known members
+// accepted before it.
+func (c *groupCommitter) resolveIn(b *batch, pd *Pending, r ledger.Result) {
+	c.flushKnown(b, pd)
+	c.resolve(pd, r)
+}
+
+// flushKnown resolves, in order, b's known members accepted before pd
+// (every one not yet resolved when pd is nil).
+func (c *groupCommitter) flushKnown(b *batch, pd *Pending) {
+	if b.known == 0 {
+		return
+	}
+	for b.next < len(b.all) {
+		x := b.all[b.next]
+		b.next++
+		if x == pd {
+			return
+		}
+		if x.known != 0 {
+			c.resolve(x, x.kres)
+		}
+	}
+}

@@ -43,8 +43,8 @@ before any body is read, and a refused request's connection is closed at
 once. At most --http-max-conns connections are open at once: when all are
 taken the oldest idle one is closed to make room. Connections that have
 not authenticated have a budget of their own (--http-anon-conns, and
---http-anon-per-ip per address; closed after --http-anon-idle-timeout
-idle), so they never take the slots of token holders. Long-lived requests
+--http-anon-per-ip per address; with --auth, closed after
+--http-anon-idle-timeout idle), so they never take the slots of token holders. Long-lived requests
 (/v1/watch, /mcp) are capped apart (--http-max-streams,
 --http-streams-per-client): over a cap, 429 too_many_streams. The
 descriptor limit (ulimit -n) must hold --http-max-conns plus 256 for NATS
@@ -117,7 +117,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.integer(&o.MaxConns, "http-max-conns", "N", app.DefaultMaxConns, fmt.Sprintf("most HTTP connections open at once; the oldest idle one is closed to make room (negative: no cap; the default is lowered to fit ulimit -n minus %d)", app.DescriptorReserve), true)
 	f.integer(&o.AnonConns, "http-anon-conns", "N", 0, "most HTTP connections that have not authenticated (default: a quarter of --http-max-conns with --auth, else all)", true)
 	f.integer(&o.AnonPerIP, "http-anon-per-ip", "N", 0, "most unauthenticated HTTP connections from one address (default: a quarter of --http-anon-conns with --auth, else all)", true)
-	f.str(&anonIdleTO, "http-anon-idle-timeout", "DURATION", connbudget.DefaultAnonIdleTimeout.String(), "an unauthenticated connection idle this long after a request is closed", true)
+	f.str(&anonIdleTO, "http-anon-idle-timeout", "DURATION", "", fmt.Sprintf("with --auth, an unauthenticated connection idle this long after a request is closed (default %v)", connbudget.DefaultAnonIdleTimeout), true)
 	f.integer(&o.MaxStreams, "http-max-streams", "N", 0, fmt.Sprintf("most long-lived requests (/v1/watch, /mcp) open at once (default %d, at most a quarter of --http-max-conns)", connbudget.DefaultMaxStreams), true)
 	f.integer(&o.StreamsPerClient, "http-streams-per-client", "N", 0, fmt.Sprintf("most long-lived requests of one client: a token, else an address (default %d)", connbudget.DefaultStreamsPerClient), true)
 	f.str(&httpHosts, "http-host", "NAME[,NAME...]", "", "more names clients reach the API by, accepted as Host besides the listen address and loopback (DNS rebinding defence; * accepts any)", true)
@@ -154,10 +154,14 @@ func runServe(ctx context.Context, e env, args []string) error {
 		{"http-header-timeout", headerTO, &o.ReadHeaderTimeout},
 		{"http-body-idle-timeout", bodyIdleTO, &o.BodyIdleTimeout},
 		{"http-body-timeout", bodyTO, &o.BodyTimeout},
-		{"http-anon-idle-timeout", anonIdleTO, &o.AnonIdleTimeout},
 	} {
 		if *d.p, err = time.ParseDuration(d.v); err != nil || *d.p <= 0 {
 			return usageError("--%s %q: want a positive duration such as 5s", d.name, d.v)
+		}
+	}
+	if anonIdleTO != "" {
+		if o.AnonIdleTimeout, err = time.ParseDuration(anonIdleTO); err != nil || o.AnonIdleTimeout <= 0 {
+			return usageError("--http-anon-idle-timeout %q: want a positive duration such as 2s", anonIdleTO)
 		}
 	}
 	if f.source("http-max-conns") == "default" {

@@ -23,8 +23,9 @@
 //     request at once is served however many connections an attacker
 //     holds. The slots between AnonConns and MaxConns are the
 //     authenticated clients' reserve.
-//   - An anonymous connection idle after a request is closed after
-//     AnonIdleTimeout (the server's IdleTimeout applies to the others).
+//   - With authentication, an anonymous connection idle after a request
+//     is closed after AnonIdleTimeout (the server's IdleTimeout applies
+//     to the others, and to every connection in open mode).
 //
 // Streams (Streams.Wrap) caps requests that last (/v1/watch, /mcp) per
 // client and in total, apart from the connection slots: over a cap the
@@ -68,7 +69,10 @@ type Options struct {
 	// Default AnonConns/4 when Authenticating (at least 4), else AnonConns.
 	AnonPerIP int
 	// AnonIdleTimeout closes an anonymous connection idle this long after
-	// a request. Default DefaultAnonIdleTimeout.
+	// a request. Default DefaultAnonIdleTimeout when Authenticating, else
+	// none (in open mode every connection is anonymous: the server's
+	// IdleTimeout applies, and closing the oldest idle ones under pressure
+	// is enough); negative: none.
 	AnonIdleTimeout time.Duration
 	// Authenticating says the server's middleware calls Authenticated; it
 	// only sets the defaults of AnonConns and AnonPerIP.
@@ -95,7 +99,10 @@ func (o *Options) Validate() error {
 		}
 	}
 	if o.AnonIdleTimeout == 0 {
-		o.AnonIdleTimeout = DefaultAnonIdleTimeout
+		o.AnonIdleTimeout = -1
+		if o.Authenticating {
+			o.AnonIdleTimeout = DefaultAnonIdleTimeout
+		}
 	}
 	switch {
 	case o.MaxConns < 1:
@@ -104,8 +111,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: AnonConns %d, want 1..MaxConns (%d)", ErrOptions, o.AnonConns, o.MaxConns)
 	case o.AnonPerIP < 1 || o.AnonPerIP > o.AnonConns:
 		return fmt.Errorf("%w: AnonPerIP %d, want 1..AnonConns (%d)", ErrOptions, o.AnonPerIP, o.AnonConns)
-	case o.AnonIdleTimeout < 0:
-		return fmt.Errorf("%w: negative AnonIdleTimeout", ErrOptions)
 	}
 	return nil
 }
@@ -160,6 +165,7 @@ type Conn struct {
 	once    sync.Once
 	born    time.Time    // accepted at
 	sent    atomic.Bool  // the client has sent something
+	lastIn  atomic.Int64 // unix nanoseconds of the last read that returned data
 	waiting atomic.Int64 // unix nanoseconds of the server's first read, while nothing came
 
 	// Guarded by b.mu.
@@ -175,8 +181,11 @@ func (c *Conn) Read(p []byte) (int, error) {
 		c.waiting.Store(time.Now().UnixNano())
 	}
 	n, err := c.Conn.Read(p)
-	if n > 0 && !c.sent.Load() {
-		c.sent.Store(true)
+	if n > 0 {
+		c.lastIn.Store(time.Now().UnixNano())
+		if !c.sent.Load() {
+			c.sent.Store(true)
+		}
 	}
 	return n, err
 }
@@ -409,10 +418,13 @@ func (b *Budget) ConnState(nc net.Conn, s http.ConnState) {
 		c.idle.Stop()
 		c.idle = nil
 	}
-	if s == http.StateIdle && !c.authed {
+	if s == http.StateIdle && !c.authed && b.opts.AnonIdleTimeout > 0 {
+		idleSince := time.Now().UnixNano()
 		c.idle = time.AfterFunc(b.opts.AnonIdleTimeout, func() {
 			b.mu.Lock()
-			still := !c.closed && c.state == http.StateIdle && !c.authed
+			// Not when the next request has begun to arrive (read, but
+			// not yet Active): closing then would reset it.
+			still := !c.closed && c.state == http.StateIdle && !c.authed && c.lastIn.Load() < idleSince
 			b.mu.Unlock()
 			if still {
 				_ = c.Close()

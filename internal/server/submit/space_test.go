@@ -3,7 +3,9 @@ package submit_test
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mewledger/ledger/internal/server/submit"
@@ -41,5 +43,31 @@ func TestSpaceNeverGuessed(t *testing.T) {
 	}
 	if info.State.Msgs != 0 {
 		t.Fatalf("%d messages stored from refused subjects", info.State.Msgs)
+	}
+}
+
+// TestDefaultSpaceByName: ledger.submit.~ with Ledger-Default-Space: 1
+// (what the Submitter sends when it is given no space) is the service's
+// default space, asked for by name; without the header it is refused
+// (TestSpaceNeverGuessed).
+func TestDefaultSpaceByName(t *testing.T) {
+	nc, _, subjectOf := setup(t)
+	msg := nats.NewMsg(subjects.Submit(""))
+	msg.Data = []byte(proposal)
+	msg.Header.Set(submit.HeaderDefaultSpace, "1")
+	reply, err := nc.RequestMsg(msg, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := submit.ParseReply(reply.Data)
+	if err != nil || r.Error != nil || r.Seq != 1 {
+		t.Fatalf("reply %s (%v)", reply.Data, err)
+	}
+	subj, err := subjectOf("1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := subjects.ParseEvent(subj); err != nil || ev.Space != "default" {
+		t.Fatalf("stored on %s (%v), want the default space", subj, err)
 	}
 }

@@ -79,6 +79,12 @@ const (
 // kernel submission.
 const HeaderKernel = "Ledger-Kernel"
 
+// HeaderDefaultSpace set to "1" on a request to ledger.submit.~ (the
+// encoding of the empty space) asks for the service's default space: the
+// Submitter sends it when it is given no space. Without it, the empty
+// space is refused naming the field: a space is never guessed (SPEC §10).
+const HeaderDefaultSpace = "Ledger-Default-Space"
+
 // ErrOptions is wrapped by Options.Validate errors.
 var ErrOptions = errors.New("submit: invalid options")
 
@@ -259,9 +265,12 @@ func (s *Service) accept(req micro.Request) func() {
 		return nil
 	}
 	space, err := subjects.ParseSubmit(req.Subject())
+	if err != nil && req.Subject() == subjects.Submit("") && req.Headers().Get(HeaderDefaultSpace) == "1" {
+		space, err = "", nil // asked for the default space by name
+	}
 	if err != nil {
 		// Cannot happen through the wildcard subscription but for a
-		// badly encoded space token.
+		// badly encoded space token, or the empty space not asked for.
 		s.refuse(req, badSpace(err))
 		return nil
 	}

@@ -50,12 +50,15 @@ func treeKey(index int64) []byte { return appendU64([]byte{tagTree}, uint64(inde
 
 // LeafOf returns the Merkle tree leaf of a stored message (as the fold
 // reads it): its sequence, ledger time, subject, identity headers
-// (evidence.HeaderMsgID = ev.MsgID, evidence.HeaderMsgIDClash =
-// ev.ClashID, each when not empty) and original bytes. The leaf's Data
+// (evidence.HeaderBridge = ev.Bridge, evidence.HeaderMsgID = ev.MsgID,
+// evidence.HeaderMsgIDClash = ev.ClashID, each when not empty) and original bytes. The leaf's Data
 // aliases ev.Raw.
 func LeafOf(ev *fold.Event) *evidence.Leaf {
 	l := &evidence.Leaf{Seq: ev.Seq, Time: ev.Time, Subject: ev.Subject, Data: ev.Raw}
 	// In name order, as the encoding sorts them.
+	if ev.Bridge != "" {
+		l.Headers = append(l.Headers, evidence.Header{Name: evidence.HeaderBridge, Value: ev.Bridge})
+	}
 	if ev.ClashID != "" {
 		l.Headers = append(l.Headers, evidence.Header{Name: evidence.HeaderMsgIDClash, Value: ev.ClashID})
 	}
@@ -80,7 +83,8 @@ func StoredEvent(seq uint64, stored time.Time, subject string, header func(strin
 	}
 	clash := header(fold.HeaderMsgIDClash)
 	return fold.Event{Seq: seq, Time: ledger.EventTime(seq, importedThrough, origTime, stored), Subject: subject, Raw: data,
-		MsgIDClash: clash != "", ClashID: clash, MsgID: ledger.MsgIdentity(seq, importedThrough, header(evidence.HeaderMsgID), origID)}
+		MsgIDClash: clash != "", ClashID: clash, MsgID: ledger.MsgIdentity(seq, importedThrough, header(evidence.HeaderMsgID), origID),
+		Bridge: header(ledger.HeaderBridge)}
 }
 
 // treeWriter computes the stored hashes of the leaves a pipeline folds.

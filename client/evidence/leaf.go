@@ -31,13 +31,17 @@ const MaxLeafBytes = 64 << 20
 //     (for an imported message, the one its import header keeps);
 //   - HeaderMsgIDClash: present when the appender stored the message
 //     under a derived id after a verified clash (SPEC §4), with the
-//     clashing id as its value.
+//     clashing id as its value;
+//   - HeaderBridge: the bridge session mark a bridge's appends carry
+//     (SPEC §14): the fold keeps each bridge's last stored envelope from
+//     it, so it defines what the message means and is in its leaf.
 //
 // A message stored without a Nats-Msg-Id (a plain NATS publish) has no
 // HeaderMsgID in its leaf.
 const (
 	HeaderMsgID      = "Nats-Msg-Id"
 	HeaderMsgIDClash = "Ledger-Msg-Id-Clash"
+	HeaderBridge     = "Ledger-Bridge"
 )
 
 // Header is one header of a leaf: a name and its single value.

@@ -37,6 +37,9 @@ const (
 	PatternReads   = "GET /v1/"
 	PatternEvents  = "POST /v1/events"
 	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (SPEC §14): writer, like events
+	// PatternBridges is what the ledger knows of each bridge's sessions
+	// (SPEC §14): a read, which a bridge (writer) makes when it starts.
+	PatternBridges = "GET /v1/bridges"
 	PatternOpsGet  = "GET /v1/ops/"
 	// The whole-log routes of the verifiable log (SPEC §16): auditor,
 	// not per space (a proposal's proof, under GET /v1/proposals/, is).
@@ -61,6 +64,8 @@ const (
 //	GET /ui/...                 open (the console's files; no data)
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones), per space
+//	                            (GET /v1/events?space=* is every space: a token
+//	                            limited to spaces is refused it)
 //	GET /v1/checkpoint[/key], /v1/checkpoints, /v1/tile/..., /v1/proof/...
 //	                            auditor, the whole log: not for a token limited to spaces
 //	POST /v1/events             writer, rate limited, per space
@@ -69,6 +74,7 @@ const (
 //	                            requests carry the caller's token and are
 //	                            checked per space on their own routes)
 //	POST /v1/gaps               writer, rate limited (bridges report gaps)
+//	GET /v1/bridges             auditor or writer, per space (a bridge reads how its last session ended)
 //	anything else               ops (rebuild and every route not named here:
 //	                            a new write route is closed until it is listed)
 func DefaultRules(openMetrics bool) []Rule {
@@ -92,6 +98,7 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
 		{Pattern: PatternMCP, Roles: []Role{RoleAuditor}, Relay: true},
 		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
+		{Pattern: PatternBridges, Roles: []Role{RoleAuditor, RoleWriter}, Spaced: true},
 		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
 	}
 }

@@ -28,6 +28,13 @@ func TestTokenSpaces(t *testing.T) {
 		{"GET", "/v1/stats?space=b", "team-a-secret", http.StatusForbidden},
 		{"POST", "/v1/ops/rebuild", "team-a-secret", http.StatusForbidden}, // not per space
 		{"GET", "/v1/ops/rebuild", "team-a-secret", http.StatusForbidden},
+		// The event log (issue 25): space=* is every space, refused to a
+		// token limited to spaces; its own spaces are allowed.
+		{"GET", "/v1/events?space=*", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/events/3?space=*", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/events?space=a", "team-a-secret", http.StatusOK},
+		{"GET", "/v1/events/3", "team-a-secret", http.StatusOK},
+		{"GET", "/v1/events?space=*", tokAuditor, http.StatusOK},
 		// The verifiable log: a proposal's proof is per space; the
 		// whole-log routes are not (SPEC §16).
 		{"GET", "/v1/proposals/x/proof?space=a", "team-a-secret", http.StatusOK},

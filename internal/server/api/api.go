@@ -131,6 +131,11 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// AsOf, if set, answers reads as of a past point (as_of_seq, as_of).
 	AsOf AsOfFunc
+	// Consumers, if set, lists the stream's consumers for GET /v1/status.
+	Consumers func(ctx context.Context) ([]wire.Consumer, error)
+	// RawEvent reads one stored message by sequence for
+	// GET /v1/events/{seq} (eventlog.go); nil answers that route 500.
+	RawEvent RawEventFunc
 	// Ops, if set, mounts the online operations under /v1/ops.
 	Ops Ops
 	// Proofs, if set, mounts the verifiable-log routes (proofs.go): the
@@ -236,6 +241,9 @@ func New(o Options) (*API, error) {
 	a.mux.HandleFunc(RouteList, a.list)
 	a.mux.HandleFunc(RouteStats, a.stats)
 	a.mux.HandleFunc(RouteGaps, a.gaps)
+	a.mux.HandleFunc(RouteEventList, a.listEvents)
+	a.mux.HandleFunc(RouteEvent, a.getEvent)
+	a.mux.HandleFunc(RouteBridges, a.bridges)
 	a.mux.HandleFunc(RouteStatus, a.status)
 	a.mux.HandleFunc(RouteWatch, a.watchChanges)
 	a.mux.HandleFunc(RouteChanges, a.listChanges)

@@ -31,7 +31,6 @@ const (
 // Query parameters of the proof routes.
 const (
 	paramSize = "size"
-	paramFrom = "from"
 	paramTo   = "to"
 	paramSeq  = "seq"
 )

@@ -199,6 +199,8 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		MaxBatchBytes: o.MaxBatchBytes,
 		Metrics:       a.metrics,
 		AsOf:          a.asOf.get,
+		RawEvent:      a.rawEvent,
+		Consumers:     a.consumers,
 		Ops:           a,
 		Proofs:        a.proofs,
 		Logger:        o.Logger,

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
@@ -106,6 +107,11 @@ type Batch struct {
 	changes map[changeID]*model.Change
 	// The event index (store_events.go).
 	events map[uint64]*evSlot
+
+	// The Merkle tree's stored hashes of the batch's events, indexes
+	// treeFrom on (tree.go).
+	tree     []tlog.Hash
+	treeFrom int64
 
 	// Pipelined commits (Handoff). frozen: b was handed off; its owner
 	// may no longer change it. committed is closed when its Commit (or

@@ -31,6 +31,7 @@ func (b *Batch) finish() {
 	b.aux, b.parents = nil, nil
 	b.changes = nil
 	b.events = nil
+	b.tree = nil
 	b.dirty = 0
 }
 
@@ -349,6 +350,7 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 	if ops, err = b.collectEvents(c, ops); err != nil {
 		return nil, err
 	}
+	ops = b.collectTree(c, ops)
 	c.ops = ops
 	return ops, nil
 }

@@ -114,6 +114,11 @@ func DecodeKey(key []byte) model.KeyInfo {
 			return ki
 		}
 		return k
+	case tagTree:
+		if len(rest) != 8 {
+			return k
+		}
+		return model.KeyInfo{Table: TableTree, Seq: binary.BigEndian.Uint64(rest), Raw: k.Raw}
 	case tagDeadline:
 		nanos, sp, id, err := readDeadlineKey(key)
 		if err != nil {

@@ -76,7 +76,7 @@ var eventFieldNames = map[byte]string{
 
 // Tables of the event index in model.KeyInfo (verify's differences).
 const (
-	TableEvent      = "event"
+	TableEvent      = "event_record"
 	TableEventIndex = "event_index"
 	TableEventTime  = "event_time"
 )

@@ -34,7 +34,10 @@ envelope at a time vs 32 raw per-message publishers), and bridge (the
 stand-in MEW gateway replaying proposals to a bridge inside the server:
 lifecycle envelopes stored per second, target 10,000, against raw atomic
 batches of the same bytes, and the receive-to-stored p99), all fsync
-always.
+always;
+and proofs (SPEC §16): the fold with the Merkle tree vs the same fold
+without it, GET /v1/proof/inclusion latency over a tree of --proof-events
+events, and checkpoints signed and verified per second.
 Every figure is the median of --reps repetitions with its spread. Prints a
 markdown table; the last line is
 "ratios: append=X append_sync=Y fold=Z ingest=I agents=A". Progress goes to
@@ -63,6 +66,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	f.integer(&o.AgentEvents, "agent-events", "N", 0, "events of the agents figure (default 20000, quick 1000)", false)
 	f.integer(&o.IngestBatch, "ingest-batch", "N", 0, fmt.Sprintf("envelopes per raw atomic batch of the ingest baselines, ≤ 1000 (default %d, the committer's)", appendlog.DefaultMaxBatch), false)
 	f.integer(&o.IngestInFlight, "ingest-inflight", "N", 0, fmt.Sprintf("raw atomic batches in flight of the ingest baselines (default %d, the committer's)", appendlog.DefaultBatchesInFlight), false)
+	f.integer(&o.ProofEvents, "proof-events", "N", 0, fmt.Sprintf("events in the proofs figure's tree (default %d, quick %d)", bench.FullProofEvents, bench.QuickProofEvents), false)
 	f.duration(&o.Duration, "duration", "D", 0, fmt.Sprintf("appending time of each live lag repetition (default %v, quick %v)", bench.FullDuration, bench.QuickDuration))
 	f.str(&memEvents, "mem-events", "N,N[,N]", "", "event counts of the memory figure (default 1000000,10000000; quick 100000,200000)", false)
 	f.duration(&o.MemBudget, "mem-budget", "D", 0, fmt.Sprintf("time budget of each memory child (default %v)", bench.FullMemBudget))

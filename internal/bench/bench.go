@@ -96,6 +96,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r, err
 		}
 	}
+	if o.runs(FigProofs) {
+		if err := r.proofsFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
 	if o.runs(FigMemory) {
 		if err := r.memoryFigure(ctx, &o); err != nil {
 			return r, err

@@ -31,6 +31,12 @@ type Event struct {
 	// Bridge is the message's HeaderBridge value ("" : none): it came
 	// through that bridge session (SPEC §14).
 	Bridge string
+	// MsgID and ClashID are the message's identity headers, which the
+	// fold does not read: the Merkle tree's leaf holds them (SPEC §16,
+	// package client/evidence). MsgID is the Nats-Msg-Id the message was
+	// first appended with (ledger.MsgIdentity); ClashID the value of
+	// HeaderMsgIDClash ("" when absent).
+	MsgID, ClashID string
 
 	pre *prepared // set by Folder.Prepare: the subject and decoding, worked out ahead
 }

@@ -41,7 +41,14 @@ const (
 	// (SPEC §14): a read, which a bridge (writer) makes when it starts.
 	PatternBridges = "GET /v1/bridges"
 	PatternOpsGet  = "GET /v1/ops/"
-	PatternDefault = "/"
+	// The whole-log routes of the verifiable log (SPEC §16): auditor,
+	// not per space (a proposal's proof, under GET /v1/proposals/, is).
+	PatternCheckpoint    = "GET /v1/checkpoint"
+	PatternCheckpointKey = "GET /v1/checkpoint/key"
+	PatternCheckpoints   = "GET /v1/checkpoints"
+	PatternTiles         = "GET /v1/tile/"
+	PatternProofs        = "GET /v1/proof/"
+	PatternDefault       = "/"
 	// PatternMCP is the MCP endpoint (package internal/server/mcp):
 	// auditor, like the reads its tools make.
 	PatternMCP = "/mcp"
@@ -59,6 +66,8 @@ const (
 //	GET /v1/...                 auditor (every read, including future ones), per space
 //	                            (GET /v1/events?space=* is every space: a token
 //	                            limited to spaces is refused it)
+//	GET /v1/checkpoint[/key], /v1/checkpoints, /v1/tile/..., /v1/proof/...
+//	                            auditor, the whole log: not for a token limited to spaces
 //	POST /v1/events             writer, rate limited, per space
 //	GET /v1/ops/...             ops (read-shaped operations)
 //	/mcp                        auditor (the MCP endpoint; its tools' API
@@ -80,6 +89,11 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternConsole, Open: true},
 		metrics,
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}, Spaced: true},
+		{Pattern: PatternCheckpoint, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternCheckpointKey, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternCheckpoints, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternTiles, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternProofs, Roles: []Role{RoleAuditor}},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
 		{Pattern: PatternMCP, Roles: []Role{RoleAuditor}, Relay: true},

@@ -34,6 +34,8 @@ func TestAppendNDJSONSameBytes(t *testing.T) {
 		{Line: 7, ID: "del\x7f", Seq: 2},
 		{Line: 8, ID: "sep\u2028", Seq: 2},
 		{Line: 2, Error: &Error{Code: "missing_field", Message: "id is required", Field: "id"}},
+		{Line: 2, LastLine: 9, Error: &Error{Code: "missing_field", Message: "id is required", Field: "id"}},
+		{Line: 2, LastLine: 3, ID: "odd", Seq: 1},
 	} {
 		want := encodeStd(t, r)
 		if got := r.AppendNDJSON([]byte("prefix")); !bytes.Equal(got, append([]byte("prefix"), want...)) {
@@ -43,11 +45,11 @@ func TestAppendNDJSONSameBytes(t *testing.T) {
 }
 
 func FuzzAppendNDJSON(f *testing.F) {
-	f.Add(1, "env-1", uint64(1), false)
-	f.Add(0, "", uint64(0), true)
-	f.Add(-3, "x\"\\\u2028\xff", uint64(1<<63), true)
-	f.Fuzz(func(t *testing.T, line int, id string, seq uint64, dup bool) {
-		r := AppendResult{Line: line, ID: id, Seq: seq, Duplicate: dup}
+	f.Add(1, 0, "env-1", uint64(1), false)
+	f.Add(0, 0, "", uint64(0), true)
+	f.Add(-3, 4, "x\"\\\u2028\xff", uint64(1<<63), true)
+	f.Fuzz(func(t *testing.T, line, last int, id string, seq uint64, dup bool) {
+		r := AppendResult{Line: line, LastLine: last, ID: id, Seq: seq, Duplicate: dup}
 		if got, want := r.AppendNDJSON(nil), encodeStd(t, r); !bytes.Equal(got, want) {
 			t.Fatalf("%+v: got %q, want %q", r, got, want)
 		}

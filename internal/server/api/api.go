@@ -30,6 +30,8 @@
 //     the log is 400 beyond_log.
 //   - With Options.Ops, the online operations are mounted under /v1/ops
 //     (rebuild, its status, verify).
+//   - With Options.Proofs, the verifiable-log routes (SPEC §16,
+//     proofs.go): checkpoints, tiles, proposal and consistency proofs.
 //   - The live Reader sits behind a RWMutex: [API.SwapReader] puts a new
 //     one in its place while serving (reads wait for the swap, never see
 //     a closed store).
@@ -56,6 +58,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/metrics"
+	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/model"
@@ -109,6 +112,15 @@ type Options struct {
 	// projection, or "": while it is not "", /readyz is 503 and
 	// /v1/status carries it as log_problem.
 	LogProblem func() string
+	// StorageProblem, if set, returns why the ledger cannot write (the
+	// disk of the log is full), or "": while it is not "", appends are
+	// answered 503 storage_full at once and /readyz is 503 naming it.
+	StorageProblem func() string
+	// StorageDown, if set, returns a channel closed when (or once) the
+	// ledger cannot write: appends waiting for their acknowledgement are
+	// then answered 503 storage_full at once instead of waiting for one
+	// that will not come.
+	StorageDown func() <-chan struct{}
 	// Space is the space of requests without ?space=. Default "default".
 	Space string
 	// MaxBodyBytes bounds a single-envelope POST body (413 beyond) and
@@ -135,6 +147,9 @@ type Options struct {
 	RawEvent RawEventFunc
 	// Ops, if set, mounts the online operations under /v1/ops.
 	Ops Ops
+	// Proofs, if set, mounts the verifiable-log routes (proofs.go): the
+	// checkpoints, the tree's tiles, proposal and consistency proofs.
+	Proofs *proofs.Service
 	// Logger gets one debug line per request and an error line per
 	// internal failure.
 	Logger zerolog.Logger
@@ -253,6 +268,9 @@ func New(o Options) (*API, error) {
 		a.mux.HandleFunc(RouteOpsRebuildStatus, a.getRebuild)
 		a.mux.HandleFunc(RouteOpsVerify, a.postVerify)
 	}
+	if o.Proofs != nil {
+		a.mountProofs()
+	}
 	if o.Metrics != nil {
 		a.mux.Handle(RouteMetrics, o.Metrics.Handler())
 	}
@@ -285,6 +303,9 @@ func (a *API) Handler() http.Handler {
 			a.log.Debug().Str(logging.KeyMethod, r.Method).Str(logging.KeyPath, r.URL.Path).
 				Int(logging.KeyStatus, rec.code()).Dur(logging.KeyTook, took).Msg("request")
 		}()
+		if refuseBadQuery(rec, r) {
+			return
+		}
 		if _, pattern := a.mux.Handler(r); pattern != "" {
 			route = pattern
 			a.mux.ServeHTTP(rec, r)
@@ -373,6 +394,38 @@ func writeError(w http.ResponseWriter, status int, e *wire.Error) {
 func (a *API) internal(w http.ResponseWriter, r *http.Request, err error) {
 	a.log.Error().Err(err).Str(logging.KeyMethod, r.Method).Str(logging.KeyPath, r.URL.Path).Msg("request failed")
 	writeError(w, http.StatusInternalServerError, &wire.Error{Code: wire.CodeInternal, Message: "internal error; see the server log"})
+}
+
+// storageFull answers 503 storage_full when the ledger cannot write, and
+// reports whether it did.
+func (a *API) storageFull(w http.ResponseWriter) bool {
+	if a.opts.StorageProblem == nil {
+		return false
+	}
+	p := a.opts.StorageProblem()
+	if p == "" {
+		return false
+	}
+	w.Header().Set("Retry-After", "5")
+	writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeStorageFull, Message: p})
+	return true
+}
+
+// storageCtx is ctx, also cancelled when the storage goes down.
+func (a *API) storageCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if a.opts.StorageDown == nil {
+		return context.WithCancel(ctx)
+	}
+	down := a.opts.StorageDown()
+	c, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-down:
+			cancel()
+		case <-c.Done():
+		}
+	}()
+	return c, cancel
 }
 
 func validSpace(s string) bool {

@@ -262,7 +262,7 @@ func TestReadErrors(t *testing.T) {
 	if !strings.Contains(e.Message, "GET") {
 		t.Errorf("405 message does not say what is allowed: %s", e.Message)
 	}
-	l.wantError(http.MethodGet, "/v1/events", "", nil, 405, "method_not_allowed", "")
+	l.wantError(http.MethodPut, "/v1/events", "", nil, 405, "method_not_allowed", "")
 	// A path that is not clean is redirected to the clean one, as the mux does.
 	status, h, _ := l.do(http.MethodGet, "/v1//stats", "", nil)
 	if status/100 != 3 || h.Get("Location") != "/v1/stats" {
@@ -551,7 +551,7 @@ func TestStatusReadyzMinSeq(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	l := start(t)
 	r := l.post(goldenProposal)
-	l.wantError(http.MethodPost, "/v1/events", "", []byte("nope"), 400, "not_json", "")
+	l.wantError(http.MethodPost, "/v1/events", "application/json", []byte("nope"), 400, "not_json", "")
 	l.get(fmt.Sprintf("/v1/proposals/env-req-1?min_seq=%d", r.Seq), http.StatusOK, nil)
 	status, _, body := l.do(http.MethodGet, "/metrics", "", nil)
 	if status != http.StatusOK {

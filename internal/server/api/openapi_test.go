@@ -15,6 +15,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mewledger/ledger/client/evidence"
 	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/ledger"
@@ -167,15 +168,16 @@ var operations = []op{
 		responses: append([]resp{{status: 200, desc: "The bridges, by bridge and MEW space.", schema: "Bridges", example: true}}, readErr...)},
 	{method: "get", path: "/v1/watch", summary: "Server-Sent Events: one event per change of a proposal's state or anomalies, in stream order; the SSE id is the sequence, and a reconnect with Last-Event-ID misses nothing.", role: "auditor",
 		params: []param{pSpace, {name: "proposal", in: "query", typ: "string", desc: "Only this proposal."}, {name: "state", in: "query", typ: "string", desc: "Only changes into this state.", enum: states()},
-			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (Last-Event-ID wins when both are given)."},
-			{name: "Last-Event-ID", in: "header", typ: "string", desc: "The id of the last event received: the stream resumes after it."}},
+			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (Last-Event-ID wins when both are given); past the end of the log: 400."},
+			{name: "Last-Event-ID", in: "header", typ: "string", desc: "The id of the last event received: the stream resumes after it; past the end of the log: 400."}, pMinSeq},
 		responses: []resp{{status: 200, desc: "text/event-stream: events whose data is a Change (JSON), and heartbeat comments.", media: "text/event-stream", schema: "Change"},
-			errResp(400, "A parameter is unknown or malformed."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+			errResp(400, "A parameter is unknown or malformed, or since_seq / Last-Event-ID is past the end of the log."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."),
+			errResp(429, "Too many streams open (too_many_streams): of this client, or in all."), errResp(503, "min_seq not reached in time.")}},
 	{method: "get", path: "/v1/changes", summary: "The change index as JSON pages (what /v1/watch streams), for charts and scripts.", role: "auditor",
 		params: []param{pSpace, {name: "proposal", in: "query", typ: "string", desc: "Only this proposal."}, {name: "state", in: "query", typ: "string", desc: "Only changes into this state.", enum: states()},
-			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (the previous page's through)."}, {name: "limit", in: "query", typ: "integer", desc: "Page size (1..1000, default 256)."}},
+			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (the previous page's through); past the end of the log: 400."}, {name: "limit", in: "query", typ: "integer", desc: "Page size (1..1000, default 256)."}, pMinSeq},
 		example:   "/v1/changes",
-		responses: []resp{{status: 200, desc: "A page of changes.", schema: "ChangesPage", example: true}, errResp(400, "A parameter is unknown or malformed."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+		responses: []resp{{status: 200, desc: "A page of changes.", schema: "ChangesPage", example: true}, errResp(400, "A parameter is unknown or malformed, or since_seq is past the end of the log."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."), errResp(503, "min_seq not reached in time.")}},
 	{method: "get", path: "/ui/", summary: "The auditor's console (HTML, CSS and JavaScript embedded in the binary); it reads this API.",
 		responses: []resp{{status: 200, desc: "The console.", media: "text/html"}}},
 	{method: "post", path: "/mcp", summary: "The Model Context Protocol endpoint (streamable HTTP, docs/mcp.md): a JSON-RPC request, notification or response of an MCP client; answered as JSON or an event stream. Its read-only tools call this API with the caller's token.", role: "auditor",
@@ -198,12 +200,45 @@ var operations = []op{
 			errResp(413, "The body is over the size limit."), errResp(429, "Over the write limit."), errResp(503, "Valid, but the stream did not acknowledge it: retrying is safe.")},
 		example: "/v1/events", exampleBody: `{"protocol":"mew/v0.4","id":"doc-proposal","from":"doc-agent","kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"read_file"}}}`},
 	{method: "post", path: "/v1/ops/rebuild", summary: "Start an online rebuild: fold the stream again into a new store, then swap it in.", role: "ops",
-		params:    []param{{name: "wait", in: "query", typ: "string", desc: "1: answer when the rebuild ended.", enum: []string{"1"}}},
-		responses: []resp{{status: 202, desc: "Started; poll GET /v1/ops/rebuild.", schema: "RebuildStatus"}, {status: 200, desc: "With wait=1: the rebuild ended.", schema: "RebuildStatus"}, errResp(409, "A rebuild is already running."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role.")}},
+		params: []param{{name: "wait", in: "query", typ: "string", desc: "1: answer when the rebuild ended.", enum: []string{"1"}}},
+		responses: []resp{{status: 202, desc: "Started; poll GET /v1/ops/rebuild.", schema: "RebuildStatus"}, {status: 200, desc: "With wait=1: the rebuild ended.", schema: "RebuildStatus"}, errResp(409, "A rebuild is already running."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role."),
+			errResp(503, "The ledger cannot rebuild (not_ready: the stream is gone or was recreated, ...; the message says what).")}},
 	{method: "get", path: "/v1/ops/rebuild", summary: "The running or last rebuild.", role: "ops", example: "/v1/ops/rebuild",
 		responses: []resp{{status: 200, desc: "Its status.", schema: "RebuildStatus", example: true}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role.")}},
 	{method: "post", path: "/v1/ops/verify", summary: "Rebuild into a temporary store and compare it with the live projection.", role: "ops",
-		responses: []resp{{status: 200, desc: "The comparison.", schema: "VerifyResult"}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role."), errResp(503, "The stream did not answer.")}},
+		responses: []resp{{status: 200, desc: "The comparison.", schema: "VerifyResult"}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role."), errResp(409, "Another operation is running."),
+			errResp(503, "The stream did not answer, or the ledger cannot verify (not_ready: the stream is gone or was recreated, ...; the message says what).")}},
+	{method: "get", path: "/v1/checkpoint", summary: "The latest signed checkpoint (SPEC §16): a C2SP tlog-checkpoint signed note (origin, tree size, root hash; Ed25519).", role: "auditor",
+		responses: []resp{{status: 200, desc: "The signed note.", media: "text/plain"}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the role (a token limited to spaces may not read whole-log routes)."),
+			errResp(503, "No checkpoint signed yet (no_checkpoint); retry after the checkpoint interval.")}},
+	{method: "get", path: "/v1/checkpoint/key", summary: "The verifier key of the checkpoints (C2SP signed-note format, <origin>+<hash>+<base64>).", role: "auditor",
+		responses: []resp{{status: 200, desc: "The key, one line.", media: "text/plain"}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/v1/checkpoints", summary: "Every checkpoint the ledger signed, by tree size, smallest first.", role: "auditor",
+		params: []param{{name: "from", in: "query", typ: "integer", desc: "Only checkpoints of this tree size or larger (the previous page's next_from)."},
+			{name: "limit", in: "query", typ: "integer", desc: "Page size (1..1000, default 100)."}},
+		example:   "/v1/checkpoints",
+		responses: []resp{{status: 200, desc: "A page of checkpoints.", schema: "CheckpointList", example: true}, errResp(400, "A parameter is unknown or malformed."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/v1/tile/{path}", summary: "The Merkle tree in the C2SP tlog-tiles layout: hash tile tile/<L>/<N>[.p/<W>] (height 8), immutable and cacheable; entry bundles are not served (a leaf can exceed their 64 KiB entries: read leaves through the proof routes).", role: "auditor",
+		params:    []param{{name: "path", in: "path", typ: "string", desc: "<L>/<N>[.p/<W>] as C2SP tlog-tiles names it (N in 3-digit groups, x-prefixed but the last).", required: true}},
+		responses: []resp{{status: 200, desc: "The tile: W (or 256) hashes of 32 bytes.", media: "application/octet-stream"}, errResp(404, "Not a hash tile path, or past the tree (beyond_tree)."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/v1/proposals/{id}/proof", summary: "A proposal's evidence bundle: every event of its history in its original bytes, with its Merkle-tree leaf and inclusion proof against a signed checkpoint.", role: "auditor",
+		params:  []param{pID, pSpace, {name: "size", in: "query", typ: "integer", desc: "Prove against the checkpoint of this tree size (events after it are left out); default the latest."}},
+		example: "/v1/proposals/env-req-1/proof",
+		responses: []resp{{status: 200, desc: "The bundle (check it with `ledger verify --bundle`).", schema: "Bundle", example: true}, errResp(400, "A parameter is unknown or malformed."),
+			errResp(404, "No such proposal, or no checkpoint of that size (not_found), or one the tree has not reached (beyond_tree)."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role or the space."),
+			errResp(503, "No checkpoint covers the history yet (no_checkpoint): retry after the checkpoint interval.")}},
+	{method: "get", path: "/v1/proof/consistency", summary: "An RFC 6962 consistency proof from the tree of from leaves to the tree of to leaves.", role: "auditor",
+		params:  []param{{name: "from", in: "query", typ: "integer", desc: "The older tree size.", required: true}, {name: "to", in: "query", typ: "integer", desc: "The newer tree size (at most the tree's).", required: true}},
+		example: "/v1/proof/consistency?from=1&to=3",
+		responses: []resp{{status: 200, desc: "The proof.", schema: "ConsistencyProof", example: true}, errResp(400, "from or to missing or malformed, or from > to."),
+			errResp(404, "to is past the tree (beyond_tree)."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/v1/proof/inclusion", summary: "The RFC 6962 inclusion proof of one stream sequence's leaf, against a signed checkpoint (included).", role: "auditor",
+		params: []param{{name: "seq", in: "query", typ: "integer", desc: "The stream sequence (leaf seq-1).", required: true},
+			{name: "size", in: "query", typ: "integer", desc: "Prove against the checkpoint of this tree size; default the latest."}},
+		example: "/v1/proof/inclusion?seq=2",
+		responses: []resp{{status: 200, desc: "The proof, the leaf hash and the checkpoint.", schema: "InclusionProof", example: true}, errResp(400, "seq missing or malformed."),
+			errResp(404, "No checkpoint of that size, or seq past it (beyond_tree)."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."),
+			errResp(503, "No checkpoint covers seq yet (no_checkpoint).")}},
 	{method: "get", path: "/healthz", summary: "Liveness: the process serves.", example: "/healthz",
 		responses: []resp{{status: 200, desc: "Serving.", schema: "Health", example: true}}},
 	{method: "get", path: "/readyz", summary: "Readiness: the projection is caught up within the ready bound.", example: "/readyz",
@@ -233,6 +268,11 @@ var schemaTypes = map[string]reflect.Type{
 	"EventPage":     reflect.TypeFor[model.EventPage](),
 	"RawEvent":      reflect.TypeFor[model.RawEvent](),
 	"ChangesPage":   reflect.TypeFor[api.ChangesPage](),
+	// SPEC §16 (client/evidence's types).
+	"Bundle":           reflect.TypeFor[evidence.Bundle](),
+	"ConsistencyProof": reflect.TypeFor[evidence.ConsistencyProof](),
+	"CheckpointList":   reflect.TypeFor[evidence.CheckpointList](),
+	"InclusionProof":   reflect.TypeFor[evidence.InclusionProof](),
 }
 
 // schemaNames names the components whose Go names collide.
@@ -546,6 +586,9 @@ func TestOpenAPIDocument(t *testing.T) {
 		described[strings.ToUpper(o.method)+" "+o.path] = true
 	}
 	for _, r := range routes {
+		// A wildcard of the rest of the path ({path...}) is one path
+		// parameter in OpenAPI.
+		r = strings.ReplaceAll(r, "...}", "}")
 		if !described[r] {
 			t.Errorf("route %q is mounted but not described in the OpenAPI document (add it to operations in openapi_test.go, then run go test ./internal/server/api -run TestOpenAPIDocument -update)", r)
 		}

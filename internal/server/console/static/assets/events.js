@@ -268,7 +268,7 @@ export async function statusPage(c) {
   main.append(h("section", { "aria-labelledby": "h-gaps2" }, h("h2", { id: "h-gaps2" }, "Recording gaps"),
     h("p", {}, stats ? h("a", { href: c.link("/ui/gaps") }, `${stats.gaps || 0} gap${stats.gaps === 1 ? "" : "s"}`) : "—",
       " where a bridge's record of a live space may be incomplete", c.space ? ` (space ${c.space})` : "", ".")));
-  // Integrity: the verifiable log's signed checkpoint (SPEC §16), when
+  // Integrity: the verifiable log's signed checkpoint (contract §16), when
   // this ledger serves one.
   const integ = h("section", { "aria-labelledby": "h-integ", id: "integrity" }, h("h2", { id: "h-integ" }, "Integrity"));
   main.append(integ);
@@ -277,7 +277,7 @@ export async function statusPage(c) {
     integ.append(h("p", {}, "The latest signed checkpoint of the log (a C2SP tlog-checkpoint note):"), h("pre", { class: "raw", id: "checkpoint" }, cp));
   } catch (e) {
     if (e instanceof HTTPError && (e.status === 404 || e.status === 405)) {
-      integ.append(h("p", { class: "none", id: "no-checkpoint" }, "Not available: this ledger serves no signed checkpoint (the verifiable log, SPEC §16)."));
+      integ.append(h("p", { class: "none", id: "no-checkpoint" }, "Not available: this ledger serves no signed checkpoint (the verifiable log, contract §16)."));
     } else {
       integ.append(h("p", { class: "bad" }, "The checkpoint could not be read: " + e.message));
     }

@@ -67,6 +67,8 @@ type Options struct {
 	// DefaultTimeout. Streaming calls (AppendStream, Watch) and Verify use
 	// its transport without the overall timeout: ctx bounds them.
 	HTTP *http.Client
+	// verify is set by WithVerifier (VerifiedGet).
+	verify *verifyState
 }
 
 // Validate fills in the defaults and checks the options. It returns an

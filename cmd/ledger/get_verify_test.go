@@ -23,7 +23,10 @@ func TestGetVerify(t *testing.T) {
 	cfg := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", cfg)
 	t.Setenv("HOME", cfg) // os.UserConfigDir on macOS
-	fast := func(o *app.Options) { o.CheckpointInterval = 20 * time.Millisecond; o.CheckpointOrigin = "getverify.test/ledger" }
+	fast := func(o *app.Options) {
+		o.CheckpointInterval = 20 * time.Millisecond
+		o.CheckpointOrigin = "getverify.test/ledger"
+	}
 	a := apptest.Start(t, fast)
 	api := a.HTTPURL()
 	if code, _, stderr := runCLI(t, e2eProposal+"\n"+e2eFulfil+"\n"+e2eResponse+"\n", "publish", "--api", api, "-q"); code != 0 {

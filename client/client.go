@@ -12,8 +12,10 @@
 // WithMinSeq, WithAsOfSeq, WithAsOf), appends AppendOptions (WithSpace,
 // WithKernel).
 //
-// It depends on the ledger's record types (package model) and the standard
-// library only: no NATS, no Pebble, no server code.
+// It depends on the ledger's record types (package model), its evidence
+// package (client/evidence, for verified reads: WithVerifier and
+// VerifiedGet, verify.go) and the standard library only: no NATS, no
+// Pebble, no server code.
 //
 // Contract:
 //   - Every call takes ctx first and is safe for concurrent use.

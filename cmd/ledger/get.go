@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mewledger/ledger/client"
+	"github.com/mewledger/ledger/client/evidence"
 )
 
 func init() {
@@ -78,9 +79,16 @@ func getVerified(ctx context.Context, e env, co *clientOpts, keyArg, state, id s
 	if keyArg == "" {
 		return usageError("--verify needs --verifier-key KEY (LEDGER_VERIFIER_KEY): the key `ledger checkpoint key` prints, or a file holding it")
 	}
-	key, err := verifierKeyArg(keyArg)
-	if err != nil {
-		return err
+	key := keyArg
+	if _, err := evidence.NewVerifier(key); err != nil {
+		b, err := os.ReadFile(keyArg)
+		if err != nil {
+			return usageError("--verifier-key %q is neither a verifier key (<origin>+<hash>+<base64>) nor a readable file", keyArg)
+		}
+		key = strings.TrimSpace(string(b))
+		if _, err := evidence.NewVerifier(key); err != nil {
+			return usageError("--verifier-key %s: %v", keyArg, err)
+		}
 	}
 	if state == "" {
 		dir, err := os.UserConfigDir()

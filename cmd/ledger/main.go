@@ -99,6 +99,10 @@ func run(ctx context.Context, e env, args []string) int {
 	case "-h", "-help", "--help":
 		usage(e.stdout)
 		return exitOK
+	case "--version", "-version", "-v", "-V":
+		// The habit of every CLI; the same as `ledger version` (there is
+		// no top-level -v for verbose to collide with).
+		name, rest = "version", nil
 	case "help":
 		if len(rest) == 0 {
 			usage(e.stdout)
@@ -157,6 +161,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `ledger: an append-only, replayable, queryable ledger of MEW protocol proposals, on NATS JetStream.
 
 Usage: ledger COMMAND [flags]
+       ledger --version
 
 Commands:
 `)
@@ -188,6 +193,8 @@ Exit status: 0 ok, 1 refused or not found, 2 usage error or no ledger to talk to
 An explicit flag always beats its environment variable. Every command that
 talks to a ledger first says on stderr which one, and where that choice came
 from: "ledger: http://127.0.0.1:8080 (--api)"; -q, --quiet (env LEDGER_QUIET)
-silences that line. -o, --output is the output format wherever there is one.
+silences that line (LEDGER_QUIET=1, true or yes). -o, --output is the output
+format wherever there is one. --timeout D (env LEDGER_TIMEOUT) bounds all of
+a client command's requests together.
 `)
 }

@@ -156,7 +156,7 @@ func TestAtQueryFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"at", "--seq", "1", "list", "--bogus"}, "at list: flag provided but not defined: -bogus"},
+		{[]string{"at", "--seq", "1", "list", "--bogus"}, "at list: unknown flag --bogus"},
 		{[]string{"at", "--seq", "1", "get"}, "at get: want exactly one proposal id"},
 		{[]string{"at", "--seq", "1", "get", "a", "b"}, "at get: want exactly one proposal id"},
 		{[]string{"at", "--seq", "1", "stats", "x"}, `at stats: unexpected argument "x"`},

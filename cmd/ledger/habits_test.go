@@ -131,3 +131,39 @@ func TestAPIAtNATSPort(t *testing.T) {
 		}
 	}
 }
+
+// TestHealth: `ledger health` exits 0 when the ledger's /readyz (or, with
+// --live, /healthz) says 200, and 1 — never 2, which Docker reserves —
+// when nothing answers or a NATS server does; without --api it finds the
+// port of LEDGER_HTTP on the loopback (the container's case).
+func TestHealth(t *testing.T) {
+	for _, v := range []string{"LEDGER_API", "LEDGER_HTTP", "LEDGER_TIMEOUT"} {
+		t.Setenv(v, "")
+	}
+	a := apptest.Start(t)
+	<-a.Ready()
+	for _, args := range [][]string{{"health", "--api", a.HTTPURL()}, {"health", "--live", "--api", a.HTTPURL()}} {
+		if code, out, errOut := runCLI(t, "", args...); code != exitOK || out != "" || errOut != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 0 and silence", args, code, out, errOut)
+		}
+	}
+	if code, out, _ := runCLI(t, "", "health", "--verbose", "--api", a.HTTPURL()); code != exitOK || out == "" {
+		t.Errorf("health --verbose: exit %d, stdout %q", code, out)
+	}
+	t.Setenv("LEDGER_HTTP", "0.0.0.0:"+a.HTTPAddr()[strings.LastIndex(a.HTTPAddr(), ":")+1:])
+	if code, _, errOut := runCLI(t, "", "health"); code != exitOK {
+		t.Errorf("health with LEDGER_HTTP: exit %d %s", code, errOut)
+	}
+	t.Setenv("LEDGER_HTTP", "")
+	s := natstest.Start(t)
+	nats := "http" + strings.TrimPrefix(s.ClientURL(), "nats")
+	if code, _, errOut := runCLI(t, "", "health", "--api", nats); code != exitFailed || !strings.Contains(errOut, "NATS server") {
+		t.Errorf("health at the NATS port: exit %d %q", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "", "health", "--api", "http://127.0.0.1:1", "--timeout", "2s"); code != exitFailed || !strings.Contains(errOut, "no answer") {
+		t.Errorf("health with no ledger: exit %d %q", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "", "health", "--api", a.HTTPURL()+"/nowhere"); code != exitFailed || !strings.Contains(errOut, "404") {
+		t.Errorf("health at a 404: exit %d %q", code, errOut)
+	}
+}

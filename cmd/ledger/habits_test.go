@@ -167,3 +167,20 @@ func TestHealth(t *testing.T) {
 		t.Errorf("health at a 404: exit %d %q", code, errOut)
 	}
 }
+
+// TestServeNATSMonitorFlag: --nats-monitor (env LEDGER_NATS_MONITOR)
+// reaches the ledger's options: a bad address is refused by them.
+func TestServeNATSMonitorFlag(t *testing.T) {
+	t.Setenv("LEDGER_NATS_MONITOR", "")
+	if _, out, _ := runCLI(t, "", "serve", "--help"); !strings.Contains(out, "--nats-monitor ADDR") || !strings.Contains(out, "LEDGER_NATS_MONITOR") {
+		t.Fatalf("serve --help lacks --nats-monitor:\n%s", out)
+	}
+	code, _, errOut := runCLI(t, "", "serve", "--data", t.TempDir(), "--nats-monitor", "8222")
+	if code != exitUsage || !strings.Contains(errOut, `NATS monitor address "8222"`) {
+		t.Fatalf("serve --nats-monitor 8222: exit %d %q", code, errOut)
+	}
+	t.Setenv("LEDGER_NATS_MONITOR", "127.0.0.1:99999")
+	if code, _, errOut := runCLI(t, "", "serve", "--data", t.TempDir()); code != exitUsage || !strings.Contains(errOut, "NATS monitor address") {
+		t.Fatalf("LEDGER_NATS_MONITOR=127.0.0.1:99999: exit %d %q", code, errOut)
+	}
+}

@@ -3,6 +3,8 @@ package app_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 )
 
@@ -117,4 +121,48 @@ func grep(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestNATSMonitor: NATSMonitor serves the embedded server's monitoring
+// endpoint (what nats-surveyor and the Prometheus NATS exporter scrape),
+// named in the address file; by default there is none; it is refused with
+// external NATS servers and with a bad address.
+func TestNATSMonitor(t *testing.T) {
+	a := apptest.Start(t, func(o *app.Options) { o.NATSMonitor = "127.0.0.1:0" })
+	<-a.Ready()
+	mon := a.NATSServer().MonitorURL()
+	if !strings.HasPrefix(mon, "http://127.0.0.1:") {
+		t.Fatalf("MonitorURL %q", mon)
+	}
+	for _, path := range []string{"/varz", "/jsz", "/healthz"} {
+		resp, err := http.Get(mon + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || (path == "/varz" && !strings.Contains(string(b), `"server_id"`)) {
+			t.Errorf("%s: %d %.200s", path, resp.StatusCode, b)
+		}
+	}
+	var addr wire.Addr
+	if b, err := os.ReadFile(a.Options().AddrFile()); err != nil || json.Unmarshal(b, &addr) != nil || addr.NATSMonitor != mon {
+		t.Errorf("address file: %+v (%v), want nats_monitor %s", addr, err, mon)
+	}
+
+	plain := apptest.Start(t)
+	<-plain.Ready()
+	if u := plain.NATSServer().MonitorURL(); u != "" {
+		t.Errorf("monitoring served by default: %s", u)
+	}
+	for _, o := range []app.Options{
+		{NATSMonitor: "8222"},
+		{NATSMonitor: "127.0.0.1:70000"},
+		{NATSMonitor: "127.0.0.1:8222", NATSURLs: []string{"nats://127.0.0.1:4222"}},
+	} {
+		o.Logger = apptest.Options(t).Logger
+		if err := o.Validate(); !errors.Is(err, app.ErrOptions) || !strings.Contains(err.Error(), "monitor") {
+			t.Errorf("%+v: %v, want ErrOptions naming the monitor", o, err)
+		}
+	}
 }

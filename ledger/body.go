@@ -26,6 +26,11 @@ type BodyOptions struct {
 	// UTF-8 without C0 control characters or DEL (bad_value); both with field
 	// "from".
 	Sender string
+	// Bridge, when not empty, is a HeaderBridge value (a BridgeMark) kept
+	// on the stored message: the envelope came through that bridge
+	// session (SPEC §14). A value that does not parse is refused
+	// (bad_value, field Ledger-Bridge).
+	Bridge string
 }
 
 // PrepareBodyStandalone is the one validation of every submit path
@@ -54,6 +59,11 @@ func PrepareBodyStandalone(space string, body []byte, o BodyOptions, limits Subm
 			return nil, err
 		}
 	}
+	if o.Bridge != "" {
+		if _, err := ParseBridgeMark(o.Bridge); err != nil {
+			return nil, err
+		}
+	}
 	raw := body
 	var d *Decoded
 	if o.Kernel || MaybeBareKernel(body) {
@@ -70,6 +80,7 @@ func PrepareBodyStandalone(space string, body []byte, o BodyOptions, limits Subm
 	if o.Sender != "" {
 		p.Subject = subjects.Event{Space: p.Space, Key: p.Decoded.Key, Type: string(p.Decoded.Type), Sender: o.Sender}.String()
 	}
+	p.Bridge = o.Bridge
 	return p, nil
 }
 

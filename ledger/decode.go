@@ -991,7 +991,7 @@ func decodeGap(pl fields) (*Gap, *RefusalError) {
 		name     string
 		dst      *time.Time
 		required bool
-	}{{"disconnected_at", &g.DisconnectedAt, true}, {"reconnected_at", &g.ReconnectedAt, false}}
+	}{{"disconnected_at", &g.DisconnectedAt, true}, {"reconnected_at", &g.ReconnectedAt, false}, {"noticed_at", &g.NoticedAt, false}}
 	for _, t := range times {
 		s, ok, r := pl.str(t.name, "payload."+t.name)
 		if r != nil {
@@ -1012,12 +1012,38 @@ func decodeGap(pl fields) (*Gap, *RefusalError) {
 	for _, m := range []struct {
 		name string
 		dst  *string
-	}{{"mew_space", &g.MEWSpace}, {"gateway", &g.Gateway}, {"last_envelope", &g.LastEnvelope}, {"reason", &g.Reason}} {
+	}{{"mew_space", &g.MEWSpace}, {"gateway", &g.Gateway}, {"last_envelope", &g.LastEnvelope}, {"reason", &g.Reason}, {"session", &g.Session}} {
 		if *m.dst, _, r = pl.str(m.name, "payload."+m.name); r != nil {
 			return nil, r
 		}
 	}
+	var n uint64
+	if n, r = pl.count("last_seq", "payload.last_seq"); r != nil {
+		return nil, r
+	}
+	g.LastSeq = n
+	if n, r = pl.count("dropped", "payload.dropped"); r != nil {
+		return nil, r
+	}
+	if n > 1<<31 {
+		return nil, refuse(CodeBadValue, "payload.dropped", "payload.dropped %d is over %d", n, 1<<31)
+	}
+	g.Dropped = int(n)
 	return g, nil
+}
+
+// count returns an optional non-negative integer member (0 when absent
+// or null).
+func (f fields) count(name, path string) (uint64, *RefusalError) {
+	v, ok := f.get(name)
+	if !ok || v[0] == 'n' {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(string(v), 10, 64)
+	if err != nil {
+		return 0, refuse(CodeWrongType, path, "%s must be a non-negative integer, not %s", path, truncate(string(v), 40))
+	}
+	return n, nil
 }
 
 // methodParams sets Method and Params of a proposal (required=true) or a

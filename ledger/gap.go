@@ -20,17 +20,31 @@ type Gap struct {
 	// bridge connects to.
 	MEWSpace string `json:"mew_space,omitempty"`
 	Gateway  string `json:"gateway,omitempty"`
-	// LastEnvelope is the id of the last envelope the bridge received
-	// before the connection dropped ("" when it had received none).
+	// LastEnvelope and LastSeq are the id and stream sequence of the last
+	// envelope the ledger stored from the bridge before the hole ("" and
+	// 0 when it had stored none): the window starts after it.
 	LastEnvelope string `json:"last_envelope,omitempty"`
-	// DisconnectedAt is when the bridge noticed the connection was gone,
-	// ReconnectedAt when it was joined again (zero when it is still
-	// disconnected, for a gap written on shutdown).
+	LastSeq      uint64 `json:"last_seq,omitempty"`
+	// DisconnectedAt is the window's start in time: when the bridge
+	// received LastEnvelope (or, before it had stored any, when it
+	// joined), not when it noticed the loss (NoticedAt): anything the
+	// space carried after it may be missing. ReconnectedAt is when it was
+	// joined again (zero when the bridge stopped while the hole was
+	// open). The window ends at the first envelope the ledger stores from
+	// the bridge after this gap event.
 	DisconnectedAt time.Time `json:"disconnected_at"`
 	ReconnectedAt  time.Time `json:"reconnected_at,omitzero"`
+	// NoticedAt is when the bridge noticed the loss (the socket's error,
+	// the eviction, the full backlog, the restart after a crash).
+	NoticedAt time.Time `json:"noticed_at,omitzero"`
 	// Reason says why the connection ended (e.g. "evicted: another
 	// participant joined as <name>", "read: EOF").
 	Reason string `json:"reason,omitempty"`
+	// Session is the bridge session (one run of a bridge process) whose
+	// hole this is; Dropped counts the envelopes the bridge received and
+	// dropped inside the window (a full backlog), when it knows.
+	Session string `json:"session,omitempty"`
+	Dropped int    `json:"dropped,omitempty"`
 }
 
 // GapID is the id of a gap event: "gap:<bridge>/<disconnected_at as Unix

@@ -18,7 +18,7 @@ func ParseGap(body []byte) (Gap, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&g); err != nil {
-		return g, refuse(CodeNotJSON, "", "a gap report must be a gap object {\"bridge\",\"mew_space\",\"gateway\",\"last_envelope\",\"disconnected_at\",\"reconnected_at\",\"reason\"}: %v", err)
+		return g, refuse(CodeNotJSON, "", "a gap report must be a gap object {\"bridge\",\"mew_space\",\"gateway\",\"last_envelope\",\"last_seq\",\"disconnected_at\",\"reconnected_at\",\"noticed_at\",\"reason\",\"session\",\"dropped\"}: %v", err)
 	}
 	if dec.More() {
 		return g, refuse(CodeNotJSON, "", "a gap report holds one JSON object, not more")
@@ -34,6 +34,8 @@ func ParseGap(body []byte) (Gap, error) {
 		return g, refuse(CodeMissingField, "disconnected_at", "disconnected_at (RFC 3339) is required")
 	case !g.ReconnectedAt.IsZero() && g.ReconnectedAt.Before(g.DisconnectedAt):
 		return g, refuse(CodeBadValue, "reconnected_at", "reconnected_at is before disconnected_at")
+	case g.Dropped < 0:
+		return g, refuse(CodeBadValue, "dropped", "dropped is %d: want a count, 0 or more", g.Dropped)
 	}
 	if _, err := GapEnvelope(g); err != nil {
 		return g, refuse(CodeBadValue, "", "%s", fmt.Sprint(err))

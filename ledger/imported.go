@@ -23,6 +23,9 @@ const (
 	// MetaImportedThrough is the LEDGER stream metadata key holding the
 	// last sequence written by an import (decimal).
 	MetaImportedThrough = "ledger_imported_through"
+	// HeaderOriginalMsgID keeps, on an imported message, the Nats-Msg-Id
+	// the message had when it was first appended.
+	HeaderOriginalMsgID = "Ledger-Original-Msg-Id"
 )
 
 // ImportedThrough reads MetaImportedThrough from stream metadata; 0 when
@@ -45,4 +48,17 @@ func EventTime(seq, importedThrough uint64, header string, stored time.Time) tim
 		}
 	}
 	return stored.UTC()
+}
+
+// MsgIdentity returns the identity of the message at seq: the Nats-Msg-Id
+// it was first appended with. For an imported message (seq <=
+// importedThrough) that is the id its HeaderOriginalMsgID keeps ("" when
+// the original had none), not the import's own; otherwise its
+// Nats-Msg-Id. The Merkle tree's leaf holds it, so that an imported log
+// has the original's leaves (SPEC §16).
+func MsgIdentity(seq, importedThrough uint64, natsMsgID, originalMsgID string) string {
+	if seq <= importedThrough {
+		return originalMsgID
+	}
+	return natsMsgID
 }

@@ -41,6 +41,9 @@ type Prepared struct {
 	Subject string
 	MsgID   string
 	Raw     []byte
+	// Bridge is the HeaderBridge value the stored message carries ("":
+	// none): the bridge session it came through (BodyOptions.Bridge).
+	Bridge string
 }
 
 // Identity is what makes two envelopes the same envelope in the ledger

@@ -22,6 +22,7 @@ const (
 	TableParked     = "parked"
 	TableFiled      = "filed"
 	TableGap        = "gap"
+	TableBridge     = "bridge"
 	TableVersion    = "version"
 	TableStats      = "stats"
 	TableIndex      = "index"
@@ -71,6 +72,8 @@ func (k KeyInfo) String() string {
 		return fmt.Sprintf("superseded version %q in space %q", k.ID, k.Space)
 	case TableGap:
 		return fmt.Sprintf("recording gap seq %d in space %q", k.Seq, k.Space)
+	case TableBridge:
+		return fmt.Sprintf("bridge session record %q in space %q", k.ID, k.Space)
 	case TableFiled:
 		return fmt.Sprintf("count of entries filed under %q in space %q", k.ID, k.Space)
 	case TableStats:

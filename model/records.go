@@ -373,7 +373,9 @@ type HistoryEntry struct {
 // Gap is one recording gap of a bridge (SPEC §3, §14), as the fold keeps it
 // per space in stream order: the ledger/gap event's sequence, stream time
 // and id, and its payload. ReconnectedAt is nil when the bridge wrote the gap
-// while still disconnected (on shutdown).
+// while still disconnected (on shutdown). The window is from LastSeq
+// (LastEnvelope, received at DisconnectedAt) to the first envelope stored
+// from the bridge after Seq.
 type Gap struct {
 	Seq            uint64     `json:"seq"`
 	At             time.Time  `json:"at"`
@@ -382,9 +384,53 @@ type Gap struct {
 	MEWSpace       string     `json:"mew_space"`
 	Gateway        string     `json:"gateway"`
 	LastEnvelope   string     `json:"last_envelope"`
+	LastSeq        uint64     `json:"last_seq,omitempty"`
 	DisconnectedAt time.Time  `json:"disconnected_at"`
 	ReconnectedAt  *time.Time `json:"reconnected_at"`
+	NoticedAt      *time.Time `json:"noticed_at,omitempty"`
 	Reason         string     `json:"reason"`
+	Session        string     `json:"session,omitempty"`
+	Dropped        int        `json:"dropped,omitempty"`
+}
+
+// Bridge session states (BridgeSession.State).
+const (
+	// BridgeRecording: the latest the log holds of the bridge is an
+	// envelope it stored; if its session is not the bridge's current one,
+	// that session ended without recording its hole (killed bridge,
+	// killed ledger, lost machine).
+	BridgeRecording = "recording"
+	// BridgeGap: a gap of the bridge covers everything since its last
+	// stored envelope (it stopped cleanly, or its hole is on the record).
+	BridgeGap = "gap"
+)
+
+// BridgeSession is what the ledger knows of one bridge recording a MEW
+// space into a ledger space (SPEC §14), derived by the fold from the
+// log: the envelopes stored with a HeaderBridge mark, and the bridge's
+// ledger/gap events.
+type BridgeSession struct {
+	Bridge   string `json:"bridge"`
+	MEWSpace string `json:"mew_space"`
+	// Session is the session of the latest envelope stored from the
+	// bridge (or of its latest gap).
+	Session string `json:"session"`
+	// State is BridgeRecording or BridgeGap.
+	State string `json:"state"`
+	// LastEnvelope, LastSeq, LastReceivedAt and LastStoredAt are the last
+	// envelope stored from the bridge: its id, sequence, when the bridge
+	// received it (its batch's first envelope), and the stream's time.
+	LastEnvelope   string     `json:"last_envelope,omitempty"`
+	LastSeq        uint64     `json:"last_seq,omitempty"`
+	LastReceivedAt *time.Time `json:"last_received_at,omitempty"`
+	LastStoredAt   *time.Time `json:"last_stored_at,omitempty"`
+	// GapSeq is the sequence of the gap that covers everything since
+	// LastSeq (state BridgeGap).
+	GapSeq uint64 `json:"gap_seq,omitempty"`
+	// Envelopes counts the messages stored with the bridge's mark; Gaps
+	// its gaps.
+	Envelopes int64 `json:"envelopes"`
+	Gaps      int64 `json:"gaps"`
 }
 
 // Stats are the per-space counters of SPEC §7 /v1/stats.

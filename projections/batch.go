@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
@@ -104,6 +105,13 @@ type Batch struct {
 
 	// The change index (store_changes.go).
 	changes map[changeID]*model.Change
+	// The event index (store_events.go).
+	events map[uint64]*evSlot
+
+	// The Merkle tree's stored hashes of the batch's events, indexes
+	// treeFrom on (tree.go).
+	tree     []tlog.Hash
+	treeFrom int64
 
 	// Pipelined commits (Handoff). frozen: b was handed off; its owner
 	// may no longer change it. committed is closed when its Commit (or
@@ -376,6 +384,9 @@ func (b *Batch) PutHistory(space, key string, h *model.HistoryEntry) error {
 	if h == nil {
 		return fmt.Errorf("projections: batch: put nil history entry under %q in space %q", key, space)
 	}
+	if err := b.noteHistory(space, key, h); err != nil {
+		return err
+	}
 	k := historyID{space, key, h.Seq}
 	if _, ok := b.history[k]; !ok {
 		b.dirty++
@@ -388,6 +399,9 @@ func (b *Batch) PutHistory(space, key string, h *model.HistoryEntry) error {
 // DeleteHistory implements State.
 func (b *Batch) DeleteHistory(space, key string, seq uint64) error {
 	if err := b.check(); err != nil {
+		return err
+	}
+	if err := b.noteHistoryDelete(space, key, seq); err != nil {
 		return err
 	}
 	k := historyID{space, key, seq}

@@ -30,6 +30,8 @@ func (b *Batch) finish() {
 	b.props, b.refs, b.orphans, b.stats, b.history, b.spaces = nil, nil, nil, nil, nil, nil
 	b.aux, b.parents = nil, nil
 	b.changes = nil
+	b.events = nil
+	b.tree = nil
 	b.dirty = 0
 }
 
@@ -160,8 +162,10 @@ type commitBuf struct {
 	a        arena
 	ops      []kv
 	old, cur []kv // one proposal's index entries
-	order    []int32
-	pb       *pebble.Batch
+	// evOld, evCur: one event record's index keys (store_events.go)
+	evOld, evCur [][]byte
+	order        []int32
+	pb           *pebble.Batch
 }
 
 // batch returns the reusable Pebble batch, empty.
@@ -343,6 +347,10 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 	if ops, err = b.collectChanges(c, ops); err != nil {
 		return nil, err
 	}
+	if ops, err = b.collectEvents(c, ops); err != nil {
+		return nil, err
+	}
+	ops = b.collectTree(c, ops)
 	c.ops = ops
 	return ops, nil
 }

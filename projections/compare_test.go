@@ -158,8 +158,16 @@ func TestDecodeKey(t *testing.T) {
 		if k.Table == model.TableUnknown {
 			t.Fatalf("key %q does not decode", key)
 		}
-		if k.Table != model.TableCheckpoint && k.Table != model.TableStats && k.Table != model.TableSpace && k.ID != "a.b c" {
-			t.Fatalf("key %q decodes to %+v", key, k)
+		switch k.Table {
+		case projections.TableEvent, projections.TableEventIndex, projections.TableEventTime:
+			// The event index is keyed by sequence (store_events.go).
+			if k.Seq != 1 {
+				t.Fatalf("key %q decodes to %+v", key, k)
+			}
+		default:
+			if k.Table != model.TableCheckpoint && k.Table != model.TableStats && k.Table != model.TableSpace && k.ID != "a.b c" {
+				t.Fatalf("key %q decodes to %+v", key, k)
+			}
 		}
 		if k.Table == model.TableDeadline && !k.Deadline.Equal(cmpT0.Add(time.Millisecond+time.Second)) {
 			t.Fatalf("deadline %v", k.Deadline)

@@ -61,6 +61,8 @@ func DecodeKey(key []byte) model.KeyInfo {
 		return two(model.TableFiled)
 	case tagVersion:
 		return two(model.TableVersion)
+	case tagBridge:
+		return two(model.TableBridge)
 	case tagParked, tagGap:
 		table := model.TableParked
 		if key[0] == tagGap {
@@ -107,6 +109,16 @@ func DecodeKey(key []byte) model.KeyInfo {
 			return k
 		}
 		return model.KeyInfo{Table: model.TableChange, Space: sp, ID: id, Seq: seq, Raw: k.Raw}
+	case tagEvent, tagEventIndex, tagEventTime:
+		if ki, ok := decodeEventKey(key); ok {
+			return ki
+		}
+		return k
+	case tagTree:
+		if len(rest) != 8 {
+			return k
+		}
+		return model.KeyInfo{Table: TableTree, Seq: binary.BigEndian.Uint64(rest), Raw: k.Raw}
 	case tagDeadline:
 		nanos, sp, id, err := readDeadlineKey(key)
 		if err != nil {

@@ -90,3 +90,42 @@ func BenchmarkFoldStore(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkPipelineTree measures the Pipeline folding 20,000 events in
+// runs of 1000 into an in-memory store, with the Merkle tree (tree) and
+// without it (none): the tree's share of the fold (issue 24: ≤ 10%).
+func BenchmarkPipelineTree(b *testing.B) {
+	evs := benchEvents(b, 20000)
+	for i := range evs {
+		evs[i].MsgID = "default/" + evs[i].Subject + "/digest"
+	}
+	for _, c := range []struct {
+		name string
+		skip bool
+	}{{"tree", false}, {"none", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s, err := projections.OpenStore(projections.StoreOptions{FS: vfs.NewMem(), MemTableSize: 64 << 20})
+				if err != nil {
+					b.Fatal(err)
+				}
+				pl, err := projections.NewPipeline(s, projections.PipelineOptions{Presize: 1000, SkipTree: c.skip})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for lo := 0; lo < len(evs); lo += 1000 {
+					run := append([]fold.Event(nil), evs[lo:lo+1000]...)
+					if err := pl.Fold(run, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := pl.Close(); err != nil {
+					b.Fatal(err)
+				}
+				_ = s.Close()
+			}
+			b.ReportMetric(float64(b.N*len(evs))/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}

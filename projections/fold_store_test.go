@@ -70,6 +70,7 @@ func foldBatches(t *testing.T, s *Store, log []fold.Event, size int) {
 				t.Fatalf("store fold seq %d: %v", ev.Seq, err)
 			}
 		}
+		addLeaves(t, b, log[i:end])
 		if err := b.Commit(log[end-1].Seq); err != nil {
 			t.Fatal(err)
 		}

@@ -73,3 +73,58 @@ func (s *Store) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64
 	}
 	return out, next, nil
 }
+
+// What the log says of each bridge (SPEC §14):
+//
+//	'B' space fold.BridgeKey(bridge, mew space) → JSON BridgeSession
+//
+// written through the batch's overlay like a gap.
+
+// BridgeSession implements State.
+func (b *Batch) BridgeSession(space, key string) (*model.BridgeSession, error) {
+	val, err := b.getAux(tagBridge, space, key)
+	if err != nil || val == nil {
+		return nil, err
+	}
+	var s model.BridgeSession
+	if err := json.Unmarshal(val, &s); err != nil {
+		return nil, fmt.Errorf("projections: batch: decode bridge session %q in space %q: %w", key, space, err)
+	}
+	return &s, nil
+}
+
+// PutBridgeSession implements State.
+func (b *Batch) PutBridgeSession(space, key string, s *model.BridgeSession) error {
+	val, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("projections: batch: encode bridge session %q in space %q: %w", key, space, err)
+	}
+	return b.putAux(tagBridge, space, key, val)
+}
+
+// BridgeSessions returns what the log says of every bridge of space,
+// ordered by bridge and MEW space.
+func (s *Store) BridgeSessions(space string) ([]model.BridgeSession, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	prefix := appendEsc([]byte{tagBridge}, space)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("projections: bridges of space %q: %w", space, err)
+	}
+	out := []model.BridgeSession{}
+	for ok := it.First(); ok; ok = it.Next() {
+		var bs model.BridgeSession
+		if err := json.Unmarshal(it.Value(), &bs); err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("projections: bridges of space %q: decode %s: %w", space, DecodeKey(it.Key()), err)
+		}
+		out = append(out, bs)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("projections: bridges of space %q: %w", space, err)
+	}
+	return out, nil
+}

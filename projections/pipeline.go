@@ -16,6 +16,10 @@ type PipelineOptions struct {
 	// events (a rebuild's runs are large: growing the maps was
 	// measurable). 0 lets the maps grow.
 	Presize int
+	// SkipTree leaves the Merkle tree out (tree.go): for measuring what
+	// the tree costs (`ledger bench`), never for a served store, which
+	// then has no tree (ErrNoTree for every later pipeline).
+	SkipTree bool
 }
 
 // Validate checks the options and fills defaults.
@@ -56,6 +60,7 @@ type Pipeline struct {
 	next     uint64          // the sequence the next folded event must have
 	inflight *commitInFlight // the commit running, nil when none
 	err      error           // the error that stopped the pipeline
+	tree     *treeWriter     // nil with SkipTree
 }
 
 // commitInFlight is a handed-off batch being committed by the pipeline's
@@ -72,7 +77,9 @@ type commitInFlight struct {
 }
 
 // NewPipeline returns a pipeline into store, whose next event must be the
-// one after the store's checkpoint. The caller keeps ownership of store,
+// one after the store's checkpoint. Each event's Merkle tree leaf is added
+// with its fold (tree.go, unless opts.SkipTree); a store at seq N > 0
+// without the tree's leaf N-1 is refused (ErrNoTree). The caller keeps ownership of store,
 // and must not write to it through anything else while the pipeline is
 // open.
 func NewPipeline(store *Store, opts PipelineOptions) (*Pipeline, error) {
@@ -82,7 +89,14 @@ func NewPipeline(store *Store, opts PipelineOptions) (*Pipeline, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &Pipeline{store: store, opts: opts, next: store.AppliedSeq() + 1}, nil
+	p := &Pipeline{store: store, opts: opts, next: store.AppliedSeq() + 1}
+	if !opts.SkipTree {
+		var err error
+		if p.tree, err = newTreeWriter(store); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 // Next returns the sequence of the next event the pipeline folds: one past
@@ -151,9 +165,14 @@ func (p *Pipeline) fold(b *Batch, evs []fold.Event) error {
 	if err := p.opts.Folder.Prepare(b, evs); err != nil {
 		return fmt.Errorf("projections: prepare seq %d..: %w", evs[0].Seq, err)
 	}
-	for _, ev := range evs {
-		if _, err := p.opts.Folder.Apply(b, ev); err != nil {
-			return fmt.Errorf("projections: fold seq %d: %w", ev.Seq, err)
+	for i := range evs {
+		if _, err := p.opts.Folder.Apply(b, evs[i]); err != nil {
+			return fmt.Errorf("projections: fold seq %d: %w", evs[i].Seq, err)
+		}
+		if p.tree != nil {
+			if err := p.tree.add(b, &evs[i]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

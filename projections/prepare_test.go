@@ -41,6 +41,7 @@ func foldIntoStore(t *testing.T, log []fold.Event, batchSize int, prepare bool) 
 				t.Fatalf("seq %d: %v", ev.Seq, err)
 			}
 		}
+		addLeaves(t, b, chunk)
 		if err := b.Commit(chunk[len(chunk)-1].Seq); err != nil {
 			t.Fatal(err)
 		}

@@ -36,6 +36,9 @@ import (
 //	'G' space seq                              → JSON Gap: a bridge's recording gap (gaps.go)
 //	'H' space key seq                          → JSON HistoryEntry (History is one prefix scan)
 //	'I' space kind [value] ^createdSeq id      → created_at (8 B, unix nanos, sign-flipped)
+//	'J' field value seq                       → "" : the event index's secondary keys (store_events.go)
+//	'K' nanos seq                             → "" : stream time → sequence (store_events.go)
+//	'L' seq                                   → JSON EventRecord: one per stored message (store_events.go)
 //	'O' space target                           → JSON []Orphan (the waiting list of target)
 //	'P' space id                               → JSON Proposal
 //	'S' space                                  → "" : the space has data (Spaces)
@@ -59,6 +62,7 @@ import (
 // unix-nanosecond range (years 1677..2262).
 const (
 	tagCheckpoint = 0x01
+	tagBridge     = 'B'
 	tagChange     = 'C'
 	tagDeadline   = 'D'
 	tagEventRef   = 'E'

@@ -29,7 +29,14 @@ folding 1,000,000 and up to 10,000,000 events (10 minutes at most) in child proc
 and the group commit: ingest (ledger publish -f's streamed HTTP NDJSON path
 vs raw atomic batches of the same bytes), ingest_r3 (the same on an
 in-process three-node cluster) and agents (32 HTTP clients appending one
-envelope at a time vs 32 raw per-message publishers), all fsync always.
+envelope at a time vs 32 raw per-message publishers), and bridge (the
+stand-in MEW gateway replaying proposals to a bridge inside the server:
+lifecycle envelopes stored per second, target 10,000, against raw atomic
+batches of the same bytes, and the receive-to-stored p99), all fsync
+always;
+and proofs (SPEC §16): the fold with the Merkle tree vs the same fold
+without it, GET /v1/proof/inclusion latency over a tree of --proof-events
+events, and checkpoints signed and verified per second.
 Every figure is the median of --reps repetitions with its spread. Prints a
 markdown table; the last line is
 "ratios: append=X append_sync=Y fold=Z ingest=I agents=A". Progress goes to
@@ -54,6 +61,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	f.integer(&o.Proposals, "proposals", "N", 0, fmt.Sprintf("distinct proposals of the append figure (default %d, quick %d)", bench.FullProposals, bench.QuickProposals), false)
 	f.integer(&o.SyncProposals, "sync-proposals", "N", 0, fmt.Sprintf("distinct proposals of the append_sync figure (default %d, quick %d)", bench.FullSyncProposals, bench.QuickSyncProposals), false)
 	f.integer(&o.ReadProposals, "read-proposals", "N", 0, fmt.Sprintf("proposals in the reads figure's store (default %d, quick %d)", bench.FullReadProposals, bench.QuickReadProposals), false)
+	f.integer(&o.ProofEvents, "proof-events", "N", 0, fmt.Sprintf("events in the proofs figure's tree (default %d, quick %d)", bench.FullProofEvents, bench.QuickProofEvents), false)
 	f.duration(&o.Duration, "duration", "D", 0, fmt.Sprintf("appending time of each live lag repetition (default %v, quick %v)", bench.FullDuration, bench.QuickDuration))
 	f.str(&memEvents, "mem-events", "N,N[,N]", "", "event counts of the memory figure (default 1000000,10000000; quick 100000,200000)", false)
 	f.duration(&o.MemBudget, "mem-budget", "D", 0, fmt.Sprintf("time budget of each memory child (default %v)", bench.FullMemBudget))

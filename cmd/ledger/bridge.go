@@ -39,11 +39,24 @@ Declare the bridge in the MEW space's space.yaml as a participant with its
 own token and "capabilities: []" (it sends nothing); its participant id must
 be unique in the space: whoever joins under it evicts the bridge.
 
-When the connection drops, or the bridge is evicted, it reconnects with
-backoff and the ledger records a gap (ledger/gap, GET /v1/gaps?space=,
-counted in /v1/stats): the gateway keeps no history, so what the space
-carried meanwhile is missing, and the ledger says so. Stopping the bridge
+When the connection drops (noticed at once: the socket's error or close,
+an unanswered ping, a hostile gateway), or the bridge is evicted, it
+reconnects with capped, jittered backoff and the ledger records a gap
+(ledger/gap, GET /v1/gaps?space=, counted in /v1/stats) whose window starts
+at the last envelope the ledger stored from the bridge: every lifecycle
+envelope the ledger lacks lies inside a recorded gap. Stopping the bridge
 (SIGINT, SIGTERM) records an open gap.
+
+Appends carry the bridge's session (header Ledger-Bridge), from which the
+ledger derives each bridge's sessions (GET /v1/bridges). A starting bridge
+reads how its last session ended; if it died (SIGKILL, a lost machine, a
+killed ledger) the gap from that session's last stored envelope is
+recorded before anything new is appended (with --nats-url, give --api too:
+the sessions are read there).
+
+Envelopes are appended in receive order, in batches (--batch); those
+received and not yet stored wait in a backlog bounded by --max-backlog-mib:
+beyond it they are dropped, and the hole is a recorded gap.
 
 With --history FILE the bridge follows the gateway's own
 .mew/logs/envelope-history.jsonl instead (new lines as they come, rotation
@@ -54,7 +67,8 @@ direct publish under the sender's subject; under --auth, a user of the
 auth file's nats.bridges list) or the bridge inside ledger serve
 (--bridge-mew-config).
 
---http ADDR serves /healthz (200 while joined, else 503, with the state)
+--http ADDR serves /healthz (200 while joined, else 503, with the state
+and the reason)
 and /metrics (ledger_bridge_envelopes_total{bridge,kind,result},
 ledger_bridge_state{bridge,state}, ledger_bridge_gaps_total{bridge}).`,
 		run: runBridge,
@@ -95,8 +109,11 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	f.str(&logFormat, "log-format", "console|json", "", "log format (default: console on a terminal, else json)", true)
 	f.str(&logLevel, "log-level", "LEVEL", "info", "log level: debug, info, warn, error", true)
 	var probe, backoffMax string
-	f.str(&probe, "probe-interval", "DURATION", bridge.DefaultProbeInterval.String(), "how often the gateway's participant list is read to notice an eviction (0: never)", true)
-	f.str(&backoffMax, "backoff-max", "DURATION", bridge.DefaultBackoffMax.String(), "longest wait between reconnection attempts (from 1s, doubling)", true)
+	var backlogMiB, batch int
+	f.str(&probe, "probe-interval", "DURATION", bridge.DefaultProbeInterval.String(), "how often the gateway is pinged and its participant list read to notice a dead socket or an eviction (0: never)", true)
+	f.str(&backoffMax, "backoff-max", "DURATION", bridge.DefaultBackoffMax.String(), "longest wait between reconnection attempts (from "+bridge.DefaultBackoffMin.String()+", doubling, jittered)", true)
+	f.integer(&backlogMiB, "max-backlog-mib", "MIB", bridge.DefaultMaxBacklogBytes>>20, "bound of the envelopes received and not yet stored; beyond it envelopes are dropped and the hole recorded as a gap", true)
+	f.integer(&batch, "batch", "N", bridge.DefaultBatchSize, "most envelopes one append request carries (1..1000)", true)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -113,6 +130,13 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	if o.BackoffMax, err = time.ParseDuration(backoffMax); err != nil || o.BackoffMax < bridge.DefaultBackoffMin {
 		return usageError("--backoff-max %q: want a duration of at least %v", backoffMax, bridge.DefaultBackoffMin)
 	}
+	if backlogMiB < 1 {
+		return usageError("--max-backlog-mib %d: want at least 1", backlogMiB)
+	}
+	if batch < 1 || batch > 1000 {
+		return usageError("--batch %d: want 1..1000", batch)
+	}
+	o.MaxBacklogBytes, o.BatchSize = backlogMiB<<20, batch
 	switch {
 	case o.HistoryFile == "" && o.Gateway == "":
 		return usageError("--gateway is required (the MEW gateway's ws://HOST:PORT), unless --history is given")
@@ -160,16 +184,25 @@ func runBridge(ctx context.Context, e env, args []string) error {
 			return err
 		}
 		defer sink.Close()
+		if f.given("api") {
+			// The submit service does not serve bridge sessions: read
+			// them from the same ledger's HTTP API.
+			hs, err := bridge.NewHTTPSink(api, apiToken)
+			if err != nil {
+				return usageError("%v", err)
+			}
+			sink.Sessions = hs
+		}
 		o.Sink = sink
 	} else {
-		cl, err := apiclient.New(apiclient.Options{API: api, Token: apiToken})
+		hs, err := bridge.NewHTTPSink(api, apiToken)
 		if err != nil {
 			return usageError("%v", err)
 		}
 		if !quiet {
-			announce(e.stderr, cl.API(), f.source("api"))
+			announce(e.stderr, hs.Client.API(), f.source("api"))
 		}
-		o.Sink = bridge.HTTPSink{Client: cl}
+		o.Sink = hs
 	}
 
 	reg := prometheus.NewRegistry()
@@ -232,7 +265,8 @@ func serveBridges(ctx context.Context, a *app.App, configFile string, log zerolo
 		if err != nil {
 			return err
 		}
-		o.Sink, o.Metrics, o.Logger = bridge.AppenderSink{Appender: a.Appender()}, m, log
+		sessions := bridge.StoreSessions{Store: a.Store, StreamSeq: bridge.StreamLastSeq(a.JetStream())}
+		o.Sink, o.Metrics, o.Logger = bridge.AppenderSink{Appender: a.Appender(), Sessions: sessions}, m, log
 		b, err := bridge.New(o)
 		if err != nil {
 			return fmt.Errorf("%s: bridges[%d]: %w", configFile, i, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mewledger/ledger/client"
 	"io"
 	"net/http"
 	"os"
@@ -368,6 +369,20 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("garbage history %+v", h)
 	}
 	lastSeq = ack.Sequence
+	// ledger events: the garbage found by its effect, and its bytes raw.
+	var evp client.EventPage
+	if err := json.Unmarshal([]byte(s.ok("", "events", "--effect", "invalid", "--from", "mallory", "-o", "json", "--min-seq", fmt.Sprint(ack.Sequence))), &evp); err != nil {
+		t.Fatal(err)
+	}
+	if len(evp.Events) != 1 || evp.Events[0].Seq != ack.Sequence || evp.Events[0].Code != "not_json" {
+		t.Fatalf("ledger events --effect invalid: %+v", evp)
+	}
+	if out := s.ok("", "events", "--effect", "invalid", "--from", "mallory"); !strings.Contains(out, "junk-key") || !strings.Contains(out, "not_json") {
+		t.Fatalf("ledger events table:\n%s", out)
+	}
+	if out := s.ok("", "events", fmt.Sprint(ack.Sequence)); !strings.Contains(out, "subject  "+junk) || !strings.HasSuffix(out, "\n{garbage\n") {
+		t.Fatalf("ledger events SEQ:\n%s", out)
+	}
 
 	// Lists and stats.
 	var lst wire.List

@@ -100,5 +100,9 @@ func runExport(ctx context.Context, e env, args []string) error {
 	}
 	fmt.Fprintf(stderr, "exported %d messages (seq %d..%d) to %s\nhead hash %s (keep it apart from the file: `ledger verify --export FILE --head %s` checks the file against it)\n",
 		sum.Lines, sum.FirstSeq, sum.LastSeq, dest, sum.Head, sum.Head)
+	if sum.TreeRoot != "" {
+		fmt.Fprintf(stderr, "tree root %s of %d leaves (a signed checkpoint of %d leaves names it: `ledger verify --export FILE --checkpoint NOTE --key KEY` checks the file against one)\n",
+			sum.TreeRoot, sum.Lines, sum.Lines)
+	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/datalock"
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -77,6 +78,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		authFile, tlsCert, tlsKey string
 		limits                    limitFlags
 		logCheck                  string
+		cpInterval                string
 		headerTO, bodyIdleTO      string
 		bodyTO, dupWindow         string
 	)
@@ -101,6 +103,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.str(&bodyTO, "http-body-timeout", "DURATION", app.DefaultBodyTimeout.String(), "a request body must be complete within this", true)
 	f.integer(&o.MaxConns, "http-max-conns", "N", app.DefaultMaxConns, "most HTTP connections open at once (more wait to be accepted; negative: no cap)", true)
 	f.str(&logCheck, "log-check-interval", "DURATION", app.DefaultLogCheckInterval.String(), "how often the LEDGER stream and the projection are checked against each other while serving", true)
+	f.str(&o.CheckpointKeyFile, "checkpoint-key", "FILE", "", "checkpoint signing key (default <data>/checkpoint.key, generated on first start; `ledger checkpoint key` prints its verifier key)", true)
+	f.str(&o.CheckpointOrigin, "checkpoint-origin", "NAME", "", "the log's name in its checkpoints, for a key generated on first start (default <host>/ledger); an existing key must have this name", true)
+	f.str(&cpInterval, "checkpoint-interval", "DURATION", proofs.DefaultInterval.String(), "shortest time between two signed checkpoints while the log grows", true)
 	f.str(&o.NATSConfigFile, "nats-config", "FILE", "", "nats-server configuration file for the embedded server (authorization, TLS)", true)
 	f.str(&authFile, "auth", "FILE", "", "auth configuration (NATS users and permissions, API tokens and roles); see deploy/auth", true)
 	f.str(&tlsCert, "tls-cert", "FILE", "", "serve the API over TLS with this certificate (PEM)", true)
@@ -129,6 +134,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		p    *time.Duration
 	}{
 		{"log-check-interval", logCheck, &o.LogCheckInterval},
+		{"checkpoint-interval", cpInterval, &o.CheckpointInterval},
 		{"dup-window", dupWindow, &o.DupWindow},
 		{"http-header-timeout", headerTO, &o.ReadHeaderTimeout},
 		{"http-body-idle-timeout", bodyIdleTO, &o.BodyIdleTimeout},

@@ -19,12 +19,21 @@ var errHeadMismatch = errors.New("head hash mismatch")
 func init() {
 	register(&command{
 		name:     "verify",
-		synopsis: "verify --export FILE [--head HASH] | verify [--api URL [--token T]] | verify --data DIR [--nats-url URL]",
-		short:    "rebuild into a temporary store and compare; check an export's hash chain",
-		help: "With --export FILE (- for stdin): checks an export's hash chain and prints its\n" +
-			"summary; --head HASH, kept from `ledger export` apart from the file, must equal\n" +
-			"the file's head. Otherwise: folds the log into a temporary store up to the live\n" +
-			"projection's checkpoint and compares the two, naming the first difference;\n" +
+		synopsis: "verify --bundle FILE --key KEY | verify --export FILE [--head HASH | --checkpoint NOTE --key KEY] | verify [--api URL [--token T]] | verify --data DIR [--nats-url URL]",
+		short:    "check an evidence bundle; rebuild into a temporary store and compare; check an export's hash chain",
+		help: "With --bundle FILE --key KEY: checks an evidence bundle (`ledger proof`) with\n" +
+			"nothing but the ledger's verifier key (the key, or a file holding it): the\n" +
+			"checkpoint's signature, each event's leaf encoding, that its fields are its\n" +
+			"leaf's, and its inclusion proof; no server, no data directory. A failure names\n" +
+			"its kind (signature, inclusion, leaf_encoding, mismatch) and the event's seq.\n" +
+			"With --export FILE (- for stdin): checks an export's hash chain and prints its\n" +
+			"summary (tree_root: the Merkle root of its lines, when it starts at seq 1);\n" +
+			"with --checkpoint NOTE --key KEY also that its first lines are the tree the\n" +
+			"signed checkpoint names (the chain alone is no evidence: anyone can recompute\n" +
+			"it); --head HASH, kept from `ledger export` apart from the file, must equal the\n" +
+			"file's head. Otherwise: folds the log into a temporary store up to the live\n" +
+			"projection's checkpoint and compares the two (records, indexes and the\n" +
+			"Merkle tree's stored hashes), naming the first difference;\n" +
 			"online through the API (role ops) as rebuild chooses it, else offline on\n" +
 			"<data>/projection. The result goes to stdout as JSON; a mismatch exits 1.",
 		run: runVerify,
@@ -52,15 +61,32 @@ func runVerify(ctx context.Context, e env, args []string) error {
 	var (
 		o                 opsFlags
 		export, head, tmp string
+		bundle, key       string
+		checkpoint        string
 	)
 	f := newFlags(commands["verify"], e)
 	f.str(&export, "export", "FILE", "", "check the hash chain of an export file (- for stdin)", false)
 	f.str(&head, "head", "HASH", "", "with --export: the head hash ledger export reported, kept apart from the file; the file's must equal it (a chain recomputed after an edit verifies by itself, never against a head kept elsewhere)", false)
 	f.str(&tmp, "tmp", "DIR", "", "directory for the temporary projection (default: the system's)", false)
+	f.str(&bundle, "bundle", "FILE", "", "check an evidence bundle from `ledger proof` (- for stdin), offline", false)
+	f.str(&key, "key", "KEY", "", "with --bundle or --checkpoint: the ledger's verifier key (`ledger checkpoint key`), or a file holding it", false)
+	f.str(&checkpoint, "checkpoint", "FILE", "", "with --export: a signed checkpoint (`ledger checkpoint latest`) the file's first lines must be the tree of (needs --key)", false)
 	o.register(f)
 	o.registerAPI(f)
 	if err := f.parseNone(args); err != nil {
 		return err
+	}
+	if key != "" && bundle == "" && checkpoint == "" {
+		return usageError("--key goes with --bundle or --checkpoint")
+	}
+	if checkpoint != "" && (export == "" || key == "") {
+		return usageError("--checkpoint goes with --export and --key")
+	}
+	if bundle != "" {
+		if export != "" {
+			return usageError("--bundle and --export are two different checks: give one")
+		}
+		return verifyBundle(e, bundle, key)
 	}
 	if head != "" && export == "" {
 		return usageError("--head goes with --export")
@@ -74,6 +100,9 @@ func runVerify(ctx context.Context, e env, args []string) error {
 			}
 			defer fh.Close()
 			in = fh
+		}
+		if checkpoint != "" {
+			return verifyExportCheckpoint(e, export, in, checkpoint, key)
 		}
 		sum, err := archive.VerifyChain(in)
 		if err != nil {

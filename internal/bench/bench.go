@@ -15,6 +15,7 @@ const (
 	TargetLagP99     = 250 * time.Millisecond
 	TargetGetP99     = time.Millisecond
 	TargetListP99    = 5 * time.Millisecond
+	TargetEventsP99  = 5 * time.Millisecond // a filtered page of GET /v1/events (SPEC §7)
 	TargetRSSMiB     = 256
 	// FlatGrowth is the largest growth of peak RSS from the smallest to
 	// the largest N that still counts as flat.
@@ -75,6 +76,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r, err
 		}
 	}
+	if o.runs(FigBridge) {
+		if err := r.bridgeFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
 	if o.runs(FigFold) {
 		if err := r.foldFigure(ctx, &o); err != nil {
 			return r, err
@@ -87,6 +93,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.runs(FigReads) {
 		if err := r.readsFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
+	if o.runs(FigProofs) {
+		if err := r.proofsFigure(ctx, &o); err != nil {
 			return r, err
 		}
 	}
@@ -282,13 +293,14 @@ func (r *Report) readsFigure(ctx context.Context, o *Options) error {
 		return err
 	}
 	defer env.close()
-	var gp50, gp99, lp50, lp99 []float64
+	var gp50, gp99, lp50, lp99, ep50, ep99 []float64
 	for rep := range o.Reps {
 		res, err := env.measure(ctx, rep, o.Gets, o.Lists)
 		if err != nil {
 			return fmt.Errorf("reads, repetition %d: %w", rep+1, err)
 		}
-		progress(o, "reads rep %d/%d: GET p50 %v p99 %v; list p50 %v p99 %v", rep+1, o.Reps, res.getP50, res.getP99, res.listP50, res.listP99)
+		progress(o, "reads rep %d/%d: GET p50 %v p99 %v; list p50 %v p99 %v; events p50 %v p99 %v", rep+1, o.Reps, res.getP50, res.getP99, res.listP50, res.listP99, res.evP50, res.evP99)
+		ep50, ep99 = append(ep50, ms(res.evP50)), append(ep99, ms(res.evP99))
 		gp50, gp99 = append(gp50, ms(res.getP50)), append(gp99, ms(res.getP99))
 		lp50, lp99 = append(lp50, ms(res.listP50)), append(lp99, ms(res.listP99))
 	}
@@ -301,6 +313,11 @@ func (r *Report) readsFigure(ctx context.Context, o *Options) error {
 	)
 	r.Rows[len(r.Rows)-3].verdict(median(gp99) < ms(TargetGetP99))
 	r.Rows[len(r.Rows)-1].verdict(median(lp99) < ms(TargetListP99))
+	r.Rows = append(r.Rows,
+		Row{Figure: fmt.Sprintf("GET /v1/events p50 (limit=100, type/effect/kind filters, both orders, from a random sequence; %d requests per repetition)", o.Lists), Unit: unitMs, Values: ep50},
+		Row{Figure: "GET /v1/events p99 (filtered page)", Unit: unitMs, Values: ep99, Target: fmt.Sprintf("< %v", TargetEventsP99)},
+	)
+	r.Rows[len(r.Rows)-1].verdict(median(ep99) < ms(TargetEventsP99))
 	return nil
 }
 

@@ -28,7 +28,7 @@ const (
 )
 
 // Figures lists the figures in the order they run and print.
-var Figures = []string{FigAppend, FigAppendSync, FigFold, FigLag, FigReads, FigMemory, FigIngest, FigAgents, FigIngestR3}
+var Figures = []string{FigAppend, FigAppendSync, FigFold, FigLag, FigReads, FigMemory, FigIngest, FigAgents, FigIngestR3, FigBridge, FigProofs}
 
 // Sizes of the full mode (the README's table) and of --quick (a CI smoke
 // run well under a minute).
@@ -85,13 +85,21 @@ type Options struct {
 	// AgentEvents is the number of events the agents figure's 32 clients
 	// append one at a time (sync always). Default 20,000 (quick 1,000).
 	AgentEvents int
+	// BridgeEvents is the number of workload events whose proposals the
+	// bridge figure replays (about 60% of them). Default 100,000 (quick
+	// 5,000).
+	BridgeEvents int
 	// Events is the number of events the fold figure rebuilds from.
 	// Default 200,000 (quick 5,000).
 	Events int
 	// ReadProposals is the number of proposals in the store of the reads
 	// figure. Default 1,000,000 (quick 10,000).
 	ReadProposals int
-	// Gets and Lists are the requests per repetition of the reads figure.
+	// ProofEvents is the number of events in the tree of the proofs
+	// figure's inclusion-proof latency. Default 1,000,000 (quick 20,000).
+	ProofEvents int
+	// Gets and Lists are the requests per repetition of the reads figure
+	// (Gets also of the inclusion proofs).
 	Gets, Lists int
 	// Duration is how long each repetition of the live lag figure appends.
 	// Default 30s (quick 3s).
@@ -141,8 +149,10 @@ func (o *Options) Validate() error {
 	pick(&o.SyncProposals, FullSyncProposals, QuickSyncProposals)
 	pick(&o.IngestEvents, 100_000, 3_000)
 	pick(&o.AgentEvents, 20_000, 1_000)
+	pick(&o.BridgeEvents, 100_000, 5_000)
 	pick(&o.Events, FullEvents, QuickEvents)
 	pick(&o.ReadProposals, FullReadProposals, QuickReadProposals)
+	pick(&o.ProofEvents, FullProofEvents, QuickProofEvents)
 	pick(&o.Gets, FullGets, QuickGets)
 	pick(&o.Lists, FullLists, QuickList)
 	pick(&o.Window, appendlog.DefaultMaxInFlight, appendlog.DefaultMaxInFlight)
@@ -176,7 +186,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: reps %d, want ≥ 3 (a spread needs three)", ErrOptions, o.Reps)
 	case o.Proposals < 1 || o.SyncProposals < 1 || o.ReadProposals < 1 || o.IngestEvents < 1 || o.AgentEvents < Agents:
 		return fmt.Errorf("%w: proposal counts must be ≥ 1", ErrOptions)
-	case o.Events < 1 || o.Gets < 1 || o.Lists < 1:
+	case o.Events < 1 || o.Gets < 1 || o.Lists < 1 || o.BridgeEvents < 1 || o.ProofEvents < 1:
 		return fmt.Errorf("%w: event and request counts must be ≥ 1", ErrOptions)
 	case o.Duration < 100*time.Millisecond:
 		return fmt.Errorf("%w: duration %v, want ≥ 100ms", ErrOptions, o.Duration)

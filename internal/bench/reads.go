@@ -74,6 +74,7 @@ type readsEnv struct {
 	client  *http.Client
 	ids     []string // a sample of proposal ids
 	cursors []string // list queries: state and cursor, as query strings
+	evQs    []string // GET /v1/events filters, as query strings (eventsFilters)
 	events  uint64
 }
 
@@ -158,7 +159,29 @@ func startReads(ctx context.Context, o *Options) (r *readsEnv, err error) {
 			}
 		}
 	}
+	r.evQs = eventsFilters
 	return r, nil
+}
+
+// eventsFilters are the filters of the events figure: each page starts at a
+// random sequence (since_seq, or until_seq newest first), limit 100.
+var eventsFilters = []string{
+	"type=reject", "type=fulfil&effect=applied", "effect=late", "type=withdraw&order=desc",
+	"type=proposal&order=desc", "kind=mcp/response", "",
+}
+
+// eventsPage returns a random filtered events query.
+func (r *readsEnv) eventsPage(rng *rand.Rand) string {
+	q := r.evQs[rng.IntN(len(r.evQs))]
+	at := 1 + rng.Uint64N(max(r.events, 1))
+	bound := "since_seq"
+	if len(q) >= 10 && q[len(q)-10:] == "order=desc" {
+		bound = "until_seq"
+	}
+	if q != "" {
+		q += "&"
+	}
+	return fmt.Sprintf("/v1/events?%s%s=%d&limit=100", q, bound, at)
 }
 
 // genChunk is the number of events of each generator of a streamGen.
@@ -196,6 +219,7 @@ func (r *readsEnv) get(ctx context.Context, path string, into any) (time.Duratio
 // readsResult is one repetition of the reads figure.
 type readsResult struct {
 	getP50, getP99, listP50, listP99 time.Duration
+	evP50, evP99                     time.Duration
 }
 
 // measureReads runs gets GETs of random sampled proposals and lists list
@@ -224,9 +248,18 @@ func (r *readsEnv) measure(ctx context.Context, rep, gets, lists int) (readsResu
 		}
 		l[i] = d
 	}
+	e := make([]time.Duration, lists)
+	for i := range e {
+		d, err := r.get(ctx, r.eventsPage(rng), nil)
+		if err != nil {
+			return readsResult{}, err
+		}
+		e[i] = d
+	}
 	return readsResult{
 		getP50: durQuantile(g, 0.5), getP99: durQuantile(g, 0.99),
 		listP50: durQuantile(l, 0.5), listP99: durQuantile(l, 0.99),
+		evP50: durQuantile(e, 0.5), evP99: durQuantile(e, 0.99),
 	}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -30,33 +32,63 @@ const (
 	KeyHistory  = "history"
 	KeySender   = "sender"
 	KeyGapID    = "gap_id"
+	KeySession  = "session"
 )
 
-// KindOversize and KindBinary label frames the bridge cannot send.
-const (
-	KindOversize = "oversize"
-	KindBinary   = "binary"
-)
+// KindOversize labels a text frame over ledger.MaxEnvelopeBytes: the
+// ledger would refuse it, so it is counted and not sent.
+const KindOversize = "oversize"
 
 // ErrEvicted is the cause of a session ended because another participant
 // joined the MEW space under the bridge's name.
 var ErrEvicted = errors.New("bridge: evicted")
 
+// ErrHostile is the cause of a session the bridge ended because the
+// gateway misbehaved (a ping storm, an endless frame).
+var ErrHostile = errors.New("bridge: hostile gateway")
+
 // Bridge records one MEW space into the ledger (SPEC §14). Create it with
 // New and call Run once; Run owns every goroutine the bridge starts.
+//
+// Inside, one reader (the gateway connection, or the history file)
+// classifies frames and queues lifecycle envelopes in a bounded backlog;
+// one writer appends them in receive order, in batches, through the
+// Sink. The reader never waits for the ledger: an envelope that does not
+// fit the backlog is dropped, and the hole is recorded as a gap before
+// the next envelope that fits.
 type Bridge struct {
-	opts     Options
-	log      zerolog.Logger
-	filter   *Filter
-	partsURL string
+	opts      Options
+	log       zerolog.Logger
+	filter    *Filter
+	partsURL  string
+	q         *backlog
+	sessionID string
+
+	// reader only
+	recvN uint64
+	// writer only
+	lastGapNs int64
 
 	mu      sync.Mutex
 	state   string
 	since   time.Time
+	reason  string
+	firstAt time.Time // the first join (history: the start): the first window's start
 	lastID  string
+	lastN   uint64
+	stored  storedMark
 	gaps    int
 	records int
 	frames  int
+	drops   int
+}
+
+// storedMark is the last envelope the ledger stored (or had) from this
+// bridge: the start of the next gap's window.
+type storedMark struct {
+	id  string
+	seq uint64
+	at  time.Time // when the bridge received it
 }
 
 // New validates o and returns a Bridge. It does no I/O.
@@ -68,6 +100,8 @@ func New(o Options) (*Bridge, error) {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, ErrSenderUnsupported)
 	}
 	b := &Bridge{opts: o, filter: NewFilter(o.Now), state: StateStopped, since: o.Now()}
+	b.q = newBacklog(o.MaxBacklogBytes, b.dropGap)
+	b.sessionID = fmt.Sprintf("%d-%08x", o.Now().UnixNano(), rand.Uint32())
 	b.log = o.Logger.With().Str(logging.KeyComponent, "bridge").Str(KeyBridge, o.Participant).
 		Str(KeyMEWSpace, o.MEWSpace).Str(logging.KeySpace, o.Space).Logger()
 	o.Metrics.register(o.Participant)
@@ -84,59 +118,93 @@ type Health struct {
 	Space        string    `json:"space"`
 	State        string    `json:"state"`
 	Since        time.Time `json:"since"`
+	Reason       string    `json:"reason,omitempty"`
 	LastEnvelope string    `json:"last_envelope,omitempty"`
-	Frames       int       `json:"frames"`
-	Appended     int       `json:"appended"`
-	Gaps         int       `json:"gaps"`
+	// LastStored and LastSeq name the last envelope the ledger stored
+	// from the bridge: where the next gap's window would start.
+	LastStored string `json:"last_stored,omitempty"`
+	LastSeq    uint64 `json:"last_seq,omitempty"`
+	Frames     int    `json:"frames"`
+	Appended   int    `json:"appended"`
+	Gaps       int    `json:"gaps"`
+	// Backlog is the envelopes received and not yet answered by the
+	// ledger; Dropped those the bridge dropped because the backlog was
+	// full (each inside a recorded gap).
+	Backlog      int `json:"backlog"`
+	BacklogBytes int `json:"backlog_bytes"`
+	Dropped      int `json:"dropped"`
 }
 
 // Health returns the bridge's current state.
 func (b *Bridge) Health() Health {
+	n, nb := b.q.len()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return Health{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Space: b.opts.Space, State: b.state,
-		Since: b.since, LastEnvelope: b.lastID, Frames: b.frames, Appended: b.records, Gaps: b.gaps}
+		Since: b.since, Reason: b.reason, LastEnvelope: b.lastID, LastStored: b.stored.id, LastSeq: b.stored.seq,
+		Frames: b.frames, Appended: b.records, Gaps: b.gaps, Backlog: n, BacklogBytes: nb, Dropped: b.drops}
 }
 
-func (b *Bridge) setState(s string) {
+func (b *Bridge) setState(s, reason string) {
 	b.mu.Lock()
 	if b.state != s {
 		b.state, b.since = s, b.opts.Now()
 	}
+	b.reason = reason
 	b.mu.Unlock()
 	b.opts.Metrics.setState(b.opts.Participant, s)
 }
 
-func (b *Bridge) last() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.lastID
-}
-
-// Run records until ctx is cancelled, then reports the open gap (bounded
-// by StopTimeout) and returns nil. It reconnects with backoff whenever
-// the connection ends, and reports each disconnection as a gap once
-// joined again. With HistoryFile it follows the file instead.
+// Run records until ctx is cancelled, then records the open gap and
+// returns nil; what is still in the backlog gets StopTimeout to be
+// stored. It reconnects with capped, jittered backoff whenever the
+// connection ends, and records each disconnection as a gap once joined
+// again. With HistoryFile it follows the file instead.
 func (b *Bridge) Run(ctx context.Context) error {
-	if b.opts.HistoryFile != "" {
-		b.log.Info().Str(KeyHistory, b.opts.HistoryFile).Msg("bridge starting: following the gateway's envelope history")
-		err := b.follow(ctx)
-		b.setState(StateStopped)
-		b.log.Info().Str(KeyHistory, b.opts.HistoryFile).Msg("bridge stopped")
-		return err
+	wctx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWriter()
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		b.write(wctx)
+	}()
+	defer func() {
+		b.q.close()
+		t := time.AfterFunc(b.opts.StopTimeout, stopWriter)
+		<-written
+		t.Stop()
+		if n, _ := b.q.len(); n > 0 {
+			b.opts.Metrics.frames(b.opts.Participant, KindOther, ResultFailed, n)
+			b.log.Error().Int("envelopes", n).Dur("stop_timeout", b.opts.StopTimeout).
+				Msg("the ledger did not take the backlog before the bridge stopped: these envelopes are not recorded (the ledger records the hole when the bridge starts again)")
+		}
+		b.setState(StateStopped, "")
+		b.log.Info().Msg("bridge stopped")
+	}()
+	b.log.Info().Str(KeyGateway, b.opts.Gateway).Str(KeyHistory, b.opts.HistoryFile).Str(KeySession, b.sessionID).Msg("bridge starting")
+	lost, ok := b.learn(ctx)
+	if !ok {
+		return nil
 	}
-	b.log.Info().Str(KeyGateway, b.opts.Gateway).Msg("bridge starting")
-	var open []ledger.Gap // gaps not yet reported
+	if b.opts.HistoryFile != "" {
+		if lost != nil {
+			b.q.push(item{gap: lost})
+		}
+		b.log.Info().Str(KeyHistory, b.opts.HistoryFile).Msg("following the gateway's envelope history")
+		return b.follow(ctx)
+	}
+	open := lost // the gap to record once joined (again)
 	failures := 0
 	for ctx.Err() == nil {
-		b.setState(StateConnecting)
-		conn, caps, err := b.join(ctx)
+		b.setState(StateConnecting, "")
+		conn, g, caps, err := b.join(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
 			wait := b.backoff(failures)
 			failures++
+			b.setState(StateDisconnected, err.Error())
 			b.log.Warn().Err(err).Dur(KeyWait, wait).Msg("cannot join the MEW space; retrying")
 			if !sleep(ctx, wait) {
 				break
@@ -144,56 +212,75 @@ func (b *Bridge) Run(ctx context.Context) error {
 			continue
 		}
 		failures = 0
-		b.setState(StateJoined)
 		joined := b.opts.Now()
+		b.mu.Lock()
+		if b.firstAt.IsZero() {
+			b.firstAt = joined
+		}
+		b.mu.Unlock()
+		if open != nil {
+			open.ReconnectedAt = joined
+			b.q.push(item{gap: open})
+			open = nil
+		}
+		b.setState(StateJoined, "")
 		b.log.Info().Str(KeyGateway, b.opts.Gateway).Msg("joined the MEW space: recording")
-		for i := range open {
-			open[i].ReconnectedAt = joined
-		}
-		open = b.reportGaps(ctx, open)
 
-		cause := b.session(ctx, conn, caps)
+		cause := b.session(ctx, conn, g, caps)
 		_ = conn.CloseNow()
-		g := ledger.Gap{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: b.opts.Gateway,
-			LastEnvelope: b.last(), DisconnectedAt: b.opts.Now(), Reason: cause.Error()}
+		noticed := b.opts.Now()
+		dropped, dropFrom := b.q.takeDrops()
+		gap := &ledger.Gap{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: b.opts.Gateway,
+			NoticedAt: noticed, Reason: cause.Error(), Session: b.sessionID, Dropped: dropped}
+		if !dropFrom.IsZero() {
+			gap.DisconnectedAt = dropFrom // the writer takes the earlier of this and the last stored
+		}
 		if ctx.Err() != nil {
-			g.Reason = "bridge stopped"
-			open = append(open, g)
+			gap.Reason = "bridge stopped"
+			b.q.push(item{gap: gap})
 			break
 		}
-		open = append(open, g)
-		b.setState(StateDisconnected)
-		if errors.Is(cause, ErrEvicted) {
-			b.log.Error().Str(KeyReason, g.Reason).Str(KeyID, g.LastEnvelope).
+		open = gap
+		b.setState(StateDisconnected, gap.Reason)
+		switch {
+		case errors.Is(cause, ErrEvicted):
+			b.log.Error().Str(KeyReason, gap.Reason).
 				Msg("EVICTED from the MEW space: another participant joined under the bridge's name; everything the space carried since is missing from the ledger (recorded as a gap). Rejoining takes the name back; make the bridge's participant id unique")
-		} else {
-			b.log.Warn().Str(KeyReason, g.Reason).Str(KeyID, g.LastEnvelope).Msg("disconnected from the MEW gateway; reconnecting (the gap will be recorded)")
+		case errors.Is(cause, ErrHostile):
+			b.log.Error().Str(KeyReason, gap.Reason).Msg("the gateway misbehaved: connection ended; reconnecting (the gap will be recorded)")
+		default:
+			b.log.Warn().Str(KeyReason, gap.Reason).Msg("disconnected from the MEW gateway; reconnecting (the gap will be recorded)")
 		}
-		if !sleep(ctx, b.opts.BackoffMin) {
+		if !sleep(ctx, b.jitter(b.opts.BackoffMin)) {
 			break
 		}
 	}
-	if len(open) > 0 {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.StopTimeout)
-		open = b.reportGaps(sctx, open)
-		cancel()
-		for _, g := range open {
-			b.log.Error().Str(KeyGapID, ledger.GapID(g)).Str(KeyReason, g.Reason).Msg("could not record a gap before stopping: the ledger does not show it")
-		}
+	if open != nil {
+		// Stopped while disconnected: the hole stays open.
+		open.Reason += "; then the bridge stopped"
+		b.q.push(item{gap: open})
 	}
-	b.setState(StateStopped)
-	b.log.Info().Msg("bridge stopped")
 	return nil
 }
 
 // backoff is the wait before reconnection attempt n (0-based): BackoffMin
-// doubled n times, at most BackoffMax.
+// doubled n times, at most BackoffMax, with jitter (between half of it
+// and all of it), so that bridges of one gateway do not come back in
+// step.
 func (b *Bridge) backoff(n int) time.Duration {
 	d := b.opts.BackoffMin
 	for i := 0; i < n && d < b.opts.BackoffMax; i++ {
 		d *= 2
 	}
-	return min(d, b.opts.BackoffMax)
+	return b.jitter(min(d, b.opts.BackoffMax))
+}
+
+// jitter returns a duration in [d/2, d].
+func (b *Bridge) jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
 }
 
 // sleep waits d or until ctx ends; it reports whether d elapsed.
@@ -228,112 +315,196 @@ type welcome struct {
 	} `json:"payload"`
 }
 
+// guard watches one connection for hostile input: a ping storm (more
+// than PingLimit pings in a second) or an endless frame (one taking
+// longer than FrameTimeout, or over MaxFrameBytes). The first failure is
+// kept and ends the reads (the read context is cancelled).
+type guard struct {
+	limit  int
+	mu     sync.Mutex
+	err    error
+	cancel context.CancelCauseFunc
+	pings  int
+	window time.Time
+}
+
+func (g *guard) setCancel(c context.CancelCauseFunc) {
+	g.mu.Lock()
+	g.cancel = c
+	err := g.err
+	g.mu.Unlock()
+	if err != nil {
+		c(err)
+	}
+}
+
+func (g *guard) fail(err error) {
+	g.mu.Lock()
+	if g.err == nil {
+		g.err = err
+	}
+	c := g.cancel
+	g.mu.Unlock()
+	if c != nil {
+		c(err)
+	}
+}
+
+func (g *guard) reason() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}
+
+// onPing counts pings; over the limit it fails the connection and does
+// not answer.
+func (g *guard) onPing(context.Context, []byte) bool {
+	g.mu.Lock()
+	now := time.Now()
+	if now.Sub(g.window) > time.Second {
+		g.window, g.pings = now, 0
+	}
+	g.pings++
+	storm := g.pings > g.limit
+	g.mu.Unlock()
+	if storm {
+		g.fail(fmt.Errorf("%w: ping storm (over %d pings a second)", ErrHostile, g.limit))
+		return false
+	}
+	return true
+}
+
 // join dials the gateway, sends the join message and waits for the
-// welcome addressed to the bridge. It returns the connection and the
-// capabilities the welcome gave (for the eviction probe).
-func (b *Bridge) join(ctx context.Context) (*websocket.Conn, json.RawMessage, error) {
+// welcome addressed to the bridge. It returns the connection, its guard
+// and the capabilities the welcome gave (for the eviction probe).
+func (b *Bridge) join(ctx context.Context) (*websocket.Conn, *guard, json.RawMessage, error) {
 	jctx, cancel := context.WithTimeout(ctx, b.opts.JoinTimeout)
 	defer cancel()
-	conn, _, err := websocket.Dial(jctx, b.opts.Gateway, nil)
+	g := &guard{limit: b.opts.PingLimit}
+	conn, _, err := websocket.Dial(jctx, b.opts.Gateway, &websocket.DialOptions{OnPingReceived: g.onPing})
 	if err != nil {
-		return nil, nil, fmt.Errorf("bridge: dial %s: %w", b.opts.Gateway, err)
+		return nil, nil, nil, fmt.Errorf("bridge: dial %s: %w", b.opts.Gateway, err)
+	}
+	rctx, rcancel := context.WithCancelCause(jctx)
+	defer rcancel(nil)
+	g.setCancel(rcancel)
+	fail := func(format string, err error) (*websocket.Conn, *guard, json.RawMessage, error) {
+		_ = conn.CloseNow()
+		if r := g.reason(); r != nil {
+			err = r
+		}
+		return nil, nil, nil, fmt.Errorf(format, err)
 	}
 	conn.SetReadLimit(-1) // readFrame bounds what it keeps
 	msg, _ := json.Marshal(joinMessage{Type: "join", Space: b.opts.MEWSpace, Token: b.opts.Token,
 		ParticipantID: b.opts.Participant, Capabilities: []string{}})
-	if err := conn.Write(jctx, websocket.MessageText, msg); err != nil {
-		_ = conn.CloseNow()
-		return nil, nil, fmt.Errorf("bridge: send join: %w", err)
+	if err := conn.Write(rctx, websocket.MessageText, msg); err != nil {
+		return fail("bridge: send join: %w", err)
 	}
 	for {
-		frame, kind, err := readFrame(jctx, conn)
+		frame, kind, err := b.readFrame(rctx, conn, g)
 		if err != nil {
-			_ = conn.CloseNow()
-			return nil, nil, fmt.Errorf("bridge: waiting for the welcome: %w", err)
+			return fail("bridge: waiting for the welcome: %w", err)
 		}
 		if kind != "" {
-			b.opts.Metrics.frame(b.opts.Participant, kind, ResultSkipped)
-			b.seen("", ResultSkipped)
+			b.skip(kind, "", ResultSkipped)
 			continue
 		}
 		var w welcome
 		if json.Unmarshal(frame, &w) == nil && w.Kind == "system/welcome" && w.Payload.You.ID == b.opts.Participant {
-			b.handle(ctx, frame) // counted as a skipped system/welcome
-			return conn, canonicalJSON(w.Payload.You.Capabilities), nil
+			b.receive(ctx, frame, "") // counted as a skipped system/welcome
+			return conn, g, canonicalJSON(w.Payload.You.Capabilities), nil
 		}
 		if w.Kind == "system/error" {
-			_ = conn.CloseNow()
-			return nil, nil, fmt.Errorf("bridge: the gateway answered the join with an error: %.300s", frame)
+			return fail("bridge: the gateway answered the join with an error: %w", fmt.Errorf("%.300s", frame))
 		}
 		// Anything before our welcome (there should be nothing) is
 		// recorded as usual.
-		b.handle(ctx, frame)
+		b.receive(ctx, frame, "")
 	}
 }
 
 // readFrame reads one message. A text message is returned whole when it
 // is at most ledger.MaxEnvelopeBytes; a larger one is read to its end and
-// dropped (kind KindOversize), as is a binary one (KindBinary).
-func readFrame(ctx context.Context, conn *websocket.Conn) ([]byte, string, error) {
+// dropped (kind KindOversize); a binary one is MEW stream data (the real
+// gateway sends "#<stream>#<data>" as binary messages: KindStream). A
+// message over MaxFrameBytes, or taking longer than FrameTimeout, fails
+// the connection (ErrHostile).
+func (b *Bridge) readFrame(ctx context.Context, conn *websocket.Conn, g *guard) ([]byte, string, error) {
 	typ, r, err := conn.Reader(ctx)
 	if err != nil {
 		return nil, "", err
 	}
+	t := time.AfterFunc(b.opts.FrameTimeout, func() {
+		g.fail(fmt.Errorf("%w: endless frame (one message took over %v)", ErrHostile, b.opts.FrameTimeout))
+	})
+	defer t.Stop()
 	buf, err := io.ReadAll(io.LimitReader(r, ledger.MaxEnvelopeBytes+1))
 	if err != nil {
 		return nil, "", err
 	}
 	if len(buf) > ledger.MaxEnvelopeBytes {
-		if _, err := io.Copy(io.Discard, r); err != nil {
+		n, err := io.Copy(io.Discard, io.LimitReader(r, b.opts.MaxFrameBytes-int64(len(buf))+1))
+		if err != nil {
+			return nil, "", err
+		}
+		if n+int64(len(buf)) > b.opts.MaxFrameBytes {
+			err := fmt.Errorf("%w: endless frame (one message over %d bytes)", ErrHostile, b.opts.MaxFrameBytes)
+			g.fail(err)
 			return nil, "", err
 		}
 		return nil, KindOversize, nil
 	}
 	if typ != websocket.MessageText {
-		return nil, KindBinary, nil
+		return nil, KindStream, nil
 	}
 	return buf, "", nil
 }
 
-// session reads frames until the connection ends, ctx is cancelled or
-// the bridge is evicted, and returns why it ended.
-func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, caps json.RawMessage) error {
+// session reads frames until the connection ends, ctx is cancelled, the
+// gateway misbehaves or the bridge is evicted, and returns why it ended.
+// A read error ends it at once: the probe is cancelled before it is
+// waited for.
+func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, g *guard, caps json.RawMessage) error {
 	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var wg sync.WaitGroup
+	defer wg.Wait()   // second: the probe has been told to stop
+	defer cancel(nil) // first
+	g.setCancel(cancel)
 	if b.opts.ProbeInterval > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.probe(sctx, caps, cancel)
+			b.probe(sctx, conn, caps, cancel)
 		}()
 	}
-	defer wg.Wait()
 	for {
-		frame, kind, err := readFrame(sctx, conn)
+		frame, kind, err := b.readFrame(sctx, conn, g)
 		if err != nil {
-			if c := context.Cause(sctx); c != nil && ctx.Err() == nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if r := g.reason(); r != nil {
+				return r
+			}
+			if c := context.Cause(sctx); c != nil && !errors.Is(c, context.Canceled) {
 				return c
 			}
 			return disconnectReason(err)
 		}
 		switch kind {
 		case KindOversize:
-			b.opts.Metrics.frame(b.opts.Participant, kind, ResultRefused)
-			b.seen("", ResultRefused)
+			b.skip(kind, "", ResultRefused)
 			b.log.Warn().Str(logging.KeyCode, ledger.CodeOversize).Msgf("a frame over %d bytes was not recorded (the ledger refuses envelopes that large)", ledger.MaxEnvelopeBytes)
 			continue
-		case KindBinary:
-			b.opts.Metrics.frame(b.opts.Participant, kind, ResultSkipped)
-			b.seen("", ResultSkipped)
+		case KindStream:
+			b.skip(kind, "", ResultSkipped)
 			continue
 		}
 		if ev := b.evictionNotice(frame); ev != nil {
 			return ev
 		}
-		// The parent ctx: an eviction noticed while an append waits for
-		// the ledger must not drop an envelope already received.
-		b.handle(ctx, frame)
+		b.receive(ctx, frame, "")
 	}
 }
 
@@ -386,31 +557,60 @@ type participants struct {
 	} `json:"participants"`
 }
 
-// probe reads the gateway's participant list every ProbeInterval. MEW
-// v0.11.0 replaces the bridge's socket silently when someone joins under
-// its name (the old socket stays open and receives nothing), so the list
-// is the only sign: the bridge's name gone (the impostor joined and left),
-// or listed with other capabilities than the bridge's welcome gave (the
-// impostor's token). An impostor holding the bridge's own token is not
-// seen. A probe that fails (no such route, gateway busy) is ignored.
-func (b *Bridge) probe(ctx context.Context, caps json.RawMessage, evict context.CancelCauseFunc) {
+// probe checks the connection every ProbeInterval. It pings the gateway
+// (a socket that stopped answering ends the session), and reads its
+// participant list: MEW v0.11.0 replaces the bridge's socket silently
+// when someone joins under its name (the old socket stays open and
+// receives nothing), so the list is the only sign: the bridge's name gone
+// (the impostor joined and left), or listed with other capabilities than
+// the bridge's welcome gave (the impostor's token). An impostor holding
+// the bridge's own token is not seen. A participant list that cannot be
+// read ends the session too (the bridge cannot say it is recording); one
+// the gateway does not serve (an HTTP error status) is logged once.
+func (b *Bridge) probe(ctx context.Context, conn *websocket.Conn, caps json.RawMessage, end context.CancelCauseFunc) {
 	t := time.NewTicker(b.opts.ProbeInterval)
 	defer t.Stop()
+	warned := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := b.probeOnce(ctx, caps); err != nil {
-			if errors.Is(err, ErrEvicted) {
-				evict(err)
-				return
+		pctx, cancel := context.WithTimeout(ctx, max(b.opts.ProbeInterval, time.Second))
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				end(fmt.Errorf("the gateway does not answer pings: %w", err))
 			}
-			b.log.Debug().Err(err).Msg("participant probe failed")
+			return
+		}
+		err = b.probeOnce(ctx, caps)
+		var se *statusError
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrEvicted):
+			end(err)
+			return
+		case errors.As(err, &se):
+			if !warned {
+				b.log.Warn().Err(err).Msg("the gateway does not serve its participant list: an eviction would not be noticed")
+				warned = true
+			}
+		default:
+			if ctx.Err() == nil {
+				end(fmt.Errorf("the gateway's participant list cannot be read: %w", err))
+			}
+			return
 		}
 	}
 }
+
+// statusError is a participant list answered with an error status.
+type statusError struct{ msg string }
+
+func (e *statusError) Error() string { return e.msg }
 
 func (b *Bridge) probeOnce(ctx context.Context, caps json.RawMessage) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.partsURL, nil)
@@ -423,7 +623,7 @@ func (b *Bridge) probeOnce(ctx context.Context, caps json.RawMessage) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", b.partsURL, resp.Status)
+		return &statusError{fmt.Sprintf("GET %s: %s", b.partsURL, resp.Status)}
 	}
 	var ps participants
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&ps); err != nil {
@@ -455,81 +655,196 @@ func canonicalJSON(raw json.RawMessage) json.RawMessage {
 	return out
 }
 
-// handle classifies one frame and appends it when it is a lifecycle
-// envelope.
-func (b *Bridge) handle(ctx context.Context, frame []byte) {
+// receive classifies one frame (with sender, from the history file)
+// and queues it when it is a lifecycle envelope; an envelope that does
+// not fit the backlog is dropped and counted, and the hole becomes a gap
+// recorded before the next envelope that fits.
+func (b *Bridge) receive(ctx context.Context, frame []byte, sender string) {
 	v := b.filter.Classify(frame)
 	if !v.Append {
-		b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultSkipped)
+		if v.Skip == SkipReserved {
+			b.skip(v.Kind, v.ID, ResultReserved)
+			b.log.Warn().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Str(KeySender, v.From).Str(KeyReason, v.Skip).
+				Msg("skipped an envelope that claims to be the ledger's own: only the ledger writes these")
+			return
+		}
+		b.skip(v.Kind, v.ID, ResultSkipped)
 		b.log.Debug().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Str(KeyReason, v.Skip).Msg("skipped")
-		b.seen(v.ID, ResultSkipped)
 		return
 	}
-	b.seen(v.ID, b.appendFrame(ctx, frame, "", v))
+	b.recvN++
+	it := item{n: b.recvN, raw: frame, sender: sender, v: v, at: b.opts.Now()}
+	if sender != "" || b.opts.HistoryFile != "" {
+		// The history file keeps what is not read yet: wait for room.
+		if !b.q.pushWait(ctx, it) {
+			b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultFailed)
+			b.seen(it.n, v.ID, ResultFailed)
+		}
+		return
+	}
+	taken, first := b.q.push(it)
+	if taken {
+		return
+	}
+	if first {
+		b.log.Error().Int("max_backlog_bytes", b.opts.MaxBacklogBytes).
+			Msg("backlog full: the ledger is slower than the space; dropping envelopes until there is room (the hole is recorded as a gap)")
+	}
+	b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultDropped)
+	b.mu.Lock()
+	b.drops++
+	b.mu.Unlock()
+	b.seen(it.n, v.ID, ResultDropped)
+}
+
+// dropGap is the gap of envelopes dropped from a full backlog: received
+// from `from`, until `to` (the next envelope that fit, or the backlog
+// drained).
+func (b *Bridge) dropGap(dropped int, from, to time.Time) *ledger.Gap {
+	return &ledger.Gap{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: b.opts.Gateway,
+		DisconnectedAt: from, NoticedAt: from, ReconnectedAt: to, Session: b.sessionID, Dropped: dropped,
+		Reason: fmt.Sprintf("backlog full (%d bytes): %d envelopes received and dropped while the ledger was slower than the space", b.opts.MaxBacklogBytes, dropped)}
+}
+
+// skip counts a frame that is not sent.
+func (b *Bridge) skip(kind, id, result string) {
+	b.opts.Metrics.frame(b.opts.Participant, kind, result)
+	b.recvN++
+	b.seen(b.recvN, id, result)
 }
 
 // seen records one frame handled and its result; the last envelope seen
-// is the last one skipped or answered by the ledger.
-func (b *Bridge) seen(id, result string) {
+// is that of the latest frame (in receive order) skipped or answered by
+// the ledger.
+func (b *Bridge) seen(n uint64, id, result string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.frames++
 	if result == ResultAppended {
 		b.records++
 	}
-	if id != "" && result != ResultFailed {
-		b.lastID = id
+	if id != "" && result != ResultFailed && result != ResultDropped && n > b.lastN {
+		b.lastID, b.lastN = id, n
 	}
 }
 
-// appendFrame appends one envelope, retrying with backoff while the
-// ledger does not answer; a refusal is logged and counted, never retried.
-// It returns the result (ResultAppended, ResultDuplicate, ResultRefused or
-// ResultFailed).
-func (b *Bridge) appendFrame(ctx context.Context, raw []byte, sender string, v Verdict) string {
+// write is the writer: it takes batches from the backlog in order and
+// appends them, or records the gap a marker stands for, until the
+// backlog is closed and empty or ctx ends.
+func (b *Bridge) write(ctx context.Context) {
+	for {
+		batch := b.q.take(ctx, b.opts.BatchSize)
+		if batch == nil {
+			return
+		}
+		if batch[0].gap != nil {
+			b.recordGap(ctx, batch[0].gap)
+			continue
+		}
+		b.appendBatch(ctx, batch)
+		b.q.done(len(batch))
+	}
+}
+
+// appendBatch appends one batch, repeating it with backoff while the
+// ledger does not answer (appends are idempotent); a refusal is logged
+// and counted, never retried.
+func (b *Bridge) appendBatch(ctx context.Context, batch []item) {
+	mark := ledger.BridgeMark{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Session: b.sessionID, Received: batch[0].at}.String()
+	envs := make([]Envelope, len(batch))
+	for i, it := range batch {
+		envs[i] = Envelope{Raw: it.raw, Sender: it.sender, Mark: mark}
+	}
+	var rs []wire.AppendResult
 	for attempt := 0; ; attempt++ {
-		r, err := b.opts.Sink.Append(ctx, b.opts.Space, raw, sender)
+		var err error
+		rs, err = b.opts.Sink.AppendBatch(ctx, b.opts.Space, envs)
 		if err == nil {
-			switch {
-			case r.Error != nil:
-				b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultRefused)
-				b.log.Warn().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Str(KeySender, sender).Str(logging.KeyCode, r.Error.Code).
-					Str("field", r.Error.Field).Msgf("the ledger refused an envelope: %s", r.Error.Message)
-				return ResultRefused
-			case r.Duplicate:
-				b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultDuplicate)
-				b.log.Debug().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Uint64("seq", r.Seq).Msg("duplicate")
-				return ResultDuplicate
-			default:
-				b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultAppended)
-				b.log.Debug().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Uint64("seq", r.Seq).Msg("appended")
-				return ResultAppended
-			}
+			break
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrSenderUnsupported) {
-			b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultFailed)
-			b.log.Error().Err(err).Str(KeyKind, v.Kind).Str(KeyID, v.ID).Msg("an envelope was not recorded")
-			return ResultFailed
+			for _, it := range batch {
+				b.opts.Metrics.frame(b.opts.Participant, it.v.Kind, ResultFailed)
+				b.seen(it.n, it.v.ID, ResultFailed)
+			}
+			b.log.Error().Err(err).Int("envelopes", len(batch)).Msg("envelopes were not recorded")
+			return
 		}
 		wait := b.backoff(attempt)
-		b.log.Warn().Err(err).Str(KeyKind, v.Kind).Str(KeyID, v.ID).Dur(KeyWait, wait).Msg("the ledger did not take an envelope; retrying")
+		b.log.Warn().Err(err).Int("envelopes", len(batch)).Dur(KeyWait, wait).Msg("the ledger did not take a batch; retrying")
 		if !sleep(ctx, wait) {
-			b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultFailed)
-			b.log.Error().Str(KeyKind, v.Kind).Str(KeyID, v.ID).Msg("an envelope was not recorded: the bridge is stopping")
-			return ResultFailed
+			for _, it := range batch {
+				b.opts.Metrics.frame(b.opts.Participant, it.v.Kind, ResultFailed)
+				b.seen(it.n, it.v.ID, ResultFailed)
+			}
+			b.log.Error().Int("envelopes", len(batch)).Msg("envelopes were not recorded: the bridge is stopping")
+			return
 		}
+	}
+	now := time.Now()
+	for i, it := range batch {
+		r := rs[i]
+		result := ResultAppended
+		switch {
+		case r.Error != nil:
+			result = ResultRefused
+			b.log.Warn().Str(KeyKind, it.v.Kind).Str(KeyID, it.v.ID).Str(KeySender, it.sender).Str(logging.KeyCode, r.Error.Code).
+				Str("field", r.Error.Field).Msgf("the ledger refused an envelope: %s", r.Error.Message)
+		case r.Duplicate:
+			result = ResultDuplicate
+		}
+		if result != ResultRefused {
+			b.mu.Lock()
+			if r.Seq >= b.stored.seq || r.Duplicate {
+				b.stored = storedMark{id: it.v.ID, seq: r.Seq, at: it.at}
+			}
+			b.mu.Unlock()
+			if b.opts.OnStored != nil {
+				b.opts.OnStored(it.at, now)
+			}
+		}
+		b.opts.Metrics.frame(b.opts.Participant, it.v.Kind, result)
+		b.seen(it.n, it.v.ID, result)
 	}
 }
 
-// reportGaps reports gaps in order, retrying each with backoff until the
-// ledger takes it or ctx ends; it returns those not reported.
-func (b *Bridge) reportGaps(ctx context.Context, gaps []ledger.Gap) []ledger.Gap {
-	for i, g := range gaps {
-		if !b.reportGap(ctx, g) {
-			return gaps[i:]
-		}
+// recordGap completes a gap marker with the start of its window — the
+// last envelope the ledger stored from this bridge, and when the bridge
+// received it (or, before any, the first join) — and records it,
+// retrying with backoff until the ledger takes it or ctx ends.
+func (b *Bridge) recordGap(ctx context.Context, g *ledger.Gap) {
+	b.mu.Lock()
+	st := b.stored
+	b.mu.Unlock()
+	g.LastEnvelope, g.LastSeq = st.id, st.seq
+	start := st.at
+	if start.IsZero() {
+		start = b.startedAt()
 	}
-	return nil
+	if !g.DisconnectedAt.IsZero() && g.DisconnectedAt.Before(start) {
+		start = g.DisconnectedAt
+	}
+	// Gap ids are the bridge and the window's start: two gaps after the
+	// same last envelope get distinct ones.
+	if ns := start.UnixNano(); ns <= b.lastGapNs {
+		start = time.Unix(0, b.lastGapNs+1)
+	}
+	g.DisconnectedAt = start.UTC()
+	b.lastGapNs = g.DisconnectedAt.UnixNano()
+	if !g.ReconnectedAt.IsZero() && g.ReconnectedAt.Before(g.DisconnectedAt) {
+		g.ReconnectedAt = g.DisconnectedAt
+	}
+	if !g.NoticedAt.IsZero() && g.NoticedAt.Before(g.DisconnectedAt) {
+		g.NoticedAt = g.DisconnectedAt
+	}
+	b.reportGap(ctx, *g)
+}
+
+// startedAt is the first join (or, in history mode, the start of Run).
+func (b *Bridge) startedAt() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.firstAt
 }
 
 func (b *Bridge) reportGap(ctx context.Context, g ledger.Gap) bool {
@@ -541,7 +856,7 @@ func (b *Bridge) reportGap(ctx context.Context, g ledger.Gap) bool {
 			b.gaps++
 			b.mu.Unlock()
 			ev := b.log.Warn().Str(KeyGapID, ledger.GapID(g)).Str(KeyReason, g.Reason).Str(KeyID, g.LastEnvelope).
-				Time("disconnected_at", g.DisconnectedAt).Uint64("seq", r.Seq)
+				Uint64("last_seq", g.LastSeq).Time("disconnected_at", g.DisconnectedAt).Uint64("seq", r.Seq)
 			if !g.ReconnectedAt.IsZero() {
 				ev = ev.Time("reconnected_at", g.ReconnectedAt)
 			}
@@ -558,6 +873,7 @@ func (b *Bridge) reportGap(ctx context.Context, g ledger.Gap) bool {
 		wait := b.backoff(attempt)
 		b.log.Warn().Err(err).Str(KeyGapID, ledger.GapID(g)).Dur(KeyWait, wait).Msg("cannot record a gap yet; retrying")
 		if !sleep(ctx, wait) {
+			b.log.Error().Str(KeyGapID, ledger.GapID(g)).Str(KeyReason, g.Reason).Msg("could not record a gap before stopping: the ledger does not show it (it records the hole when the bridge starts again)")
 			return false
 		}
 	}

@@ -26,9 +26,11 @@ var ErrConfig = errors.New("bridge: invalid configuration")
 //	    token_file: /etc/ledger/mew-recorder.token   # its MEW token (relative: to this file)
 //	    space: my-space                  # ledger space (default: mew_space)
 //	    history: /srv/space/.mew/logs/envelope-history.jsonl  # follow the gateway's log instead
-//	    probe_interval: 15s              # eviction probe (GET /participants); negative: off
-//	    backoff_min: 1s
-//	    backoff_max: 30s
+//	    probe_interval: 15s              # ping and eviction probe (GET /participants); negative: off
+//	    backoff_min: 250ms
+//	    backoff_max: 4s
+//	    max_backlog_mib: 64              # bound of the envelopes received and not yet stored
+//	    batch: 1000                      # most envelopes of one append
 type Config struct {
 	Bridges []BridgeConfig `yaml:"bridges"`
 }
@@ -44,6 +46,8 @@ type BridgeConfig struct {
 	ProbeInterval time.Duration `yaml:"probe_interval"`
 	BackoffMin    time.Duration `yaml:"backoff_min"`
 	BackoffMax    time.Duration `yaml:"backoff_max"`
+	MaxBacklogMiB int           `yaml:"max_backlog_mib"`
+	Batch         int           `yaml:"batch"`
 }
 
 // LoadConfig reads and checks a configuration file: unknown fields,
@@ -118,7 +122,8 @@ func ReadToken(path string) (string, error) {
 // Logger, which the caller sets).
 func (b BridgeConfig) Options() (Options, error) {
 	o := Options{Gateway: b.Gateway, MEWSpace: b.MEWSpace, Participant: b.Participant, Space: b.Space,
-		HistoryFile: b.History, ProbeInterval: b.ProbeInterval, BackoffMin: b.BackoffMin, BackoffMax: b.BackoffMax}
+		HistoryFile: b.History, ProbeInterval: b.ProbeInterval, BackoffMin: b.BackoffMin, BackoffMax: b.BackoffMax,
+		MaxBacklogBytes: b.MaxBacklogMiB << 20, BatchSize: b.Batch}
 	if b.TokenFile != "" {
 		tok, err := ReadToken(b.TokenFile)
 		if err != nil {

@@ -10,17 +10,30 @@
 // Contract:
 //
 //   - Frames that are not lifecycle envelopes (system/*, capability/*,
-//     plain requests and their responses, uncorrelated chat, stream frames
-//     "#id#...", binary or oversize frames) are counted by kind and
-//     skipped (Filter). An envelope the ledger refuses is logged with its
-//     code and counted; the bridge goes on. An append the ledger does not
-//     answer is retried with backoff (appends are idempotent).
-//   - When the connection ends the bridge reconnects with backoff
-//     (BackoffMin doubling to BackoffMax, for ever) and, once joined
-//     again, asks the ledger to record the hole: a ledger/gap event
-//     (ledger.Gap: bridge, last envelope seen, disconnection and
-//     reconnection times, reason), written by the ledger with sender
-//     "ledger". Stopping reports the open gap without a reconnection time.
+//     plain requests and their responses, chats threaded under plain
+//     messages, uncorrelated chat, stream data — "#id#..." text or binary
+//     messages —, oversize frames) are counted by kind and skipped
+//     (Filter); envelopes claiming to be the ledger's own are counted and
+//     logged. An envelope the ledger refuses is logged with its code and
+//     counted; the bridge goes on.
+//   - One reader (the socket) never waits for the ledger: it queues
+//     lifecycle envelopes in a backlog bounded by MaxBacklogBytes; one
+//     writer appends them in receive order, in batches (Sink.AppendBatch,
+//     through the group commit), retrying with backoff while the ledger
+//     does not answer (appends are idempotent). What does not fit the
+//     backlog is dropped, and the hole is a recorded gap.
+//   - A read error ends the session at once (also an unanswered ping, an
+//     unreadable participant list, a ping storm, an endless frame). The
+//     bridge reconnects with capped, jittered backoff and, once joined
+//     again and before anything new is appended, asks the ledger to
+//     record the hole: a ledger/gap event written by the ledger with
+//     sender "ledger", whose window starts at the last envelope the
+//     ledger stored from the bridge (ledger.Gap). Stopping reports the
+//     open gap without a reconnection time.
+//   - Sessions (session.go): every append carries a ledger.BridgeMark;
+//     the ledger derives each bridge's last stored envelope and whether a
+//     gap covers it; a starting bridge reads that first and records the
+//     gap of a session that died before appending anything.
 //   - Eviction: a participant joining under the bridge's name replaces its
 //     socket on the gateway (MEW v0.11.0 keeps the old socket open and
 //     silent). The bridge notices it by reading the gateway's

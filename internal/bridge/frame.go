@@ -15,6 +15,8 @@ const (
 	ResultRefused   = "refused"   // the ledger refused it (logged with its code)
 	ResultFailed    = "failed"    // the ledger did not acknowledge it (logged)
 	ResultSkipped   = "skipped"   // not part of the lifecycle: counted, not sent
+	ResultDropped   = "dropped"   // the backlog was full: not sent (inside a recorded gap)
+	ResultReserved  = "reserved"  // claims to be the ledger's own (from "ledger", id expire:/gap:, its kinds): not sent, logged
 )
 
 // Kind labels of frames that are not an envelope with a kind.
@@ -63,8 +65,9 @@ type Verdict struct {
 	// Kind is the metric label of the frame (KindLabel of its kind, or
 	// KindStream, KindNotJSON, KindNoKind).
 	Kind string
-	// ID is the envelope id ("" when the frame has none).
-	ID string
+	// ID is the envelope id ("" when the frame has none), From its from.
+	ID   string
+	From string
 	// Append is true for a lifecycle envelope the bridge sends to the
 	// ledger (and for an envelope that looks like one but does not decode:
 	// the ledger refuses it with its specific code, and the bridge counts
@@ -81,14 +84,17 @@ const (
 	SkipSystem        = "gateway system or capability message"
 	SkipNotLifecycle  = "not part of the proposal lifecycle"
 	SkipPlainResponse = "response to a plain request (not a fulfilment)"
-	SkipReserved      = "kind written only by the ledger"
+	SkipPlainThread   = "chat correlated only to messages outside every proposal's life"
+	SkipReserved      = "claims to be written by the ledger (its kinds, ids beginning expire: or gap:, or from \"ledger\")"
 )
 
 // Filter classifies the frames of one recorded space (SPEC §14): lifecycle
 // envelopes are appended, everything else is skipped. It remembers the ids
-// of the last plain mcp/requests it skipped (at most 4096), so that their
-// responses, which would stay orphans in the ledger for ever, are skipped
-// too. A Filter is not safe for concurrent use; one bridge owns one.
+// of the last plain messages it skipped (at most 4096): plain mcp/requests,
+// plain chats, and chats threaded under them, so that their responses and
+// the chats correlated only to them, which would stay orphans in the
+// ledger for ever, are skipped too. A Filter is not safe for concurrent
+// use; one bridge owns one.
 type Filter struct {
 	now   func() time.Time
 	plain map[string]struct{}
@@ -121,14 +127,14 @@ func (f *Filter) Classify(frame []byte) Verdict {
 	if err != nil {
 		return f.undecodable(frame)
 	}
-	v := Verdict{Kind: KindLabel(d.OrigKind), ID: d.Env.ID}
+	v := Verdict{Kind: KindLabel(d.OrigKind), ID: d.Env.ID, From: d.Env.From}
 	switch {
 	case d.Type == ledger.TypeIgnored:
 		if strings.HasPrefix(d.Env.Kind, "system/") || strings.HasPrefix(d.Env.Kind, "capability/") {
 			v.Skip = SkipSystem
 			return v
 		}
-		if d.Env.Kind == ledger.KindRequest {
+		if d.Env.Kind == ledger.KindRequest || d.Env.Kind == ledger.KindChat {
 			f.rememberPlain(d.Env.ID)
 		}
 		v.Skip = SkipNotLifecycle
@@ -139,6 +145,10 @@ func (f *Filter) Classify(frame []byte) Verdict {
 		return v
 	case d.Type == ledger.TypeResponse && len(d.Targets) > 0 && f.isPlain(d.Targets[0]):
 		v.Skip = SkipPlainResponse
+		return v
+	case d.Type == ledger.TypeNote && d.Env.Kind == ledger.KindChat && len(d.Targets) > 0 && f.allPlain(d.Targets):
+		f.rememberPlain(d.Env.ID) // a reply to it is as plain
+		v.Skip = SkipPlainThread
 		return v
 	}
 	// A lifecycle envelope reusing the id of a plain request: responses
@@ -185,6 +195,15 @@ func (f *Filter) rememberPlain(id string) {
 func (f *Filter) isPlain(id string) bool {
 	_, ok := f.plain[id]
 	return ok
+}
+
+func (f *Filter) allPlain(ids []string) bool {
+	for _, id := range ids {
+		if !f.isPlain(id) {
+			return false
+		}
+	}
+	return true
 }
 
 func (f *Filter) forgetPlain(id string) {

@@ -73,4 +73,30 @@ func TestFilterFrames(t *testing.T) {
 	if v := f.Classify([]byte(`{"protocol":"mew/v0.4","id":"s2","from":"b","kind":"mcp/response","correlation_id":["f1"],"payload":{"result":{}}}`)); !v.Append {
 		t.Error("a response to an unknown request was not sent")
 	}
+	// A chat threaded under a plain chat is skipped, and so is a reply to
+	// it; a chat naming a proposal first is sent (the fold files a chat under its first correlation id).
+	f.Classify([]byte(`{"protocol":"mew/v0.4","id":"c1","from":"a","kind":"chat","payload":{"text":"hi"}}`))
+	for _, tc := range []struct {
+		frame  string
+		append bool
+	}{
+		{`{"protocol":"mew/v0.4","id":"c2","from":"b","kind":"chat","correlation_id":["c1"],"payload":{"text":"re"}}`, false},
+		{`{"protocol":"mew/v0.4","id":"c3","from":"a","kind":"chat","correlation_id":"c2","payload":{"text":"re re"}}`, false},
+		{`{"protocol":"mew/v0.4","id":"c4","from":"a","kind":"chat","correlation_id":["p1","c1"],"payload":{"text":"both"}}`, true},
+		{`{"protocol":"mew/v0.4","id":"c5","from":"a","kind":"chat","correlation_id":["r1"],"payload":{"text":"on a plain request"}}`, false},
+	} {
+		if v := f.Classify([]byte(tc.frame)); v.Append != tc.append || (!v.Append && v.Skip != bridge.SkipPlainThread) {
+			t.Errorf("%s: append %v (%s), want %v", tc.frame, v.Append, v.Skip, tc.append)
+		}
+	}
+	// What only the ledger writes is skipped as reserved.
+	for _, frame := range []string{
+		`{"protocol":"mew/v0.4","id":"x8","from":"ledger","kind":"mcp/withdraw","correlation_id":["p1"],"payload":{}}`,
+		`{"protocol":"mew/v0.4","id":"gap:x/1","from":"a","kind":"mcp/withdraw","correlation_id":["p1"],"payload":{}}`,
+		`{"protocol":"mew/v0.4","id":"expire:p1","from":"a","kind":"chat","correlation_id":["p1"],"payload":{"text":"x"}}`,
+	} {
+		if v := f.Classify([]byte(frame)); v.Append || v.Skip != bridge.SkipReserved {
+			t.Errorf("%s: append %v (%s), want skipped as reserved", frame, v.Append, v.Skip)
+		}
+	}
 }

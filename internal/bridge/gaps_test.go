@@ -67,7 +67,7 @@ func TestDropGivesGap(t *testing.T) {
 	lines := readLines(t, filepath.Join(capturesDir, "c-reject.jsonl"))
 	mew, space := mewSpace(t, "c-reject"), "drop"
 	b, stop := startBridgeStop(t, bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Token: "t", Space: space,
-		Sink: bridge.HTTPSink{Client: cl.Client}, ProbeInterval: -1})
+		Sink: bridge.HTTPSink{Client: cl.Client}, ProbeInterval: 5 * time.Millisecond})
 	waitJoined(t, gw, b, mew, 1)
 	replay(t, gw, b, mew, lines[:6]) // up to the proposal (line 6)
 	gw.Pause()
@@ -96,7 +96,7 @@ func TestDropGivesGap(t *testing.T) {
 		t.Fatalf("gaps %+v, want 1", gaps)
 	}
 	g := gaps[0]
-	if g.Bridge != bridgeName || g.MEWSpace != mew || g.Gateway != gw.URL() || g.LastEnvelope != idOf(t, lines[5]) ||
+	if g.Bridge != bridgeName || g.MEWSpace != mew || g.Gateway != gw.URL() || g.LastEnvelope != idOf(t, lines[5]) || g.LastSeq == 0 ||
 		g.ReconnectedAt == nil || g.ReconnectedAt.Before(g.DisconnectedAt) || !strings.Contains(g.Reason, "connection") {
 		t.Errorf("gap %+v", g)
 	}
@@ -111,9 +111,10 @@ func TestDropGivesGap(t *testing.T) {
 		t.Errorf("state %s: the lost rejection was recorded?", p.State)
 	}
 
+	last := b.Health()
 	stop()
 	gaps = gapsOf(t, cl, space)
-	if len(gaps) != 2 || gaps[1].ReconnectedAt != nil || gaps[1].Reason != "bridge stopped" || gaps[1].LastEnvelope != idOf(t, lines[len(lines)-1]) {
+	if len(gaps) != 2 || gaps[1].ReconnectedAt != nil || gaps[1].Reason != "bridge stopped" || gaps[1].LastEnvelope != last.LastStored || gaps[1].LastSeq != last.LastSeq {
 		t.Errorf("after stop: gaps %+v, want a second, open one", gaps)
 	}
 }

@@ -132,6 +132,9 @@ func (h *History) remember(id, participant string) {
 func (b *Bridge) follow(ctx context.Context) error {
 	h := NewHistory(b.opts.MEWSpace)
 	path := b.opts.HistoryFile
+	b.mu.Lock()
+	b.firstAt = b.opts.Now()
+	b.mu.Unlock()
 	var (
 		f      *os.File
 		rd     *bufio.Reader
@@ -152,7 +155,7 @@ func (b *Bridge) follow(ctx context.Context) error {
 			_ = f.Close()
 		}
 		f, rd, offset = nf, bufio.NewReaderSize(nf, 64<<10), 0
-		b.setState(StateFollowing)
+		b.setState(StateFollowing, "")
 		b.log.Info().Str(KeyHistory, path).Msg("following the gateway's envelope history")
 		return nil
 	}
@@ -212,8 +215,8 @@ func (b *Bridge) follow(ctx context.Context) error {
 			}
 			rd.Reset(f)
 			offset = 0
-			b.reportGaps(ctx, []ledger.Gap{{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: path,
-				LastEnvelope: b.last(), DisconnectedAt: now, ReconnectedAt: now, Reason: "history file truncated"}})
+			b.q.push(item{gap: &ledger.Gap{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: path,
+				NoticedAt: now, ReconnectedAt: now, Session: b.sessionID, Reason: "history file truncated"}})
 			continue
 		}
 		sleep(ctx, b.opts.PollInterval)
@@ -225,18 +228,12 @@ func (b *Bridge) follow(ctx context.Context) error {
 func (b *Bridge) historyLine(ctx context.Context, h *History, line []byte) {
 	d, ok, err := h.Line(line)
 	if err != nil {
-		b.opts.Metrics.frame(b.opts.Participant, KindNotJSON, ResultSkipped)
+		b.skip(KindNotJSON, "", ResultSkipped)
 		b.log.Warn().Err(err).Msg("skipped a history line")
 		return
 	}
 	if !ok {
 		return
 	}
-	v := b.filter.Classify(d.Envelope)
-	if !v.Append {
-		b.opts.Metrics.frame(b.opts.Participant, v.Kind, ResultSkipped)
-		b.seen(v.ID, ResultSkipped)
-		return
-	}
-	b.seen(v.ID, b.appendFrame(ctx, d.Envelope, d.Sender, v))
+	b.receive(ctx, d.Envelope, d.Sender)
 }

@@ -18,7 +18,7 @@ var states = []string{StateConnecting, StateJoined, StateDisconnected, StateFoll
 // Metrics are the bridge's Prometheus series (prefixed ledger_bridge_):
 //
 //	envelopes_total{bridge,kind,result}   frames received, by kind label (KindLabel) and result
-//	                                      (appended, duplicate, refused, failed, skipped)
+//	                                      (appended, duplicate, refused, failed, skipped, dropped)
 //	state{bridge,state}                   1 for the bridge's current connection state, 0 for the others
 //	gaps_total{bridge}                    recording gaps reported to the ledger
 //	gap_report_errors_total{bridge}       gap reports the ledger did not take (retried)
@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		envelopes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "ledger", Subsystem: "bridge", Name: "envelopes_total",
-			Help: "Frames a MEW bridge received, by kind and result (appended, duplicate, refused, failed, skipped).",
+			Help: "Frames a MEW bridge received, by kind and result (appended, duplicate, refused, failed, skipped, dropped).",
 		}, []string{"bridge", "kind", "result"}),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "ledger", Subsystem: "bridge", Name: "state",
@@ -76,6 +76,13 @@ func (m *Metrics) frame(bridge, kind, result string) {
 		return
 	}
 	m.envelopes.WithLabelValues(bridge, kind, result).Inc()
+}
+
+func (m *Metrics) frames(bridge, kind, result string, n int) {
+	if m == nil {
+		return
+	}
+	m.envelopes.WithLabelValues(bridge, kind, result).Add(float64(n))
 }
 
 func (m *Metrics) setState(bridge, state string) {

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,10 @@ const DefaultRequestTimeout = 30 * time.Second
 type NATSSink struct {
 	nc       *nats.Conn
 	appender *appendlog.Appender
+	// Sessions reads the ledger's bridge sessions (the submit service
+	// does not serve them: an HTTPSink of the same ledger); nil: the
+	// bridge cannot learn how its last session ended.
+	Sessions SessionReader
 }
 
 // NewNATSSink returns a sink on nc. It does no I/O.
@@ -53,6 +58,63 @@ func (s *NATSSink) Append(ctx context.Context, space string, raw []byte, sender 
 		return appenderResult(AppendAs(ctx, s.appender, space, raw, sender))
 	}
 	return s.request(ctx, subjects.Submit(space), raw)
+}
+
+// AppendBatch implements Sink: one batch request (NDJSON) on the submit
+// service, at most submit.MaxBatchEnvelopes envelopes; with senders
+// (history mode), straight to the stream through the sink's appender.
+func (s *NATSSink) AppendBatch(ctx context.Context, space string, batch []Envelope) ([]wire.AppendResult, error) {
+	for _, e := range batch {
+		if e.Sender != "" {
+			return appenderBatch(ctx, s.appender, space, batch)
+		}
+	}
+	if len(batch) > submit.MaxBatchEnvelopes {
+		return nil, fmt.Errorf("bridge: a batch of %d envelopes is over the submit service's %d", len(batch), submit.MaxBatchEnvelopes)
+	}
+	var body bytes.Buffer
+	for _, e := range batch {
+		body.Write(e.Raw)
+		body.WriteByte('\n')
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
+		defer cancel()
+	}
+	subject := subjects.Submit(space)
+	msg := nats.NewMsg(subject)
+	msg.Header.Set(submit.HeaderContentType, "application/x-ndjson")
+	if batch[0].Mark != "" {
+		msg.Header.Set(ledger.HeaderBridge, batch[0].Mark)
+	}
+	msg.Data = body.Bytes()
+	reply, err := s.nc.RequestMsgWithContext(ctx, msg)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("bridge: no ledger service answers on %s (is `ledger serve` running against this NATS?)", subject)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bridge: batch request on %s: %w", subject, err)
+	}
+	var rs []wire.AppendResult
+	for _, line := range bytes.Split(reply.Data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var r wire.AppendResult
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("bridge: batch reply on %s: %w", subject, err)
+		}
+		rs = append(rs, r)
+	}
+	if len(rs) == 1 && len(batch) != 1 && rs[0].Error != nil {
+		// The whole request was refused or failed.
+		if retryable(rs[0].Error.Code) {
+			return nil, fmt.Errorf("bridge: %s: %s", subject, rs[0].Error.Error())
+		}
+		return nil, fmt.Errorf("bridge: %s refused the batch: %s", subject, rs[0].Error.Error())
+	}
+	return batchResults(rs, len(batch))
 }
 
 // Gap implements Sink.

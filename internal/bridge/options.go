@@ -17,9 +17,12 @@ import (
 // Defaults of Options.
 const (
 	// DefaultBackoffMin and DefaultBackoffMax bound the wait between
-	// reconnection attempts (doubling from the first, as MEWClient does).
-	DefaultBackoffMin = time.Second
-	DefaultBackoffMax = 30 * time.Second
+	// reconnection attempts (doubling from the first, with jitter: each
+	// wait is between half the step and the step). The cap keeps a bridge
+	// prompt: it joins again within about BackoffMax of the gateway's
+	// return.
+	DefaultBackoffMin = 250 * time.Millisecond
+	DefaultBackoffMax = 4 * time.Second
 	// DefaultJoinTimeout bounds the wait for the gateway's system/welcome.
 	DefaultJoinTimeout = 10 * time.Second
 	// DefaultProbeInterval is how often the bridge asks the gateway who is
@@ -30,6 +33,19 @@ const (
 	DefaultPollInterval = 250 * time.Millisecond
 	// DefaultStopTimeout bounds the last gap report when the bridge stops.
 	DefaultStopTimeout = 10 * time.Second
+	// DefaultMaxBacklogBytes bounds the envelopes received and not yet
+	// stored (their bytes, plus 64 a piece).
+	DefaultMaxBacklogBytes = 64 << 20
+	// DefaultBatchSize is the most envelopes one append request carries.
+	DefaultBatchSize = 1000
+	// DefaultPingLimit is the most pings a second the gateway may send
+	// before the bridge calls it a ping storm and ends the connection.
+	DefaultPingLimit = 100
+	// DefaultFrameTimeout bounds the time one frame may take to arrive
+	// once it began, and DefaultMaxFrameBytes its size: beyond either the
+	// gateway is sending an endless frame and the connection is ended.
+	DefaultFrameTimeout  = time.Minute
+	DefaultMaxFrameBytes = 64 << 20
 )
 
 // ErrOptions is wrapped by Options.Validate errors.
@@ -72,6 +88,26 @@ type Options struct {
 	// StopTimeout bounds the gap report made when the bridge stops.
 	// Default DefaultStopTimeout.
 	StopTimeout time.Duration
+	// MaxBacklogBytes bounds the backlog: lifecycle envelopes received and
+	// not yet stored (each counted as its size plus 64 bytes). When the
+	// ledger is slower than the space and the backlog is full, envelopes
+	// are dropped, and the hole is recorded as a gap. Default
+	// DefaultMaxBacklogBytes.
+	MaxBacklogBytes int
+	// BatchSize is the most envelopes one append request carries (at most
+	// 1000, the submit service's limit). Default DefaultBatchSize.
+	BatchSize int
+	// PingLimit, FrameTimeout and MaxFrameBytes bound hostile input (a
+	// ping storm, an endless frame): beyond them the connection is ended
+	// and the hole recorded. Defaults DefaultPingLimit,
+	// DefaultFrameTimeout, DefaultMaxFrameBytes.
+	PingLimit     int
+	FrameTimeout  time.Duration
+	MaxFrameBytes int64
+	// OnStored, if set, is called by the writer for every envelope the
+	// ledger answered as stored (or already stored), with the time the
+	// bridge received it and the time the answer came (benchmarks).
+	OnStored func(received, stored time.Time)
 	// HTTPClient reads the gateway's /participants. Default one with a 5 s
 	// timeout.
 	HTTPClient *http.Client
@@ -106,6 +142,21 @@ func (o *Options) Validate() error {
 	if o.StopTimeout == 0 {
 		o.StopTimeout = DefaultStopTimeout
 	}
+	if o.MaxBacklogBytes == 0 {
+		o.MaxBacklogBytes = DefaultMaxBacklogBytes
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.PingLimit == 0 {
+		o.PingLimit = DefaultPingLimit
+	}
+	if o.FrameTimeout == 0 {
+		o.FrameTimeout = DefaultFrameTimeout
+	}
+	if o.MaxFrameBytes == 0 {
+		o.MaxFrameBytes = DefaultMaxFrameBytes
+	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 5 * time.Second}
 	}
@@ -130,8 +181,16 @@ func (o *Options) Validate() error {
 		return bad("ledger space %q is not 1..%d bytes of UTF-8 without control characters", o.Space, ledger.MaxSpaceBytes)
 	case o.BackoffMin < 0 || o.BackoffMax < o.BackoffMin:
 		return bad("backoff %v..%v: want 0 < min ≤ max", o.BackoffMin, o.BackoffMax)
-	case o.JoinTimeout < 0 || o.PollInterval < 0 || o.StopTimeout < 0:
+	case o.JoinTimeout < 0 || o.PollInterval < 0 || o.StopTimeout < 0 || o.FrameTimeout < 0:
 		return bad("negative timeout or interval")
+	case o.MaxBacklogBytes < 0:
+		return bad("max backlog %d bytes: want a positive size", o.MaxBacklogBytes)
+	case o.BatchSize < 0 || o.BatchSize > 1000:
+		return bad("batch size %d: want 1..1000", o.BatchSize)
+	case o.PingLimit < 0:
+		return bad("ping limit %d: want a positive number", o.PingLimit)
+	case o.MaxFrameBytes < 0 || o.MaxFrameBytes < ledger.MaxEnvelopeBytes:
+		return bad("max frame %d bytes: want at least %d", o.MaxFrameBytes, ledger.MaxEnvelopeBytes)
 	}
 	if o.HistoryFile != "" {
 		return nil

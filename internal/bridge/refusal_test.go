@@ -19,18 +19,18 @@ import (
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
 )
 
-// flakySink is a real sink whose first failures Appends fail as if the
+// flakySink is a real sink whose first failures batches fail as if the
 // ledger did not answer (a fault injector in front of the real ledger).
 type flakySink struct {
 	bridge.Sink
 	failures atomic.Int32
 }
 
-func (f *flakySink) Append(ctx context.Context, space string, raw []byte, sender string) (wire.AppendResult, error) {
+func (f *flakySink) AppendBatch(ctx context.Context, space string, batch []bridge.Envelope) ([]wire.AppendResult, error) {
 	if f.failures.Add(-1) >= 0 {
-		return wire.AppendResult{}, errors.New("injected: the ledger did not answer")
+		return nil, errors.New("injected: the ledger did not answer")
 	}
-	return f.Sink.Append(ctx, space, raw, sender)
+	return f.Sink.AppendBatch(ctx, space, batch)
 }
 
 func scrape(t *testing.T, b *bridge.Bridge, reg *prometheus.Registry, path string) (int, string) {
@@ -65,11 +65,12 @@ func TestRefusalsAndRetries(t *testing.T) {
 		`#stream-1#chunk`,
 		`{"protocol":"mew/v0.4","kind":"system/error","payload":{"error":"x","code":"VALIDATION_ERROR"}}`,
 		big,
+		`{"protocol":"mew/v0.4","id":"gap:fake/1","from":"coder","kind":"mcp/withdraw","correlation_id":"p1","payload":{"reason":"other"}}`,
 		`{"protocol":"mew/v0.4","id":"w1","from":"coder","kind":"mcp/withdraw","correlation_id":"p1","payload":{"reason":"other"}}`,
 	} {
 		gw.Broadcast("m", []byte(f))
 	}
-	waitFrames(t, b, 8) // the welcome and the 7 frames
+	waitFrames(t, b, 9) // the welcome and the 8 frames
 	h := b.Health()
 	if h.Appended != 2 || h.LastEnvelope != "w1" {
 		t.Errorf("health %+v: want p1 and w1 appended", h)
@@ -80,6 +81,7 @@ func TestRefusalsAndRetries(t *testing.T) {
 		`ledger_bridge_envelopes_total{bridge="ledger-recorder",kind="mcp/proposal",result="refused"} 1`,
 		`ledger_bridge_envelopes_total{bridge="ledger-recorder",kind="mcp/withdraw",result="refused"} 1`,
 		`ledger_bridge_envelopes_total{bridge="ledger-recorder",kind="mcp/withdraw",result="appended"} 1`,
+		`ledger_bridge_envelopes_total{bridge="ledger-recorder",kind="mcp/withdraw",result="reserved"} 1`,
 		`ledger_bridge_envelopes_total{bridge="ledger-recorder",kind="#stream#",result="skipped"} 1`,
 		`ledger_bridge_envelopes_total{bridge="ledger-recorder",kind="system/error",result="skipped"} 1`,
 		`ledger_bridge_envelopes_total{bridge="ledger-recorder",kind="oversize",result="refused"} 1`,

@@ -160,7 +160,7 @@ func TestCapturesThroughServe(t *testing.T) {
 					// delivered to them, and counted too).
 					waitFor(t, "the history file read", func() (bool, string) {
 						h := b.Health()
-						return h.LastEnvelope == lastID(t, sc) && h.Frames > 0, fmt.Sprintf("%+v", h)
+						return h.LastEnvelope == lastID(t, sc) && h.Frames > 0 && h.Backlog == 0, fmt.Sprintf("%+v", h)
 					})
 				}
 				wantAppended := len(sc.Lifecycle)

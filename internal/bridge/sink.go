@@ -1,8 +1,10 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/mewledger/ledger/internal/lib/apiclient"
@@ -28,9 +30,27 @@ type Sink interface {
 	// sink that cannot publish under another sender returns
 	// ErrSenderUnsupported.
 	Append(ctx context.Context, space string, raw []byte, sender string) (wire.AppendResult, error)
+	// AppendBatch appends envelopes in order, handing them to the
+	// ledger's group commit together (one request), and returns one
+	// result per envelope, in order. An error means the batch as a whole
+	// got no answer (some envelopes may be stored: repeating it is safe).
+	AppendBatch(ctx context.Context, space string, batch []Envelope) ([]wire.AppendResult, error)
 	// Gap asks the ledger to record a gap (ledger/gap, written by the
 	// ledger itself with sender "ledger").
 	Gap(ctx context.Context, space string, g ledger.Gap) (wire.AppendResult, error)
+	// SessionReader reads what the ledger knows of the bridge's sessions
+	// (ErrNoSessions when the sink cannot).
+	SessionReader
+}
+
+// Envelope is one envelope of a batch: its bytes as received, the sender
+// to publish it under ("" : its from; see Sink.Append), and the bridge's
+// session mark (a ledger.BridgeMark, header Ledger-Bridge; one per batch
+// on the HTTP and NATS paths: the first envelope's).
+type Envelope struct {
+	Raw    []byte
+	Sender string
+	Mark   string
 }
 
 // Errors of sinks.
@@ -49,11 +69,56 @@ const CodeReservedSender = ledger.CodeReservedSender
 // dedup and group commit as every submit path.
 type AppenderSink struct {
 	Appender *appendlog.Appender
+	// Sessions reads the ledger's bridge sessions (in `ledger serve`: its
+	// own projection, caught up); nil: the bridge cannot learn how its
+	// last session ended.
+	Sessions SessionReader
 }
 
 // Append implements Sink.
 func (s AppenderSink) Append(ctx context.Context, space string, raw []byte, sender string) (wire.AppendResult, error) {
 	return appenderResult(AppendAs(ctx, s.Appender, space, raw, sender))
+}
+
+// AppendBatch implements Sink: every envelope is handed to the group
+// commit before any is awaited, so that a batch is stored in a few atomic
+// commits.
+func (s AppenderSink) AppendBatch(ctx context.Context, space string, batch []Envelope) ([]wire.AppendResult, error) {
+	return appenderBatch(ctx, s.Appender, space, batch)
+}
+
+// appenderBatch submits a batch to an Appender and awaits it: a refusal
+// is a result with Error; a publish failure of any envelope fails the
+// batch (it is repeated whole; the stream dedups what was stored).
+func appenderBatch(ctx context.Context, a *appendlog.Appender, space string, batch []Envelope) ([]wire.AppendResult, error) {
+	out := make([]wire.AppendResult, len(batch))
+	pending := make([]*appendlog.Pending, len(batch))
+	for i, e := range batch {
+		pd, err := a.SubmitBody(ctx, space, e.Raw, ledger.BodyOptions{Sender: e.Sender, Bridge: e.Mark})
+		if err != nil {
+			if _, refused := ledger.AsRefusal(err); refused {
+				out[i] = wire.FromResult(ledger.Result{Err: err})
+				continue
+			}
+			return nil, err
+		}
+		pending[i] = pd
+	}
+	var failed error
+	for i, pd := range pending {
+		if pd == nil {
+			continue
+		}
+		r, err := appenderResult(pd.Result(ctx))
+		if err != nil && failed == nil {
+			failed = err
+		}
+		out[i] = r
+	}
+	if failed != nil {
+		return nil, failed
+	}
+	return out, nil
 }
 
 // Gap implements Sink.
@@ -102,6 +167,60 @@ func (s HTTPSink) Append(ctx context.Context, space string, raw []byte, sender s
 		return wire.AppendResult{}, ErrSenderUnsupported
 	}
 	return httpResult(s.Client.Publish(ctx, space, raw))
+}
+
+// AppendBatch implements Sink: one NDJSON POST /v1/events, its answers
+// streamed back in order.
+func (s HTTPSink) AppendBatch(ctx context.Context, space string, batch []Envelope) ([]wire.AppendResult, error) {
+	lines := make([][]byte, len(batch))
+	for i, e := range batch {
+		if e.Sender != "" {
+			return nil, ErrSenderUnsupported
+		}
+		lines[i] = e.Raw
+	}
+	if len(batch) > 0 && batch[0].Mark != "" {
+		ctx = context.WithValue(ctx, markKey{}, batch[0].Mark)
+	}
+	var body bytes.Buffer
+	for _, l := range lines {
+		body.Write(l)
+		body.WriteByte('\n')
+	}
+	var rs []wire.AppendResult
+	err := s.Client.PublishStream(ctx, space, false, &body, func(r wire.AppendResult) error {
+		rs = append(rs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return batchResults(rs, len(batch))
+}
+
+// batchResults checks that a batch got one answer per envelope, and maps
+// the answers that are not refusals (unavailable, shutting down) to an
+// error: the batch is repeated.
+func batchResults(rs []wire.AppendResult, n int) ([]wire.AppendResult, error) {
+	if len(rs) != n {
+		return nil, fmt.Errorf("bridge: the ledger answered %d of a batch of %d envelopes", len(rs), n)
+	}
+	for _, r := range rs {
+		if r.Error != nil && retryable(r.Error.Code) {
+			return nil, fmt.Errorf("bridge: batch: %s", r.Error.Error())
+		}
+	}
+	return rs, nil
+}
+
+// retryable reports whether an error code answered for one envelope
+// means "not stored, try again" rather than a refusal.
+func retryable(code string) bool {
+	switch code {
+	case wire.CodeUnavailable, wire.CodeShuttingDown, wire.CodeInternal:
+		return true
+	}
+	return false
 }
 
 // Gap implements Sink.

@@ -352,7 +352,11 @@ func (a *Appender) AppendMany(ctx context.Context, space string, raws [][]byte) 
 const prepareChunk = 64
 
 func (a *Appender) msg(p *ledger.Prepared) *nats.Msg {
-	return &nats.Msg{Subject: p.Subject, Data: p.Raw, Header: nats.Header{}}
+	m := &nats.Msg{Subject: p.Subject, Data: p.Raw, Header: nats.Header{}}
+	if p.Bridge != "" {
+		m.Header.Set(ledger.HeaderBridge, p.Bridge)
+	}
+	return m
 }
 
 // publishOne publishes p on its own (the committer's fallback), with

@@ -28,6 +28,15 @@ type Event struct {
 	// different bytes (SPEC §4). Each proposal it touches gets anomaly
 	// msg_id_clash.
 	MsgIDClash bool
+	// Bridge is the message's HeaderBridge value ("" : none): it came
+	// through that bridge session (SPEC §14).
+	Bridge string
+	// MsgID and ClashID are the message's identity headers, which the
+	// fold does not read: the Merkle tree's leaf holds them (SPEC §16,
+	// package client/evidence). MsgID is the Nats-Msg-Id the message was
+	// first appended with (ledger.MsgIdentity); ClashID the value of
+	// HeaderMsgIDClash ("" when absent).
+	MsgID, ClashID string
 
 	pre *prepared // set by Folder.Prepare: the subject and decoding, worked out ahead
 }
@@ -97,9 +106,25 @@ const (
 // ignored, ...) — so the only errors are st's storage errors, after which the
 // caller must discard everything written through st for this batch.
 func (f *Folder) Apply(st State, ev Event) ([]Outcome, error) {
+	if r, ok := st.(EventRecorder); ok {
+		if ev.pre == nil {
+			ev.pre = decodeEvent(&ev) // decoded once, for the recorder and arrive
+		}
+		if err := r.RecordEvent(&ev); err != nil {
+			return nil, err
+		}
+	}
 	a := &applier{st: st, trigger: ev}
+	if ev.Bridge != "" && ev.pre == nil {
+		ev.pre = decodeEvent(&ev)
+	}
 	if err := a.arrive(ev); err != nil {
 		return nil, err
+	}
+	if ev.Bridge != "" {
+		if err := a.bridgeStored(ev); err != nil {
+			return nil, err
+		}
 	}
 	if err := a.drain(); err != nil {
 		return nil, err
@@ -448,13 +473,39 @@ func (a *applier) gap(c *evctx) error {
 	g := c.d.Gap
 	rec := &model.Gap{
 		Seq: c.ev.Seq, At: c.ev.Time.UTC(), ID: c.d.Env.ID, Bridge: g.Bridge, MEWSpace: g.MEWSpace,
-		Gateway: g.Gateway, LastEnvelope: g.LastEnvelope, DisconnectedAt: g.DisconnectedAt, Reason: g.Reason,
+		Gateway: g.Gateway, LastEnvelope: g.LastEnvelope, LastSeq: g.LastSeq, DisconnectedAt: g.DisconnectedAt, Reason: g.Reason,
+		Session: g.Session, Dropped: g.Dropped,
 	}
 	if !g.ReconnectedAt.IsZero() {
 		t := g.ReconnectedAt
 		rec.ReconnectedAt = &t
 	}
+	if !g.NoticedAt.IsZero() {
+		t := g.NoticedAt
+		rec.NoticedAt = &t
+	}
 	if err := a.st.PutGap(c.space, rec); err != nil {
+		return err
+	}
+	// The bridge's session record: a gap that starts at (or after) its
+	// last stored envelope puts its hole on the record.
+	bkey := BridgeKey(g.Bridge, g.MEWSpace)
+	bs, err := a.st.BridgeSession(c.space, bkey)
+	if err != nil {
+		return err
+	}
+	b := model.BridgeSession{Bridge: g.Bridge, MEWSpace: g.MEWSpace, Session: g.Session, State: model.BridgeGap}
+	if bs != nil {
+		b = *bs
+	}
+	if bs == nil || g.LastSeq >= b.LastSeq {
+		b.State, b.GapSeq = model.BridgeGap, c.ev.Seq
+		if g.Session != "" {
+			b.Session = g.Session
+		}
+	}
+	b.Gaps++
+	if err := a.st.PutBridgeSession(c.space, bkey, &b); err != nil {
 		return err
 	}
 	s, err := a.statsFor(c.space)
@@ -467,6 +518,49 @@ func (a *applier) gap(c *evctx) error {
 		detail += ": " + g.Reason
 	}
 	return a.record(c.space, c.d.Env.ID, a.entryFor(c, model.EffectApplied, detail))
+}
+
+// BridgeKey is the key of a bridge's session record in its ledger space:
+// its participant and the MEW space it records.
+func BridgeKey(bridge, mewSpace string) string { return bridge + "\x00" + mewSpace }
+
+// bridgeStored notes an event stored with a bridge's mark (whatever its
+// effect: the bridge delivered it): the bridge's last stored envelope, in
+// its session. A mark that does not parse (written by hand) is ignored.
+func (a *applier) bridgeStored(ev Event) error {
+	pr := ev.pre
+	if pr.serr != nil {
+		return nil
+	}
+	m, err := ledger.ParseBridgeMark(ev.Bridge)
+	if err != nil {
+		return nil
+	}
+	space, key := pr.subj.Space, BridgeKey(m.Bridge, m.MEWSpace)
+	rec, err := a.st.BridgeSession(space, key)
+	if err != nil {
+		return err
+	}
+	r := model.BridgeSession{Bridge: m.Bridge, MEWSpace: m.MEWSpace}
+	if rec != nil {
+		r = *rec
+	}
+	r.Session, r.State, r.GapSeq = m.Session, model.BridgeRecording, 0
+	r.LastSeq = ev.Seq
+	if pr.d != nil {
+		r.LastEnvelope = pr.d.Env.ID
+	} else {
+		r.LastEnvelope = bestEffortID(ev.Raw)
+	}
+	r.LastReceivedAt = nil
+	if !m.Received.IsZero() {
+		t := m.Received
+		r.LastReceivedAt = &t
+	}
+	at := ev.Time.UTC()
+	r.LastStoredAt = &at
+	r.Envelopes++
+	return a.st.PutBridgeSession(space, key, &r)
 }
 
 // drain folds released orphans, lowest sequence first, until none is left.

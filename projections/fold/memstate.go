@@ -22,6 +22,7 @@ type MemState struct {
 	history   map[string]map[uint64]model.HistoryEntry
 	stats     map[string]*model.Stats
 	gaps      map[string][]model.Gap // by space, in the order written (stream order)
+	bridges   map[string]*model.BridgeSession
 	versions  map[string]uint64
 }
 
@@ -36,6 +37,7 @@ func NewMemState() *MemState {
 		history:   map[string]map[uint64]model.HistoryEntry{},
 		stats:     map[string]*model.Stats{},
 		gaps:      map[string][]model.Gap{},
+		bridges:   map[string]*model.BridgeSession{},
 		versions:  map[string]uint64{},
 	}
 }
@@ -142,6 +144,17 @@ func (m *MemState) PutGap(space string, g *model.Gap) error {
 	return nil
 }
 
+// BridgeSession implements State.
+func (m *MemState) BridgeSession(space, key string) (*model.BridgeSession, error) {
+	return m.bridges[mk(space, key)], nil
+}
+
+// PutBridgeSession implements State.
+func (m *MemState) PutBridgeSession(space, key string, s *model.BridgeSession) error {
+	m.bridges[mk(space, key)] = s
+	return nil
+}
+
 // Version implements State.
 func (m *MemState) Version(space, id, digest string) (uint64, error) {
 	return m.versions[mk(space, id+"\x00"+digest)], nil
@@ -233,6 +246,9 @@ func (m *MemState) Dump() string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.gaps)) {
 		fmt.Fprintf(&b, "G %q %s\n", k, enc(m.Gaps(k)))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.bridges)) {
+		fmt.Fprintf(&b, "B %q %s\n", k, enc(m.bridges[k]))
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.stats)) {
 		fmt.Fprintf(&b, "S %q %s\n", k, enc(m.stats[k]))

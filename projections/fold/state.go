@@ -92,10 +92,27 @@ type State interface {
 	PutStats(space string, s *model.Stats) error
 	// PutGap records a recording gap of a bridge under (space, g.Seq).
 	PutGap(space string, g *model.Gap) error
+	// BridgeSession returns what the log says of one bridge (key
+	// BridgeKey(bridge, mew space)), nil if nothing; PutBridgeSession
+	// stores it.
+	BridgeSession(space, key string) (*model.BridgeSession, error)
+	PutBridgeSession(space, key string, s *model.BridgeSession) error
 	// Version returns the sequence of an earlier event of the space that
 	// had id and digest and was since superseded in the event index by a
 	// different event reusing its id (SPEC §5.2), 0 when none; PutVersion
 	// records one. They keep a retry of a superseded event a duplicate.
 	Version(space, id, digest string) (uint64, error)
 	PutVersion(space, id, digest string, seq uint64) error
+}
+
+// EventRecorder is an optional interface of a [State] that keeps a record
+// of every arriving event by its sequence (the Pebble store's event index,
+// SPEC §7 GET /v1/events). Apply calls RecordEvent once per arriving event,
+// before folding it (released orphans are not arrivals), with the event
+// decoded (see [Event.Decoded]); the history entries the fold then writes
+// for that sequence, now or when it is released from orphan, complete the
+// record. RecordEvent must change nothing the fold reads. Its errors are
+// the State's storage errors.
+type EventRecorder interface {
+	RecordEvent(ev *Event) error
 }

@@ -436,12 +436,5 @@ func importedThrough(ctx context.Context, js jetstream.JetStream) (uint64, error
 
 // eventOf turns a stored message into the fold's input.
 func eventOf(m jetstream.Msg, md *jetstream.MsgMetadata, importedThrough uint64) fold.Event {
-	seq := md.Sequence.Stream
-	h := m.Headers()
-	var hdr string
-	if seq <= importedThrough {
-		hdr = h.Get(ledger.HeaderOriginalTime)
-	}
-	return fold.Event{Seq: seq, Time: ledger.EventTime(seq, importedThrough, hdr, md.Timestamp), Subject: m.Subject(), Raw: m.Data(),
-		MsgIDClash: len(h) > 0 && h.Get(fold.HeaderMsgIDClash) != ""}
+	return projections.StoredEvent(md.Sequence.Stream, md.Timestamp, m.Subject(), m.Headers().Get, m.Data(), importedThrough)
 }

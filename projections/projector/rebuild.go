@@ -30,6 +30,9 @@ type RebuildOptions struct {
 	// Progress, if set, is called after each commit with the sequence
 	// reached and the target sequence.
 	Progress func(done, total uint64)
+	// SkipTree folds without the Merkle tree (PipelineOptions.SkipTree):
+	// for measuring the tree's cost only.
+	SkipTree bool
 }
 
 // Rebuild folds the LEDGER stream into store from store.AppliedSeq()+1 up
@@ -105,7 +108,7 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, store *projections.Sto
 	// third stage, see Pipeline). Each commit is one synced Pebble batch
 	// with its checkpoint, so a crash leaves whole batches to resume from;
 	// its fsync overlaps the next fold.
-	pl, err := projections.NewPipeline(store, projections.PipelineOptions{Folder: opts.Folder, Presize: opts.BatchSize})
+	pl, err := projections.NewPipeline(store, projections.PipelineOptions{Folder: opts.Folder, Presize: opts.BatchSize, SkipTree: opts.SkipTree})
 	if err != nil {
 		return 0, err
 	}

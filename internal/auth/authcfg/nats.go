@@ -72,11 +72,12 @@ func (c *Config) Principals() []Principal {
 
 	// The ledger: appends on every event subject, the JetStream API (stream
 	// create/update, consumers, gets), consumer acks, the submit service
-	// and its discovery subjects, its inboxes; replies to any requester.
+	// and its discovery subjects, its inboxes, its signed checkpoints;
+	// replies to any requester.
 	out = append(out, Principal{
 		Kind: KindService, User: n.Service.User, Password: n.Service.Password, Nkey: n.Service.Nkey,
 		Perms: Permissions{
-			PublishAllow:   []string{subjects.StreamSubjects, subjects.JSAPIAll, subjects.JSAck(">"), subjects.ServiceDiscovery, subjects.AllInboxes},
+			PublishAllow:   []string{subjects.StreamSubjects, subjects.JSAPIAll, subjects.JSAck(">"), subjects.ServiceDiscovery, subjects.AllInboxes, subjects.CheckpointWildcard},
 			PublishDeny:    forbidden,
 			SubscribeAllow: []string{subjects.SubmitWildcard, subjects.GapWildcard, subjects.ServiceDiscovery, subjects.AllInboxes},
 			AllowResponses: true,
@@ -103,7 +104,8 @@ func (c *Config) Principals() []Principal {
 				subjects.JSConsumerAPI("INFO", ">"), subjects.JSConsumerAPI("DELETE", ">"),
 				subjects.JSConsumerAPI("NAMES", ""), subjects.JSConsumerAPI("LIST", ""),
 			},
-			SubscribeAllow: []string{subjects.InboxFilter(a.User)},
+			// Auditors may follow the signed checkpoints (SPEC §16).
+			SubscribeAllow: []string{subjects.InboxFilter(a.User), subjects.CheckpointWildcard},
 		}
 		p.PublishAllow = append(p.PublishAllow, subjects.JSDirectGet()...)
 		// The projectors' durables are the ledger's: an auditor must not

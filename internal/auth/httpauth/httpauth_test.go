@@ -116,6 +116,9 @@ func TestProtectStatusCodes(t *testing.T) {
 		{"DELETE", "/v1/events", tokWriter, 403, "", "insufficient_scope"},
 		{"GET", "/v1/ops/at", tokAuditor, 403, "", "insufficient_scope"},
 		{"GET", "/v1/ops/at", tokOps, 200, "oncall", ""},
+		{"GET", "/v1/checkpoint", tokWriter, 403, "", `scope="auditor"`},
+		{"GET", "/v1/checkpoint", "", 401, "", "Bearer"},
+		{"GET", "/v1/tile/0/000.p/3", tokAuditor, 200, "audit-team", ""},
 		{"GET", "/nowhere", "", 401, "", "Bearer"},
 	}
 	for _, c := range cases {

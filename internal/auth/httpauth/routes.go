@@ -37,8 +37,18 @@ const (
 	PatternReads   = "GET /v1/"
 	PatternEvents  = "POST /v1/events"
 	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (SPEC §14): writer, like events
+	// PatternBridges is what the ledger knows of each bridge's sessions
+	// (SPEC §14): a read, which a bridge (writer) makes when it starts.
+	PatternBridges = "GET /v1/bridges"
 	PatternOpsGet  = "GET /v1/ops/"
-	PatternDefault = "/"
+	// The whole-log routes of the verifiable log (SPEC §16): auditor,
+	// not per space (a proposal's proof, under GET /v1/proposals/, is).
+	PatternCheckpoint    = "GET /v1/checkpoint"
+	PatternCheckpointKey = "GET /v1/checkpoint/key"
+	PatternCheckpoints   = "GET /v1/checkpoints"
+	PatternTiles         = "GET /v1/tile/"
+	PatternProofs        = "GET /v1/proof/"
+	PatternDefault       = "/"
 	// PatternMCP is the MCP endpoint (package internal/server/mcp):
 	// auditor, like the reads its tools make.
 	PatternMCP = "/mcp"
@@ -54,12 +64,17 @@ const (
 //	GET /ui/...                 open (the console's files; no data)
 //	GET /metrics                open when openMetrics, else metrics or ops
 //	GET /v1/...                 auditor (every read, including future ones), per space
+//	                            (GET /v1/events?space=* is every space: a token
+//	                            limited to spaces is refused it)
+//	GET /v1/checkpoint[/key], /v1/checkpoints, /v1/tile/..., /v1/proof/...
+//	                            auditor, the whole log: not for a token limited to spaces
 //	POST /v1/events             writer, rate limited, per space
 //	GET /v1/ops/...             ops (read-shaped operations)
 //	/mcp                        auditor (the MCP endpoint; its tools' API
 //	                            requests carry the caller's token and are
 //	                            checked per space on their own routes)
 //	POST /v1/gaps               writer, rate limited (bridges report gaps)
+//	GET /v1/bridges             auditor or writer, per space (a bridge reads how its last session ended)
 //	anything else               ops (rebuild and every route not named here:
 //	                            a new write route is closed until it is listed)
 func DefaultRules(openMetrics bool) []Rule {
@@ -74,10 +89,16 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternConsole, Open: true},
 		metrics,
 		{Pattern: PatternReads, Roles: []Role{RoleAuditor}, Spaced: true},
+		{Pattern: PatternCheckpoint, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternCheckpointKey, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternCheckpoints, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternTiles, Roles: []Role{RoleAuditor}},
+		{Pattern: PatternProofs, Roles: []Role{RoleAuditor}},
 		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
 		{Pattern: PatternMCP, Roles: []Role{RoleAuditor}, Relay: true},
 		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
+		{Pattern: PatternBridges, Roles: []Role{RoleAuditor, RoleWriter}, Spaced: true},
 		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
 	}
 }

@@ -28,6 +28,25 @@ func TestTokenSpaces(t *testing.T) {
 		{"GET", "/v1/stats?space=b", "team-a-secret", http.StatusForbidden},
 		{"POST", "/v1/ops/rebuild", "team-a-secret", http.StatusForbidden}, // not per space
 		{"GET", "/v1/ops/rebuild", "team-a-secret", http.StatusForbidden},
+		// The event log (issue 25): space=* is every space, refused to a
+		// token limited to spaces; its own spaces are allowed.
+		{"GET", "/v1/events?space=*", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/events/3?space=*", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/events?space=a", "team-a-secret", http.StatusOK},
+		{"GET", "/v1/events/3", "team-a-secret", http.StatusOK},
+		{"GET", "/v1/events?space=*", tokAuditor, http.StatusOK},
+		// The verifiable log: a proposal's proof is per space; the
+		// whole-log routes are not (SPEC §16).
+		{"GET", "/v1/proposals/x/proof?space=a", "team-a-secret", http.StatusOK},
+		{"GET", "/v1/proposals/x/proof?space=b", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/checkpoint", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/checkpoints", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/tile/0/000", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/proof/consistency?from=1&to=2", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/checkpoint", tokAuditor, http.StatusOK},
+		{"GET", "/v1/checkpoint/key", tokAuditor, http.StatusOK},
+		{"GET", "/v1/tile/0/000", tokAuditor, http.StatusOK},
+		{"GET", "/v1/proof/consistency?from=1&to=2", tokAuditor, http.StatusOK},
 		{"GET", "/v1/proposals/x?space=b", tokAuditor, http.StatusOK}, // no spaces: every space
 		{"POST", "/v1/events?space=b", tokWriter, http.StatusAccepted},
 		// /mcp relays: a token limited to spaces may use it (its tools'

@@ -8,3 +8,9 @@ type Gaps struct {
 	Gaps       []model.Gap `json:"gaps"`
 	NextCursor string      `json:"next_cursor,omitempty"`
 }
+
+// Bridges is the body of GET /v1/bridges: what the ledger knows of each
+// bridge recording into a space (SPEC §14).
+type Bridges struct {
+	Bridges []model.BridgeSession `json:"bridges"`
+}

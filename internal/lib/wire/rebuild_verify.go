@@ -53,6 +53,8 @@ type VerifyResult struct {
 	Seq uint64 `json:"seq"`
 	// Digest is the projection's digest when OK.
 	Digest string `json:"digest,omitempty"`
+	// TreeRoot is the root hash of the Merkle tree of Seq leaves when OK.
+	TreeRoot string `json:"tree_root,omitempty"`
 	// Difference is the first difference when not OK.
 	Difference *model.Difference `json:"difference,omitempty"`
 	// Message describes the difference for a person.

@@ -121,6 +121,27 @@ type Status struct {
 	// beyond the log, a setting the ledger cannot use); while it is set
 	// the ledger is not ready and folds nothing.
 	LogProblem string `json:"log_problem,omitempty"`
+	// Consumers are the stream's consumers (GET /v1/status only, when the
+	// ledger can list them): the projectors' durables, rebuilds and
+	// other readers, with how far each has got.
+	Consumers []Consumer `json:"consumers,omitempty"`
+}
+
+// Consumer is one consumer of the LEDGER stream as GET /v1/status shows it.
+type Consumer struct {
+	Name string `json:"name"`
+	// Durable is false for an ephemeral (ordered) consumer.
+	Durable bool `json:"durable"`
+	// Delivered is the last stream sequence delivered; AckFloor the
+	// highest sequence below which every message is acknowledged.
+	Delivered uint64 `json:"delivered"`
+	AckFloor  uint64 `json:"ack_floor"`
+	// Pending is how many messages are left to deliver; AckPending how
+	// many were delivered and await an ack; Redelivered how many were
+	// delivered again.
+	Pending     uint64 `json:"pending"`
+	AckPending  int    `json:"ack_pending"`
+	Redelivered int    `json:"redelivered"`
 }
 
 // Ready is GET /readyz: Status plus the verdict (and, with 503, Error).

@@ -20,8 +20,8 @@ import (
 )
 
 // HeaderOriginalMsgID keeps, on an imported message, the Nats-Msg-Id the
-// message had when it was first appended.
-const HeaderOriginalMsgID = "Ledger-Original-Msg-Id"
+// message had when it was first appended (ledger.HeaderOriginalMsgID).
+const HeaderOriginalMsgID = ledger.HeaderOriginalMsgID
 
 // ImportMsgIDPrefix starts the Nats-Msg-Id of every imported message.
 const ImportMsgIDPrefix = "import/"
@@ -272,8 +272,15 @@ func message(r *Record) *nats.Msg {
 		h[k] = append([]string(nil), vs...)
 	}
 	h.Set(ledger.HeaderOriginalTime, r.Time)
-	if origID != "" && h.Get(HeaderOriginalMsgID) == "" {
-		h.Set(HeaderOriginalMsgID, origID)
+	// The message's identity (ledger.MsgIdentity, which the Merkle tree's
+	// leaf holds): kept from an earlier import when the line was itself
+	// imported (its Nats-Msg-Id is that import's), else its own
+	// Nats-Msg-Id, so that the imported log has the original's leaves.
+	if !strings.HasPrefix(origID, ImportMsgIDPrefix) || h.Get(HeaderOriginalMsgID) == "" {
+		h.Del(HeaderOriginalMsgID)
+		if origID != "" {
+			h.Set(HeaderOriginalMsgID, origID)
+		}
 	}
 	return &nats.Msg{Subject: r.Subject, Data: r.Raw, Header: h}
 }

@@ -153,6 +153,11 @@ type VerifyResult struct {
 	// Digest is the live projection's projections.Store.Digest when it
 	// matches.
 	Digest string `json:"digest,omitempty"`
+	// TreeRoot is the root hash (standard base64) of the Merkle tree of
+	// Seq leaves both projections hold when they match (SPEC §16: the
+	// comparison covers the tree's stored hashes): a signed checkpoint of
+	// Seq leaves names the same root.
+	TreeRoot string `json:"tree_root,omitempty"`
 	// Difference is the first difference (nil when they match).
 	Difference *model.Difference `json:"difference,omitempty"`
 }
@@ -195,6 +200,11 @@ func Verify(ctx context.Context, js jetstream.JetStream, live *projections.Store
 	if res.Digest, err = live.Digest(); err != nil {
 		return res, fmt.Errorf("repair: verify: %w", err)
 	}
+	root, err := live.TreeHash(int64(seq))
+	if err != nil {
+		return res, fmt.Errorf("repair: verify: %w", err)
+	}
+	res.TreeRoot = root.String()
 	return res, nil
 }
 

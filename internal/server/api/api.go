@@ -30,6 +30,8 @@
 //     the log is 400 beyond_log.
 //   - With Options.Ops, the online operations are mounted under /v1/ops
 //     (rebuild, its status, verify).
+//   - With Options.Proofs, the verifiable-log routes (SPEC §16,
+//     proofs.go): checkpoints, tiles, proposal and consistency proofs.
 //   - The live Reader sits behind a RWMutex: [API.SwapReader] puts a new
 //     one in its place while serving (reads wait for the swap, never see
 //     a closed store).
@@ -56,6 +58,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/metrics"
+	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/model"
@@ -128,8 +131,16 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// AsOf, if set, answers reads as of a past point (as_of_seq, as_of).
 	AsOf AsOfFunc
+	// Consumers, if set, lists the stream's consumers for GET /v1/status.
+	Consumers func(ctx context.Context) ([]wire.Consumer, error)
+	// RawEvent reads one stored message by sequence for
+	// GET /v1/events/{seq} (eventlog.go); nil answers that route 500.
+	RawEvent RawEventFunc
 	// Ops, if set, mounts the online operations under /v1/ops.
 	Ops Ops
+	// Proofs, if set, mounts the verifiable-log routes (proofs.go): the
+	// checkpoints, the tree's tiles, proposal and consistency proofs.
+	Proofs *proofs.Service
 	// Logger gets one debug line per request and an error line per
 	// internal failure.
 	Logger zerolog.Logger
@@ -230,6 +241,9 @@ func New(o Options) (*API, error) {
 	a.mux.HandleFunc(RouteList, a.list)
 	a.mux.HandleFunc(RouteStats, a.stats)
 	a.mux.HandleFunc(RouteGaps, a.gaps)
+	a.mux.HandleFunc(RouteEventList, a.listEvents)
+	a.mux.HandleFunc(RouteEvent, a.getEvent)
+	a.mux.HandleFunc(RouteBridges, a.bridges)
 	a.mux.HandleFunc(RouteStatus, a.status)
 	a.mux.HandleFunc(RouteWatch, a.watchChanges)
 	a.mux.HandleFunc(RouteChanges, a.listChanges)
@@ -244,6 +258,9 @@ func New(o Options) (*API, error) {
 		a.mux.HandleFunc(RouteOpsRebuild, a.postRebuild)
 		a.mux.HandleFunc(RouteOpsRebuildStatus, a.getRebuild)
 		a.mux.HandleFunc(RouteOpsVerify, a.postVerify)
+	}
+	if o.Proofs != nil {
+		a.mountProofs()
 	}
 	if o.Metrics != nil {
 		a.mux.Handle(RouteMetrics, o.Metrics.Handler())

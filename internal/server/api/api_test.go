@@ -262,7 +262,7 @@ func TestReadErrors(t *testing.T) {
 	if !strings.Contains(e.Message, "GET") {
 		t.Errorf("405 message does not say what is allowed: %s", e.Message)
 	}
-	l.wantError(http.MethodGet, "/v1/events", "", nil, 405, "method_not_allowed", "")
+	l.wantError(http.MethodPut, "/v1/events", "", nil, 405, "method_not_allowed", "")
 	// A path that is not clean is redirected to the clean one, as the mux does.
 	status, h, _ := l.do(http.MethodGet, "/v1//stats", "", nil)
 	if status/100 != 3 || h.Get("Location") != "/v1/stats" {

@@ -86,7 +86,7 @@ func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string, kern
 		return
 	}
 	var res ledger.Result
-	pd, err := a.opts.Appender.SubmitBody(r.Context(), space, body, ledger.BodyOptions{Kernel: kernel})
+	pd, err := a.opts.Appender.SubmitBody(r.Context(), space, body, ledger.BodyOptions{Kernel: kernel, Bridge: r.Header.Get(ledger.HeaderBridge)})
 	if err != nil {
 		res.Err = err
 	} else {
@@ -152,6 +152,7 @@ type ndjsonEntry struct {
 // stopped. A body whose Content-Length is over MaxBatchBytes is 413 at
 // once, nothing appended.
 func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, kernel bool) {
+	mark := r.Header.Get(ledger.HeaderBridge) // a bridge's session (SPEC §14), kept on every line's message
 	if r.ContentLength > a.opts.MaxBatchBytes {
 		a.tooLarge(w, a.opts.MaxBatchBytes, "the NDJSON body")
 		return
@@ -255,7 +256,7 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 		if l.Oversize() {
 			e.refusal = &wire.Error{Code: ledger.CodeOversize,
 				Message: fmt.Sprintf("envelope is %d bytes, over the limit of %d", l.Size, maxLine)}
-		} else if pd, err := a.opts.Appender.SubmitBody(ctx, space, l.Data, ledger.BodyOptions{Kernel: kernel}); err != nil {
+		} else if pd, err := a.opts.Appender.SubmitBody(ctx, space, l.Data, ledger.BodyOptions{Kernel: kernel, Bridge: mark}); err != nil {
 			e.refusal = wire.FromError(err)
 		} else {
 			e.pending = pd

@@ -78,3 +78,65 @@ func (a *API) gaps(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, body)
 }
+
+// RouteBridges lists what the ledger knows of each bridge recording into
+// a space (SPEC §14): its last session, last stored envelope, and whether
+// a gap covers everything since (a bridge reads it when it starts).
+const RouteBridges = "GET /v1/bridges"
+
+// Parameters of GET /v1/bridges.
+const (
+	paramBridge   = "bridge"
+	paramMEWSpace = "mew_space"
+)
+
+// bridgeReader is the optional part of a Reader that lists bridge
+// sessions (*projections.Store implements it).
+type bridgeReader interface {
+	BridgeSessions(space string) ([]model.BridgeSession, error)
+}
+
+// errNoBridges: the reader in place does not list bridges.
+var errNoBridges = errors.New("api: this projection does not list bridges")
+
+// BridgeSessions is the reader in place's BridgeSessions, or errNoBridges.
+func (s *swapReader) BridgeSessions(space string) ([]model.BridgeSession, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if g, ok := s.r.(bridgeReader); ok {
+		return g.BridgeSessions(space)
+	}
+	return nil, errNoBridges
+}
+
+// bridges answers GET /v1/bridges?space=&bridge=&mew_space=:
+// {"bridges":[...]} ordered by bridge and MEW space, those of one bridge
+// (and MEW space) when given.
+func (a *API) bridges(w http.ResponseWriter, r *http.Request) {
+	rc, ok := a.readPrologue(w, r, paramBridge, paramMEWSpace)
+	if !ok {
+		return
+	}
+	defer rc.release()
+	br, ok := rc.r.(bridgeReader)
+	if !ok {
+		a.internal(w, r, errNoBridges)
+		return
+	}
+	all, err := br.BridgeSessions(rc.space)
+	if err != nil {
+		a.internal(w, r, err)
+		return
+	}
+	out := []model.BridgeSession{}
+	for _, b := range all {
+		if v := rc.q.Get(paramBridge); v != "" && b.Bridge != v {
+			continue
+		}
+		if rc.q.Has(paramMEWSpace) && b.MEWSpace != rc.q.Get(paramMEWSpace) {
+			continue
+		}
+		out = append(out, b)
+	}
+	writeJSON(w, http.StatusOK, wire.Bridges{Bridges: out})
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mewledger/ledger/client/evidence"
 	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/ledger"
@@ -129,6 +130,42 @@ var operations = []op{
 		responses: []resp{{status: 202, desc: "Stored (a repeated report is a duplicate).", schema: "AppendResult"},
 			errResp(400, "The report is malformed: field names the member."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the writer role or the space."),
 			errResp(413, "The report is over the size limit."), errResp(503, "Not acknowledged; retrying is safe.")}},
+	{method: "get", path: "/v1/events", summary: "Every event of the ledger (SPEC §7), in stream order or newest first, with its effect, type, kind, form, sender, proposals, anomalies and the fold's reason; from the event index the fold writes, filtered, with stable cursor paging.", role: "auditor",
+		params: []param{
+			{name: "space", in: "query", typ: "string", desc: "The space; the server's default space when absent; * for every space (refused to a token limited to spaces)."},
+			pMinSeq,
+			{name: "effect", in: "query", typ: "string", desc: "Only events with this effect (on any proposal they touch).", enum: []string{"applied", "recorded", "duplicate", "late", "unauthorized", "invalid", "orphan", "ignored"}},
+			{name: "type", in: "query", typ: "string", desc: "Only events of this type (SPEC §3; ignored for non-lifecycle kinds)."},
+			{name: "kind", in: "query", typ: "string", desc: "Only events of this kind, as sent (e.g. mcp/proposal)."},
+			{name: "form", in: "query", typ: "string", desc: "Only events of this lifecycle form (SPEC §2)."},
+			{name: "from", in: "query", typ: "string", desc: "Only events from this sender."},
+			{name: "proposal", in: "query", typ: "string", desc: "Only events filed under this id (a proposal, or the id an orphan waits for)."},
+			{name: "anomaly", in: "query", typ: "string", desc: "Only events that raised this anomaly."},
+			{name: "tool", in: "query", typ: "string", desc: "Only tools/call events of this tool (params.name)."},
+			{name: "reason", in: "query", typ: "string", desc: "Only events with this reason code (withdraw, reject, approve)."},
+			{name: "code", in: "query", typ: "string", desc: "Only events the fold refused with this code (e.g. not_json)."},
+			{name: "event", in: "query", typ: "string", desc: "Only events with this envelope id."},
+			{name: "since", in: "query", typ: "string", desc: "Stored at or after this time (RFC 3339)."},
+			{name: "until", in: "query", typ: "string", desc: "Stored at or before this time (RFC 3339)."},
+			{name: "since_seq", in: "query", typ: "integer", desc: "From this sequence on (inclusive)."},
+			{name: "until_seq", in: "query", typ: "integer", desc: "Up to this sequence (inclusive)."},
+			{name: "as_of_seq", in: "query", typ: "integer", desc: "The log as of this sequence (caps until_seq); effects are shown as the fold sees them now."},
+			{name: "as_of", in: "query", typ: "string", desc: "The log as of this time (caps until)."},
+			{name: "order", in: "query", typ: "string", desc: "asc: stream order (default); desc: newest first. A cursor continues in its own order.", enum: []string{"asc", "desc"}},
+			{name: "limit", in: "query", typ: "integer", desc: "Page size (default 100, at most 1000)."},
+			{name: "cursor", in: "query", typ: "string", desc: "The next_cursor of the previous page."}},
+		example:   "/v1/events?space=*&limit=3",
+		responses: append([]resp{{status: 200, desc: "A page of events.", schema: "EventPage", example: true}}, readErr...)},
+	{method: "get", path: "/v1/events/{seq}", summary: "One stored message, raw (subject, headers, stream time, original bytes as base64 and, when UTF-8, as text, their SHA-256), beside its record in the event index.", role: "auditor",
+		params: []param{{name: "seq", in: "path", typ: "integer", desc: "The stream sequence.", required: true},
+			{name: "space", in: "query", typ: "string", desc: "The space the message must be in (default: the default space; * any)."}, pMinSeq},
+		example:   "/v1/events/1",
+		responses: append([]resp{{status: 200, desc: "The message and its record.", schema: "RawEvent", example: true}, errResp(404, "The stream holds no message at seq, or it is in another space.")}, readErr...)},
+	{method: "get", path: "/v1/bridges", summary: "What the ledger knows of each bridge recording into the space (SPEC §14), derived from the log: the last envelope stored from it, its session, and whether a gap covers everything since (a bridge reads it when it starts; writer tokens may too).", role: "auditor",
+		params: reads(param{name: "bridge", in: "query", typ: "string", desc: "Only this bridge (participant)."},
+			param{name: "mew_space", in: "query", typ: "string", desc: "Only this MEW space."}),
+		example:   "/v1/bridges",
+		responses: append([]resp{{status: 200, desc: "The bridges, by bridge and MEW space.", schema: "Bridges", example: true}}, readErr...)},
 	{method: "get", path: "/v1/watch", summary: "Server-Sent Events: one event per change of a proposal's state or anomalies, in stream order; the SSE id is the sequence, and a reconnect with Last-Event-ID misses nothing.", role: "auditor",
 		params: []param{pSpace, {name: "proposal", in: "query", typ: "string", desc: "Only this proposal."}, {name: "state", in: "query", typ: "string", desc: "Only changes into this state.", enum: states()},
 			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (Last-Event-ID wins when both are given)."},
@@ -153,8 +190,9 @@ var operations = []op{
 		params: []param{pSpace, pMinSeq}, example: "/v1/status",
 		responses: append([]resp{{status: 200, desc: "Stream and projection sequences.", schema: "Status", example: true}}, readErr...)},
 	{method: "post", path: "/v1/events", summary: "Append one envelope, or many as NDJSON (one result per line, in order).", role: "writer",
-		params: []param{pSpace, {name: "kernel", in: "query", typ: "string", desc: "1: take every body (or line) as a bare kernel proposal to wrap.", enum: []string{"1"}}},
-		body:   &reqBody{desc: "A MEW envelope (any accepted dialect), a bare kernel proposal, or NDJSON lines of them.", content: map[string]string{"application/json": "Envelope", "application/x-ndjson": ""}},
+		params: []param{pSpace, {name: "kernel", in: "query", typ: "string", desc: "1: take every body (or line) as a bare kernel proposal to wrap.", enum: []string{"1"}},
+			{name: "Ledger-Bridge", in: "header", typ: "string", desc: "A bridge's session mark (SPEC §14): b=BRIDGE&m=MEW_SPACE&s=SESSION&r=RECEIVED_UNIX_NS, kept on every stored message of the request; the ledger derives each bridge's sessions from it (GET /v1/bridges)."}},
+		body: &reqBody{desc: "A MEW envelope (any accepted dialect), a bare kernel proposal, or NDJSON lines of them.", content: map[string]string{"application/json": "Envelope", "application/x-ndjson": ""}},
 		responses: []resp{{status: 202, desc: "Stored (or recognised as a retry: duplicate true). NDJSON bodies get 200 with one AppendResult per line.", schema: "AppendResult", example: true},
 			{status: 200, desc: "NDJSON: one AppendResult per input line, in order.", media: "application/x-ndjson", schema: "AppendResult"},
 			errResp(400, "The envelope is refused: code and field say why."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the writer role."),
@@ -167,6 +205,37 @@ var operations = []op{
 		responses: []resp{{status: 200, desc: "Its status.", schema: "RebuildStatus", example: true}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role.")}},
 	{method: "post", path: "/v1/ops/verify", summary: "Rebuild into a temporary store and compare it with the live projection.", role: "ops",
 		responses: []resp{{status: 200, desc: "The comparison.", schema: "VerifyResult"}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the ops role."), errResp(409, "A rebuild or another verify is running."), errResp(503, "The stream did not answer.")}},
+	{method: "get", path: "/v1/checkpoint", summary: "The latest signed checkpoint (SPEC §16): a C2SP tlog-checkpoint signed note (origin, tree size, root hash; Ed25519).", role: "auditor",
+		responses: []resp{{status: 200, desc: "The signed note.", media: "text/plain"}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the role (a token limited to spaces may not read whole-log routes)."),
+			errResp(503, "No checkpoint signed yet (no_checkpoint); retry after the checkpoint interval.")}},
+	{method: "get", path: "/v1/checkpoint/key", summary: "The verifier key of the checkpoints (C2SP signed-note format, <origin>+<hash>+<base64>).", role: "auditor",
+		responses: []resp{{status: 200, desc: "The key, one line.", media: "text/plain"}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/v1/checkpoints", summary: "Every checkpoint the ledger signed, by tree size, smallest first.", role: "auditor",
+		params: []param{{name: "from", in: "query", typ: "integer", desc: "Only checkpoints of this tree size or larger (the previous page's next_from)."},
+			{name: "limit", in: "query", typ: "integer", desc: "Page size (1..1000, default 100)."}},
+		example:   "/v1/checkpoints",
+		responses: []resp{{status: 200, desc: "A page of checkpoints.", schema: "CheckpointList", example: true}, errResp(400, "A parameter is unknown or malformed."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/v1/tile/{path}", summary: "The Merkle tree in the C2SP tlog-tiles layout: hash tile tile/<L>/<N>[.p/<W>] (height 8), immutable and cacheable; entry bundles are not served (a leaf can exceed their 64 KiB entries: read leaves through the proof routes).", role: "auditor",
+		params:    []param{{name: "path", in: "path", typ: "string", desc: "<L>/<N>[.p/<W>] as C2SP tlog-tiles names it (N in 3-digit groups, x-prefixed but the last).", required: true}},
+		responses: []resp{{status: 200, desc: "The tile: W (or 256) hashes of 32 bytes.", media: "application/octet-stream"}, errResp(404, "Not a hash tile path, or past the tree (beyond_tree)."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/v1/proposals/{id}/proof", summary: "A proposal's evidence bundle: every event of its history in its original bytes, with its Merkle-tree leaf and inclusion proof against a signed checkpoint.", role: "auditor",
+		params:  []param{pID, pSpace, {name: "size", in: "query", typ: "integer", desc: "Prove against the checkpoint of this tree size (events after it are left out); default the latest."}},
+		example: "/v1/proposals/env-req-1/proof",
+		responses: []resp{{status: 200, desc: "The bundle (check it with `ledger verify --bundle`).", schema: "Bundle", example: true}, errResp(400, "A parameter is unknown or malformed."),
+			errResp(404, "No such proposal, or no checkpoint of that size (not_found), or one the tree has not reached (beyond_tree)."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role or the space."),
+			errResp(503, "No checkpoint covers the history yet (no_checkpoint): retry after the checkpoint interval.")}},
+	{method: "get", path: "/v1/proof/consistency", summary: "An RFC 6962 consistency proof from the tree of from leaves to the tree of to leaves.", role: "auditor",
+		params:  []param{{name: "from", in: "query", typ: "integer", desc: "The older tree size.", required: true}, {name: "to", in: "query", typ: "integer", desc: "The newer tree size (at most the tree's).", required: true}},
+		example: "/v1/proof/consistency?from=1&to=3",
+		responses: []resp{{status: 200, desc: "The proof.", schema: "ConsistencyProof", example: true}, errResp(400, "from or to missing or malformed, or from > to."),
+			errResp(404, "to is past the tree (beyond_tree)."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
+	{method: "get", path: "/v1/proof/inclusion", summary: "The RFC 6962 inclusion proof of one stream sequence's leaf, against a signed checkpoint (included).", role: "auditor",
+		params: []param{{name: "seq", in: "query", typ: "integer", desc: "The stream sequence (leaf seq-1).", required: true},
+			{name: "size", in: "query", typ: "integer", desc: "Prove against the checkpoint of this tree size; default the latest."}},
+		example: "/v1/proof/inclusion?seq=2",
+		responses: []resp{{status: 200, desc: "The proof, the leaf hash and the checkpoint.", schema: "InclusionProof", example: true}, errResp(400, "seq missing or malformed."),
+			errResp(404, "No checkpoint of that size, or seq past it (beyond_tree)."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."),
+			errResp(503, "No checkpoint covers seq yet (no_checkpoint).")}},
 	{method: "get", path: "/healthz", summary: "Liveness: the process serves.", example: "/healthz",
 		responses: []resp{{status: 200, desc: "Serving.", schema: "Health", example: true}}},
 	{method: "get", path: "/readyz", summary: "Readiness: the projection is caught up within the ready bound.", example: "/readyz",
@@ -190,9 +259,17 @@ var schemaTypes = map[string]reflect.Type{
 	"RebuildStatus": reflect.TypeFor[wire.RebuildStatus](),
 	"VerifyResult":  reflect.TypeFor[wire.VerifyResult](),
 	"Gaps":          reflect.TypeFor[wire.Gaps](),
+	"Bridges":       reflect.TypeFor[wire.Bridges](),
 	"GapReport":     reflect.TypeFor[ledger.Gap](),
 	"Change":        reflect.TypeFor[model.Change](),
+	"EventPage":     reflect.TypeFor[model.EventPage](),
+	"RawEvent":      reflect.TypeFor[model.RawEvent](),
 	"ChangesPage":   reflect.TypeFor[api.ChangesPage](),
+	// SPEC §16 (client/evidence's types).
+	"Bundle":           reflect.TypeFor[evidence.Bundle](),
+	"ConsistencyProof": reflect.TypeFor[evidence.ConsistencyProof](),
+	"CheckpointList":   reflect.TypeFor[evidence.CheckpointList](),
+	"InclusionProof":   reflect.TypeFor[evidence.InclusionProof](),
 }
 
 // schemaNames names the components whose Go names collide.
@@ -512,6 +589,9 @@ func TestOpenAPIDocument(t *testing.T) {
 		described[strings.ToUpper(o.method)+" "+o.path] = true
 	}
 	for _, r := range routes {
+		// A wildcard of the rest of the path ({path...}) is one path
+		// parameter in OpenAPI.
+		r = strings.ReplaceAll(r, "...}", "}")
 		if !described[r] {
 			t.Errorf("route %q is mounted but not described in the OpenAPI document (add it to operations in openapi_test.go, then run go test ./internal/server/api -run TestOpenAPIDocument -update)", r)
 		}

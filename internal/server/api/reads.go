@@ -363,6 +363,15 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		a.unavailable(w, err)
 		return
 	}
+	if a.opts.Consumers != nil {
+		// The consumers are a view for people (the console's status
+		// page): a stream that does not list them leaves them out.
+		if cs, err := a.opts.Consumers(r.Context()); err == nil {
+			st.Consumers = cs
+		} else {
+			a.log.Warn().Err(err).Msg("list the stream's consumers")
+		}
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 

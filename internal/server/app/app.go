@@ -54,6 +54,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/console"
 	"github.com/mewledger/ledger/internal/server/mcp"
 	"github.com/mewledger/ledger/internal/server/metrics"
+	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
@@ -90,6 +91,9 @@ type App struct {
 
 	pmu  sync.Mutex
 	pipe *pipeline // the current projection; replaced by an online rebuild
+
+	proofs     *proofs.Service // checkpoints and proofs (proofs.go)
+	stopProofs func()          // cancels the signer and waits for it
 
 	logState logState // logcheck.go
 
@@ -173,6 +177,9 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		_ = store.Close()
 		return nil, err
 	}
+	if err := a.openProofs(); err != nil {
+		return nil, err
+	}
 	a.asOf = newAsOfCache(a.js, o.TmpDir(), o.Logger.With().Str(logging.KeyComponent, "as-of").Logger())
 	a.opsCtx, a.opsCancel = context.WithCancel(context.Background())
 	a.rebuild = wire.RebuildStatus{Phase: wire.RebuildIdle}
@@ -192,7 +199,10 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		MaxBatchBytes: o.MaxBatchBytes,
 		Metrics:       a.metrics,
 		AsOf:          a.asOf.get,
+		RawEvent:      a.rawEvent,
+		Consumers:     a.consumers,
 		Ops:           a,
+		Proofs:        a.proofs,
 		Logger:        o.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
@@ -399,6 +409,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		return nil
 	})
 	a.current().start(base, a.componentFailed)
+	a.startProofs(base)
 	checkCtx, stopCheck := context.WithCancel(base)
 	defer stopCheck()
 	checkDone := make(chan struct{})
@@ -453,7 +464,8 @@ func (a *App) Run(ctx context.Context) (err error) {
 	stopCheck()
 	<-checkDone
 	a.current().stop()
-	_ = g.Wait() // the HTTP goroutine's; every other has returned above; failures are in failErr
+	a.stopProofs() // after the projector: the last batch gets its checkpoint
+	_ = g.Wait()   // the HTTP goroutine's; every other has returned above; failures are in failErr
 	// 5..7. Close the store, drain the connection, stop the server.
 	relCtx, cancelRel := context.WithTimeout(base, a.opts.ShutdownTimeout)
 	defer cancelRel()
@@ -530,6 +542,11 @@ func (a *App) release(ctx context.Context) error {
 		}
 		if a.appender != nil {
 			a.appender.Close()
+		}
+		if a.proofs != nil {
+			if err := a.proofs.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("app: %w", err))
+			}
 		}
 		if p := a.current(); p != nil {
 			if err := p.store.Close(); err != nil {

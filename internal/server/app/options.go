@@ -17,6 +17,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/datalock"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/server/api"
+	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
@@ -44,6 +45,10 @@ const (
 	ProjectionDirName = "projection"
 	AddrFileName      = "serve.addr.json"
 	TmpDirName        = "tmp"
+	// CheckpointsDirName holds the checkpoint log (package proofs).
+	CheckpointsDirName = proofs.LogDir
+	// CheckpointKeyName is the default checkpoint signing key's file.
+	CheckpointKeyName = proofs.KeyFile
 )
 
 // MinDupWindow is the shortest Options.DupWindow: the projection must
@@ -163,6 +168,17 @@ type Options struct {
 	// must be to the end of the log before the projector is paused for
 	// the swap. Default DefaultRebuildSwapLag.
 	RebuildSwapLag int64
+	// CheckpointKeyFile is the checkpoint signing key (SPEC §16); default
+	// <DataDir>/checkpoint.key, generated there (mode 0600) on first start.
+	// A file given here must exist.
+	CheckpointKeyFile string
+	// CheckpointOrigin names the log in its checkpoints: the name of a
+	// key generated on first start (default proofs.DefaultOrigin(),
+	// "<host>/ledger"), and, when set, what an existing key's name must be.
+	CheckpointOrigin string
+	// CheckpointInterval is the shortest time between two checkpoints.
+	// Default proofs.DefaultInterval (1s).
+	CheckpointInterval time.Duration
 	// DataLock, if set, is DataDir's lock already held by the caller
 	// (serve takes it before writing its generated NATS configuration
 	// there); New takes it over and the App releases it. Otherwise New
@@ -258,7 +274,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: envelope limit %d is over the ledger's %d bytes", ErrOptions, o.Limits.MaxBytes, ledger.MaxEnvelopeBytes)
 	case o.RebuildSwapLag < 0:
 		return fmt.Errorf("%w: negative RebuildSwapLag", ErrOptions)
-	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0 || o.LogCheckInterval < 0 ||
+	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0 || o.LogCheckInterval < 0 || o.CheckpointInterval < 0 ||
 		o.ReadHeaderTimeout < 0 || o.BodyIdleTimeout < 0 || o.BodyTimeout < 0:
 		return fmt.Errorf("%w: negative duration", ErrOptions)
 	case len(o.Space) > ledger.MaxSpaceBytes:
@@ -315,6 +331,18 @@ func (o Options) NATSDir() string       { return filepath.Join(o.DataDir, NATSDi
 func (o Options) ProjectionDir() string { return filepath.Join(o.DataDir, ProjectionDirName) }
 func (o Options) AddrFile() string      { return filepath.Join(o.DataDir, AddrFileName) }
 func (o Options) TmpDir() string        { return filepath.Join(o.DataDir, TmpDirName) }
+
+// CheckpointsDir is the checkpoint log's directory under DataDir.
+func (o Options) CheckpointsDir() string { return filepath.Join(o.DataDir, CheckpointsDirName) }
+
+// CheckpointKey returns the signing key's path and whether it is the
+// default one (generated when absent).
+func (o Options) CheckpointKey() (string, bool) {
+	if o.CheckpointKeyFile != "" {
+		return o.CheckpointKeyFile, false
+	}
+	return filepath.Join(o.DataDir, CheckpointKeyName), true
+}
 
 // SyncString describes the fsync policy for logs.
 func (o Options) SyncString() string {

@@ -357,7 +357,7 @@ func (a *App) Verify(ctx context.Context) (wire.VerifyResult, error) {
 			break
 		}
 	}
-	out := wire.VerifyResult{OK: err == nil, Seq: res.Seq, Digest: res.Digest, Difference: res.Difference}
+	out := wire.VerifyResult{OK: err == nil, Seq: res.Seq, Digest: res.Digest, TreeRoot: res.TreeRoot, Difference: res.Difference}
 	ev := a.log.Info()
 	switch {
 	case errors.Is(err, repair.ErrMismatch):

@@ -6,7 +6,9 @@
 // Contract:
 //   - Handler serves the console under Prefix (/ui/). The pages — the
 //     proposal list (/ui/), a proposal (/ui/proposals/{id}), the
-//     statistics (/ui/stats) and the recording gaps (/ui/gaps) — are one
+//     statistics (/ui/stats), the recording gaps (/ui/gaps), the event
+//     browser (/ui/events), one event raw (/ui/events/{seq}) and the
+//     status (/ui/status) — are one
 //     HTML document; its script routes by path and reads the query string
 //     (space, filters, cursor). Assets are under /ui/assets/.
 //   - The files are not secret: they are served without a token. The
@@ -92,10 +94,12 @@ func Handler() http.Handler {
 // page reports whether rest (the path after /ui/) is one of the pages.
 func page(rest string) bool {
 	switch {
-	case rest == "", rest == "stats", rest == "gaps":
+	case rest == "", rest == "stats", rest == "gaps", rest == "events", rest == "status":
 		return true
 	case strings.HasPrefix(rest, "proposals/"):
 		return len(rest) > len("proposals/")
+	case strings.HasPrefix(rest, "events/"):
+		return len(rest) > len("events/")
 	}
 	return false
 }

@@ -260,7 +260,7 @@ func (s *Service) accept(req micro.Request) func() {
 		return s.acceptBatch(req, space, items, err)
 	}
 	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))
-	pd, err := s.opts.Appender.SubmitBody(s.ctx, space, req.Data(), ledger.BodyOptions{Kernel: force})
+	pd, err := s.opts.Appender.SubmitBody(s.ctx, space, req.Data(), ledger.BodyOptions{Kernel: force, Bridge: req.Headers().Get(ledger.HeaderBridge)})
 	if err != nil {
 		s.outcome(req, ledger.Result{Err: err}, s.answer)
 		return nil

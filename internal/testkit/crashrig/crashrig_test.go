@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/lib/workload"
@@ -242,6 +243,9 @@ func runCrash(t *testing.T, publishers, perPublisher, kills int, syncInterval st
 	}
 	if rep.RebuildDiff != "" {
 		t.Errorf("projection differs from a rebuild of the stream: %s", rep.RebuildDiff)
+	}
+	if want := tlog.StoredHashCount(int64(rep.Checkpoint)); rep.TreeHashes != want {
+		t.Errorf("the Merkle tree holds %d stored hashes, the projection at seq %d needs %d: tree and projection at different sizes", rep.TreeHashes, rep.Checkpoint, want)
 	}
 	if rep.StatsEvents != int64(rep.Msgs) || rep.Duplicates != 0 {
 		t.Errorf("stats count %d events (%d folded as duplicates); the stream holds %d", rep.StatsEvents, rep.Duplicates, rep.Msgs)

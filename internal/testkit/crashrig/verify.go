@@ -48,6 +48,10 @@ type Report struct {
 	EventsMismatchN, OrphanTargetExistsN   int
 	StreamRead, RebuildTook, CompareTook   time.Duration
 	UnknownKeys                            int
+	// TreeHashes is the number of the Merkle tree's stored hashes in the
+	// projection: tlog.StoredHashCount(Checkpoint) when the tree is
+	// exactly as far as the projection (SPEC §16).
+	TreeHashes int64
 }
 
 const maxExamples = 20
@@ -219,6 +223,8 @@ func counts(s *projections.Store, rep *Report) error {
 			orphans = append(orphans, key)
 		case model.TableStats:
 			spaces = append(spaces, ki.Space)
+		case projections.TableTree:
+			rep.TreeHashes++
 		case model.TableUnknown:
 			rep.UnknownKeys++
 		}

@@ -53,13 +53,26 @@ type Check func(t *testing.T, mem *fold.MemState, log []fold.Event)
 
 // Walk runs every script under dir (Run on each).
 func Walk(t *testing.T, dir string, check Check) {
+	WalkWith(t, dir, check, nil)
+}
+
+// Command answers a command the runner does not know (the Pebble store's
+// "events", package projections); ok is false when it does not know it
+// either.
+type Command func(t *testing.T, td *datadriven.TestData, s *Script) (out string, ok bool)
+
+// WalkWith is Walk with extra commands (nil: none).
+func WalkWith(t *testing.T, dir string, check Check, extra Command) {
 	datadriven.Walk(t, dir, func(t *testing.T, path string) {
-		Run(t, path, check)
+		RunWith(t, path, check, extra)
 	})
 }
 
 // Run runs the script at path, with check (nil: none).
-func Run(t *testing.T, path string, check Check) {
+func Run(t *testing.T, path string, check Check) { RunWith(t, path, check, nil) }
+
+// RunWith is Run with extra commands (nil: none).
+func RunWith(t *testing.T, path string, check Check, extra Command) {
 	s := New()
 	datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
 		space := "default"
@@ -151,6 +164,11 @@ func Run(t *testing.T, path string, check Check) {
 			}
 			return b.String()
 		default:
+			if extra != nil {
+				if out, ok := extra(t, td, s); ok {
+					return out
+				}
+			}
 			t.Fatalf("unknown command %q", td.Cmd)
 			return ""
 		}

@@ -278,12 +278,25 @@ func (g *Gateway) peers(space, except string) []*peer {
 	return out
 }
 
-func (p *peer) send(frame []byte) {
+func (p *peer) send(frame []byte) { p.sendAs(websocket.MessageText, frame) }
+
+func (p *peer) sendAs(typ websocket.MessageType, frame []byte) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = p.conn.Write(ctx, websocket.MessageText, frame)
+	_ = p.conn.Write(ctx, typ, frame)
+}
+
+// BroadcastBinary is Broadcast as a binary message: the real gateway
+// relays MEW stream data ("#<stream>#<data>") that way.
+func (g *Gateway) BroadcastBinary(space string, frame []byte) {
+	g.mu.Lock()
+	targets := g.peers(space, "")
+	g.mu.Unlock()
+	for _, t := range targets {
+		t.sendAs(websocket.MessageBinary, frame)
+	}
 }
 
 // Broadcast sends one frame, byte for byte, to every participant of a

@@ -65,6 +65,24 @@ export async function get(path) {
   }
 }
 
+// getText fetches a text read (GET /v1/checkpoint); on 401 it asks for a
+// token and retries. An error answer is an HTTPError.
+export async function getText(path) {
+  for (let attempt = 0; ; attempt++) {
+    const r = await fetch(path, { headers: headers({ Accept: "text/plain" }), cache: "no-store" });
+    if (r.status === 401 && attempt < 3) {
+      await askToken();
+      continue;
+    }
+    if (!r.ok) {
+      let body = null;
+      try { body = await r.json(); } catch { body = null; }
+      throw new HTTPError(r.status, body);
+    }
+    return r.text();
+  }
+}
+
 // watch streams /v1/watch?query, calling onChange(change) for each change
 // and onState("live" | "reconnecting" | "stopped", detail). It resumes
 // after the last id it saw. It returns a function that stops it.

@@ -1,28 +1,62 @@
 // The auditor's console: one document, routed by path. Every page reads
 // the API (api.js) one page at a time — it never loads every proposal —
 // and updates itself from /v1/watch.
-import { get, watch, HTTPError } from "./api.js";
+import { get, watch as liveWatch, HTTPError } from "./api.js";
 import { h, clear, stateBadge, effectBadge, fmtTime, relTime, anomalyText, targetText, STATES, ANOMALIES, announce } from "./ui.js";
 import { barChart, stackedTimeChart } from "./charts.js";
+import { eventsPage, eventPage, statusPage, exportLinks } from "./events.js";
 
 const params = new URLSearchParams(location.search);
 const space = params.get("space") || "";
 const main = document.getElementById("main");
 
-// withSpace keeps ?space= on the console's own links.
+// Time travel: ?as_of_seq=N or ?as_of=TIME shows the whole console as of
+// that point of the log (the API's as-of reads), clearly marked, with a
+// link back to now. Nothing is live in the past.
+const asOfSeq = params.get("as_of_seq") || "";
+const asOfTime = asOfSeq ? "" : params.get("as_of") || "";
+const past = !!(asOfSeq || asOfTime);
+function asOfParams(q) {
+  if (asOfSeq) q.set("as_of_seq", asOfSeq);
+  else if (asOfTime) q.set("as_of", asOfTime);
+  return q;
+}
+
+// withSpace keeps ?space= and the as-of point on the console's own links;
+// extra may set its own space.
 function withSpace(path, extra) {
-  const q = new URLSearchParams(extra || {});
+  const q = new URLSearchParams();
   if (space) q.set("space", space);
-  for (const [k, v] of [...q.entries()]) if (v === "") q.delete(k);
+  asOfParams(q);
+  for (const [k, v] of Object.entries(extra || {})) q.set(k, v);
+  for (const [k, v] of [...q.entries()]) if (v === "" || (k === "space" && v === "default" && !space)) q.delete(k);
   const s = q.toString();
   return s ? `${path}?${s}` : path;
 }
-function apiQuery(extra) {
+function spaceParams() {
   const q = new URLSearchParams();
   if (space) q.set("space", space);
+  return q;
+}
+function apiParams(extra) {
+  const q = asOfParams(spaceParams());
+  for (const [k, v] of Object.entries(extra || {})) if (v != null && v !== "") q.set(k, v);
+  return q;
+}
+function apiQuery(extra) { return apiParams(extra).toString(); }
+// liveQuery is apiQuery for the routes that answer only now (/v1/changes).
+function liveQuery(extra) {
+  const q = spaceParams();
   for (const [k, v] of Object.entries(extra || {})) if (v != null && v !== "") q.set(k, v);
   return q.toString();
 }
+// watch is api.js's watch, except in the past, where nothing is live.
+function watch(query, onChange, onState) {
+  if (past) return () => {};
+  return liveWatch(query, onChange, onState);
+}
+// The context the pages of events.js render with.
+const ctx = { main, params, space, link: withSpace, apiParams, spaceParams };
 
 // The live indicator in the header: in words and an icon, not colour alone.
 const live = document.getElementById("live");
@@ -30,7 +64,7 @@ function setLive(state, detail) {
   live.dataset.state = state;
   live.querySelector("span[aria-hidden]").textContent = state === "live" ? "●" : "○";
   live.querySelector(".live-text").textContent =
-    state === "live" ? "live" : state === "reconnecting" ? "reconnecting…" + (detail ? ` (${detail})` : "") : "not live";
+    state === "live" ? "live" : state === "past" ? "the past" : state === "reconnecting" ? "reconnecting…" + (detail ? ` (${detail})` : "") : "not live";
 }
 
 function showError(err, what) {
@@ -92,6 +126,8 @@ async function listPage() {
   if (cursor) nav.append(h("a", { href: withSpace("/ui/", f), rel: "first" }, "⇤ First page"));
   if (page.next_cursor) nav.append(h("a", { href: withSpace("/ui/", Object.assign({}, f, { cursor: page.next_cursor })), rel: "next", id: "next-page" }, "Next page →"));
   main.append(nav);
+  main.append(exportLinks(page.proposals.map((p) => Object.assign({ tool: toolOf(p), arg: mainArg(p) }, p)),
+    ["id", "space", "state", "proposer", "to", "method", "tool", "arg", "anomalies", "created_seq", "created_at", "updated_seq", "decided_by", "reason", "events"], "proposals"));
 
   // Live: update the rows shown, the counts, and say when new ones arrived.
   const byID = new Map(page.proposals.map((p, i) => [p.id, rows[i]]));
@@ -150,10 +186,23 @@ function row(p) {
     h("td", { class: "c-id", "data-label": "Proposal" }, h("a", { href: withSpace("/ui/proposals/" + encodeURIComponent(p.id)) }, p.id)),
     h("td", { "data-label": "Proposer" }, p.proposer),
     h("td", { "data-label": "To" }, to || "—"),
-    h("td", { "data-label": "Method" }, h("code", {}, p.method || (p.kernel ? "kernel/" + p.kernel.action_type : "—"))),
+    h("td", { "data-label": "Method" }, h("code", {}, p.method || (p.kernel ? "kernel/" + p.kernel.action_type : "—")), toolOf(p) ? h("span", { class: "tool" }, " ", h("code", {}, toolOf(p)), mainArg(p) ? h("span", { class: "arg" }, " " + mainArg(p)) : null) : null),
     h("td", { class: "c-anom", "data-label": "Anomalies" }, anomalyCell(p.anomalies)),
     h("td", { "data-label": "Created" }, h("span", {}, h("time", { datetime: p.created_at, title: p.created_at }, relTime(p.created_at)), h("span", { class: "seq" }, ` #${p.created_seq}`))),
     h("td", { class: "c-events", "data-label": "Events" }, String(p.events)));
+}
+
+// toolOf is a tools/call's tool (params.name); mainArg its main argument
+// (as the event index takes it: path, command, url, ... else the first
+// string argument).
+function toolOf(p) { return p && p.params && typeof p.params.name === "string" ? p.params.name : ""; }
+const MAIN_ARGS = ["path", "file", "filename", "command", "cmd", "url", "uri", "query", "target", "name", "id"];
+function mainArg(p) {
+  const a = p && p.params && p.params.arguments;
+  if (!a || typeof a !== "object") return "";
+  for (const k of MAIN_ARGS) if (typeof a[k] === "string") return a[k].slice(0, 200);
+  for (const k of Object.keys(a).sort()) if (typeof a[k] === "string") return a[k].slice(0, 200);
+  return "";
 }
 
 function anomalyCell(list) {
@@ -173,26 +222,40 @@ function updateRow(tr, c) {
 
 async function proposalPage(id) {
   document.title = `${id} · mewledger`;
-  let p, hist;
-  try {
-    [p, hist] = await Promise.all([
-      get(`/v1/proposals/${encodeURIComponent(id)}?` + apiQuery()),
-      get(`/v1/proposals/${encodeURIComponent(id)}/history?` + apiQuery()),
-    ]);
-  } catch (e) {
-    if (e instanceof HTTPError && e.status === 404) {
-      clear(main);
-      main.append(h("h1", {}, "No proposal ", h("code", {}, id)),
-        h("p", {}, `The ledger has no proposal ${id} in ${space ? "space " + space : "the default space"}. `,
-          "Events that name it may be waiting for it (orphans); they show here once it arrives."),
-        h("p", {}, h("a", { href: withSpace("/ui/") }, "← All proposals")));
-      watchProposal(id, null);
-      return;
-    }
-    throw e;
+  // The proposal and its history are asked for separately: an id that
+  // names no proposal may still have a history (orphans waiting for it,
+  // invalid or ignored events filed under it), and that is exactly what
+  // an auditor came for.
+  const notFound = (e) => { if (e instanceof HTTPError && e.status === 404) return null; throw e; };
+  const [p, hist] = await Promise.all([
+    get(`/v1/proposals/${encodeURIComponent(id)}?` + apiQuery()).catch(notFound),
+    get(`/v1/proposals/${encodeURIComponent(id)}/history?` + apiQuery()).catch(notFound),
+  ]);
+  if (!p) {
+    renderNoProposal(id, (hist && hist.events) || []);
+    watchProposal(id, null);
+    return;
   }
-  renderProposal(p, hist.events || []);
+  renderProposal(p, hist ? hist.events || [] : []);
   watchProposal(id, p);
+}
+
+// renderNoProposal shows what is filed under an id that names no proposal:
+// each event with its effect and the fold's reason.
+function renderNoProposal(id, events) {
+  clear(main);
+  main.append(h("p", { class: "crumbs" }, h("a", { href: withSpace("/ui/") }, "← Proposals")));
+  main.append(h("h1", {}, "No proposal ", h("code", {}, id)));
+  if (!events.length) {
+    main.append(h("p", {}, `The ledger has no proposal ${id} in ${space ? "space " + space : "the default space"}, and nothing is filed under that id. `,
+      "Events that name it would show here (orphans waiting for it, invalid or ignored events)."));
+    return;
+  }
+  main.append(h("p", { id: "no-proposal-note" }, `The ledger has no proposal ${id} in ${space ? "space " + space : "the default space"}, but ${events.length} event${events.length === 1 ? " is" : "s are"} filed under that id: `,
+    "orphans waiting for it, or events the fold refused or ignored, with its reason."));
+  const known = new Set(events.map((e) => e.id));
+  main.append(h("section", { "aria-labelledby": "h-hist" }, h("h2", { id: "h-hist" }, `Events filed under ${id} (${events.length})`),
+    h("ol", { class: "timeline" }, ...events.map((e) => timelineItem(e, known)))));
 }
 
 function watchProposal(id) {
@@ -248,9 +311,11 @@ function renderProposal(p, events, updated) {
     ["Kind / dialect", `${p.kind || "?"} · ${p.dialect || "?"}`],
     ["Created", h("span", {}, fmtTime(p.created_at), h("span", { class: "seq" }, ` seq ${p.created_seq}`))],
     ["Last change", h("span", {}, fmtTime(p.updated_at), h("span", { class: "seq" }, ` seq ${p.updated_seq}`))],
-    ["Decided by", p.decided_by ? h("span", {}, p.decided_by, " with ", ref(p.decided_event), p.reason ? ` (reason: ${p.reason})` : "") : null],
+    ["Decided by", p.decided_by ? h("span", {}, h("a", { href: withSpace("/ui/events", { from: p.decided_by, effect: "applied" }), title: "events this participant decided" }, p.decided_by), " with ", ref(p.decided_event), p.reason ? h("span", {}, " (reason: ", h("a", { href: withSpace("/ui/events", { reason: p.reason }) }, p.reason), ")") : "") : null],
     ["Expires", p.expires_at ? fmtTime(p.expires_at) : null],
-    ["Events in history", String(p.events)],
+    ["Events in history", retriesOf(events).length
+      ? h("span", { id: "p-events" }, `${p.events} (${p.events - retriesOf(events).length} and ${retriesOf(events).length} stored ${retriesOf(events).length === 1 ? "retry" : "retries"} of them)`)
+      : h("span", { id: "p-events" }, String(p.events))],
   ];
   main.append(h("section", { "aria-labelledby": "h-facts" }, h("h2", { id: "h-facts", class: "visually-hidden" }, "Facts"), dl(facts)));
 
@@ -323,11 +388,21 @@ function renderProposal(p, events, updated) {
     main.append(h("section", { "aria-labelledby": "h-said" }, h("h2", { id: "h-said" }, "Participants"), h("ul", { class: "plain said" }, ...said)));
   }
 
-  // History as a timeline.
-  main.append(h("section", { "aria-labelledby": "h-hist" }, h("h2", { id: "h-hist" }, `History (${events.length} event${events.length === 1 ? "" : "s"})`),
-    h("ol", { class: "timeline" }, ...events.map((e) => timelineItem(e, known)))));
+  // History as a timeline; stored retries (duplicates: the same envelope
+  // stored again) apart, so that the count of what happened is plain.
+  const retries = retriesOf(events);
+  const rest = events.filter((e) => e.effect !== "duplicate");
+  main.append(h("section", { "aria-labelledby": "h-hist" }, h("h2", { id: "h-hist" }, `History (${rest.length} event${rest.length === 1 ? "" : "s"}${retries.length ? `, and ${retries.length} stored ${retries.length === 1 ? "retry" : "retries"} below` : ""})`),
+    h("ol", { class: "timeline" }, ...rest.map((e) => timelineItem(e, known)))));
+  if (retries.length) {
+    main.append(h("section", { "aria-labelledby": "h-retries", id: "retries" }, h("h2", { id: "h-retries" }, `Stored retries (${retries.length})`),
+      h("p", { class: "detail" }, "The same envelope again (same id and content): stored in the log, counted in Events, changed nothing."),
+      h("ol", { class: "timeline retries" }, ...retries.map((e) => timelineItem(e, known)))));
+  }
   if (focus) { const el = document.getElementById(focus); if (el) el.focus(); }
 }
+
+function retriesOf(events) { return events.filter((e) => e.effect === "duplicate"); }
 
 const TYPE_ICON = { proposal: "✚", fulfil: "▶", response: "↩", reject: "✖", withdraw: "↶", note: "✎", approve: "✓", expire: "⊘", gap: "⋯" };
 
@@ -344,15 +419,15 @@ function timelineItem(e, known) {
   else if (e.status) body.push(h("p", {}, "Status: ", h("strong", {}, e.status)));
   if (e.note) body.push(h("p", { class: "detail" }, e.note));
   if (e.resolved_seq) body.push(h("p", { class: "orphan-note" }, `Arrived as an orphan at seq ${e.seq}; applied when seq ${e.resolved_seq} arrived.`));
-  return h("li", { id: "ev-" + e.id, class: "ev ev-" + e.type + " eff-" + e.effect, tabindex: "-1" },
+  return h("li", { id: "ev-" + (e.id || "seq-" + e.seq) + (e.effect === "duplicate" ? "-retry-" + e.seq : ""), "data-seq": String(e.seq), class: "ev ev-" + e.type + " eff-" + e.effect, tabindex: "-1" },
     h("div", { class: "ev-head" },
       h("span", { class: "ev-icon", "aria-hidden": "true" }, TYPE_ICON[e.type] || "•"),
       h("span", { class: "ev-type" }, e.type),
-      " ", h("code", { class: "ev-id" }, e.id),
+      " ", h("code", { class: "ev-id" }, e.id || "(no id)"),
       " from ", h("strong", {}, e.from || "?"),
       target ? h("span", {}, " → ", target) : null,
       " ", effectBadge(e.effect)),
-    h("div", { class: "ev-meta" }, `seq ${e.seq} · `, h("time", { datetime: e.at }, fmtTime(e.at)), e.kind ? ` · ${e.kind}` : ""),
+    h("div", { class: "ev-meta" }, h("a", { href: withSpace("/ui/events/" + e.seq), class: "seqlink", title: "the stored message, raw" }, `seq ${e.seq}`), " · ", h("time", { datetime: e.at }, fmtTime(e.at)), e.kind ? ` · ${e.kind}` : ""),
     ...body);
 }
 
@@ -381,21 +456,39 @@ async function statsPage() {
   const an = Object.entries(stats.anomalies || {}).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
   grid.append(card("Proposals with each anomaly", "h-anom",
     an.length ? barChart(an.map(([k, v]) => ({ label: k.replaceAll("_", " "), value: v, cls: "anomaly" })), "Anomalies") : h("p", { class: "none" }, "No anomalies.")));
-  const table = (title, id, m) => {
+  // Every count links to what it counts: the events behind it (the event
+  // browser) or the proposals.
+  const table = (title, id, m, linkOf) => {
     const e = Object.entries(m || {}).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
-    return card(title, id, e.length ? h("table", { class: "kv" }, h("tbody", {}, ...e.map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k), h("td", {}, String(v)))))) : h("p", { class: "none" }, "None."));
+    return card(title, id, e.length ? h("table", { class: "kv", id: id + "-t" }, h("tbody", {}, ...e.map(([k, v]) => {
+      const to = linkOf ? linkOf(k) : null;
+      return h("tr", { "data-key": k }, h("th", { scope: "row" }, to ? h("a", { href: to }, k) : k), h("td", {}, to ? h("a", { href: to }, String(v)) : String(v)));
+    })))
+      : h("p", { class: "none" }, "None."));
   };
-  grid.append(table(`Events by type (${stats.events.toLocaleString("en")})`, "h-types", stats.events_by_type));
-  grid.append(table("Effects", "h-eff", stats.effects));
-  grid.append(table("Rejection reasons", "h-rr", stats.rejection_reasons));
-  grid.append(table("Withdrawal reasons", "h-wr", stats.withdrawal_reasons));
+  const evLinkTo = (extra) => withSpace("/ui/events", extra);
+  const typeLink = (k) => (k === "invalid" ? evLinkTo({ effect: "invalid" }) : evLinkTo({ type: k }));
+  const reasonLink = (type) => (k) => (k === "other" ? evLinkTo({ type }) : evLinkTo({ type, reason: k }));
+  grid.append(table(`Events by type (${stats.events.toLocaleString("en")})`, "h-types", stats.events_by_type, typeLink));
+  grid.append(table("Effects", "h-eff", stats.effects, (k) => evLinkTo({ effect: k })));
+  grid.append(table("Rejection reasons", "h-rr", stats.rejection_reasons, reasonLink("reject")));
+  grid.append(table("Withdrawal reasons", "h-wr", stats.withdrawal_reasons, reasonLink("withdraw")));
+  grid.append(table("Proposals by state", "h-st", stats.by_state, (k) => withSpace("/ui/", { state: k })));
+  grid.append(table("Proposals by anomaly", "h-an", stats.anomalies, (k) => withSpace("/ui/", { anomaly: k })));
   if (stats.note_kinds && Object.keys(stats.note_kinds).length) grid.append(table("Notes by kind", "h-nk", stats.note_kinds));
+  main.insertBefore(h("p", { class: "detail" }, "Every count is a link to what it counts; ", h("a", { href: evLinkTo({}), id: "all-events" }, `all ${stats.events.toLocaleString("en")} events`), "."), grid);
   if (stats.gaps != null) grid.append(card("Recording gaps", "h-gaps", h("p", {}, h("a", { href: withSpace("/ui/gaps") },
     `${typeof stats.gaps === "object" ? JSON.stringify(stats.gaps) : stats.gaps} gap${stats.gaps === 1 ? "" : "s"}`), " where a bridge's record may be incomplete")));
 
   // Over time: the change index of the last `window` sequences, read in
-  // pages (never the whole log unless asked).
-  const through = st ? st.projected_seq : 0;
+  // pages (never the whole log unless asked). The change index answers
+  // only now: in the past, the charts stop at the as-of sequence.
+  let through = st ? st.projected_seq : 0;
+  if (asOfSeq) through = Math.min(through, Number(asOfSeq));
+  if (asOfTime) {
+    grid.append(h("section", { class: "chart-card wide" }, h("h2", {}, "Over time"), h("p", { class: "none" }, "Charts over time are shown as of a sequence, not a time: give the control a sequence.")));
+    return;
+  }
   const from = win > 0 && through > win ? through - win : 0;
   const sec = h("section", { class: "chart-card wide", "aria-labelledby": "h-time" },
     h("h2", { id: "h-time" }, "Over time"),
@@ -408,10 +501,10 @@ async function statsPage() {
   let after = from;
   let more = false;
   for (let i = 0; i < 200; i++) { // at most 200,000 changes
-    const page = await get("/v1/changes?" + apiQuery({ since_seq: String(after), limit: "1000" }));
-    changes.push(...page.changes);
+    const page = await get("/v1/changes?" + liveQuery({ since_seq: String(after), limit: "1000" }));
+    changes.push(...page.changes.filter((c) => c.seq <= through));
     after = page.through;
-    more = page.more;
+    more = page.more && after < through;
     if (!more) break;
   }
   clear(holder);
@@ -461,6 +554,36 @@ async function gapsPage() {
   main.append(nav);
 }
 
+// ---------------------------------------------------------------- time travel
+
+// timeTravel wires the header's as-of control (a sequence or a time) and,
+// in the past, marks the whole page and offers the way back to now.
+function timeTravel() {
+  const form = document.getElementById("asof-form");
+  const input = document.getElementById("asof-input");
+  input.value = asOfSeq || asOfTime;
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const v = input.value.trim();
+    const q = new URLSearchParams(location.search);
+    q.delete("as_of_seq"); q.delete("as_of"); q.delete("cursor");
+    if (/^\d+$/.test(v)) q.set("as_of_seq", v);
+    else if (v) q.set("as_of", v);
+    const s = q.toString();
+    location.assign(location.pathname + (s ? "?" + s : ""));
+  });
+  if (!past) return;
+  document.body.classList.add("past");
+  const now = new URLSearchParams(location.search);
+  now.delete("as_of_seq"); now.delete("as_of"); now.delete("cursor");
+  const back = location.pathname + (now.toString() ? "?" + now : "");
+  const bar = h("div", { class: "past-bar", role: "note", id: "past-bar" },
+    h("strong", {}, "◀ The past: "), `this is the ledger as of ${asOfSeq ? "seq " + asOfSeq : asOfTime}, not now. Nothing here is live. `,
+    h("a", { href: back, id: "back-to-now" }, "Back to now →"));
+  document.querySelector("header.top").after(bar);
+  setLive("past");
+}
+
 // ---------------------------------------------------------------- routing
 
 function keyboard() {
@@ -473,6 +596,11 @@ function keyboard() {
       if (f) { e.preventDefault(); f.focus(); }
     } else if (e.key === "g") {
       location.assign(withSpace("/ui/"));
+    } else if (e.key === "e") {
+      location.assign(withSpace("/ui/events"));
+    } else if (e.key === "t") {
+      e.preventDefault();
+      document.getElementById("asof-input").focus();
     } else if (e.key === "j" || e.key === "k") {
       const links = [...document.querySelectorAll("table.list td.c-id a, ol.timeline > li")];
       if (!links.length) return;
@@ -498,6 +626,7 @@ async function route() {
     a.href = withSpace(a.getAttribute("href"));
   }
   document.getElementById("brand").href = withSpace("/ui/");
+  timeTravel();
   keyboard();
   const path = location.pathname.replace(/^\/ui\/?/, "");
   let nav = "list";
@@ -511,6 +640,15 @@ async function route() {
     } else if (path === "gaps") {
       nav = "gaps";
       await gapsPage();
+    } else if (path === "events") {
+      nav = "events";
+      await eventsPage(ctx);
+    } else if (path.startsWith("events/")) {
+      nav = "events";
+      await eventPage(ctx, decodeURIComponent(path.slice("events/".length)));
+    } else if (path === "status") {
+      nav = "status";
+      await statusPage(ctx);
     } else {
       await listPage();
     }
@@ -520,7 +658,7 @@ async function route() {
   for (const a of document.querySelectorAll("a[data-nav]")) {
     if (a.dataset.nav === nav) a.setAttribute("aria-current", "page");
   }
-  if (nav !== "stats") statusLine();
+  if (nav !== "stats" && nav !== "status") statusLine();
   document.body.dataset.ready = "true";
 }
 

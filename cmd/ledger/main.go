@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -83,9 +84,30 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
+	// net/http logs, with the standard logger, the first bytes of what a
+	// non-HTTP server sent first ("Unsolicited response received on idle
+	// HTTP channel starting with \"INFO {...}\""): --api at the NATS port.
+	// The command says that in its own words (clientflags.go); the dump
+	// is dropped.
+	log.SetOutput(dropLines{w: os.Stderr, prefix: "Unsolicited response received on idle HTTP channel"})
 	code := run(ctx, env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	cancel()
 	os.Exit(code)
+}
+
+// dropLines writes the standard logger's lines to w but those whose
+// message starts with prefix.
+type dropLines struct {
+	w      io.Writer
+	prefix string
+}
+
+func (d dropLines) Write(p []byte) (int, error) {
+	msg := string(p)
+	if i := strings.Index(msg, d.prefix); i >= 0 && i < 32 { // after the date and time
+		return len(p), nil
+	}
+	return d.w.Write(p)
 }
 
 // run dispatches to a subcommand and maps its error to an exit status.

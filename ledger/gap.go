@@ -3,6 +3,7 @@ package ledger
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -49,9 +50,26 @@ type Gap struct {
 
 // GapID is the id of a gap event: "gap:<bridge>/<disconnected_at as Unix
 // nanoseconds>". A bridge that reports the same gap twice (a retry) writes
-// one event.
+// one event. A time outside what Unix nanoseconds can hold (before 1678,
+// after 2262; ParseGap refuses them) has "<Unix seconds>.<nanoseconds>"
+// instead, so that two gaps never share an id.
 func GapID(g Gap) string {
+	if !InUnixNanoRange(g.DisconnectedAt) {
+		return fmt.Sprintf("gap:%s/%d.%09d", g.Bridge, g.DisconnectedAt.Unix(), g.DisconnectedAt.Nanosecond())
+	}
 	return fmt.Sprintf("gap:%s/%d", g.Bridge, g.DisconnectedAt.UnixNano())
+}
+
+// The times Unix nanoseconds (an int64) can hold.
+var (
+	minUnixNano = time.Unix(0, math.MinInt64)
+	maxUnixNano = time.Unix(0, math.MaxInt64)
+)
+
+// InUnixNanoRange reports whether t.UnixNano is defined: 1677-09-21 to
+// 2262-04-11.
+func InUnixNanoRange(t time.Time) bool {
+	return !t.Before(minUnixNano) && !t.After(maxUnixNano)
 }
 
 // GapEnvelope returns the raw mew/v0.4 envelope of a gap:

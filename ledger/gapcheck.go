@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // ParseGap decodes a bridge's gap report (a Gap object; unknown members
 // are refused) and checks it: a bridge name that is an id (1..MaxIDBytes
 // bytes) other than LedgerSender, a disconnection time, and a
-// reconnection time, when given, not before it. The error is a
+// reconnection time, when given, not before it, both within
+// InUnixNanoRange (the gap id holds the time in Unix nanoseconds). The error is a
 // *RefusalError naming the field. The HTTP API (POST /v1/gaps) and the
 // submit service's gap endpoint (ledger.gap.<space>) use it before
 // appending GapEnvelope with AppendSystem.
@@ -32,6 +34,10 @@ func ParseGap(body []byte) (Gap, error) {
 		return g, refuse(CodeBadValue, "bridge", "%q is the ledger's own sender, not a bridge", LedgerSender)
 	case g.DisconnectedAt.IsZero():
 		return g, refuse(CodeMissingField, "disconnected_at", "disconnected_at (RFC 3339) is required")
+	case !InUnixNanoRange(g.DisconnectedAt):
+		return g, refuse(CodeBadValue, "disconnected_at", "disconnected_at %s is out of range (1677-09-21 to 2262-04-11)", g.DisconnectedAt.Format(time.RFC3339))
+	case !g.ReconnectedAt.IsZero() && !InUnixNanoRange(g.ReconnectedAt):
+		return g, refuse(CodeBadValue, "reconnected_at", "reconnected_at %s is out of range (1677-09-21 to 2262-04-11)", g.ReconnectedAt.Format(time.RFC3339))
 	case !g.ReconnectedAt.IsZero() && g.ReconnectedAt.Before(g.DisconnectedAt):
 		return g, refuse(CodeBadValue, "reconnected_at", "reconnected_at is before disconnected_at")
 	case g.Dropped < 0:

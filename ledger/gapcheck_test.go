@@ -25,11 +25,34 @@ func TestParseGap(t *testing.T) {
 		{`{"bridge":"ledger","disconnected_at":"2026-11-24T05:00:00Z"}`, CodeBadValue, "bridge"},
 		{`{"bridge":"rec"}`, CodeMissingField, "disconnected_at"},
 		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","reconnected_at":"2026-11-24T04:59:59Z"}`, CodeBadValue, "reconnected_at"},
+		// Past 2262 (issue 29 item 8): Unix nanoseconds overflow.
+		{`{"bridge":"rec","disconnected_at":"2263-01-01T00:00:00Z"}`, CodeBadValue, "disconnected_at"},
+		{`{"bridge":"rec","disconnected_at":"1600-01-01T00:00:00Z"}`, CodeBadValue, "disconnected_at"},
+		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","reconnected_at":"9999-01-01T00:00:00Z"}`, CodeBadValue, "reconnected_at"},
 	} {
 		_, err := ParseGap([]byte(tc.body))
 		r, ok := AsRefusal(err)
 		if !ok || !errors.Is(err, ErrRefused) || r.Code != tc.code || r.Field != tc.field {
 			t.Errorf("%.80s: %v, want %s %q", tc.body, err, tc.code, tc.field)
 		}
+	}
+}
+
+// TestGapIDNeverShared: times beyond what Unix nanoseconds hold (which
+// ParseGap refuses, but a Gap built in code may carry) still give
+// distinct ids, distinct from every in-range one (issue 29 item 8).
+func TestGapIDNeverShared(t *testing.T) {
+	seen := map[string]string{}
+	for _, s := range []string{"2263-01-01T00:00:00Z", "2300-01-01T00:00:00Z", "9999-12-31T23:59:59.999999999Z",
+		"1600-01-01T00:00:00Z", "2262-04-11T23:47:16.854775807Z", "1970-01-01T00:00:00Z", "2026-11-24T05:00:00Z"} {
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := GapID(Gap{Bridge: "rec", DisconnectedAt: at})
+		if other, dup := seen[id]; dup {
+			t.Fatalf("%s and %s share the gap id %s", s, other, id)
+		}
+		seen[id] = s
 	}
 }

@@ -25,5 +25,5 @@ func ParseGap(subject string) (string, error) {
 	if !ok || strings.Contains(rest, ".") {
 		return "", fmt.Errorf("%w: %q is not a gap subject", ErrBadSubject, subject)
 	}
-	return DecodeToken(rest)
+	return decodeSpace(rest)
 }

@@ -192,13 +192,25 @@ func Submit(space string) string {
 // space.
 const SubmitWildcard = SubmitRoot + ".*"
 
-// ParseSubmit returns the space of a submit subject.
+// ParseSubmit returns the space of a submit subject; a space token that
+// does not decode, or decodes to the empty space, is ErrBadToken.
 func ParseSubmit(subject string) (string, error) {
 	rest, ok := strings.CutPrefix(subject, SubmitRoot+".")
 	if !ok || strings.Contains(rest, ".") {
 		return "", fmt.Errorf("%w: %q is not a submit subject", ErrBadSubject, subject)
 	}
-	return DecodeToken(rest)
+	return decodeSpace(rest)
+}
+
+// decodeSpace decodes a subject's space token; the empty space ("~") is
+// refused: a space is never guessed (SPEC §10), and "" would mean the
+// default one to every caller.
+func decodeSpace(tok string) (string, error) {
+	s, err := DecodeToken(tok)
+	if err == nil && s == "" {
+		err = fmt.Errorf("%w: %q: the space is empty", ErrBadToken, tok)
+	}
+	return s, err
 }
 
 // AgentPublish returns the publish permission for one agent:

@@ -66,7 +66,6 @@ func TestSubmit(t *testing.T) {
 	tests := []struct{ space, subject string }{
 		{"default", "ledger.submit.default"},
 		{"team.a", "ledger.submit.~dGVhbS5h"},
-		{"", "ledger.submit.~"},
 	}
 	for _, tc := range tests {
 		if got := Submit(tc.space); got != tc.subject {
@@ -77,7 +76,7 @@ func TestSubmit(t *testing.T) {
 			t.Errorf("ParseSubmit(%q) = %q, %v", tc.subject, space, err)
 		}
 	}
-	for _, bad := range []string{"ledger.submit", "ledger.submit.a.b", "ledger.default.a.b.c", "ledger.submit.~YWJj"} {
+	for _, bad := range []string{"ledger.submit", "ledger.submit.a.b", "ledger.default.a.b.c", "ledger.submit.~YWJj", "ledger.submit.~"} {
 		if _, err := ParseSubmit(bad); err == nil {
 			t.Errorf("ParseSubmit(%q) accepted", bad)
 		}

@@ -142,6 +142,7 @@ func TestCLIWithAuthAndLimits(t *testing.T) {
 	for i := 0; i < 600 && !limited; i++ {
 		req, _ := http.NewRequest(http.MethodPost, api+"/v1/events", strings.NewReader(`{}`))
 		req.Header.Set("Authorization", "Bearer "+writer)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

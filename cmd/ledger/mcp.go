@@ -19,7 +19,8 @@ func init() {
 		short:    "serve the Model Context Protocol over stdio, for MCP clients and mew bridge",
 		help: `Serves the ledger's MCP server (docs/mcp.md) over stdin and stdout, against
 the running ledger at --api: read-only tools (get_proposal, proposal_history,
-list_proposals, stats, list_anomalies, list_gaps, wait_for_decision) and the
+list_proposals, stats, list_anomalies, list_gaps, list_events, get_event,
+prove_proposal, wait_for_decision) and the
 resources ledger://{space}/proposals/{id} with update notifications. A
 desktop assistant or MEW's "mew bridge start --mcp-command ledger
 --mcp-args mcp,..." starts it as a subprocess. Stdout carries the protocol

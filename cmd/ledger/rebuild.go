@@ -73,7 +73,7 @@ func runRebuild(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	start := time.Now()
-	seq, err := repair.OfflineRebuild(ctx, c.js, o.projectionDir(), repair.Options{Progress: rep.Func()})
+	seq, err := repair.OfflineRebuild(ctx, c.js, o.projectionDir(), repair.Options{Progress: rep.Func(), Logger: log})
 	rep.Finish(err)
 	if err != nil {
 		return fmt.Errorf("%w", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/datalock"
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/ledger"
 )
@@ -39,8 +40,22 @@ share one budget).
 Slow and idle clients (SPEC §10): a request's headers must arrive within
 --http-header-timeout, its body must keep coming (--http-body-idle-timeout
 per read) and be complete within --http-body-timeout; authentication comes
-before any body is read; at most --http-max-conns connections are open at
-once (more wait in the kernel's accept queue, costing no descriptor).
+before any body is read, and a refused request's connection is closed at
+once. At most --http-max-conns connections are open at once: when all are
+taken the oldest idle one is closed to make room. Connections that have
+not authenticated have a budget of their own (--http-anon-conns, and
+--http-anon-per-ip per address; with --auth, closed after
+--http-anon-idle-timeout idle), so they never take the slots of token holders. Long-lived requests
+(/v1/watch, /mcp) are capped apart (--http-max-streams,
+--http-streams-per-client): over a cap, 429 too_many_streams. The
+descriptor limit (ulimit -n) must hold --http-max-conns plus 256 for NATS
+and Pebble: an explicit --http-max-conns that does not fit stops the
+start; the default is lowered to fit, with a warning.
+
+Browsers (SPEC §10): a Host that is not the listen address, a loopback
+name or an --http-host name is refused 421 (DNS rebinding); a POST from a
+page of another origin (Origin, Sec-Fetch-Site) is refused 403; a POST body
+must be application/json or NDJSON (415 otherwise). See docs/security.md.
 
 <data> is locked (<data>/ledger.lock, holding the pid) before anything in
 it is touched: a second serve, or an offline command, on the same
@@ -81,6 +96,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		cpInterval                string
 		headerTO, bodyIdleTO      string
 		bodyTO, dupWindow         string
+		anonIdleTO, httpHosts     string
 	)
 	f := newFlags(commands["serve"], e)
 	var bridgeConfig string // SPEC §14: bridges inside the server
@@ -101,7 +117,13 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.str(&headerTO, "http-header-timeout", "DURATION", app.DefaultReadHeaderTimeout.String(), "a request's headers must arrive within this", true)
 	f.str(&bodyIdleTO, "http-body-idle-timeout", "DURATION", app.DefaultBodyIdleTimeout.String(), "a request body that sends nothing for this long is cut off", true)
 	f.str(&bodyTO, "http-body-timeout", "DURATION", app.DefaultBodyTimeout.String(), "a request body must be complete within this", true)
-	f.integer(&o.MaxConns, "http-max-conns", "N", app.DefaultMaxConns, "most HTTP connections open at once (more wait to be accepted; negative: no cap)", true)
+	f.integer(&o.MaxConns, "http-max-conns", "N", app.DefaultMaxConns, fmt.Sprintf("most HTTP connections open at once; the oldest idle one is closed to make room (negative: no cap; the default is lowered to fit ulimit -n minus %d)", app.DescriptorReserve), true)
+	f.integer(&o.AnonConns, "http-anon-conns", "N", 0, "most HTTP connections that have not authenticated (default: a quarter of --http-max-conns with --auth, else all)", true)
+	f.integer(&o.AnonPerIP, "http-anon-per-ip", "N", 0, "most unauthenticated HTTP connections from one address (default: a quarter of --http-anon-conns with --auth, else all)", true)
+	f.str(&anonIdleTO, "http-anon-idle-timeout", "DURATION", "", fmt.Sprintf("with --auth, an unauthenticated connection idle this long after a request is closed (default %v)", connbudget.DefaultAnonIdleTimeout), true)
+	f.integer(&o.MaxStreams, "http-max-streams", "N", 0, fmt.Sprintf("most long-lived requests (/v1/watch, /mcp) open at once (default %d, at most a quarter of --http-max-conns)", connbudget.DefaultMaxStreams), true)
+	f.integer(&o.StreamsPerClient, "http-streams-per-client", "N", 0, fmt.Sprintf("most long-lived requests of one client: a token, else an address (default %d)", connbudget.DefaultStreamsPerClient), true)
+	f.str(&httpHosts, "http-host", "NAME[,NAME...]", "", "more names clients reach the API by, accepted as Host besides the listen address and loopback (DNS rebinding defence; * accepts any)", true)
 	f.str(&logCheck, "log-check-interval", "DURATION", app.DefaultLogCheckInterval.String(), "how often the LEDGER stream and the projection are checked against each other while serving", true)
 	f.str(&o.CheckpointKeyFile, "checkpoint-key", "FILE", "", "checkpoint signing key (default <data>/checkpoint.key, generated on first start; `ledger checkpoint key` prints its verifier key)", true)
 	f.str(&o.CheckpointOrigin, "checkpoint-origin", "NAME", "", "the log's name in its checkpoints, for a key generated on first start (default <host>/ledger); an existing key must have this name", true)
@@ -142,6 +164,19 @@ func runServe(ctx context.Context, e env, args []string) error {
 	} {
 		if *d.p, err = time.ParseDuration(d.v); err != nil || *d.p <= 0 {
 			return usageError("--%s %q: want a positive duration such as 5s", d.name, d.v)
+		}
+	}
+	if anonIdleTO != "" {
+		if o.AnonIdleTimeout, err = time.ParseDuration(anonIdleTO); err != nil || o.AnonIdleTimeout <= 0 {
+			return usageError("--http-anon-idle-timeout %q: want a positive duration such as 2s", anonIdleTO)
+		}
+	}
+	if f.source("http-max-conns") == "default" {
+		o.MaxConns = 0 // the default: lowered to fit the descriptor limit
+	}
+	for _, h := range strings.Split(httpHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			o.HTTPHosts = append(o.HTTPHosts, h)
 		}
 	}
 	for _, u := range strings.Split(natsURL, ",") {

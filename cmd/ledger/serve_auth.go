@@ -129,6 +129,7 @@ func protect(o *app.Options, cfg httpauth.Config, limits limitFlags, log zerolog
 		httpauth.WarnIfExposed(o.HTTPAddr, true, log)
 		httpauth.WarnIfCleartext(o.HTTPAddr, true, o.TLSConfig != nil, log)
 	}
+	o.HTTPAuthenticating = guard.AuthEnabled()
 	rules := append(guard.Rules(), httpauth.Rule{Pattern: patternOpsPost, Roles: []httpauth.Role{httpauth.RoleOps}, Limit: true})
 	o.HTTPMiddleware = func(next http.Handler) (http.Handler, error) {
 		return guard.Protect(rules, next)

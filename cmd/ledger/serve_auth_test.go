@@ -132,7 +132,8 @@ func TestNoWriteLimitWithoutAuth(t *testing.T) {
 // once, not held waiting for the body.
 func TestAuthBeforeBody(t *testing.T) {
 	o := apptest.Options(t)
-	o.BodyIdleTimeout = time.Hour // only authentication can answer in time
+	o.BodyIdleTimeout = time.Hour    // only authentication can answer in time
+	o.HTTPHosts = []string{"ledger"} // the corpus's Host
 	if err := applyAuth(&o, "../../deploy/auth/ledger-auth.yaml", "", "", limitFlags{}, natstest.Logger(t)); err != nil {
 		t.Fatal(err)
 	}

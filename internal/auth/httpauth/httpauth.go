@@ -43,6 +43,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/mewledger/ledger/internal/server/connbudget"
 )
 
 // Role is a permission a token holds.
@@ -295,6 +297,8 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, roles []Role, spac
 		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "unknown bearer token")
 		return nil
 	}
+	// A known token: the connection leaves the anonymous budget.
+	connbudget.Authenticated(r.Context())
 	if len(p.Spaces) > 0 && !relay {
 		if !spaced {
 			writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %q is limited to spaces %q: this route is not per space", p.Name, p.Spaces))

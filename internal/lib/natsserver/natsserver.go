@@ -87,10 +87,16 @@ type Options struct {
 	// Logger receives the server's logs (component=nats): warnings and
 	// errors always; notices at info when Verbose; debug and trace lines
 	// when Debug and Trace are set. The zero Logger discards everything.
-	Logger  zerolog.Logger
-	Verbose bool
-	Debug   bool
-	Trace   bool
+	Logger zerolog.Logger
+	// OnStoreError, if set, is called (on the server's goroutine: return
+	// quickly) with each error the server logs about writing its
+	// JetStream store: a full disk ("no space left on device"), a
+	// critical write error. nats-server says so only in its log, and
+	// keeps the stream's write error until JetStream restarts.
+	OnStoreError func(msg string)
+	Verbose      bool
+	Debug        bool
+	Trace        bool
 	// MaxPayload is the largest message (headers included) clients may
 	// publish. Default DefaultMaxPayload, unless the config file sets one.
 	MaxPayload int32
@@ -208,7 +214,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: %w", err)
 	}
-	logger := &logAdapter{log: o.Logger.With().Str("component", "nats").Logger(), verbose: o.Verbose, fatal: make(chan string, 1)}
+	logger := &logAdapter{log: o.Logger.With().Str("component", "nats").Logger(), verbose: o.Verbose, fatal: make(chan string, 1), onStoreError: o.OnStoreError}
 	ns.SetLoggerV2(logger, o.Debug, o.Trace, false)
 
 	if _, ok := ctx.Deadline(); !ok {
@@ -297,9 +303,17 @@ func (s *Server) Shutdown() {
 
 // logAdapter routes nats-server logs to zerolog.
 type logAdapter struct {
-	log     zerolog.Logger
-	verbose bool
-	fatal   chan string // the first fatal message (buffered, 1)
+	log          zerolog.Logger
+	verbose      bool
+	fatal        chan string // the first fatal message (buffered, 1)
+	onStoreError func(string)
+}
+
+// isStoreError reports whether a server error is about writing the store.
+func isStoreError(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "no space left on device") || strings.Contains(m, "critical write error") ||
+		strings.Contains(m, "out of resources") || strings.Contains(m, "disk quota exceeded")
 }
 
 var _ server.Logger = (*logAdapter)(nil)
@@ -309,8 +323,14 @@ func (l *logAdapter) Noticef(format string, v ...any) {
 		l.log.Info().Msgf(format, v...)
 	}
 }
-func (l *logAdapter) Warnf(format string, v ...any)  { l.log.Warn().Msgf(format, v...) }
-func (l *logAdapter) Errorf(format string, v ...any) { l.log.Error().Msgf(format, v...) }
+func (l *logAdapter) Warnf(format string, v ...any) { l.log.Warn().Msgf(format, v...) }
+func (l *logAdapter) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.log.Error().Msg(msg)
+	if l.onStoreError != nil && isStoreError(msg) {
+		l.onStoreError(msg)
+	}
+}
 
 // Fatalf logs at error level and does not exit: the embedding process
 // decides what a dead server means (Start returns an error).

@@ -27,6 +27,7 @@ const (
 	CodeNotCaughtUp      = "not_caught_up"      // min_seq not applied within the bound
 	CodeNotReady         = "not_ready"          // /readyz: the projection lags too far
 	CodeUnavailable      = "unavailable"        // NATS or the stream did not answer; retry
+	CodeStorageFull      = "storage_full"       // the disk is full: nothing is appended until space is freed
 	CodeMethodNotAllowed = "method_not_allowed" // route exists, method does not
 	CodeShuttingDown     = "shutting_down"      // the service is stopping; retry elsewhere
 	CodeInternal         = "internal"           // a bug or a storage failure; see the server log
@@ -70,22 +71,28 @@ func FromError(err error) *Error {
 // success ID, Seq and Duplicate are set; on failure only Error (and Line).
 // Line is the 1-based input line of an NDJSON POST, 0 (absent) elsewhere.
 type AppendResult struct {
-	Line      int    `json:"line,omitempty"`
+	Line int `json:"line,omitempty"`
+	// LastLine, on a refusal, says it answers every line from Line to
+	// LastLine (an NDJSON answer compacts runs of identical refusals past
+	// its first ones).
+	LastLine  int    `json:"last_line,omitempty"`
 	ID        string `json:"id,omitempty"`
 	Seq       uint64 `json:"seq,omitempty"`
 	Duplicate bool   `json:"duplicate"`
 	Error     *Error `json:"error,omitempty"`
 }
 
-// MarshalJSON writes a failure as {"line":N,"error":{...}} (no id, seq or
+// MarshalJSON writes a failure as {"line":N,"error":{...}} (with
+// "last_line" when it answers a run of lines; no id, seq or
 // duplicate) and a success as {"line":N,"id":..,"seq":..,"duplicate":..}.
 func (r AppendResult) MarshalJSON() ([]byte, error) {
 	type plain AppendResult
 	if r.Error != nil {
 		return json.Marshal(struct {
-			Line  int    `json:"line,omitempty"`
-			Error *Error `json:"error"`
-		}{r.Line, r.Error})
+			Line     int    `json:"line,omitempty"`
+			LastLine int    `json:"last_line,omitempty"`
+			Error    *Error `json:"error"`
+		}{r.Line, r.LastLine, r.Error})
 	}
 	return json.Marshal(plain(r))
 }

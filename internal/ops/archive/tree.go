@@ -26,8 +26,9 @@ import (
 var ErrTreeMismatch = errors.New("archive: the export is not the tree the checkpoint signs")
 
 // LeafOf returns the Merkle-tree leaf the ledger holds for the message of
-// r: its seq, its time (the ledger's), subject, identity headers and raw
-// bytes. The identity (evidence.HeaderMsgID) is the message's first
+// r: its seq, its time (the ledger's), subject, identity headers (with
+// the bridge session mark, ledger.HeaderBridge, as projections.LeafOf)
+// and raw bytes. The identity (evidence.HeaderMsgID) is the message's first
 // Nats-Msg-Id: for a line that was itself imported (its Nats-Msg-Id is an
 // import's, ImportMsgIDPrefix), the one its ledger.HeaderOriginalMsgID
 // keeps, as the importer writes it back (ledger.MsgIdentity).
@@ -47,6 +48,9 @@ func LeafOf(r *Record) (*evidence.Leaf, error) {
 		id = get(ledger.HeaderOriginalMsgID)
 	}
 	l := &evidence.Leaf{Seq: r.Seq, Time: t, Subject: r.Subject, Data: r.Raw}
+	if b := get(ledger.HeaderBridge); b != "" {
+		l.Headers = append(l.Headers, evidence.Header{Name: evidence.HeaderBridge, Value: b})
+	}
 	if c := get(ledger.HeaderMsgIDClash); c != "" {
 		l.Headers = append(l.Headers, evidence.Header{Name: evidence.HeaderMsgIDClash, Value: c})
 	}

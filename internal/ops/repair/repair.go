@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
@@ -54,6 +55,9 @@ type Options struct {
 	// Progress, if set, receives the sequence reached and the target
 	// sequence after each commit.
 	Progress func(done, total uint64)
+	// Logger receives a line for each leftover of an interrupted rebuild
+	// that OfflineRebuild removes. Zero: none.
+	Logger zerolog.Logger
 }
 
 // RebuildInto folds the LEDGER stream into a new store in dir (which must
@@ -220,8 +224,8 @@ const NewDirSuffix = ".new"
 func OfflineRebuild(ctx context.Context, js jetstream.JetStream, dir string, o Options) (uint64, error) {
 	dir = filepath.Clean(dir)
 	tmp := dir + NewDirSuffix
-	if err := os.RemoveAll(tmp); err != nil {
-		return 0, fmt.Errorf("repair: remove leftover %s: %w", tmp, err)
+	if err := RemoveLeftovers(dir, o.Logger); err != nil {
+		return 0, err
 	}
 	s, err := RebuildInto(ctx, js, tmp, 0, o)
 	if err != nil {
@@ -236,6 +240,29 @@ func OfflineRebuild(ctx context.Context, js jetstream.JetStream, dir string, o O
 		return 0, err
 	}
 	return seq, nil
+}
+
+// OldDirSuffix is appended to the projection directory for the old copy
+// while Replace swaps by renames (not on Linux, where it exchanges).
+const OldDirSuffix = ".old"
+
+// RemoveLeftovers removes what an interrupted rebuild of the projection in
+// dir left beside it (a process killed while it folded or swapped):
+// dir+NewDirSuffix and dir+OldDirSuffix, with a warning line on log for
+// each one found. The projection in dir is never touched: a swap is
+// atomic on Linux, and elsewhere a missing dir is refolded from the log.
+func RemoveLeftovers(dir string, log zerolog.Logger) error {
+	dir = filepath.Clean(dir)
+	for _, p := range []string{dir + NewDirSuffix, dir + OldDirSuffix} {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("repair: remove the leftover %s of an interrupted rebuild: %w", p, err)
+		}
+		log.Warn().Str("path", p).Msg("removed the leftover of an interrupted rebuild (a process stopped while it rebuilt the projection)")
+	}
+	return nil
 }
 
 // Replace puts the directory fresh in place of live and deletes the old
@@ -283,7 +310,7 @@ func syncDir(dir string) error {
 // exchangeByRenames moves a aside, then b to a, and returns where a's
 // content went. Not atomic: see Replace.
 func exchangeByRenames(a, b string) (string, error) {
-	old := a + ".old"
+	old := a + OldDirSuffix
 	if err := os.RemoveAll(old); err != nil {
 		return "", err
 	}

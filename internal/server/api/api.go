@@ -112,6 +112,15 @@ type Options struct {
 	// projection, or "": while it is not "", /readyz is 503 and
 	// /v1/status carries it as log_problem.
 	LogProblem func() string
+	// StorageProblem, if set, returns why the ledger cannot write (the
+	// disk of the log is full), or "": while it is not "", appends are
+	// answered 503 storage_full at once and /readyz is 503 naming it.
+	StorageProblem func() string
+	// StorageDown, if set, returns a channel closed when (or once) the
+	// ledger cannot write: appends waiting for their acknowledgement are
+	// then answered 503 storage_full at once instead of waiting for one
+	// that will not come.
+	StorageDown func() <-chan struct{}
 	// Space is the space of requests without ?space=. Default "default".
 	Space string
 	// MaxBodyBytes bounds a single-envelope POST body (413 beyond) and
@@ -304,6 +313,9 @@ func (a *API) Handler() http.Handler {
 			a.log.Debug().Str(logging.KeyMethod, r.Method).Str(logging.KeyPath, r.URL.Path).
 				Int(logging.KeyStatus, rec.code()).Dur(logging.KeyTook, took).Msg("request")
 		}()
+		if refuseBadQuery(rec, r) {
+			return
+		}
 		if _, pattern := a.mux.Handler(r); pattern != "" {
 			route = pattern
 			a.mux.ServeHTTP(rec, r)
@@ -398,6 +410,38 @@ func writeError(w http.ResponseWriter, status int, e *wire.Error) {
 func (a *API) internal(w http.ResponseWriter, r *http.Request, err error) {
 	a.log.Error().Err(err).Str(logging.KeyMethod, r.Method).Str(logging.KeyPath, r.URL.Path).Msg("request failed")
 	writeError(w, http.StatusInternalServerError, &wire.Error{Code: wire.CodeInternal, Message: "internal error; see the server log"})
+}
+
+// storageFull answers 503 storage_full when the ledger cannot write, and
+// reports whether it did.
+func (a *API) storageFull(w http.ResponseWriter) bool {
+	if a.opts.StorageProblem == nil {
+		return false
+	}
+	p := a.opts.StorageProblem()
+	if p == "" {
+		return false
+	}
+	w.Header().Set("Retry-After", "5")
+	writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeStorageFull, Message: p})
+	return true
+}
+
+// storageCtx is ctx, also cancelled when the storage goes down.
+func (a *API) storageCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if a.opts.StorageDown == nil {
+		return context.WithCancel(ctx)
+	}
+	down := a.opts.StorageDown()
+	c, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-down:
+			cancel()
+		case <-c.Done():
+		}
+	}()
+	return c, cancel
 }
 
 func validSpace(s string) bool {

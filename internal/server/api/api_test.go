@@ -551,7 +551,7 @@ func TestStatusReadyzMinSeq(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	l := start(t)
 	r := l.post(goldenProposal)
-	l.wantError(http.MethodPost, "/v1/events", "", []byte("nope"), 400, "not_json", "")
+	l.wantError(http.MethodPost, "/v1/events", "application/json", []byte("nope"), 400, "not_json", "")
 	l.get(fmt.Sprintf("/v1/proposals/env-req-1?min_seq=%d", r.Seq), http.StatusOK, nil)
 	status, _, body := l.do(http.MethodGet, "/metrics", "", nil)
 	if status != http.StatusOK {

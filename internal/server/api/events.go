@@ -18,8 +18,9 @@ import (
 	"github.com/mewledger/ledger/ledger/appendlog"
 )
 
-// NDJSON media types: one envelope per line. Any other Content-Type (or
-// none, as curl -d sends) is one envelope.
+// NDJSON media types: one envelope per line. Any other Content-Type is
+// one envelope. (Served by package app, a body that is neither JSON nor
+// NDJSON is refused 415 before it gets here: package origin.)
 var ndjsonTypes = map[string]bool{
 	"application/x-ndjson":   true,
 	"application/ndjson":     true,
@@ -39,6 +40,9 @@ func IsNDJSON(contentType string) bool {
 const paramKernel = "kernel"
 
 func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
+	if a.storageFull(w) {
+		return
+	}
 	q := r.URL.Query()
 	if e := params(q, paramSpace, paramKernel); e != nil {
 		writeError(w, http.StatusBadRequest, e)
@@ -55,9 +59,10 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	// An invalid space is refused by the Appender with field "space", as
 	// on every other path; only "no space" means the default.
-	space := q.Get(paramSpace)
-	if space == "" {
-		space = a.opts.Space
+	space, e := spaceParam(q, a.opts.Space)
+	if e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return
 	}
 	if IsNDJSON(r.Header.Get("Content-Type")) {
 		a.postNDJSON(w, r, space, kernel)
@@ -86,15 +91,20 @@ func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string, kern
 		return
 	}
 	var res ledger.Result
-	pd, err := a.opts.Appender.SubmitBody(r.Context(), space, body, ledger.BodyOptions{Kernel: kernel, Bridge: r.Header.Get(ledger.HeaderBridge)})
+	wctx, cancel := a.storageCtx(r.Context())
+	defer cancel()
+	pd, err := a.opts.Appender.SubmitBody(wctx, space, body, ledger.BodyOptions{Kernel: kernel, Bridge: r.Header.Get(ledger.HeaderBridge)})
 	if err != nil {
 		res.Err = err
 	} else {
-		res, err = pd.Result(r.Context())
+		res, err = pd.Result(wctx)
 	}
 	out := wire.FromResult(res)
 	a.count(metrics.PathHTTP, res)
 	switch {
+	case err != nil && wctx.Err() != nil && r.Context().Err() == nil && a.storageFull(w):
+		// The disk filled while this append waited: not acknowledged
+		// (retrying is safe), and said so at once.
 	case err == nil:
 		writeJSON(w, http.StatusAccepted, out)
 	case out.Error.Code == ledger.CodeOversize:
@@ -129,6 +139,12 @@ const (
 	// budget still goes, alone).
 	ndjsonWindow      = 1024
 	ndjsonWindowBytes = 8 << 20
+	// CompactRefusalsAfter is how many refusals an NDJSON answer writes
+	// one line each; past them, a run of consecutive lines refused with
+	// the same error is answered by one line {"line":first,
+	// "last_line":last,"error":{..}}, so that a body of millions of bad
+	// lines cannot make an answer of gigabytes (issue 29 item 8).
+	CompactRefusalsAfter = 1000
 )
 
 // ndjsonEntry is one non-blank line on its way to its answer: a refusal
@@ -146,7 +162,9 @@ type ndjsonEntry struct {
 // commit and answered as their acknowledgements come back, with at most
 // ndjsonWindow lines (ndjsonWindowBytes) of the request in memory. Every
 // line costs one write of the client's rate budget (the request itself
-// paid for the first). A body of unknown length (chunked) that turns out
+// paid for the first). Past CompactRefusalsAfter refusals, a run of lines
+// refused with the same error is answered by one line with "last_line".
+// A body of unknown length (chunked) that turns out
 // over MaxBatchBytes is 413 when nothing was read yet; later, the lines read are appended and answered and a last
 // line {"line":N,"error":{"code":"oversize",..}} says where reading
 // stopped. A body whose Content-Length is over MaxBatchBytes is 413 at
@@ -158,6 +176,9 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 		return
 	}
 	ctx := r.Context()
+	// The answers stop waiting for acknowledgements when the disk fills.
+	wctx, cancelWait := a.storageCtx(ctx)
+	defer cancelWait()
 	// Answer while the body is still being read (HTTP/1.1 full duplex).
 	_ = http.NewResponseController(w).EnableFullDuplex()
 
@@ -211,19 +232,41 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 		_ = enc.Encode(res)
 	}
 	// The writer answers the entries in order, flushing whenever it has
-	// caught up with the reader.
+	// caught up with the reader; past CompactRefusalsAfter refusals, a
+	// run of identical ones is held in run and answered by one line.
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
+		refused := 0
+		var run *wire.AppendResult
+		endRun := func() {
+			if run != nil {
+				if run.LastLine == run.Line {
+					run.LastLine = 0
+				}
+				write(*run)
+				run = nil
+			}
+		}
 		for e := range entries {
 			start()
 			if e.refusal != nil {
 				if e.refusal.Code != wire.CodeBadRequest {
 					a.opts.Metrics.Refused(metrics.PathHTTPNDJSON, e.refusal.Code)
 				}
-				write(wire.AppendResult{Line: e.no, Error: e.refusal})
+				refused++
+				switch {
+				case refused <= CompactRefusalsAfter:
+					write(wire.AppendResult{Line: e.no, Error: e.refusal})
+				case run != nil && *run.Error == *e.refusal:
+					run.LastLine = e.no
+				default:
+					endRun()
+					run = &wire.AppendResult{Line: e.no, LastLine: e.no, Error: e.refusal}
+				}
 			} else {
-				res, _ := e.pending.Result(ctx)
+				endRun()
+				res, _ := e.pending.Result(wctx)
 				a.count(metrics.PathHTTPNDJSON, res)
 				out := wire.FromResult(res)
 				out.Line = e.no
@@ -235,6 +278,7 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 				_ = flusher.Flush()
 			}
 		}
+		endRun()
 		_ = bw.Flush()
 	}()
 

@@ -36,15 +36,19 @@ type SystemAppender interface {
 // {"id","seq","duplicate"} (a repeated report is a duplicate), 400 with
 // the field, 503 when not acknowledged.
 func (a *API) postGap(w http.ResponseWriter, r *http.Request) {
+	if a.storageFull(w) {
+		return
+	}
 	sys, _ := a.opts.Appender.(SystemAppender)
 	q := r.URL.Query()
 	if e := params(q, paramSpace); e != nil {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
-	space := q.Get(paramSpace)
-	if space == "" {
-		space = a.opts.Space
+	space, e := spaceParam(q, a.opts.Space)
+	if e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxGapBody))
 	var mbe *http.MaxBytesError

@@ -23,11 +23,33 @@ const (
 // answered 409 busy.
 var ErrBusy = errors.New("api: another operation is running")
 
+// ErrCannotOperate is returned (wrapped, with the reason) by Ops when the
+// ledger cannot run an operation at all: the log does not match the
+// projection (the stream is gone, recreated, lost history), the log
+// cannot be checked, the ledger is not serving yet or is shutting down.
+// Answered 503 not_ready with the reason: retrying will not help until
+// what the message says is fixed.
+var ErrCannotOperate = errors.New("api: the ledger cannot run the operation")
+
+// opsRefusal answers err when it is ErrBusy or ErrCannotOperate and
+// reports whether it did.
+func opsRefusal(w http.ResponseWriter, err error) bool {
+	switch {
+	case errors.Is(err, ErrCannotOperate):
+		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNotReady, Message: err.Error()})
+	case errors.Is(err, ErrBusy):
+		writeError(w, http.StatusConflict, &wire.Error{Code: wire.CodeBusy, Message: err.Error()})
+	default:
+		return false
+	}
+	return true
+}
+
 // Ops are the online operations; package app implements them on the
 // running ledger.
 type Ops interface {
 	// StartRebuild starts an online rebuild in the background and returns
-	// its status, or an error wrapping ErrBusy.
+	// its status, or an error wrapping ErrBusy or ErrCannotOperate.
 	StartRebuild() (wire.RebuildStatus, error)
 	// RebuildStatus is the running (or the last) rebuild's status.
 	RebuildStatus() wire.RebuildStatus
@@ -37,7 +59,7 @@ type Ops interface {
 	// Verify compares the live projection with a rebuild of the log up to
 	// its checkpoint (the projector paused meanwhile). A difference is a
 	// result with OK false, not an error; ErrBusy when another operation
-	// runs.
+	// runs, ErrCannotOperate when the ledger cannot verify.
 	Verify(ctx context.Context) (wire.VerifyResult, error)
 }
 
@@ -45,7 +67,8 @@ const paramWait = "wait"
 
 // postRebuild starts an online rebuild: 202 with its status, or with
 // ?wait=true 200 with the final status once it has finished (500
-// rebuild_failed when it failed). 409 busy when an operation runs.
+// rebuild_failed when it failed). 409 busy when an operation runs; 503
+// not_ready when the ledger cannot rebuild (the stream is gone, ...).
 func (a *API) postRebuild(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if e := params(q, paramWait); e != nil {
@@ -62,8 +85,7 @@ func (a *API) postRebuild(w http.ResponseWriter, r *http.Request) {
 		wait = b
 	}
 	st, err := a.opts.Ops.StartRebuild()
-	if errors.Is(err, ErrBusy) {
-		writeError(w, http.StatusConflict, &wire.Error{Code: wire.CodeBusy, Message: err.Error()})
+	if opsRefusal(w, err) {
 		return
 	}
 	if err != nil {
@@ -100,7 +122,8 @@ func (a *API) getRebuild(w http.ResponseWriter, r *http.Request) {
 }
 
 // postVerify runs an online verify: 200 with {"ok":..,"seq":..,...}
-// whether or not the projection matches; 409 busy.
+// whether or not the projection matches; 409 busy; 503 not_ready when
+// the ledger cannot verify (the stream is gone, ...).
 func (a *API) postVerify(w http.ResponseWriter, r *http.Request) {
 	if e := params(r.URL.Query()); e != nil {
 		writeError(w, http.StatusBadRequest, e)
@@ -108,8 +131,7 @@ func (a *API) postVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := a.opts.Ops.Verify(r.Context())
 	switch {
-	case errors.Is(err, ErrBusy):
-		writeError(w, http.StatusConflict, &wire.Error{Code: wire.CodeBusy, Message: err.Error()})
+	case opsRefusal(w, err):
 	case err != nil && r.Context().Err() != nil:
 		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeUnavailable, Message: fmt.Sprintf("verify stopped: %v", err)})
 	case err != nil:

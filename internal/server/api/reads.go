@@ -56,14 +56,11 @@ func params(q url.Values, allowed ...string) *wire.Error {
 
 // space returns ?space= or the default space.
 func (a *API) space(q url.Values) (string, *wire.Error) {
-	s := q.Get(paramSpace)
-	if s == "" {
-		return a.opts.Space, nil
+	s, e := spaceParam(q, a.opts.Space)
+	if e == nil && !validSpace(s) {
+		e = badParam(paramSpace, "space must be 1..%d bytes of UTF-8", ledger.MaxSpaceBytes)
 	}
-	if !validSpace(s) {
-		return "", badParam(paramSpace, "space must be 1..%d bytes of UTF-8", ledger.MaxSpaceBytes)
-	}
-	return s, nil
+	return s, e
 }
 
 // readPrologue checks the parameters of a read route and returns what to
@@ -380,6 +377,14 @@ func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	if a.opts.StorageProblem != nil {
+		if p := a.opts.StorageProblem(); p != "" {
+			writeJSON(w, http.StatusServiceUnavailable, wire.Ready{Bound: a.opts.readyBound(),
+				Status: wire.Status{ProjectedSeq: a.reader.AppliedSeq(), LogProblem: p},
+				Error:  &wire.Error{Code: wire.CodeStorageFull, Message: p}})
+			return
+		}
+	}
 	st, err := a.currentStatus(r.Context())
 	if err != nil {
 		a.unavailable(w, err)

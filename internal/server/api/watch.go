@@ -99,6 +99,7 @@ type watchFilter struct {
 	state           model.ProposalState
 	after           uint64
 	fromNow         bool
+	afterField      string // the parameter or header after came from
 }
 
 // firstChanges reads the first page of changes of a watch or changes
@@ -123,7 +124,7 @@ func (f *watchFilter) keep(c *model.Change) bool {
 
 func (a *API) parseWatch(r *http.Request) (*watchFilter, *wire.Error) {
 	q := r.URL.Query()
-	if e := params(q, paramSpace, paramProposal, paramState, paramSinceSeq); e != nil {
+	if e := params(q, paramSpace, paramProposal, paramState, paramSinceSeq, paramMinSeq); e != nil {
 		return nil, e
 	}
 	space, e := a.space(q)
@@ -141,19 +142,48 @@ func (a *API) parseWatch(r *http.Request) (*watchFilter, *wire.Error) {
 	if v := q.Get(paramSinceSeq); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return nil, badParam(paramSinceSeq, "since_seq must be a stream sequence (a non-negative integer), not %q", v)
+			return nil, badParam(paramSinceSeq, "since_seq must be a stream sequence (a non-negative integer), not %q", echo(v))
 		}
-		f.after, f.fromNow = n, false
+		f.after, f.fromNow, f.afterField = n, false, paramSinceSeq
 	}
 	if v := r.Header.Get(headerLastEventID); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return nil, &wire.Error{Code: wire.CodeBadRequest, Field: headerLastEventID,
-				Message: fmt.Sprintf("Last-Event-ID must be a stream sequence, not %q", v)}
+				Message: fmt.Sprintf("Last-Event-ID must be a stream sequence, not %q", echo(v))}
 		}
-		f.after, f.fromNow = n, false
+		f.after, f.fromNow, f.afterField = n, false, headerLastEventID
 	}
 	return f, nil
+}
+
+// watchPrologue parses a watch or changes request, waits for its min_seq
+// (as every read does) and refuses a since_seq / Last-Event-ID past the
+// end of the log: a sequence this log never had (another ledger's, or
+// one from before the log was reset) would otherwise wait silently for
+// changes that were already missed. On false it has answered.
+func (a *API) watchPrologue(w http.ResponseWriter, r *http.Request) (*watchFilter, bool) {
+	f, e := a.parseWatch(r)
+	if e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return nil, false
+	}
+	if !a.waitMinSeq(w, r, r.URL.Query()) {
+		return nil, false
+	}
+	if !f.fromNow && f.after > a.reader.AppliedSeq() {
+		last, err := a.opts.StreamSeq(r.Context())
+		if err == nil && f.after > last {
+			code := wire.CodeBadQuery
+			if f.afterField == headerLastEventID {
+				code = wire.CodeBadRequest
+			}
+			writeError(w, http.StatusBadRequest, &wire.Error{Code: code, Field: f.afterField,
+				Message: fmt.Sprintf("%s %d is past the end of the log (its last sequence is %d): a sequence of another ledger, or of a log that was reset; start again without it", f.afterField, f.after, last)})
+			return nil, false
+		}
+	}
+	return f, true
 }
 
 func validState(st model.ProposalState) bool {
@@ -166,9 +196,8 @@ func validState(st model.ProposalState) bool {
 }
 
 func (a *API) watchChanges(w http.ResponseWriter, r *http.Request) {
-	f, e := a.parseWatch(r)
-	if e != nil {
-		writeError(w, http.StatusBadRequest, e)
+	f, ok := a.watchPrologue(w, r)
+	if !ok {
 		return
 	}
 	if f.fromNow {
@@ -302,9 +331,8 @@ func (a *API) listChanges(w http.ResponseWriter, r *http.Request) {
 		q.Del(paramLimit)
 		r.URL.RawQuery = q.Encode()
 	}
-	f, e := a.parseWatch(r)
-	if e != nil {
-		writeError(w, http.StatusBadRequest, e)
+	f, ok := a.watchPrologue(w, r)
+	if !ok {
 		return
 	}
 	cs, through, more, ok := a.firstChanges(w, r, f, limit)

@@ -46,14 +46,17 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mewledger/ledger/internal/auth/httpauth"
 	"github.com/mewledger/ledger/internal/lib/datalock"
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/api"
+	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/console"
 	"github.com/mewledger/ledger/internal/server/mcp"
 	"github.com/mewledger/ledger/internal/server/metrics"
+	"github.com/mewledger/ledger/internal/server/origin"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/ledger/appendlog"
@@ -87,6 +90,8 @@ type App struct {
 	mcp      *mcp.Server  // mounted at /mcp (mcp.go)
 	mcpHTTP  *mcp.HTTPHandler
 	ln       net.Listener
+	budget   *connbudget.Budget // nil when MaxConns < 0
+	streams  *connbudget.Streams
 	submit   *submit.Service // set by Run
 
 	pmu  sync.Mutex
@@ -95,7 +100,8 @@ type App struct {
 	proofs     *proofs.Service // checkpoints and proofs (proofs.go)
 	stopProofs func()          // cancels the signer and waits for it
 
-	logState logState // logcheck.go
+	logState logState     // logcheck.go
+	storage  storageState // diskfull.go
 
 	// Online operations (rebuild_verify.go).
 	opsMu     sync.Mutex
@@ -127,6 +133,11 @@ type App struct {
 func New(ctx context.Context, o Options) (a *App, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if warn, err := fitDescriptors(&o); err != nil {
+		return nil, err
+	} else if warn != "" {
+		o.Logger.Warn().Msg(warn)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -188,22 +199,24 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		maxBody = int64(o.Limits.MaxBytes)
 	}
 	if a.api, err = api.New(api.Options{
-		Reader:        store,
-		Appender:      a.appender,
-		StreamSeq:     a.streamSeq,
-		LogProblem:    a.LogProblem,
-		Space:         o.Space,
-		MinSeqWait:    o.MinSeqWait,
-		ReadyLag:      o.ReadyLag,
-		MaxBodyBytes:  maxBody,
-		MaxBatchBytes: o.MaxBatchBytes,
-		Metrics:       a.metrics,
-		AsOf:          a.asOf.get,
-		RawEvent:      a.rawEvent,
-		Consumers:     a.consumers,
-		Ops:           a,
-		Proofs:        a.proofs,
-		Logger:        o.Logger,
+		Reader:         store,
+		Appender:       a.appender,
+		StreamSeq:      a.streamSeq,
+		LogProblem:     a.LogProblem,
+		StorageProblem: a.StorageProblem,
+		StorageDown:    a.StorageDown,
+		Space:          o.Space,
+		MinSeqWait:     o.MinSeqWait,
+		ReadyLag:       o.ReadyLag,
+		MaxBodyBytes:   maxBody,
+		MaxBatchBytes:  o.MaxBatchBytes,
+		Metrics:        a.metrics,
+		AsOf:           a.asOf.get,
+		RawEvent:       a.rawEvent,
+		Consumers:      a.consumers,
+		Ops:            a,
+		Proofs:         a.proofs,
+		Logger:         o.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
@@ -211,14 +224,31 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if a.ln, err = lc.Listen(ctx, "tcp", o.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("app: HTTP listen: %w", err)
 	}
+	// The connection budget (issue 29 items 1–3): anonymous connections
+	// cannot take the slots authenticated ones need; long streams have
+	// caps of their own.
+	httpLog := o.Logger.With().Str(logging.KeyComponent, "http").Logger()
 	if o.MaxConns > 0 {
-		a.ln = newLimitListener(a.ln, o.MaxConns)
+		if a.budget, err = connbudget.New(connbudget.Options{MaxConns: o.MaxConns, AnonConns: o.AnonConns, AnonPerIP: o.AnonPerIP,
+			AnonIdleTimeout: o.AnonIdleTimeout, Authenticating: o.HTTPAuthenticating, Logger: httpLog}); err != nil {
+			return nil, fmt.Errorf("app: %w", err)
+		}
+		a.ln = a.budget.Listener(a.ln)
+	}
+	if a.streams, err = connbudget.NewStreams(connbudget.StreamOptions{Max: o.MaxStreams, PerClient: o.StreamsPerClient, Client: streamClient}); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	browsers, err := origin.New(origin.Options{ListenAddr: o.HTTPAddr, Hosts: o.HTTPHosts})
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.api.Handle(console.Pattern, console.Handler())
 	if err := a.mountMCP(); err != nil {
 		return nil, err
 	}
-	handler := a.api.Handler()
+	// Inside the authentication, so that a stream's client is its token
+	// and a client without the right token hears 401/403 before 415.
+	handler := browsers.WrapBody(a.streams.WrapIf(a.api.Handler(), IsStream))
 	if o.HTTPMiddleware != nil {
 		if handler, err = o.HTTPMiddleware(handler); err != nil {
 			return nil, fmt.Errorf("app: HTTP middleware: %w", err)
@@ -227,15 +257,21 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	// The MCP tools call this handler in-process (mcp.go): tokens, roles
 	// and space scopes apply to them as to any request.
 	a.inner = handler
-	// Outermost: the body deadlines cover whatever reads the body
-	// (httpserver.go).
+	// Host and Origin before anything else reads the request; outermost,
+	// the body deadlines cover whatever reads the body and close the
+	// connection of an early refusal (httpserver.go).
+	handler = browsers.Wrap(handler)
 	handler = bodyDeadlines(handler, o.BodyIdleTimeout, o.BodyTimeout)
 	a.httpSrv = &http.Server{
 		Handler:           handler,
 		TLSConfig:         o.TLSConfig,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       DefaultHTTPIdleTimeout,
-		ErrorLog:          zerologStd(o.Logger.With().Str(logging.KeyComponent, "http").Logger()),
+		ErrorLog:          zerologStd(httpLog),
+	}
+	if a.budget != nil {
+		a.httpSrv.ConnState = a.budget.ConnState
+		a.httpSrv.ConnContext = a.budget.ConnContext
 	}
 	a.httpSrv.RegisterOnShutdown(a.api.StopWatches) // Shutdown does not end streams
 	a.httpSrv.RegisterOnShutdown(a.closeMCP)
@@ -273,6 +309,7 @@ func (a *App) connect(ctx context.Context) error {
 			SyncAlways:   a.opts.SyncInterval == 0,
 			ConfigFile:   a.opts.NATSConfigFile,
 			Logger:       a.opts.Logger,
+			OnStoreError: a.storeWriteFailed,
 		})
 		if err != nil {
 			return fmt.Errorf("app: embedded NATS server: %w", err)
@@ -295,6 +332,30 @@ func (a *App) connect(ctx context.Context) error {
 	}
 	return nil
 }
+
+// IsStream reports whether r is a long-lived request the stream caps
+// count: GET /v1/watch and everything under /mcp.
+func IsStream(r *http.Request) bool {
+	p := r.URL.Path
+	return p == "/v1/watch" || p == "/mcp" || strings.HasPrefix(p, "/mcp/")
+}
+
+// streamClient names a stream's client: its token when it authenticated,
+// else "" (its remote address).
+func streamClient(r *http.Request) string {
+	if p, ok := httpauth.FromContext(r.Context()); ok {
+		return "token:" + p.Name
+	}
+	return ""
+}
+
+// Streams is the cap of long-lived requests. A handler mounted on the API
+// (API().Handle) at a path IsStream accepts is capped already; one served
+// otherwise wraps itself with Streams().Wrap.
+func (a *App) Streams() *connbudget.Streams { return a.streams }
+
+// Budget is the HTTP connection budget (nil when MaxConns < 0).
+func (a *App) Budget() *connbudget.Budget { return a.budget }
 
 // HTTPAddr is the API's actual listen address (host:port).
 func (a *App) HTTPAddr() string { return a.ln.Addr().String() }
@@ -365,7 +426,8 @@ func (a *App) Run(ctx context.Context) (err error) {
 	}
 
 	base := context.WithoutCancel(ctx)
-	a.submit, err = submit.Start(base, a.nc, submit.Options{Appender: a.appender, Metrics: a.metrics, Logger: a.opts.Logger})
+	a.submit, err = submit.Start(base, a.nc, submit.Options{Appender: a.appender, Metrics: a.metrics, Logger: a.opts.Logger,
+		StorageProblem: a.StorageProblem})
 	if err != nil {
 		return errors.Join(fmt.Errorf("app: %w", err), a.release(context.Background()))
 	}
@@ -417,6 +479,13 @@ func (a *App) Run(ctx context.Context) (err error) {
 		defer close(checkDone)
 		a.runLogCheck(checkCtx)
 	}()
+	storageDone := make(chan struct{})
+	go func() {
+		defer close(storageDone)
+		if a.srv != nil {
+			a.runStorageWatch(checkCtx)
+		}
+	}()
 
 	if err := a.writeAddrFile(); err != nil {
 		a.log.Error().Err(err).Msg("cannot write the address file")
@@ -463,6 +532,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	// projector: it commits the batch in hand.
 	stopCheck()
 	<-checkDone
+	<-storageDone
 	a.current().stop()
 	a.stopProofs() // after the projector: the last batch gets its checkpoint
 	_ = g.Wait()   // the HTTP goroutine's; every other has returned above; failures are in failErr

@@ -3,9 +3,7 @@ package app
 import (
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -13,11 +11,11 @@ import (
 // The HTTP server's defences against slow and idle clients (issue 15,
 // item 6): a request's headers must arrive within ReadHeaderTimeout; its
 // body must keep coming (each read waits at most BodyIdleTimeout) and be
-// complete within BodyTimeout of the request's start; at most MaxConns
-// connections are open at once (the others wait in the kernel's accept
-// queue, which costs this process no descriptor). Authentication runs
+// complete within BodyTimeout of the request's start. Authentication runs
 // before any handler reads the body, so none of this waits on an
-// unauthenticated body for longer than these bounds.
+// unauthenticated body for longer than these bounds. The connection
+// budget (package connbudget: MaxConns, anonymous connections, streams)
+// is wired in app.go.
 
 // Defaults of the HTTP options.
 const (
@@ -32,9 +30,11 @@ const (
 // the connection's read deadline by idle, never beyond start+total.
 //
 // An error answered before the body was read to its end (a 401 of the
-// authentication, a 429, a 413) closes the connection: net/http would
-// otherwise read up to 256 KiB of the body before sending the answer,
-// waiting on a client that never sends it.
+// authentication, a 403, 413, 415, 429) closes the connection at once:
+// Connection: close on the answer, and a read deadline in the past once
+// the handler returns, so that net/http does not first try to drain up to
+// 256 KiB of the body from a client that may never send it (issue 29,
+// item 2).
 func bodyDeadlines(next http.Handler, idle, total time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
@@ -42,7 +42,17 @@ func bodyDeadlines(next http.Handler, idle, total time.Duration) http.Handler {
 			b := &deadlineBody{rc: rc, body: r.Body, idle: idle, end: time.Now().Add(total)}
 			if b.extend() == nil { // else HTTP/2 or a test recorder: no deadlines to set
 				r.Body = b
-				w = &closeOnEarlyError{ResponseWriter: w, body: b}
+				cw := &closeOnEarlyError{ResponseWriter: w, body: b}
+				next.ServeHTTP(cw, r)
+				if cw.closing {
+					// net/http drains up to 256 KiB of the unread body
+					// before it closes (body.Close), waiting on a client
+					// that may never send it: a read deadline in the past
+					// ends that wait at once. The answer is flushed
+					// before the drain, so the client has it.
+					_ = rc.SetReadDeadline(time.Now())
+				}
+				return
 			}
 		}
 		next.ServeHTTP(w, r)
@@ -53,12 +63,14 @@ func bodyDeadlines(next http.Handler, idle, total time.Duration) http.Handler {
 // while the request body is not read to its end.
 type closeOnEarlyError struct {
 	http.ResponseWriter
-	body *deadlineBody
+	body    *deadlineBody
+	closing bool // the answer closes the connection before the body's end
 }
 
 func (c *closeOnEarlyError) WriteHeader(status int) {
 	if status >= 400 && !c.body.eof.Load() {
 		c.Header().Set("Connection", "close")
+		c.closing = true
 	}
 	c.ResponseWriter.WriteHeader(status)
 }
@@ -96,52 +108,3 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 }
 
 func (b *deadlineBody) Close() error { return b.body.Close() }
-
-// limitListener accepts at most n connections open at once: Accept waits
-// for one to close (golang.org/x/net/netutil.LimitListener, without the
-// dependency).
-type limitListener struct {
-	net.Listener
-	sem       chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-}
-
-func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-func (l *limitListener) Close() error {
-	l.closeOnce.Do(func() { close(l.done) })
-	err := l.Listener.Close()
-	if errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
-}

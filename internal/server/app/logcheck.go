@@ -157,6 +157,10 @@ func (a *App) logRestored(restored []string) {
 // when the check could not be made (NATS unreachable: nothing is
 // concluded).
 func (a *App) checkLog(ctx context.Context) (string, error) {
+	if p := a.StorageProblem(); p != "" {
+		// JetStream is off: nothing to conclude about the log.
+		return "", errors.New(p)
+	}
 	if p := a.LogProblem(); p != "" {
 		a.holdPipeline()
 		return p, nil

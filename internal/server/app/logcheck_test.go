@@ -12,7 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
+	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
@@ -83,8 +85,16 @@ func TestStreamDeletedWhileServing(t *testing.T) {
 	if err != nil || !strings.Contains(st.LogProblem, "is missing") || st.ProjectedSeq != seq {
 		t.Fatalf("status %+v (%v), want log_problem naming the missing stream", st, err)
 	}
-	if _, err := newClient(t, a).Verify(context.Background()); err == nil || !strings.Contains(err.Error(), "is missing") {
-		t.Fatalf("online verify: %v, want the log problem at once", err)
+	// Online verify and rebuild: a clear 503 not_ready naming the
+	// problem, not 409 busy (issue 29 item 8).
+	var ae *apiclient.APIError
+	if _, err := newClient(t, a).Verify(context.Background()); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable ||
+		ae.Code != wire.CodeNotReady || !strings.Contains(err.Error(), "is missing") {
+		t.Fatalf("online verify: %v, want 503 not_ready with the log problem at once", err)
+	}
+	if _, err := newClient(t, a).StartRebuild(context.Background()); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable ||
+		ae.Code != wire.CodeNotReady || !strings.Contains(err.Error(), "is missing") {
+		t.Fatalf("online rebuild: %v, want 503 not_ready with the log problem at once", err)
 	}
 	cancel()
 	if err := <-runErr; err != nil {

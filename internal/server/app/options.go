@@ -17,6 +17,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/datalock"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/server/api"
+	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
@@ -123,10 +124,45 @@ type Options struct {
 	// DefaultBodyTimeout (5m).
 	BodyIdleTimeout time.Duration
 	BodyTimeout     time.Duration
-	// MaxConns caps the HTTP connections open at once; more wait in the
-	// kernel's accept queue until one closes. Default DefaultMaxConns
-	// (512); negative: no cap.
+	// MaxConns caps the HTTP connections open at once: when all are
+	// taken, the oldest idle one is closed to make room, and only when
+	// every one is in a request do more wait in the kernel's accept queue
+	// (package connbudget). Default DefaultMaxConns (512), lowered with a
+	// warning when the descriptor limit is too low for it (rlimit.go); set
+	// explicitly, a limit too low for it stops the start. Negative: no cap
+	// and no connection budget at all.
 	MaxConns int
+	// AnonConns caps the HTTP connections that have not authenticated;
+	// AnonPerIP caps them per remote address; an anonymous connection
+	// idle after a request is closed after AnonIdleTimeout (package
+	// connbudget: the defaults depend on HTTPAuthenticating).
+	AnonConns       int
+	AnonPerIP       int
+	AnonIdleTimeout time.Duration
+	// MaxStreams caps the long-lived requests (/v1/watch, /mcp) open at
+	// once, StreamsPerClient one client's (a token, else a remote
+	// address). Defaults connbudget.DefaultMaxStreams (or MaxConns/4 when
+	// lower) and connbudget.DefaultStreamsPerClient.
+	MaxStreams       int
+	StreamsPerClient int
+	// DiskCheckInterval is how often the storage watch looks at the
+	// embedded server's store; under DiskLowFree bytes free the disk is
+	// full (appends refused, not ready); DiskResumeFree bytes free are
+	// needed to resume (diskfull.go). Defaults DefaultDiskCheckInterval,
+	// DefaultDiskLowFree and DefaultDiskResumeFree.
+	DiskCheckInterval time.Duration
+	DiskLowFree       int64
+	DiskResumeFree    int64
+	// HTTPHosts are the names (besides the listen address and loopback)
+	// clients may send as Host; "*" accepts any (package origin).
+	HTTPHosts []string
+	// HTTPAuthenticating says HTTPMiddleware authenticates with tokens
+	// (it calls connbudget.Authenticated): unauthenticated connections
+	// then get the smaller budget. False: open mode.
+	HTTPAuthenticating bool
+	// maxConnsDefault: MaxConns was not set, so the descriptor check
+	// may lower it (rlimit.go).
+	maxConnsDefault bool
 	// Durables, when not nil, are the only durable consumers allowed on
 	// the LEDGER stream (with --auth: nats.service.durables, plus Durable):
 	// any other durable consumer is deleted at each log check and the
@@ -233,8 +269,21 @@ func (o *Options) Validate() error {
 	if o.BodyTimeout == 0 {
 		o.BodyTimeout = DefaultBodyTimeout
 	}
+	if o.DiskCheckInterval == 0 {
+		o.DiskCheckInterval = DefaultDiskCheckInterval
+	}
+	if o.DiskLowFree == 0 {
+		o.DiskLowFree = DefaultDiskLowFree
+	}
+	if o.DiskResumeFree == 0 {
+		o.DiskResumeFree = max(DefaultDiskResumeFree, o.DiskLowFree)
+	}
 	if o.MaxConns == 0 {
 		o.MaxConns = DefaultMaxConns
+		o.maxConnsDefault = true
+	}
+	if o.MaxStreams == 0 && o.MaxConns > 0 {
+		o.MaxStreams = min(connbudget.DefaultMaxStreams, max(o.MaxConns/4, 1))
 	}
 	var urls []string
 	for _, u := range o.NATSURLs {
@@ -277,6 +326,10 @@ func (o *Options) Validate() error {
 	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0 || o.LogCheckInterval < 0 || o.CheckpointInterval < 0 ||
 		o.ReadHeaderTimeout < 0 || o.BodyIdleTimeout < 0 || o.BodyTimeout < 0:
 		return fmt.Errorf("%w: negative duration", ErrOptions)
+	case o.DiskCheckInterval < 0 || o.DiskResumeFree < 0 || o.DiskLowFree < 0 || o.DiskResumeFree < o.DiskLowFree:
+		return fmt.Errorf("%w: disk check interval and free spaces must be positive, and DiskResumeFree at least DiskLowFree", ErrOptions)
+	case o.AnonConns < 0 || o.AnonPerIP < 0 || o.AnonIdleTimeout < 0 || o.MaxStreams < 0 || o.StreamsPerClient < 0:
+		return fmt.Errorf("%w: negative connection or stream cap", ErrOptions)
 	case len(o.Space) > ledger.MaxSpaceBytes:
 		return fmt.Errorf("%w: space is over %d bytes", ErrOptions, ledger.MaxSpaceBytes)
 	case strings.ContainsAny(o.Durable, ". *>\t\r\n/\\"):

@@ -137,8 +137,8 @@ func (a *App) prepareDirs() error {
 			}
 		}
 	}
-	if err := os.RemoveAll(a.opts.ProjectionDir() + repair.NewDirSuffix); err != nil {
-		return fmt.Errorf("app: remove leftover rebuild: %w", err)
+	if err := repair.RemoveLeftovers(a.opts.ProjectionDir(), a.log); err != nil {
+		return fmt.Errorf("app: %w", err)
 	}
 	return nil
 }

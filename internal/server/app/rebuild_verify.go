@@ -55,12 +55,13 @@ const (
 	opVerify  = "verify"
 )
 
-// acquireOp marks op as running, or returns api.ErrBusy.
+// acquireOp marks op as running, or returns api.ErrBusy (another runs)
+// or api.ErrCannotOperate (with the reason).
 func (a *App) acquireOp(op string) error {
 	select {
 	case <-a.ready:
 	default:
-		return fmt.Errorf("%w: the ledger is not serving yet", api.ErrBusy)
+		return fmt.Errorf("%w: the ledger is not serving yet", api.ErrCannotOperate)
 	}
 	// A log that no longer matches the projection: fail at once, saying
 	// why (a verify or rebuild would wait for history that is gone).
@@ -69,15 +70,15 @@ func (a *App) acquireOp(op string) error {
 	cancel()
 	switch {
 	case problem != "":
-		return fmt.Errorf("%w: %w: %s", api.ErrBusy, ErrLogProblem, problem)
+		return fmt.Errorf("%w: %w: %s", api.ErrCannotOperate, ErrLogProblem, problem)
 	case err != nil:
-		return fmt.Errorf("%w: cannot check the log: %w", api.ErrBusy, err)
+		return fmt.Errorf("%w: cannot check the log: %w", api.ErrCannotOperate, err)
 	}
 	a.opsMu.Lock()
 	defer a.opsMu.Unlock()
 	switch {
 	case a.opsClosed:
-		return fmt.Errorf("%w: the ledger is shutting down", api.ErrBusy)
+		return fmt.Errorf("%w: the ledger is shutting down", api.ErrCannotOperate)
 	case a.opsBusy != "":
 		return fmt.Errorf("%w: a %s is running", api.ErrBusy, a.opsBusy)
 	}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +23,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/mewledger/ledger/client"
+	"github.com/mewledger/ledger/client/evidence"
 	"github.com/mewledger/ledger/internal/auth/httpauth"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/mcp"
@@ -60,7 +64,7 @@ func startLedger(t *testing.T) (*app.App, *client.Client) {
 	for _, env := range []string{
 		proposal("mcp-pending"),
 		proposal("mcp-fulfilled"), fulfil("mcp-fulfilled", "f-1"),
-		proposal("mcp-withdrawn"), `{"protocol":"mew/v0.4","id":"w-1","from":"agent-a","kind":"mcp/withdraw","correlation_id":["mcp-withdrawn"],"payload":{"reason":"changed my mind"}}`,
+		proposal("mcp-withdrawn"), withdrawEnv,
 		fulfil("mcp-withdrawn", "f-2"), // after the withdrawal: fulfilled_after_withdrawn
 		proposal("mcp-rejected"), reject("mcp-rejected", "r-1"),
 	} {
@@ -79,6 +83,9 @@ func startLedger(t *testing.T) (*app.App, *client.Client) {
 	waitApplied(t, a, res.Seq)
 	return a, w
 }
+
+// withdrawEnv withdraws mcp-withdrawn.
+const withdrawEnv = `{"protocol":"mew/v0.4","id":"w-1","from":"agent-a","kind":"mcp/withdraw","correlation_id":["mcp-withdrawn"],"payload":{"reason":"changed my mind"}}`
 
 func proposal(id string) string {
 	return `{"protocol":"mew/v0.4","id":"` + id + `","from":"agent-a","to":["fs"],"kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a.txt"}}}}`
@@ -192,6 +199,13 @@ func connectStdio(t *testing.T, a *app.App, bin, token, version string) *session
 // a map, or the error text.
 func call(t *testing.T, s *session, schemas map[string]*jsonschema.Schema, name string, args map[string]any, wantErr bool) (map[string]any, string) {
 	t.Helper()
+	m, text, _ := callResult(t, s, schemas, name, args, wantErr)
+	return m, text
+}
+
+// callResult is call, with the whole result (its content blocks).
+func callResult(t *testing.T, s *session, schemas map[string]*jsonschema.Schema, name string, args map[string]any, wantErr bool) (map[string]any, string, *sdk.CallToolResult) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
@@ -208,7 +222,7 @@ func call(t *testing.T, s *session, schemas map[string]*jsonschema.Schema, name 
 		t.Fatalf("%s(%v): isError %v, want %v: %s", name, args, res.IsError, wantErr, text)
 	}
 	if wantErr {
-		return nil, text
+		return nil, text, res
 	}
 	if text == "" {
 		t.Errorf("%s: no text rendering", name)
@@ -228,7 +242,7 @@ func call(t *testing.T, s *session, schemas map[string]*jsonschema.Schema, name 
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatalf("%s: structured content is not an object: %s", name, raw)
 	}
-	return m, text
+	return m, text, res
 }
 
 // toolSchemas lists the tools and compiles their output schemas.
@@ -238,7 +252,7 @@ func toolSchemas(t *testing.T, s *session) map[string]*jsonschema.Schema {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"get_proposal", "proposal_history", "list_proposals", "stats", "list_anomalies", "list_gaps", "wait_for_decision"}
+	want := []string{"get_proposal", "proposal_history", "list_proposals", "stats", "list_anomalies", "list_gaps", "list_events", "get_event", "prove_proposal", "wait_for_decision"}
 	out := map[string]*jsonschema.Schema{}
 	c := jsonschema.NewCompiler()
 	for _, tool := range res.Tools {
@@ -369,6 +383,8 @@ func checkTools(t *testing.T, s *session) {
 		t.Errorf("list_gaps: %v", g)
 	}
 
+	checkEvents(t, s, sc)
+
 	w, _ := call(t, s, sc, "wait_for_decision", map[string]any{"id": "mcp-fulfilled"}, false)
 	if w["decided"] != true || w["state"] != "fulfilled" || w["decided_by"] != "human" {
 		t.Errorf("wait_for_decision on a decided proposal: %v", w)
@@ -395,11 +411,146 @@ func checkTools(t *testing.T, s *session) {
 		{"list_anomalies", map[string]any{"anomaly": "weird"}, `bad_query: unknown anomaly "weird"`},
 		{"wait_for_decision", map[string]any{"id": "mcp-pending", "timeout_seconds": 100000}, "(field timeout_seconds)"},
 		{"list_proposals", map[string]any{"space": "team a/\x00"}, "(field space)"},
+		{"list_events", map[string]any{"effect": "bogus"}, `effect "bogus" is not one of`},
+		{"list_events", map[string]any{"order": "sideways"}, "(field order)"},
+		{"list_events", map[string]any{"limit": 500}, "bad_request: limit must be in 1..200 (default 50), not 500 (field limit)"},
+		{"list_events", map[string]any{"since_seq": -1}, "since_seq"},
+		{"list_events", map[string]any{"cursor": "not-a-cursor"}, "(field cursor)"},
+		{"get_event", map[string]any{}, `missing properties: ["seq"]`},
+		{"get_event", map[string]any{"seq": 0}, "bad_request: seq is required"},
+		{"get_event", map[string]any{"seq": 99999}, "not_found: the stream holds no message at seq 99999 (field seq)"},
+		{"prove_proposal", map[string]any{"id": "nope"}, `not_found: no events filed under "nope" in space "default" (field id)`},
+		{"prove_proposal", map[string]any{"id": ""}, "bad_request: id is required"},
+		{"prove_proposal", map[string]any{"id": "mcp-pending", "size": -1}, "bad_request: size must be a tree size (0: the latest checkpoint), not -1 (field size)"},
+		{"prove_proposal", map[string]any{"id": "mcp-pending", "size": 1000000}, "no checkpoint of tree size 1000000 (field size)"},
 	} {
 		_, text := call(t, s, sc, c.tool, c.args, true)
 		if !strings.Contains(text, c.want) {
 			t.Errorf("%s(%v): %q, want it to say %q", c.tool, c.args, text, c.want)
 		}
+	}
+}
+
+// checkEvents: list_events filters, pages and orders the ledger's log;
+// get_event answers an event's original bytes.
+func checkEvents(t *testing.T, s *session, sc map[string]*jsonschema.Schema) {
+	t.Helper()
+	ids := func(m map[string]any) []string {
+		var out []string
+		for _, e := range m["events"].([]any) {
+			out = append(out, e.(map[string]any)["id"].(string))
+		}
+		return out
+	}
+	e, text := call(t, s, sc, "list_events", map[string]any{"proposal": "mcp-withdrawn"}, false)
+	if got := ids(e); !slices.Equal(got, []string{"mcp-withdrawn", "w-1", "f-2"}) || e["truncated"] != false || e["count"] != float64(3) {
+		t.Errorf("list_events proposal: %v", e)
+	}
+	if !strings.Contains(text, "3 events") || !strings.Contains(text, "f-2 from human (write_file): late under mcp-withdrawn") {
+		t.Errorf("list_events text: %q", text)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"proposal": "mcp-withdrawn", "order": "desc", "limit": 2}, false)
+	if got := ids(e); !slices.Equal(got, []string{"f-2", "w-1"}) || e["truncated"] != true || e["next_cursor"] == nil {
+		t.Errorf("list_events desc page 1: %v", e)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"proposal": "mcp-withdrawn", "order": "desc", "limit": 2, "cursor": e["next_cursor"]}, false)
+	if got := ids(e); !slices.Equal(got, []string{"mcp-withdrawn"}) || e["truncated"] != false || e["next_cursor"] != nil {
+		t.Errorf("list_events desc page 2 (the last): %v", e)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"from": "human"}, false)
+	if got := ids(e); !slices.Equal(got, []string{"f-1", "f-2"}) {
+		t.Errorf("list_events from human: %v", got)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"anomaly": "fulfilled_after_withdrawn"}, false)
+	evs, _ := e["events"].([]any)
+	if len(evs) != 1 || evs[0].(map[string]any)["id"] != "f-2" || evs[0].(map[string]any)["effect"] != "late" {
+		t.Fatalf("list_events anomaly: %v", e)
+	}
+	late := evs[0].(map[string]any)
+	seq := late["seq"].(float64)
+	e, _ = call(t, s, sc, "list_events", map[string]any{"since_seq": seq, "until_seq": seq}, false)
+	if got := ids(e); !slices.Equal(got, []string{"f-2"}) {
+		t.Errorf("list_events since_seq..until_seq %v: %v", seq, got)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"kind": "mcp/proposal"}, false)
+	if got := ids(e); len(got) != 4 || slices.Contains(got, "mcp-team") {
+		t.Errorf("list_events of the default space: %v", got)
+	}
+	e, _ = call(t, s, sc, "list_events", map[string]any{"kind": "mcp/proposal", "space": "*"}, false)
+	if got := ids(e); len(got) != 5 || !slices.Contains(got, "mcp-team") {
+		t.Errorf("list_events of every space: %v", got)
+	}
+	team := e["events"].([]any)[slices.Index(ids(e), "mcp-team")].(map[string]any)
+
+	// get_event: the original bytes, their digest and the index record.
+	g, text := call(t, s, sc, "get_event", map[string]any{"seq": seq}, false)
+	sum := sha256.Sum256([]byte(fulfil("mcp-withdrawn", "f-2")))
+	if g["text"] != fulfil("mcp-withdrawn", "f-2") || g["sha256"] != hex.EncodeToString(sum[:]) || g["truncated"] != false ||
+		g["size"] != float64(len(fulfil("mcp-withdrawn", "f-2"))) || g["event"].(map[string]any)["effect"] != "late" ||
+		!strings.HasPrefix(g["subject"].(string), "ledger.default.") {
+		t.Errorf("get_event %v: %v", seq, g)
+	}
+	if !strings.Contains(text, hex.EncodeToString(sum[:])) || !strings.Contains(text, `"id":"f-2"`) {
+		t.Errorf("get_event text: %q", text)
+	}
+	// Another space's event: not found unless asked for in it (or *).
+	if _, text := call(t, s, sc, "get_event", map[string]any{"seq": team["seq"]}, true); !strings.HasPrefix(text, "not_found:") || !strings.Contains(text, "(field seq)") {
+		t.Errorf("get_event of another space's event: %q", text)
+	}
+	if g, _ := call(t, s, sc, "get_event", map[string]any{"seq": team["seq"], "space": "*"}, false); g["text"] != proposal("mcp-team") {
+		t.Errorf("get_event space *: %v", g)
+	}
+}
+
+// checkProve: prove_proposal answers a bundle (embedded) that the
+// verifier of client/evidence accepts with the ledger's key, holding the
+// proposal's events byte for byte; an edited bundle is refused.
+func checkProve(t *testing.T, s *session, sc map[string]*jsonschema.Schema, key string) {
+	t.Helper()
+	p, _, res := callResult(t, s, sc, "prove_proposal", map[string]any{"id": "mcp-withdrawn"}, false)
+	if len(res.Content) != 2 {
+		t.Fatalf("prove_proposal: %d content blocks, want text and the bundle", len(res.Content))
+	}
+	er, ok := res.Content[1].(*sdk.EmbeddedResource)
+	if !ok || er.Resource == nil || er.Resource.MIMEType != "application/json" || er.Resource.URI != p["bundle_uri"] {
+		t.Fatalf("prove_proposal: the second block is not the bundle: %#v", res.Content[1])
+	}
+	raw := []byte(er.Resource.Text)
+	b, err := evidence.ParseBundle(raw)
+	if err != nil {
+		t.Fatalf("the embedded bundle: %v", err)
+	}
+	v, err := evidence.VerifyBundle(b, key)
+	if err != nil {
+		t.Fatalf("the embedded bundle does not verify with the ledger's key: %v", err)
+	}
+	want := []string{proposal("mcp-withdrawn"), withdrawEnv, fulfil("mcp-withdrawn", "f-2")}
+	if len(v.Leaves) != len(want) {
+		t.Fatalf("%d events proven, want %d", len(v.Leaves), len(want))
+	}
+	for i, l := range v.Leaves {
+		if string(l.Data) != want[i] {
+			t.Errorf("proven event %d: %s, want %s", i, l.Data, want[i])
+		}
+	}
+	keyName, _, _ := strings.Cut(key, "+")
+	if p["checkpoint"] != b.Checkpoint || p["tree_size"] != float64(v.Checkpoint.Size) || p["root_hash"] != v.Checkpoint.Hash.String() ||
+		p["origin"] != v.Checkpoint.Origin || p["verifier_key"] != key || p["count"] != float64(3) || p["bundle_bytes"] != float64(len(raw)) {
+		t.Errorf("prove_proposal summary: %v", p)
+	}
+	if names, _ := p["key_names"].([]any); len(names) != 1 || names[0] != keyName {
+		t.Errorf("key_names %v, want [%s]", p["key_names"], keyName)
+	}
+	// Against a named checkpoint (the one just used): the same tree.
+	if p2, _ := call(t, s, sc, "prove_proposal", map[string]any{"id": "mcp-withdrawn", "size": p["tree_size"]}, false); p2["tree_size"] != p["tree_size"] || p2["root_hash"] != p["root_hash"] || p2["count"] != float64(3) {
+		t.Errorf("prove_proposal at size %v: %v", p["tree_size"], p2)
+	}
+	// An edited bundle: the verifier refuses it (the check above can fail).
+	edited := strings.Replace(er.Resource.Text, `changed my mind`, `changed my mine`, 1)
+	if eb, err := evidence.ParseBundle([]byte(edited)); err != nil || edited == er.Resource.Text {
+		t.Fatalf("editing the bundle: %v", err)
+	} else if _, err := evidence.VerifyBundle(eb, key); err == nil {
+		t.Error("an edited bundle verified")
 	}
 }
 
@@ -513,6 +664,7 @@ func TestHTTP(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Run("tools", func(t *testing.T) { checkTools(t, s) })
+			t.Run("prove", func(t *testing.T) { checkProve(t, s, toolSchemas(t, s), a.Proofs().VerifierKey()) })
 			t.Run("wait", func(t *testing.T) { checkWait(t, a, w, s) })
 			if version == legacyProtocol {
 				t.Run("resource", func(t *testing.T) { checkResource(t, a, w, s) })
@@ -617,6 +769,28 @@ func TestHTTPAuth(t *testing.T) {
 	if p["id"] != "mcp-team" || p["space"] != "team-a" {
 		t.Errorf("in scope: %v", p)
 	}
+	// The event log: every space (*) is refused to a token limited to
+	// spaces; its own space is listed.
+	if _, text = call(t, s, sc, "list_events", map[string]any{"space": "*"}, true); !strings.HasPrefix(text, "forbidden:") {
+		t.Errorf("list_events of every space with a token limited to spaces: %q", text)
+	}
+	if _, text = call(t, s, sc, "get_event", map[string]any{"seq": 1, "space": "*"}, true); !strings.HasPrefix(text, "forbidden:") {
+		t.Errorf("get_event in every space with a token limited to spaces: %q", text)
+	}
+	e, _ := call(t, s, sc, "list_events", map[string]any{"space": "team-a"}, false)
+	if evs, _ := e["events"].([]any); len(evs) != 1 || evs[0].(map[string]any)["id"] != "mcp-team" {
+		t.Errorf("list_events in scope: %v", e)
+	}
+	// A proposal's proof is per space: its own space's is answered (without
+	// the verifier key, a whole-log route the token may not read), another's
+	// refused.
+	pr, _ := call(t, s, sc, "prove_proposal", map[string]any{"id": "mcp-team", "space": "team-a"}, false)
+	if pr["count"] != float64(1) || pr["space"] != "team-a" || pr["verifier_key"] != nil {
+		t.Errorf("prove_proposal in scope: %v", pr)
+	}
+	if _, text = call(t, s, sc, "prove_proposal", map[string]any{"id": "mcp-pending"}, true); !strings.HasPrefix(text, "forbidden:") {
+		t.Errorf("prove_proposal out of scope: %q", text)
+	}
 	ctx := context.Background()
 	if _, err := s.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.ProposalURI("default", "mcp-pending")}); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("reading an out-of-scope resource: %v", err)
@@ -634,6 +808,7 @@ func TestStdio(t *testing.T) {
 			a, w := startLedger(t)
 			s := connectStdio(t, a, bin, tokAuditor, version)
 			t.Run("tools", func(t *testing.T) { checkTools(t, s) })
+			t.Run("prove", func(t *testing.T) { checkProve(t, s, toolSchemas(t, s), a.Proofs().VerifierKey()) })
 			t.Run("wait", func(t *testing.T) { checkWait(t, a, w, s) })
 			if version == legacyProtocol {
 				t.Run("resource", func(t *testing.T) { checkResource(t, a, w, s) })
@@ -718,7 +893,7 @@ func TestStdioMEWBridge(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`)
 	list := answer(2)
 	tools, _ := list["result"].(map[string]any)["tools"].([]any)
-	if len(tools) != 7 {
+	if len(tools) != 10 {
 		t.Fatalf("tools/list: %v", list)
 	}
 	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wait_for_decision","arguments":{"id":"mcp-rejected"}}}`)

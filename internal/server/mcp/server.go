@@ -55,6 +55,21 @@ const (
 	MaxListLimit        = 200
 	DefaultHistoryLimit = 200
 	MaxHistoryLimit     = 1000
+	// DefaultEventLimit and MaxEventLimit bound list_events' pages (the
+	// API's own maximum is 1000: an event record with its entries is
+	// about as large as a proposal, and a page goes into a model's
+	// context).
+	DefaultEventLimit = 50
+	MaxEventLimit     = 200
+	// MaxEventBytes bounds the original bytes get_event answers; a
+	// larger message is cut there and says so (its sha256 is the whole
+	// message's).
+	MaxEventBytes = 256 << 10
+	// MaxProofBytes bounds the evidence bundle prove_proposal embeds (a
+	// larger one is refused, naming `ledger proof`); MaxProofEvents the
+	// events its summary lists (the bundle holds all).
+	MaxProofBytes  = 8 << 20
+	MaxProofEvents = 200
 	// DefaultWait is wait_for_decision's timeout when the call gives
 	// none: under the 30 s after which MEW's bridge gives up on a request
 	// (and the 60 s of the TypeScript SDK's clients).
@@ -159,7 +174,7 @@ func New(o Options) (*Server, error) {
 }
 
 // instructions are the server's instructions to a client (a model).
-const instructions = `This server answers questions about a proposal ledger: the memory of a MEW space's proposals (risky operations an agent proposed, which a trusted participant fulfils, the proposer withdraws or anyone rejects). Every tool is read-only. Use get_proposal for one proposal's state and decider, proposal_history for every event filed under it with its effect, list_proposals to find proposals (by state, proposer, target, time, anomaly), list_anomalies for what an auditor must look at (fulfilments after a withdrawal, mismatches, ...), stats for counts, list_gaps for the recording gaps of bridges, and wait_for_decision to wait (without polling) until a pending proposal is fulfilled, withdrawn, rejected or expires. Proposals are also resources ledger://{space}/proposals/{id}: subscribe to be told when one changes.`
+const instructions = `This server answers questions about a proposal ledger: the memory of a MEW space's proposals (risky operations an agent proposed, which a trusted participant fulfils, the proposer withdraws or anyone rejects). Every tool is read-only. Use get_proposal for one proposal's state and decider, proposal_history for every event filed under it with its effect, list_proposals to find proposals (by state, proposer, target, time, anomaly), list_anomalies for what an auditor must look at (fulfilments after a withdrawal, mismatches, ...), stats for counts, list_gaps for the recording gaps of bridges, list_events for the ledger's log itself (every stored event with its effect, filtered by sender, type, effect, anomaly, time, ...), get_event for one event's original bytes, prove_proposal for the evidence bundle of a proposal's history (each event with its inclusion proof against a checkpoint the ledger signed, for a third party to verify), and wait_for_decision to wait (without polling) until a pending proposal is fulfilled, withdrawn, rejected or expires. Proposals are also resources ledger://{space}/proposals/{id}: subscribe to be told when one changes.`
 
 // SDK returns the underlying SDK server (to connect custom transports).
 func (s *Server) SDK() *sdk.Server { return s.srv }
@@ -255,6 +270,20 @@ type toolHandler[In, Out any] func(ctx context.Context, in In) (Out, string, err
 
 // addTool adds a read-only tool with inferred input and output schemas.
 func addTool[In, Out any](s *Server, name, title, description string, h toolHandler[In, Out]) {
+	addToolContent(s, name, title, description, func(ctx context.Context, in In) (Out, []sdk.Content, error) {
+		out, text, err := h(ctx, in)
+		return out, []sdk.Content{&sdk.TextContent{Text: text}}, err
+	})
+}
+
+// contentHandler is a tool's body that answers content blocks of its own
+// (its text first, then e.g. an embedded resource) beside the structured
+// output.
+type contentHandler[In, Out any] func(ctx context.Context, in In) (Out, []sdk.Content, error)
+
+// addToolContent adds a read-only tool whose result carries the content
+// blocks h returns.
+func addToolContent[In, Out any](s *Server, name, title, description string, h contentHandler[In, Out]) {
 	no := false
 	t := &sdk.Tool{
 		Name:         name,
@@ -268,12 +297,12 @@ func addTool[In, Out any](s *Server, name, title, description string, h toolHand
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			ctx = withProgress(ctx, req.Session, tok)
 		}
-		out, text, err := h(ctx, in)
+		out, content, err := h(ctx, in)
 		if err != nil {
 			var zero Out
 			return nil, zero, s.toolError(err)
 		}
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, out, nil
+		return &sdk.CallToolResult{Content: content}, out, nil
 	})
 }
 

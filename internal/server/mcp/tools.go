@@ -26,6 +26,9 @@ var tools = []func(*Server){
 	(*Server).toolStats,
 	(*Server).toolListAnomalies,
 	(*Server).toolListGaps,
+	(*Server).toolListEvents,
+	(*Server).toolGetEvent,
+	(*Server).toolProveProposal,
 	(*Server).toolWaitForDecision,
 }
 

@@ -58,6 +58,9 @@ func (s *Service) handleGap(req micro.Request) { s.dispatch(req, s.acceptGap) }
 // subject or gap, or a gap envelope the Appender refuses, is answered at
 // once; the append is awaited by the second stage.
 func (s *Service) acceptGap(req micro.Request) func() {
+	if s.storageFull(req) {
+		return nil
+	}
 	space, err := subjects.ParseGap(req.Subject())
 	if err != nil {
 		s.refuse(req, badSpace(err))

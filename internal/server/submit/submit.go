@@ -79,6 +79,12 @@ const (
 // kernel submission.
 const HeaderKernel = "Ledger-Kernel"
 
+// HeaderDefaultSpace set to "1" on a request to ledger.submit.~ (the
+// encoding of the empty space) asks for the service's default space: the
+// Submitter sends it when it is given no space. Without it, the empty
+// space is refused naming the field: a space is never guessed (SPEC §10).
+const HeaderDefaultSpace = "Ledger-Default-Space"
+
 // ErrOptions is wrapped by Options.Validate errors.
 var ErrOptions = errors.New("submit: invalid options")
 
@@ -103,6 +109,12 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Logger gets a start/stop line and errors.
 	Logger zerolog.Logger
+	// StorageProblem, if set, returns why the ledger cannot write (the
+	// disk of the log is full), or "": while it is not "", requests are
+	// answered at once with code storage_full (status
+	// StatusUnavailable) instead of waiting on an append that cannot be
+	// stored.
+	StorageProblem func() string
 }
 
 // Validate fills defaults and checks the options.
@@ -249,10 +261,16 @@ func (s *Service) dispatch(req micro.Request, accept func(micro.Request) func())
 
 // accept is the submit endpoint's first stage (see dispatch).
 func (s *Service) accept(req micro.Request) func() {
+	if s.storageFull(req) {
+		return nil
+	}
 	space, err := subjects.ParseSubmit(req.Subject())
+	if err != nil && req.Subject() == subjects.Submit("") && req.Headers().Get(HeaderDefaultSpace) == "1" {
+		space, err = "", nil // asked for the default space by name
+	}
 	if err != nil {
 		// Cannot happen through the wildcard subscription but for a
-		// badly encoded space token.
+		// badly encoded space token, or the empty space not asked for.
 		s.refuse(req, badSpace(err))
 		return nil
 	}
@@ -299,10 +317,25 @@ func (s *Service) refuse(req micro.Request, e *wire.Error) {
 	s.answer(req, wire.AppendResult{Error: e}, StatusRefused)
 }
 
+// storageFull answers req when the ledger cannot write, and reports
+// whether it did.
+func (s *Service) storageFull(req micro.Request) bool {
+	if s.opts.StorageProblem == nil {
+		return false
+	}
+	p := s.opts.StorageProblem()
+	if p == "" {
+		return false
+	}
+	s.opts.Metrics.AppendError(metrics.PathSubmit)
+	s.answer(req, wire.AppendResult{Error: &wire.Error{Code: wire.CodeStorageFull, Message: p}}, StatusUnavailable)
+	return true
+}
+
 // badSpace is the refusal of a subject whose space token does not decode.
 func badSpace(err error) *wire.Error {
 	return &wire.Error{Code: ledger.CodeBadValue, Field: "space",
-		Message: fmt.Sprintf("the subject's space token is not a valid encoding: %v", err)}
+		Message: fmt.Sprintf("the subject's space token does not name a space (nothing is guessed): %v", err)}
 }
 
 // answer answers req from the first stage, on the subscription goroutine:

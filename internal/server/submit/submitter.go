@@ -65,6 +65,9 @@ func (s *Submitter) submit(ctx context.Context, space string, envelope []byte, k
 	if kernel {
 		req.Header.Set(HeaderKernel, "1")
 	}
+	if space == "" {
+		req.Header.Set(HeaderDefaultSpace, "1") // the service's default, by name
+	}
 	msg, err := s.nc.RequestMsgWithContext(ctx, req)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return wire.AppendResult{}, fmt.Errorf("%w on %s (is `ledger serve` running against this NATS?)", ErrNoService, subj)

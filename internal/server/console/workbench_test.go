@@ -225,7 +225,7 @@ func TestConsoleWorkbench(t *testing.T) {
 	if got := b.text("table.consumers tbody"); !strings.Contains(got, "durable") {
 		t.Fatalf("consumers %q", got)
 	}
-	if got := b.text("#integrity"); !strings.Contains(got, "Not available") {
+	if got := b.text("#integrity"); !strings.Contains(got, "signed checkpoint") {
 		t.Fatalf("integrity %q", got)
 	}
 	b.shot("console-status")

@@ -5,6 +5,7 @@
 // page context (where to render, the space, the as-of point).
 import { get, getText, HTTPError } from "./api.js";
 import { h, clear, effectBadge, fmtTime, anomalyText, ANOMALIES } from "./ui.js";
+import { integrityPanel } from "./verify_ui.js";
 
 export const EFFECTS = ["applied", "recorded", "duplicate", "late", "unauthorized", "invalid", "orphan", "ignored"];
 export const TYPES = ["proposal", "withdraw", "reject", "fulfil", "response", "note", "approve", "expire", "gap", "ignored"];
@@ -275,6 +276,7 @@ export async function statusPage(c) {
   try {
     const cp = await getText("/v1/checkpoint");
     integ.append(h("p", {}, "The latest signed checkpoint of the log (a C2SP tlog-checkpoint note):"), h("pre", { class: "raw", id: "checkpoint" }, cp));
+    await integrityPanel(integ, cp);
   } catch (e) {
     if (e instanceof HTTPError && (e.status === 404 || e.status === 405)) {
       integ.append(h("p", { class: "none", id: "no-checkpoint" }, "Not available: this ledger serves no signed checkpoint (the verifiable log, contract §16)."));

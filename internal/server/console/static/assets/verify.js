@@ -1,4 +1,4 @@
-// Evidence checked in the browser (SPEC §16, docs/proofs.md): a
+// Evidence checked in the browser (contract §16, docs/proofs.md): a
 // proposal's evidence bundle (GET /v1/proposals/{id}/proof) verified with
 // WebCrypto — SHA-256 for the RFC 6962 leaf and node hashes, Ed25519 for
 // the checkpoint's signed note (C2SP signed-note, tlog-checkpoint) — against

@@ -55,7 +55,7 @@ lint:
 		$(GO) vet ./...; \
 		$(GO) run $(STATICCHECK) ./... ); done
 
-## bench: the performance table of the README (ledger bench; about 15 minutes on 2 cores).
+## bench: the performance tables of docs/performance.md (ledger bench; about 15 minutes on 2 cores).
 ## make bench BENCHFLAGS=--quick is the CI smoke run (under a minute).
 bench:
 	$(NOCGO) $(GO) run ./cmd/ledger bench $(BENCHFLAGS)

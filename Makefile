@@ -14,7 +14,7 @@ NOCGO        := CGO_ENABLED=0
 # runs in each.
 MODULES      := . model client examples/agent
 
-.PHONY: run build test lint fuzz bench clean browser
+.PHONY: run build test lint fuzz bench clean browser shells
 
 ## run: build bin/ledger and start `ledger serve` with the embedded defaults (data in ./data,
 ## API on 127.0.0.1:8080). The shell execs the binary, so Ctrl-C reaches `ledger serve` alone,
@@ -28,8 +28,9 @@ build:
 	$(NOCGO) $(GO) build -buildvcs=auto -o $(BIN) ./cmd/ledger
 
 ## test: every test, with the race detector, never cached (installs Debian's
-## chromium first when missing: the console's browser tests need it)
-test: browser
+## chromium, zsh and fish first when missing: the console's browser tests and the
+## completion tests need them)
+test: browser shells
 	@set -e; for m in $(MODULES); do echo "== test $$m"; \
 		(cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
 
@@ -40,6 +41,11 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium for the console's browser tests"; \
 		apt-get update -qq && apt-get install -y -qq chromium; }
 
+## shells: zsh and fish for the completion scripts' tests (apt-get, when missing)
+shells:
+	@command -v zsh >/dev/null 2>&1 && command -v fish >/dev/null 2>&1 || { echo "installing zsh and fish for the completion tests"; \
+		apt-get update -qq && apt-get install -y -qq zsh fish; }
+
 ## lint: gofmt, go vet and staticcheck, in every module
 lint:
 	@set -e; for m in $(MODULES); do echo "== lint $$m"; ( cd $$m; \
@@ -49,7 +55,7 @@ lint:
 		$(GO) vet ./...; \
 		$(GO) run $(STATICCHECK) ./... ); done
 
-## bench: the performance table of the README (ledger bench; about 15 minutes on 2 cores).
+## bench: the performance tables of docs/performance.md (ledger bench; about 15 minutes on 2 cores).
 ## make bench BENCHFLAGS=--quick is the CI smoke run (under a minute).
 bench:
 	$(NOCGO) $(GO) run ./cmd/ledger bench $(BENCHFLAGS)

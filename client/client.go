@@ -12,8 +12,10 @@
 // WithMinSeq, WithAsOfSeq, WithAsOf), appends AppendOptions (WithSpace,
 // WithKernel).
 //
-// It depends on the ledger's record types (package model) and the standard
-// library only: no NATS, no Pebble, no server code.
+// It depends on the ledger's record types (package model), its evidence
+// package (client/evidence, for verified reads: WithVerifier and
+// VerifiedGet, verify.go) and the standard library only: no NATS, no
+// Pebble, no server code.
 //
 // Contract:
 //   - Every call takes ctx first and is safe for concurrent use.
@@ -67,6 +69,8 @@ type Options struct {
 	// DefaultTimeout. Streaming calls (AppendStream, Watch) and Verify use
 	// its transport without the overall timeout: ctx bounds them.
 	HTTP *http.Client
+	// verify is set by WithVerifier (VerifiedGet).
+	verify *verifyState
 }
 
 // Validate fills in the defaults and checks the options. It returns an

@@ -10,7 +10,9 @@ import (
 
 // TestDependencies: an agent that imports the client links neither the
 // store (Pebble), nor NATS, nor any server code of this module: only the
-// record types (model) and the standard library.
+// record types (model), the evidence package (client/evidence, for
+// verified reads) with the Go checksum database's note and tlog packages,
+// and the standard library.
 func TestDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "github.com/mewledger/ledger/client").CombinedOutput()
 	if err != nil {
@@ -18,7 +20,8 @@ func TestDependencies(t *testing.T) {
 	}
 	for _, p := range strings.Fields(string(out)) {
 		switch p {
-		case "github.com/mewledger/ledger/client", "github.com/mewledger/ledger/model":
+		case "github.com/mewledger/ledger/client", "github.com/mewledger/ledger/model", "github.com/mewledger/ledger/client/evidence",
+			"golang.org/x/mod/sumdb/note", "golang.org/x/mod/sumdb/tlog":
 			continue
 		}
 		t.Errorf("the client depends on %s", p)

@@ -25,6 +25,10 @@ import (
 // yours, such as client.DefaultAPI.
 var ledgerURL string
 
+// ledgerBin is the `ledger` binary TestMain built, for tests that start
+// ledgers of their own (verify_test.go).
+var ledgerBin string
+
 // TestMain builds the ledger of this repository (the module one directory
 // up: the client module links none of it) and runs `ledger serve` on free
 // ports in a temporary directory for the examples and tests.
@@ -39,6 +43,7 @@ func runWithLedger(m *testing.M) int {
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	bin := filepath.Join(dir, "ledger")
+	ledgerBin = bin
 	build := exec.Command("go", "build", "-o", bin, "./cmd/ledger")
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {

@@ -53,7 +53,7 @@ func runAt(ctx context.Context, e env, args []string) error {
 	f.u64(&seq, "seq", "N", 0, "the state after this sequence", false)
 	f.str(&at, "time", "TIME", "", "the state at this time (RFC 3339): after every event up to the first one after it", false)
 	f.str(&space, "space", "NAME", ledger.DefaultSpace, "space", true)
-	f.str(&output, "output", "FORMAT", outputTable, "table, or json for the API's objects exactly", true)
+	f.str(&output, "output", "table|json", outputTable, "table, or json for the API's objects exactly", true)
 	f.short("o", "output")
 	f.str(&tmp, "tmp", "DIR", "", "directory for the temporary projection (default: the system's)", false)
 	o.register(f)

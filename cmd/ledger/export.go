@@ -40,7 +40,7 @@ func runExport(ctx context.Context, e env, args []string) error {
 	f := newFlags(commands["export"], e)
 	f.str(&out, "file", "FILE", "-", "output file, written atomically (- for stdout)", false)
 	f.short("f", "file")
-	f.str(&format, "output", "FORMAT", "jsonl", "output format: jsonl, the only one (as everywhere, -o is a format, not a file)", false)
+	f.str(&format, "output", "jsonl", "jsonl", "output format: jsonl, the only one (as everywhere, -o is a format, not a file)", false)
 	f.short("o", "output")
 	f.u64(&from, "from-seq", "N", 0, "first sequence (default: the first)", false)
 	f.u64(&to, "to-seq", "N", 0, "last sequence (default: the last when the export starts)", false)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -135,7 +136,7 @@ func (f *flags) float(p *float64, name, meta string, def float64, usage string, 
 
 func (f *flags) boolean(p *bool, name string, def bool, usage string, env bool) {
 	if v, ok := f.lookup(name, env); ok {
-		b, err := strconv.ParseBool(v)
+		b, err := parseBool(v)
 		if err != nil {
 			f.envErr(name, v, err)
 		} else {
@@ -143,6 +144,19 @@ func (f *flags) boolean(p *bool, name string, def bool, usage string, env bool) 
 		}
 	}
 	f.fs.BoolVar(p, name, def, usage)
+}
+
+// envDuration registers a duration flag that reads LEDGER_<NAME>.
+func (f *flags) envDuration(p *time.Duration, name, meta string, def time.Duration, usage string) {
+	if v, ok := f.lookup(name, true); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			f.envErr(name, v, errors.New("want a duration such as 30s"))
+		} else {
+			def = d
+		}
+	}
+	f.duration(p, name, meta, def, usage)
 }
 
 // hide marks a registered flag as secret: usage says whether it is set,
@@ -161,13 +175,28 @@ func (f *flags) short(letter, long string) {
 // variable, unless the flag was given on the command line (which beats
 // the variable, bad or not).
 func (f *flags) parse(args []string) error {
+	if err := f.parseArgs(args); err != nil {
+		return err
+	}
+	return f.checkEnv()
+}
+
+// parseArgs parses args without checking the environment values (see
+// checkEnv): positional calls it once per run of flags.
+func (f *flags) parseArgs(args []string) error {
 	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			f.usage(f.stdout)
 			return err
 		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return fmt.Errorf("%w: %s", errUsage, f.reword(err))
 	}
+	return nil
+}
+
+// checkEnv reports the environment values that do not parse, of the flags
+// not given on the command line.
+func (f *flags) checkEnv() error {
 	var errs []error
 	f.fs.VisitAll(func(fl *flag.Flag) { // by name: a stable order
 		if err, ok := f.envErrs[fl.Name]; ok && !f.given(fl.Name) {
@@ -175,6 +204,84 @@ func (f *flags) parse(args []string) error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// parseBool is strconv.ParseBool plus the words people write in an
+// environment file: yes/no, y/n, on/off (any case). LEDGER_QUIET=yes is
+// as good as LEDGER_QUIET=1.
+func parseBool(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "yes", "y", "on":
+		return true, nil
+	case "no", "n", "off":
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, errors.New("want 1/0, true/false, yes/no or on/off")
+	}
+	return b, nil
+}
+
+// The standard library's flag errors, reworded by reword.
+var (
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	needsArgument = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+	invalidValue  = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]*): (.*)$`)
+)
+
+// reword says a flag parse error of the standard library in the CLI's own
+// words, with the flags' one spelling (--name): "unknown flag --bogus"
+// instead of "flag provided but not defined: -bogus".
+func (f *flags) reword(err error) string {
+	msg := err.Error()
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("unknown flag %s", f.spell(m[1]))
+	}
+	if m := needsArgument.FindStringSubmatch(msg); m != nil {
+		meta := f.meta[m[1]]
+		if l, ok := f.alias[m[1]]; ok {
+			meta = f.meta[l]
+		}
+		if meta == "" {
+			meta = "a value"
+		}
+		return fmt.Sprintf("%s needs a value (%s)", f.spell(m[1]), meta)
+	}
+	if m := invalidValue.FindStringSubmatch(msg); m != nil {
+		reason := m[3]
+		if strings.HasPrefix(reason, "parse error") || strings.HasPrefix(reason, "strconv.") {
+			reason = "not a valid " + f.kind(m[2])
+		}
+		return fmt.Sprintf("%s %q: %s", f.spell(m[2]), m[1], reason)
+	}
+	return msg
+}
+
+// spell writes a flag name as the help does: -o for a one-letter alias,
+// --name for the rest.
+func (f *flags) spell(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// kind names what a flag's value must be, for an error.
+func (f *flags) kind(name string) string {
+	fl := f.fs.Lookup(name)
+	if fl == nil {
+		return "value"
+	}
+	switch fl.Value.(type) {
+	case interface{ IsBoolFlag() bool }:
+		return "boolean (true or false)"
+	}
+	switch fl.DefValue {
+	case "0":
+		return "number"
+	}
+	return "value"
 }
 
 // parseNone parses args and refuses positional arguments: for commands

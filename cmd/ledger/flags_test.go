@@ -41,9 +41,9 @@ func TestOpsFlagsOnOneLayer(t *testing.T) {
 	}
 	own := map[string][]string{
 		"at": {"  --seq N\n", "  --time TIME\n", "  --tmp DIR\n",
-			"  -o, --output FORMAT\n      table, or json for the API's objects exactly (env LEDGER_OUTPUT; default table)",
+			"  -o, --output table|json\n      table, or json for the API's objects exactly (env LEDGER_OUTPUT; default table)",
 			"  --space NAME\n      space (env LEDGER_SPACE; default default)"},
-		"export":  {"  -f, --file FILE\n", "  -o, --output FORMAT\n", "(default jsonl)", "  --from-seq N\n", "  --to-seq N\n"},
+		"export":  {"  -f, --file FILE\n", "  -o, --output jsonl\n", "(default jsonl)", "  --from-seq N\n", "  --to-seq N\n"},
 		"import":  {"  -f, --file FILE\n", "  --append\n", "  --force\n", "  --replicas N\n", "  --batch N\n"},
 		"rebuild": {"  --api URL\n", "(env LEDGER_API)", "  --token TOKEN\n", "(env LEDGER_TOKEN)"},
 		"replay": {"  --since SEQ|TIME\n", "  --until SEQ|TIME\n", "  --space NAME\n", "  --type TYPE\n", "  --proposal ID\n",
@@ -156,7 +156,7 @@ func TestAtQueryFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"at", "--seq", "1", "list", "--bogus"}, "at list: flag provided but not defined: -bogus"},
+		{[]string{"at", "--seq", "1", "list", "--bogus"}, "at list: unknown flag --bogus"},
 		{[]string{"at", "--seq", "1", "get"}, "at get: want exactly one proposal id"},
 		{[]string{"at", "--seq", "1", "get", "a", "b"}, "at get: want exactly one proposal id"},
 		{[]string{"at", "--seq", "1", "stats", "x"}, `at stats: unexpected argument "x"`},

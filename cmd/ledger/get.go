@@ -4,24 +4,47 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/mewledger/ledger/client"
+	"github.com/mewledger/ledger/client/evidence"
 )
 
 func init() {
 	register(&command{
 		name:     "get",
-		synopsis: "get [--space S] [-o table|json] [--min-seq N] ID",
+		synopsis: "get [--space S] [-o table|json] [--min-seq N] [--verify --verifier-key KEY [--verify-state FILE]] ID",
 		short:    "show one proposal's state",
-		help:     "Shows the projected state of proposal ID: a table by default, or with -o json\nthe API's proposal object exactly.",
-		run:      runGet,
+		help: "Shows the projected state of proposal ID: a table by default, or with -o json\nthe API's proposal object exactly.\n\n" +
+			"With --verify, the read is checked against the ledger's signed checkpoints\n" +
+			"(docs/proofs.md): every event of the proposal's history is proven to be in\n" +
+			"the log the checkpoint signs (its leaf and inclusion proof), the history is\n" +
+			"those events, the checkpoint carries a valid signature of --verifier-key (the\n" +
+			"key itself or a file holding it: get it from the ledger's operator, out of\n" +
+			"band), and it extends the last checkpoint this machine accepted, kept in\n" +
+			"--verify-state (default <user config dir>/ledger/checkpoints/<origin>,\n" +
+			"e.g. ~/.config/ledger/checkpoints/...). A log that forked, shrank or was\n" +
+			"rewritten fails (exit 1) and the kept checkpoint is not replaced. The\n" +
+			"proposal's state is the ledger's fold of the proven events: it is shown, not\n" +
+			"re-derived. With -o json the proposal is printed as decoded.",
+		run: runGet,
 	})
 }
 
 func runGet(ctx context.Context, e env, args []string) error {
-	var c clientOpts
+	var (
+		co               clientOpts
+		verify           bool
+		keyArg, stateArg string
+	)
 	f := newFlags(commands["get"], e)
-	addClientFlags(f, &c, true)
+	addClientFlags(f, &co, true)
+	f.boolean(&verify, "verify", false, "check the read against the ledger's signed checkpoints (see below)", true)
+	f.str(&keyArg, "verifier-key", "KEY", "", "with --verify: the ledger's verifier key, or a file holding it", true)
+	f.str(&stateArg, "verify-state", "FILE", "", "with --verify: the file keeping the last accepted checkpoint (default <user config dir>/ledger/checkpoints/<origin>)", true)
 	pos, err := positional(f, args)
 	if err != nil {
 		return err
@@ -29,21 +52,67 @@ func runGet(ctx context.Context, e env, args []string) error {
 	if len(pos) != 1 {
 		return usageError("want exactly one proposal ID, got %d arguments", len(pos))
 	}
-	cl, err := c.client()
+	cl, err := co.client()
 	if err != nil {
 		return err
 	}
-	raw, err := cl.GetRaw(ctx, pos[0], c.read())
-	if err != nil {
-		return clientError(c.api, err)
+	if verify {
+		return getVerified(ctx, e, &co, keyArg, stateArg, pos[0])
 	}
-	if c.output == outputJSON {
+	raw, err := cl.GetRaw(ctx, pos[0], co.read())
+	if err != nil {
+		return clientError(co.api, err)
+	}
+	if co.output == outputJSON {
 		_, err = fmt.Fprint(e.stdout, string(raw))
 		return err
 	}
 	var p client.Proposal
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("the proposal from %s: %w", c.api, err)
+		return fmt.Errorf("the proposal from %s: %w", co.api, err)
 	}
 	return renderProposal(e.stdout, &p)
+}
+
+// getVerified is `ledger get --verify`: a client.VerifiedGet.
+func getVerified(ctx context.Context, e env, co *clientOpts, keyArg, state, id string) error {
+	if keyArg == "" {
+		return usageError("--verify needs --verifier-key KEY (LEDGER_VERIFIER_KEY): the key `ledger checkpoint key` prints, or a file holding it")
+	}
+	key := keyArg
+	if _, err := evidence.NewVerifier(key); err != nil {
+		b, err := os.ReadFile(keyArg)
+		if err != nil {
+			return usageError("--verifier-key %q is neither a verifier key (<origin>+<hash>+<base64>) nor a readable file", keyArg)
+		}
+		key = strings.TrimSpace(string(b))
+		if _, err := evidence.NewVerifier(key); err != nil {
+			return usageError("--verifier-key %s: %v", keyArg, err)
+		}
+	}
+	if state == "" {
+		dir, err := os.UserConfigDir()
+		if err != nil {
+			return usageError("--verify-state: no default (%v): name a file", err)
+		}
+		origin, _, _ := strings.Cut(key, "+")
+		state = filepath.Join(dir, "ledger", "checkpoints", url.PathEscape(origin))
+	}
+	cl, err := client.New(co.api, client.WithToken(co.token), client.WithVerifier(key, state))
+	if err != nil {
+		return usageError("%v", err)
+	}
+	vp, err := cl.VerifiedGet(ctx, id, co.read())
+	if err != nil {
+		return clientError(co.api, err)
+	}
+	if !co.quiet {
+		fmt.Fprintf(e.stderr, "verified: %d events of %q are in the log checkpoint %s signs, consistent with the last accepted one (kept in %s); the state shown is the ledger's fold of them\n",
+			len(vp.Bundle.Events), id, vp.Checkpoint, state)
+	}
+	if co.output == outputJSON {
+		enc := json.NewEncoder(e.stdout)
+		return enc.Encode(vp.Proposal)
+	}
+	return renderProposal(e.stdout, vp.Proposal)
 }

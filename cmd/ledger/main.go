@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -83,9 +84,30 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
+	// net/http logs, with the standard logger, the first bytes of what a
+	// non-HTTP server sent first ("Unsolicited response received on idle
+	// HTTP channel starting with \"INFO {...}\""): --api at the NATS port.
+	// The command says that in its own words (clientflags.go); the dump
+	// is dropped.
+	log.SetOutput(dropLines{w: os.Stderr, prefix: "Unsolicited response received on idle HTTP channel"})
 	code := run(ctx, env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	cancel()
 	os.Exit(code)
+}
+
+// dropLines writes the standard logger's lines to w but those whose
+// message starts with prefix.
+type dropLines struct {
+	w      io.Writer
+	prefix string
+}
+
+func (d dropLines) Write(p []byte) (int, error) {
+	msg := string(p)
+	if i := strings.Index(msg, d.prefix); i >= 0 && i < 32 { // after the date and time
+		return len(p), nil
+	}
+	return d.w.Write(p)
 }
 
 // run dispatches to a subcommand and maps its error to an exit status.
@@ -99,6 +121,10 @@ func run(ctx context.Context, e env, args []string) int {
 	case "-h", "-help", "--help":
 		usage(e.stdout)
 		return exitOK
+	case "--version", "-version", "-v", "-V":
+		// The habit of every CLI; the same as `ledger version` (there is
+		// no top-level -v for verbose to collide with).
+		name, rest = "version", nil
 	case "help":
 		if len(rest) == 0 {
 			usage(e.stdout)
@@ -157,6 +183,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `ledger: an append-only, replayable, queryable ledger of MEW protocol proposals, on NATS JetStream.
 
 Usage: ledger COMMAND [flags]
+       ledger --version
 
 Commands:
 `)
@@ -188,6 +215,8 @@ Exit status: 0 ok, 1 refused or not found, 2 usage error or no ledger to talk to
 An explicit flag always beats its environment variable. Every command that
 talks to a ledger first says on stderr which one, and where that choice came
 from: "ledger: http://127.0.0.1:8080 (--api)"; -q, --quiet (env LEDGER_QUIET)
-silences that line. -o, --output is the output format wherever there is one.
+silences that line (LEDGER_QUIET=1, true or yes). -o, --output is the output
+format wherever there is one. --timeout D (env LEDGER_TIMEOUT) bounds all of
+a client command's requests together.
 `)
 }

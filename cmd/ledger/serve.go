@@ -104,6 +104,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.str(&o.DataDir, "data", "DIR", app.DefaultDataDir, "root of all local state", true)
 	f.str(&o.HTTPAddr, "http", "ADDR", app.DefaultHTTPAddr, "HTTP API listen address (port 0: any free port)", true)
 	f.str(&o.NATSListen, "nats-listen", "ADDR", app.DefaultNATSListen, "embedded NATS client address (port 0 or -1: any free port)", true)
+	f.str(&o.NATSMonitor, "nats-monitor", "ADDR", "", "embedded NATS server's HTTP monitoring address (/varz, /jsz...: for nats-surveyor and the Prometheus NATS exporter; port 0: any free port; default off)", true)
 	f.str(&natsURL, "nats-url", "URL[,URL...]", "", "use these NATS servers instead of embedding one", true)
 	f.str(&o.Space, "space", "NAME", app.DefaultSpace, "default space", true)
 	f.str(&logFormat, "log-format", "console|json", "", "log format (default: console on a terminal, else json)", true)

@@ -67,6 +67,8 @@ func runWatch(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	seen := 0
 	err = cl.WatchFunc(ctx, wo, func(ch model.Change, raw []byte) error {
 		if c.output == outputJSON {
@@ -91,6 +93,9 @@ func runWatch(ctx context.Context, e env, args []string) error {
 	})
 	if err != nil && !errors.Is(err, errWatchDone) {
 		return clientError(c.api, err)
+	}
+	if err == nil {
+		return c.timedOut(ctx)
 	}
 	return nil
 }

@@ -5,8 +5,10 @@
 package buildinfo
 
 import (
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 )
 
@@ -58,6 +60,31 @@ func read(bi *debug.BuildInfo, ok bool) Info {
 		}
 	}
 	return i
+}
+
+// semver is Semantic Versioning 2.0.0 (the form nats micro requires of a
+// service's version).
+var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+
+// SemVer is the version as Semantic Versioning requires it (a nats micro
+// service's version): the module version without its "v" ("1.2.3", a Go
+// pseudo-version "0.0.0-20260101120000-abcdef123456"), or for a build
+// with no module version ("(devel)", "unknown") "0.0.0-devel", with the
+// revision's first 12 characters as build metadata when known
+// ("0.0.0-devel+abcdef123456").
+func (i Info) SemVer() string {
+	if v := strings.TrimPrefix(i.Version, "v"); semver.MatchString(v) {
+		return v
+	}
+	v := "0.0.0-devel"
+	rev := i.Revision
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" && semver.MatchString(v+"+"+rev) {
+		v += "+" + rev
+	}
+	return v
 }
 
 // Short is the one-line form: "v1.2.3 (abcdef123456, modified)".

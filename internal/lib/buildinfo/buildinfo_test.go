@@ -19,3 +19,23 @@ func TestRead(t *testing.T) {
 		t.Fatalf("unstamped: %+v", u)
 	}
 }
+
+// TestSemVer: the version nats micro accepts, from every form the Go
+// toolchain stamps.
+func TestSemVer(t *testing.T) {
+	for _, c := range []struct {
+		i    Info
+		want string
+	}{
+		{Info{Version: "v1.2.3"}, "1.2.3"},
+		{Info{Version: "v0.0.0-20260101120000-abcdef123456"}, "0.0.0-20260101120000-abcdef123456"},
+		{Info{Version: "v1.2.4-0.20260101120000-abcdef123456+dirty"}, "1.2.4-0.20260101120000-abcdef123456+dirty"},
+		{Info{Version: "(devel)", Revision: "0123456789abcdef0123"}, "0.0.0-devel+0123456789ab"},
+		{Info{Version: "unknown", Revision: "unknown"}, "0.0.0-devel+unknown"},
+		{Info{Version: "(devel)"}, "0.0.0-devel"},
+	} {
+		if got := c.i.SemVer(); got != c.want || !semver.MatchString(got) {
+			t.Errorf("%+v.SemVer() = %q, want %q", c.i, got, c.want)
+		}
+	}
+}

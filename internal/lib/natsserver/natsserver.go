@@ -77,6 +77,13 @@ type Options struct {
 	ClusterHost string
 	ClusterPort int
 	Routes      []string
+	// MonitorHost and MonitorPort are the server's HTTP monitoring
+	// endpoint (/varz, /jsz, /healthz...: what nats-surveyor and the
+	// Prometheus NATS exporter scrape). MonitorPort 0, the default, serves
+	// none (unless the config file sets http); RandomPort picks a free port
+	// (see Server.MonitorURL). MonitorHost defaults to 127.0.0.1.
+	MonitorHost string
+	MonitorPort int
 	// Logger receives the server's logs (component=nats): warnings and
 	// errors always; notices at info when Verbose; debug and trace lines
 	// when Debug and Trace are set. The zero Logger discards everything.
@@ -108,6 +115,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: Port %d out of range", ErrOptions, o.Port)
 	case o.ClusterPort < RandomPort || o.ClusterPort > 65535:
 		return fmt.Errorf("%w: ClusterPort %d out of range", ErrOptions, o.ClusterPort)
+	case o.MonitorPort < RandomPort || o.MonitorPort > 65535:
+		return fmt.Errorf("%w: MonitorPort %d out of range", ErrOptions, o.MonitorPort)
 	case o.MaxPayload < 0:
 		return fmt.Errorf("%w: negative MaxPayload", ErrOptions)
 	case len(o.Routes) > 0 && o.ClusterName == "" && o.ClusterPort == 0:
@@ -144,6 +153,14 @@ func (o *Options) serverOptions() (*server.Options, error) {
 		so.SyncAlways, so.SyncInterval = false, o.SyncInterval
 	case !so.SyncAlways && so.SyncInterval == 0:
 		so.SyncAlways = true
+	}
+	if o.MonitorPort != 0 {
+		so.HTTPPort = o.MonitorPort
+		if o.MonitorHost != "" {
+			so.HTTPHost = o.MonitorHost
+		} else {
+			so.HTTPHost = DefaultHost
+		}
 	}
 	if o.MaxPayload > 0 {
 		so.MaxPayload = o.MaxPayload
@@ -253,6 +270,17 @@ func (s *Server) ClusterURL() string {
 		return ""
 	}
 	return fmt.Sprintf("nats-route://%s", a.String())
+}
+
+// MonitorURL is the monitoring endpoint's base URL (http://host:port),
+// with the actual port when RandomPort was asked for, or "" when the server
+// serves none.
+func (s *Server) MonitorURL() string {
+	a := s.ns.MonitorAddr()
+	if a == nil {
+		return ""
+	}
+	return "http://" + a.String()
 }
 
 // Options returns the options the server was started with, e.g. to start

@@ -218,4 +218,7 @@ type Health struct {
 type Addr struct {
 	HTTP string `json:"http"`
 	NATS string `json:"nats"`
+	// NATSMonitor is the embedded NATS server's monitoring URL
+	// (--nats-monitor), absent when it serves none.
+	NATSMonitor string `json:"nats_monitor,omitempty"`
 }

@@ -282,8 +282,16 @@ func New(o Options) (*API, error) {
 func (a *API) Handle(pattern string, h http.Handler) { a.mux.Handle(pattern, h) }
 
 // Handler returns the API's handler: routing, JSON 404/405, panic
-// recovery and request metrics around the mux.
+// recovery and request metrics around the mux. The routes mounted when it
+// is called have their duration series from the start, but the streams.
 func (a *API) Handler() http.Handler {
+	var timed []string
+	for _, r := range a.Routes() {
+		if r != RouteWatch && !strings.HasSuffix(r, " /mcp") {
+			timed = append(timed, r)
+		}
+	}
+	a.opts.Metrics.HTTPRoutes(timed)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusWriter{ResponseWriter: w}
@@ -299,7 +307,9 @@ func (a *API) Handler() http.Handler {
 				}
 			}
 			took := time.Since(start)
-			a.opts.Metrics.HTTPRequest(route, rec.code(), took)
+			if !isStream(rec) {
+				a.opts.Metrics.HTTPRequest(route, rec.code(), took)
+			}
 			a.log.Debug().Str(logging.KeyMethod, r.Method).Str(logging.KeyPath, r.URL.Path).
 				Int(logging.KeyStatus, rec.code()).Dur(logging.KeyTook, took).Msg("request")
 		}()
@@ -347,6 +357,12 @@ func (p *probeWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (p *probeWriter) WriteHeader(code int)        { p.status = code }
 
 // statusWriter records the status written.
+// isStream reports whether the answer was an event stream (/v1/watch,
+// the MCP endpoint's SSE): kept out of the request-duration histogram.
+func isStream(w http.ResponseWriter) bool {
+	return strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream")
+}
+
 type statusWriter struct {
 	http.ResponseWriter
 	status int

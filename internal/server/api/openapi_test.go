@@ -445,6 +445,11 @@ func buildDocument(examples map[string]any) map[string]any {
 			}
 			responses[fmt.Sprint(rs.status)] = ans
 		}
+		// Every path answers a method it does not take with 405
+		// method_not_allowed and an Allow header.
+		responses["405"] = map[string]any{"description": "Not a method of this path: the Allow header lists those it takes.",
+			"headers": map[string]any{"Allow": map[string]any{"description": "The methods of this path.", "schema": map[string]any{"type": "string"}}},
+			"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/ErrorBody"}}}}
 		operation := map[string]any{"summary": o.summary, "responses": responses, "operationId": operationID(o)}
 		if len(params) > 0 {
 			operation["parameters"] = params
@@ -470,6 +475,7 @@ func buildDocument(examples map[string]any) map[string]any {
 	return map[string]any{
 		"openapi": "3.1.0",
 		"info": map[string]any{"title": "mewledger — the proposal ledger", "version": "1",
+			"license": map[string]any{"name": "Apache License 2.0", "identifier": "Apache-2.0"},
 			"description": "The HTTP API of `ledger serve`: audit queries over the projection, and the HTTP append path. " +
 				"Every error is {\"error\":{\"code\",\"message\",\"field\"}}. With --auth, every route but the probes and this document takes a bearer token; " +
 				"x-ledger-role names the role a token needs (auditor, writer, ops, metrics). docs/api.md explains each route in words."},
@@ -742,4 +748,50 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return fmt.Sprintf("lengths %d and %d lines", len(la), len(lb))
+}
+
+// TestOpenAPIMethodsConflictsLicense: the document carries the repository's
+// license (LICENSE: Apache-2.0), documents 405 on every operation — and a
+// live ledger answers a method a path does not take with 405 and Allow —
+// and 409 on the operations whose handlers answer it (ErrBusy).
+func TestOpenAPIMethodsConflictsLicense(t *testing.T) {
+	var doc struct {
+		Info struct {
+			License struct{ Name, Identifier string }
+		}
+		Paths map[string]map[string]struct {
+			Responses map[string]any
+		}
+	}
+	if err := json.Unmarshal(api.OpenAPI(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	lic, err := os.ReadFile("../../../LICENSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Info.License.Identifier != "Apache-2.0" || !strings.Contains(string(lic), "Apache License") || !strings.Contains(string(lic), "Version 2.0") {
+		t.Errorf("info.license %+v; LICENSE starts %q", doc.Info.License, string(lic[:80]))
+	}
+	l := start(t)
+	for path, item := range doc.Paths {
+		for method, o := range item {
+			if _, ok := o.Responses["405"]; !ok {
+				t.Errorf("%s %s: no 405 documented", method, path)
+			}
+		}
+		if _, ok := item["delete"]; ok {
+			continue
+		}
+		live := strings.ReplaceAll(path, "{id}", "env-req-1")
+		st, hdr, body := l.do(http.MethodDelete, live, "", nil)
+		if st != http.StatusMethodNotAllowed || !strings.Contains(string(body), "method_not_allowed") || hdr.Get("Allow") == "" {
+			t.Errorf("DELETE %s: %d %v %s, want 405 method_not_allowed with Allow", live, st, hdr, body)
+		}
+	}
+	for _, p := range []string{"/v1/ops/rebuild", "/v1/ops/verify"} {
+		if _, ok := doc.Paths[p]["post"].Responses["409"]; !ok {
+			t.Errorf("POST %s: 409 busy not documented", p)
+		}
+	}
 }

@@ -297,11 +297,14 @@ func (a *App) connect(ctx context.Context) error {
 	opts = append(opts, a.opts.NATSOptions...)
 	var err error
 	if a.opts.Embedded() {
-		host, port, _ := a.opts.natsHostPort() // checked by Validate
+		host, port, _ := a.opts.natsHostPort()              // checked by Validate
+		monHost, monPort, _ := a.opts.natsMonitorHostPort() // checked by Validate
 		a.srv, err = natsserver.Start(ctx, natsserver.Options{
 			StoreDir:     a.opts.NATSDir(),
 			Host:         host,
 			Port:         port,
+			MonitorHost:  monHost,
+			MonitorPort:  monPort,
 			SyncInterval: a.opts.SyncInterval,
 			SyncAlways:   a.opts.SyncInterval == 0,
 			ConfigFile:   a.opts.NATSConfigFile,
@@ -559,7 +562,11 @@ func (a *App) syncString() string {
 
 // writeAddrFile writes <data>/serve.addr.json atomically.
 func (a *App) writeAddrFile() error {
-	data, err := json.Marshal(wire.Addr{HTTP: a.HTTPAddr(), NATS: a.natsURL})
+	addr := wire.Addr{HTTP: a.HTTPAddr(), NATS: a.natsURL}
+	if a.srv != nil {
+		addr.NATSMonitor = a.srv.MonitorURL()
+	}
+	data, err := json.Marshal(addr)
 	if err != nil {
 		return fmt.Errorf("app: address file: %w", err)
 	}

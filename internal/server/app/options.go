@@ -175,6 +175,11 @@ type Options struct {
 	// against each other while serving (logcheck.go). Default
 	// DefaultLogCheckInterval.
 	LogCheckInterval time.Duration
+	// NATSMonitor is the embedded server's HTTP monitoring address
+	// (host:port; port 0 picks a free one): /varz, /jsz and the rest, for
+	// nats-surveyor and the Prometheus NATS exporter. "" (the default)
+	// serves none. Only with the embedded server.
+	NATSMonitor string
 	// NATSConfigFile is an optional nats-server configuration file for the
 	// embedded server (authorization, TLS, ...).
 	NATSConfigFile string
@@ -290,6 +295,12 @@ func (o *Options) Validate() error {
 	if _, _, err := net.SplitHostPort(o.HTTPAddr); err != nil {
 		return fmt.Errorf("%w: HTTP address %q: %w", ErrOptions, o.HTTPAddr, err)
 	}
+	if _, _, err := o.natsMonitorHostPort(); err != nil {
+		return err
+	}
+	if o.NATSMonitor != "" && !o.Embedded() {
+		return fmt.Errorf("%w: a NATS monitor address is for the embedded server (monitor external servers with their own http setting)", ErrOptions)
+	}
 	if _, _, err := o.natsHostPort(); err != nil {
 		return err
 	}
@@ -325,6 +336,26 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: durable name %q must not contain '.', '*', '>', '/', '\\' or white space", ErrOptions, o.Durable)
 	}
 	return nil
+}
+
+// natsMonitorHostPort parses NATSMonitor: port 0 for 0 ("" ), else the
+// port, with port 0 in the address meaning a free one.
+func (o *Options) natsMonitorHostPort() (string, int, error) {
+	if o.NATSMonitor == "" {
+		return "", 0, nil
+	}
+	host, p, err := net.SplitHostPort(o.NATSMonitor)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: NATS monitor address %q: %w", ErrOptions, o.NATSMonitor, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%w: NATS monitor address %q: port must be 0..65535 (0: any free port)", ErrOptions, o.NATSMonitor)
+	}
+	if port == 0 {
+		port = natsserver.RandomPort
+	}
+	return host, port, nil
 }
 
 // natsHostPort parses NATSListen; port 0 and -1 mean a free port.

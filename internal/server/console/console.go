@@ -16,6 +16,9 @@
 //     tab's sessionStorage and sends it as a bearer token on every API
 //     call, /v1/watch included (read with fetch streaming, not
 //     EventSource, which cannot send headers).
+//   - Evidence (SPEC §16) is checked in the browser (assets/verify.js,
+//     WebCrypto): the verifier key it trusts is the one the auditor pins
+//     on the status page (localStorage); the served key is only shown.
 //   - Every answer carries a Content-Security-Policy that allows only the
 //     console's own scripts, styles and the API (no inline script, no
 //     other origin), and nosniff.

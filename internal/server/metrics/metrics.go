@@ -12,7 +12,7 @@
 //	fold_batch_duration_seconds            fold + commit time of one projector batch
 //	projector_lag_events                   stream last seq minus projected seq (read at scrape time)
 //	stream_seq, projected_seq              the two sides of the lag
-//	http_request_duration_seconds{route,status}  by ServeMux pattern ("GET /v1/proposals/{id}")
+//	http_request_duration_seconds{route,status}  by ServeMux pattern ("GET /v1/proposals/{id}"); not streams (text/event-stream answers)
 //	build_info{version,revision,goversion} 1: the running build (package buildinfo)
 //
 // plus the Go runtime and process collectors.
@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mewledger/ledger/internal/lib/buildinfo"
+	"github.com/mewledger/ledger/ledger"
 )
 
 // Append paths (the path label).
@@ -98,6 +99,7 @@ func New(lag LagFunc) *Metrics {
 	}
 	m.reg.MustRegister(m.appended, m.duplicates, m.refused, m.appendErrs, m.folded, m.foldBatch, m.httpDur,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.initLabels()
 	bi := buildinfo.Get()
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info",
@@ -108,6 +110,45 @@ func New(lag LagFunc) *Metrics {
 		m.reg.MustRegister(&lagCollector{f: lag})
 	}
 	return m
+}
+
+// Paths are the append paths, each of whose series exists from the start.
+var Paths = []string{PathHTTP, PathHTTPNDJSON, PathSubmit}
+
+// refusalCodes are the envelope refusal codes whose
+// events_refused_total series exist from the start (a kernel rule's code
+// appears when first counted).
+var refusalCodes = []string{
+	ledger.CodeNotJSON, ledger.CodeOversize, ledger.CodeUnknownProtocol, ledger.CodeMissingField,
+	ledger.CodeWrongType, ledger.CodeTooLong, ledger.CodeTooMany, ledger.CodeBadValue,
+	ledger.CodeNotLifecycle, ledger.CodeMissingCorrelation, ledger.CodeReservedKind,
+	ledger.CodeDialectMismatch, ledger.CodeReservedID, ledger.CodeReservedSender, ledger.CodeUnknownField,
+}
+
+// initLabels creates the label sets known in advance at zero, so that
+// every documented series is on /metrics from the first scrape (a counter
+// vector has no series until a label set is used, and rate() of a series
+// that appears at 1 misses that first count).
+func (m *Metrics) initLabels() {
+	for _, p := range Paths {
+		m.appended.WithLabelValues(p)
+		m.duplicates.WithLabelValues(p)
+		m.appendErrs.WithLabelValues(p)
+		for _, c := range refusalCodes {
+			m.refused.WithLabelValues(p, c)
+		}
+	}
+}
+
+// HTTPRoutes creates the http_request_duration_seconds series of routes
+// (status 200) at zero: call it with the mounted routes before serving.
+func (m *Metrics) HTTPRoutes(routes []string) {
+	if m == nil {
+		return
+	}
+	for _, r := range routes {
+		m.httpDur.WithLabelValues(r, "200")
+	}
 }
 
 // Registry returns the registry, to register more collectors.
@@ -157,7 +198,9 @@ func (m *Metrics) Folded(events int, took time.Duration) {
 	m.foldBatch.Observe(took.Seconds())
 }
 
-// HTTPRequest records one HTTP request.
+// HTTPRequest records one HTTP request. Streams (an event stream such as
+// /v1/watch or the MCP endpoint's) are not recorded: their duration is how
+// long a client stayed, not a latency (the caller leaves them out).
 func (m *Metrics) HTTPRequest(route string, status int, took time.Duration) {
 	if m == nil {
 		return

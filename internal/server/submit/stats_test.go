@@ -2,6 +2,7 @@ package submit_test
 
 import (
 	"encoding/json"
+	"github.com/mewledger/ledger/internal/lib/buildinfo"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,10 @@ func TestMicroStatsCountRefusals(t *testing.T) {
 	var st micro.Stats
 	if err := json.Unmarshal(request(t, nc, subj, "").Data, &st); err != nil {
 		t.Fatal(err)
+	}
+	// The service's version is the binary's (semver, as micro wants it).
+	if want := buildinfo.Get().SemVer(); st.Version != want || want == "" {
+		t.Errorf("submit service version %q, want the binary's %q", st.Version, want)
 	}
 	var ep *micro.EndpointStats
 	for _, e := range st.Endpoints {

@@ -45,6 +45,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mewledger/ledger/internal/lib/buildinfo"
 	"strconv"
 	"sync"
 
@@ -63,7 +64,6 @@ import (
 // Defaults of Options.
 const (
 	DefaultName        = "ledger-submit"
-	DefaultVersion     = "0.1.0"
 	DefaultEndpoint    = "submit"
 	DefaultConcurrency = 32
 )
@@ -100,7 +100,7 @@ type Options struct {
 	// Appender appends the envelopes. Required.
 	Appender Appender
 	// Name and Version identify the micro service. Defaults
-	// "ledger-submit", "0.1.0".
+	// "ledger-submit" and the binary's version (buildinfo.Info.SemVer).
 	Name    string
 	Version string
 	// Concurrency bounds the requests handled at once. Default 32.
@@ -123,7 +123,7 @@ func (o *Options) Validate() error {
 		o.Name = DefaultName
 	}
 	if o.Version == "" {
-		o.Version = DefaultVersion
+		o.Version = buildinfo.Get().SemVer() // the binary's version
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency

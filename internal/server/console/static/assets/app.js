@@ -5,6 +5,7 @@ import { get, watch as liveWatch, HTTPError } from "./api.js";
 import { h, clear, stateBadge, effectBadge, fmtTime, relTime, anomalyText, targetText, STATES, ANOMALIES, announce } from "./ui.js";
 import { barChart, stackedTimeChart } from "./charts.js";
 import { eventsPage, eventPage, statusPage, exportLinks } from "./events.js";
+import { evidenceSection } from "./verify_ui.js";
 
 const params = new URLSearchParams(location.search);
 const space = params.get("space") || "";
@@ -399,6 +400,8 @@ function renderProposal(p, events, updated) {
       h("p", { class: "detail" }, "The same envelope again (same id and content): stored in the log, counted in Events, changed nothing."),
       h("ol", { class: "timeline retries" }, ...retries.map((e) => timelineItem(e, known)))));
   }
+  // The proposal's inclusion proof, checked in this browser (verify.js).
+  main.append(evidenceSection(p.id, events, { query: liveQuery(), past, statusLink: withSpace("/ui/status") }));
   if (focus) { const el = document.getElementById(focus); if (el) el.focus(); }
 }
 

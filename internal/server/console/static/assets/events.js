@@ -5,6 +5,7 @@
 // page context (where to render, the space, the as-of point).
 import { get, getText, HTTPError } from "./api.js";
 import { h, clear, effectBadge, fmtTime, anomalyText, ANOMALIES } from "./ui.js";
+import { integrityPanel } from "./verify_ui.js";
 
 export const EFFECTS = ["applied", "recorded", "duplicate", "late", "unauthorized", "invalid", "orphan", "ignored"];
 export const TYPES = ["proposal", "withdraw", "reject", "fulfil", "response", "note", "approve", "expire", "gap", "ignored"];
@@ -268,16 +269,17 @@ export async function statusPage(c) {
   main.append(h("section", { "aria-labelledby": "h-gaps2" }, h("h2", { id: "h-gaps2" }, "Recording gaps"),
     h("p", {}, stats ? h("a", { href: c.link("/ui/gaps") }, `${stats.gaps || 0} gap${stats.gaps === 1 ? "" : "s"}`) : "—",
       " where a bridge's record of a live space may be incomplete", c.space ? ` (space ${c.space})` : "", ".")));
-  // Integrity: the verifiable log's signed checkpoint (SPEC §16), when
+  // Integrity: the verifiable log's signed checkpoint (contract §16), when
   // this ledger serves one.
   const integ = h("section", { "aria-labelledby": "h-integ", id: "integrity" }, h("h2", { id: "h-integ" }, "Integrity"));
   main.append(integ);
   try {
     const cp = await getText("/v1/checkpoint");
     integ.append(h("p", {}, "The latest signed checkpoint of the log (a C2SP tlog-checkpoint note):"), h("pre", { class: "raw", id: "checkpoint" }, cp));
+    await integrityPanel(integ, cp);
   } catch (e) {
     if (e instanceof HTTPError && (e.status === 404 || e.status === 405)) {
-      integ.append(h("p", { class: "none", id: "no-checkpoint" }, "Not available: this ledger serves no signed checkpoint (the verifiable log, SPEC §16)."));
+      integ.append(h("p", { class: "none", id: "no-checkpoint" }, "Not available: this ledger serves no signed checkpoint (the verifiable log, contract §16)."));
     } else {
       integ.append(h("p", { class: "bad" }, "The checkpoint could not be read: " + e.message));
     }

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 )
 
-// Verified reads (SPEC §16). With WithVerifier, VerifiedGet checks what it
+// Verified reads (contract §16). With WithVerifier, VerifiedGet checks what it
 // reads against the ledger's signed checkpoints, as the Go checksum
 // database's client checks go.sum lines against its signed tree:
 //

@@ -19,7 +19,7 @@ type BodyOptions struct {
 	// body is taken as bare when MaybeBareKernel recognises it.
 	Kernel bool
 	// Sender, when not empty, publishes the envelope under this sender's
-	// subject token instead of its from (SPEC §14 history mode: a bridge
+	// subject token instead of its from (contract §14 history mode: a bridge
 	// appends what a participant was received from, and the fold finds a
 	// forged from invalid, spoofed_sender). LedgerSender is refused
 	// (reserved_sender), as is a sender that is not 1..MaxIDBytes bytes of
@@ -28,7 +28,7 @@ type BodyOptions struct {
 	Sender string
 	// Bridge, when not empty, is a HeaderBridge value (a BridgeMark) kept
 	// on the stored message: the envelope came through that bridge
-	// session (SPEC §14). A value that does not parse is refused
+	// session (contract §14). A value that does not parse is refused
 	// (bad_value, field Ledger-Bridge).
 	Bridge string
 }

@@ -10,7 +10,7 @@ import (
 // HeaderBridge is the header a bridge sets on its appends (an HTTP
 // request header of POST /v1/events, a NATS header of a submit request,
 // BodyOptions.Bridge in process), and the ledger keeps on every message it
-// stores for them (SPEC §14): a BridgeMark. The fold keeps, per bridge,
+// stores for them (contract §14): a BridgeMark. The fold keeps, per bridge,
 // the last envelope stored with it, so that the ledger knows each
 // bridge's sessions from the log alone (rebuild-identical).
 const HeaderBridge = "Ledger-Bridge"

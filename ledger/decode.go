@@ -19,10 +19,10 @@ import (
 // Protocol limits used by Decode. They are fixed (not configuration) so that
 // folding the same log always gives the same answer.
 const (
-	// MaxEnvelopeBytes is the largest envelope Decode accepts (SPEC §8).
+	// MaxEnvelopeBytes is the largest envelope Decode accepts (contract §8).
 	MaxEnvelopeBytes = 1 << 20 // 1 MiB
 	// MaxIDBytes bounds id, from, every to entry and every correlation id
-	// (SPEC §2: 1..256 bytes of UTF-8).
+	// (contract §2: 1..256 bytes of UTF-8).
 	MaxIDBytes = 256
 	// MaxExpireIDBytes bounds the id of a ledger/expire envelope, which is
 	// "expire:<space>/<proposal id>" and so may be longer than MaxIDBytes.
@@ -49,8 +49,8 @@ type DecodeOptions struct {
 	kernel *KernelProposal
 }
 
-// Decode validates one envelope in any accepted dialect (SPEC §2), normalises
-// it to the canonical MEW v0.4 form, classifies it (SPEC §3) and derives
+// Decode validates one envelope in any accepted dialect (contract §2), normalises
+// it to the canonical MEW v0.4 form, classifies it (contract §3) and derives
 // everything the fold and the append paths need (see [Decoded]).
 //
 // It is pure: the same bytes and options always give the same result, and
@@ -64,7 +64,7 @@ type DecodeOptions struct {
 // invalid_utf8), protocol, id, from, kind, to, ts, context, correlation,
 // payload, then the kind's own payload rules.
 //
-// Decisions beyond the SPEC, so that the canonical form is exact:
+// Decisions beyond the contract, so that the canonical form is exact:
 //   - null for an optional field (to, ts, context, correlation, payload and
 //     optional payload members) means absent; null for a required one is
 //     missing_field.

@@ -72,7 +72,7 @@ func canonEq(t *testing.T, what string, got json.RawMessage, want string) {
 	}
 }
 
-// TestDecodeSeeds decodes the example envelopes of the SPEC and the seeds in
+// TestDecodeSeeds decodes the example envelopes of the contract and the seeds in
 // every dialect and checks the whole normalised result.
 func TestDecodeSeeds(t *testing.T) {
 	tests := []struct {
@@ -407,7 +407,7 @@ func TestClassification(t *testing.T) {
 		{"expire first only", `{"protocol":"mew/v0.4","id":"expire:default/p1","from":"ledger","kind":"ledger/expire","correlation_id":["p1","p2"]}`, TypeExpire, "p1", []string{"p1"}},
 		{"unknown kind with correlation", `{"protocol":"mew/v0.4","id":"n1","from":"a","kind":"mcp/notification","correlation_id":["p1"]}`, TypeIgnored, "p1", nil},
 		{"unknown kind", `{"protocol":"mew/v0.4","id":"n1","from":"a","kind":"system/welcome","payload":{}}`, TypeIgnored, "n1", nil},
-		// SPEC §2, every lifecycle form: ADR-v2c option 5's withdraw.
+		// contract §2, every lifecycle form: ADR-v2c option 5's withdraw.
 		{"meup01 lifecycle withdraw", `{"protocol":"meup/v0.1","id":"l1","from":"a","kind":"meup.lifecycle","correlationId":"p1","payload":{"operation":"withdraw"}}`, TypeWithdraw, "p1", []string{"p1"}},
 		{"kernel kinds in meup01", `{"protocol":"meup/v0.1","id":"a1","from":"a","kind":"kernel/approve","correlationId":["p1","p2"]}`, TypeApprove, "p1", []string{"p1", "p2"}},
 		{"kernel kinds in mcpx", `{"protocol":"mcpx/v0.1","id":"a1","from":"a","kind":"kernel/approve","correlation_id":"p1"}`, TypeApprove, "p1", []string{"p1"}},

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Type is the lifecycle event type of an envelope (SPEC §3). It is also the
+// Type is the lifecycle event type of an envelope (contract §3). It is also the
 // type token of the event's subject.
 type Type string
 
@@ -20,7 +20,7 @@ const (
 	TypeNote     Type = "note"
 	TypeApprove  Type = "approve"
 	TypeExpire   Type = "expire"
-	// TypeGap is a recording gap of a bridge (ledger/gap, SPEC §3, §14):
+	// TypeGap is a recording gap of a bridge (ledger/gap, contract §3, §14):
 	// written only by the ledger, it names the space, not a proposal.
 	TypeGap Type = "gap"
 	// TypeIgnored is the type of an envelope that is valid but not part of
@@ -140,7 +140,7 @@ type Decoded struct {
 	// Bridge.
 	Gap *Gap
 	// Form names which of the seeds' lifecycle forms the envelope is
-	// (SPEC §2; Form* constants, e.g. "meup.lifecycle/status"); "" for the
+	// (contract §2; Form* constants, e.g. "meup.lifecycle/status"); "" for the
 	// kinds of the dialect table.
 	Form string
 	// Note is what a form folded as a note carries (status, acceptance,
@@ -154,7 +154,7 @@ type Decoded struct {
 	Targeting *Targeting
 }
 
-// MsgID returns the Nats-Msg-Id of the event in a space (SPEC §4):
+// MsgID returns the Nats-Msg-Id of the event in a space (contract §4):
 // <space>/<envelope id>/<digest>.
 func (d *Decoded) MsgID(space string) string {
 	return space + "/" + d.Env.ID + "/" + d.Digest

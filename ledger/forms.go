@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// Every lifecycle form of the design records (SPEC §2, "Every lifecycle
+// Every lifecycle form of the design records (contract §2, "Every lifecycle
 // form in the design records"). The seeds weigh several ways to express a
 // proposal's lifecycle besides the kinds of the dialect table; each is
 // accepted in every dialect, classified into one of the canonical types and
@@ -62,7 +62,7 @@ const (
 	NoteBid    = "bid"
 )
 
-// Note is what a lifecycle form folded as a note carries (SPEC §2): a
+// Note is what a lifecycle form folded as a note carries (contract §2): a
 // participant's status, an acceptance or deferral, a bid, or any other
 // meup.lifecycle operation. Kind is NoteStatus, NoteAccept, NoteDefer,
 // NoteBid, or the operation (or proposal/status or proposal-response

@@ -11,7 +11,7 @@ import (
 )
 
 // fuzzSeeds are extra starting points besides testdata/envelopes and the
-// corpus in testdata/fuzz/FuzzDecode: the SPEC §2 example and edge cases.
+// corpus in testdata/fuzz/FuzzDecode: the contract §2 example and edge cases.
 var fuzzSeeds = []string{
 	`{"protocol":"mew/v0.4","id":"env-req-1","ts":"2026-01-02T03:04:05Z","from":"untrusted-agent",
  "to":["target-agent"],"kind":"mcp/proposal","correlation_id":["..."],"context":"optional",

@@ -8,7 +8,7 @@ import (
 )
 
 // KindGap is the kind of the event the ledger writes when a bridge lost its
-// connection to a recorded space (SPEC §3, §14): whatever the space carried
+// connection to a recorded space (contract §3, §14): whatever the space carried
 // while it was disconnected may be missing from the log.
 const KindGap = "ledger/gap"
 

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Imported logs (SPEC §9: importing an export into an empty ledger
+// Imported logs (contract §9: importing an export into an empty ledger
 // reproduces the same projection). JetStream stamps every stored message
 // with its own time, so an import cannot keep the original stream
 // timestamps, which the fold reads (created_at, deadlines, windows). The
@@ -55,7 +55,7 @@ func EventTime(seq, importedThrough uint64, header string, stored time.Time) tim
 // importedThrough) that is the id its HeaderOriginalMsgID keeps ("" when
 // the original had none), not the import's own; otherwise its
 // Nats-Msg-Id. The Merkle tree's leaf holds it, so that an imported log
-// has the original's leaves (SPEC §16).
+// has the original's leaves (contract §16).
 func MsgIdentity(seq, importedThrough uint64, natsMsgID, originalMsgID string) string {
 	if seq <= importedThrough {
 		return originalMsgID

@@ -6,7 +6,7 @@ import (
 	"github.com/mewledger/ledger/model"
 )
 
-// Kernel proposals (SPEC §12, seeds/kernel-proposal-schema-v0.1.md).
+// Kernel proposals (contract §12, seeds/kernel-proposal-schema-v0.1.md).
 //
 // A kernel/proposal envelope carries a typed Proposal (or the older
 // KernelRequest form, see [KernelRequest]) as its payload. Decode validates
@@ -173,7 +173,7 @@ func (k *KernelProposal) RequiredApprovals() (int, []string) {
 // Method is the method of a kernel proposal as the ledger records it:
 // "kernel/" + action_type. A fulfilment of a kernel proposal is an
 // mcp/request with this method and the proposal's parameters as params
-// (SPEC §5.3 compares them like any proposal's).
+// (contract §5.3 compares them like any proposal's).
 func (k *KernelProposal) Method() string { return "kernel/" + string(k.ActionType) }
 
 // ToolCall is the tool invocation of a KernelRequest: a tool name and its

@@ -28,7 +28,7 @@ type KernelOptions struct {
 	// proposal_id (request_id) must equal it (V-PROP-001).
 	ID string
 	// From, when not empty, is the envelope's sender (authenticated under
-	// SPEC §5.8): actor must equal it (V-PROP-003).
+	// contract §5.8): actor must equal it (V-PROP-003).
 	From string
 }
 
@@ -88,7 +88,7 @@ var (
 //     completely and every evidence_ref must name a binding's ref. Without
 //     one, evidence_ref refers to an evidence packet outside the proposal
 //     and cannot be checked: that is how the seed's own example is written
-//     (a precondition on "evidence-001", no evidence_bindings), and the SPEC
+//     (a precondition on "evidence-001", no evidence_bindings), and the contract
 //     requires that example to be accepted as is.
 //   - V-PROP-014 approval_class (optional, default none) and approval: the
 //     class is one of ApprovalClasses and can be satisfied. none: approval

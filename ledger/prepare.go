@@ -13,13 +13,13 @@ import (
 const (
 	// DefaultSpace is the space of envelopes submitted without one.
 	DefaultSpace = "default"
-	// MaxSpaceBytes bounds a space name (like ids, SPEC §2).
+	// MaxSpaceBytes bounds a space name (like ids, contract §2).
 	MaxSpaceBytes = MaxIDBytes
 )
 
 // HeaderMsgIDClash is the header the ledger sets on a stored message that
 // marks an envelope stored under a derived Nats-Msg-Id because other bytes
-// were found stored under its own (SPEC §4, verified duplicates). Its
+// were found stored under its own (contract §4, verified duplicates). Its
 // value is the clashing Nats-Msg-Id. The fold flags msg_id_clash on it.
 const HeaderMsgIDClash = "Ledger-Msg-Id-Clash"
 
@@ -47,7 +47,7 @@ type Prepared struct {
 }
 
 // Identity is what makes two envelopes the same envelope in the ledger
-// (SPEC §4): the space, the envelope id and the digest of its canonical
+// (contract §4): the space, the envelope id and the digest of its canonical
 // form. It is what a Nats-Msg-Id encodes (Decoded.MsgID), and what the
 // append paths look up to answer a retry as a duplicate for ever.
 type Identity struct {
@@ -70,7 +70,7 @@ type Result struct {
 	Seq uint64
 	// Duplicate says the envelope was not stored again because an
 	// envelope with the same space, id and digest (Identity) was stored
-	// before (SPEC §4): within the stream's duplicate window JetStream
+	// before (contract §4): within the stream's duplicate window JetStream
 	// says so; beyond it, the appender's index of stored envelopes (the
 	// projection, when one is wired: jslog.AppenderOptions.Index) does.
 	// Either answer is verified: the message at Seq is that envelope (same
@@ -106,7 +106,7 @@ func CheckSpace(space string) error {
 	return nil
 }
 
-// PrepareStandalone checks raw as every submit path must (SPEC §8) without
+// PrepareStandalone checks raw as every submit path must (contract §8) without
 // an Appender, and returns what a plain NATS client publishes it with. It
 // is what Appender.Prepare does, with the limits and the clock given:
 //

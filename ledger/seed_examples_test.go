@@ -15,7 +15,7 @@ import (
 )
 
 // testdata/seed-examples holds every JSON example of the three design
-// records whose lifecycle forms SPEC §2 lists (ADR-v2c, ADR-005, the
+// records whose lifecycle forms contract §2 lists (ADR-v2c, ADR-005, the
 // targeted-proposals decision), copied verbatim from their ```json blocks,
 // with a first line naming the protocol of the record's era. The examples
 // are printed the way design documents print JSON: // comments, "{ ... }"

@@ -12,7 +12,7 @@ import (
 )
 
 // AnomalyNames lists every anomaly the fold raises (the Anomaly*
-// constants), in the order of SPEC §5 and §12. The API's anomaly filter
+// constants), in the order of contract §5 and §12. The API's anomaly filter
 // and the statistics accept exactly these; a test checks that the list
 // names every constant, so a new anomaly cannot be left out.
 var AnomalyNames = []string{
@@ -32,7 +32,7 @@ var AnomalyNames = []string{
 	AnomalyExclusiveViolation,
 }
 
-// ProposalState is the lifecycle state of a proposal (SPEC §5.1).
+// ProposalState is the lifecycle state of a proposal (contract §5.1).
 type ProposalState string
 
 // The proposal states. Every state but pending is terminal.
@@ -47,7 +47,7 @@ const (
 // States lists the states in a fixed order.
 var States = []ProposalState{StatePending, StateFulfilled, StateWithdrawn, StateRejected, StateExpired}
 
-// Effect is what one event did to one proposal (SPEC §5).
+// Effect is what one event did to one proposal (contract §5).
 type Effect string
 
 // The effects.
@@ -62,7 +62,7 @@ const (
 	EffectIgnored      Effect = "ignored"
 )
 
-// Anomalies an auditor hunts for (SPEC §5.2, §5.3, §12).
+// Anomalies an auditor hunts for (contract §5.2, §5.3, §12).
 const (
 	AnomalyIDConflict              = "id_conflict"
 	AnomalyUnauthorizedWithdraw    = "unauthorized_withdraw"
@@ -76,20 +76,20 @@ const (
 	AnomalyUnapprovedFulfillment   = "unapproved_fulfillment"
 	AnomalyFulfilledBeforeWindow   = "fulfilled_before_window"
 	// AnomalyIDReused: an event on the proposal reused an id an earlier,
-	// different event had (SPEC §5.2); it was folded on its own merits.
+	// different event had (contract §5.2); it was folded on its own merits.
 	AnomalyIDReused = "id_reused"
 	// AnomalyMsgIDClash: an event on the proposal was stored under a
 	// derived Nats-Msg-Id because another message held its own with
-	// different bytes (SPEC §4, header Ledger-Msg-Id-Clash).
+	// different bytes (contract §4, header Ledger-Msg-Id-Clash).
 	AnomalyMsgIDClash = "msg_id_clash"
 	// AnomalyExclusiveViolation: a fulfilment that does not honour the
 	// proposal's exclusive targeting (neither its from is a target nor its
 	// to names one) inside the exclusive window, or at any time when
-	// fallback_to_broadcast is false (SPEC §2).
+	// fallback_to_broadcast is false (contract §2).
 	AnomalyExclusiveViolation = "exclusive_violation"
 )
 
-// Target is one participant a proposal targets (SPEC §2): named by its to
+// Target is one participant a proposal targets (contract §2): named by its to
 // or by the seeds' targeting fields; Sources lists every field that names
 // it ("to", "fulfiller", "preferred", "preferred_participant",
 // "preferred_fulfillers", "targeting.preferred"), in that order.
@@ -119,7 +119,7 @@ type ParticipantStatus struct {
 	Seq    uint64 `json:"seq"`
 }
 
-// FormNote is one acceptance, deferral or bid on a proposal (SPEC §2),
+// FormNote is one acceptance, deferral or bid on a proposal (contract §2),
 // kept whatever its effect; Late when the proposal had left pending.
 type FormNote struct {
 	Event         string   `json:"event"`
@@ -152,9 +152,9 @@ type Withdrawal struct {
 }
 
 // Fulfillment is one fulfilment (mcp/request with correlation) of a
-// proposal. Outcome is "", "succeeded" or "failed" (SPEC §5.4), taken from
+// proposal. Outcome is "", "succeeded" or "failed" (contract §5.4), taken from
 // the response named by Response, chosen among Responses by the rule of
-// SPEC §5.4 (see pickOutcome). To is the fulfilment's own to.
+// contract §5.4 (see pickOutcome). To is the fulfilment's own to.
 type Fulfillment struct {
 	Event     string     `json:"event"`
 	Seq       uint64     `json:"seq"`
@@ -176,7 +176,7 @@ type Response struct {
 	Outcome string `json:"outcome,omitempty"`
 }
 
-// Approval is one kernel/approve event applied to a kernel proposal (SPEC
+// Approval is one kernel/approve event applied to a kernel proposal (contract
 // §12), kept whatever its effect. Counted is whether it counts toward the
 // approval class; when it does not, Why says why (self-approval, not a
 // listed approver, already approved by the same approver, no approval
@@ -197,7 +197,7 @@ const (
 	KernelFormRequest  = "kernel_request" // the payload was an older KernelRequest, mapped
 )
 
-// Kernel is the kernel-proposal part of a proposal record (SPEC §12): what
+// Kernel is the kernel-proposal part of a proposal record (contract §12): what
 // the typed proposal asks for and where its approval stands. Required is
 // the number of distinct approvals its class needs (0 for none), Approvers
 // the listed approvers (empty: anyone but the proposer), Counted the
@@ -218,8 +218,8 @@ type Kernel struct {
 	Intent string `json:"intent,omitempty"`
 }
 
-// Proposal is the projected state of one proposal: the SPEC §7 proposal
-// object. The JSON names of the SPEC are fixed; the others are additions.
+// Proposal is the projected state of one proposal: the contract §7 proposal
+// object. The JSON names of the contract are fixed; the others are additions.
 type Proposal struct {
 	ID           string          `json:"id"`
 	Space        string          `json:"space"`
@@ -249,7 +249,7 @@ type Proposal struct {
 	Kernel       *Kernel         `json:"kernel,omitempty"`
 	Approvals    []Approval      `json:"approvals,omitempty"`
 	Approved     *bool           `json:"approved,omitempty"`
-	// What the seeds' lifecycle forms add (SPEC §2): the targets (to and
+	// What the seeds' lifecycle forms add (contract §2): the targets (to and
 	// the targeting fields), the exclusive window, each participant's
 	// latest status, acceptances, deferrals, bids, and the forms of the
 	// events folded into the proposal (the list filter form).
@@ -287,7 +287,7 @@ func (p *Proposal) Terminal() bool { return p.State != StatePending }
 // never mutated).
 func (p *Proposal) Clone() *Proposal {
 	// slices.Clone keeps an empty slice empty (not nil), so the API shows
-	// [] rather than null for the lists SPEC §7 defines as arrays.
+	// [] rather than null for the lists contract §7 defines as arrays.
 	c := *p
 	c.To = slices.Clone(p.To)
 	c.Rejections = slices.Clone(p.Rejections)
@@ -361,7 +361,7 @@ type HistoryEntry struct {
 	// ResolvedSeq is the sequence of the event whose arrival released this
 	// one from orphan; zero when it was never an orphan.
 	ResolvedSeq uint64 `json:"resolved_seq,omitempty"`
-	// Form is which of the seeds' lifecycle forms the event is (SPEC §2,
+	// Form is which of the seeds' lifecycle forms the event is (contract §2,
 	// e.g. "meup.lifecycle/status"); Note its note kind (status, accept,
 	// defer, bid, or a meup.lifecycle operation as given) and Status its
 	// status value as given.
@@ -370,7 +370,7 @@ type HistoryEntry struct {
 	Status string `json:"status,omitempty"`
 }
 
-// Gap is one recording gap of a bridge (SPEC §3, §14), as the fold keeps it
+// Gap is one recording gap of a bridge (contract §3, §14), as the fold keeps it
 // per space in stream order: the ledger/gap event's sequence, stream time
 // and id, and its payload. ReconnectedAt is nil when the bridge wrote the gap
 // while still disconnected (on shutdown). The window is from LastSeq
@@ -406,7 +406,7 @@ const (
 )
 
 // BridgeSession is what the ledger knows of one bridge recording a MEW
-// space into a ledger space (SPEC §14), derived by the fold from the
+// space into a ledger space (contract §14), derived by the fold from the
 // log: the envelopes stored with a HeaderBridge mark, and the bridge's
 // ledger/gap events.
 type BridgeSession struct {
@@ -433,7 +433,7 @@ type BridgeSession struct {
 	Gaps      int64 `json:"gaps"`
 }
 
-// Stats are the per-space counters of SPEC §7 /v1/stats.
+// Stats are the per-space counters of contract §7 /v1/stats.
 type Stats struct {
 	Proposals         int64            `json:"proposals"`
 	ByState           map[string]int64 `json:"by_state"`
@@ -444,7 +444,7 @@ type Stats struct {
 	EventsByType      map[string]int64 `json:"events_by_type"`
 	Effects           map[string]int64 `json:"effects"`
 	OrphansWaiting    int64            `json:"orphans_waiting"`
-	// Gaps counts the recording gaps of bridges in the space (SPEC §14).
+	// Gaps counts the recording gaps of bridges in the space (contract §14).
 	Gaps int64 `json:"gaps"`
 	// NoteKinds counts the notes of the seeds' lifecycle forms folded on
 	// proposals, by kind: status, accept, defer, bid, the meup.lifecycle

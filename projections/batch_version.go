@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Superseded versions of reused event ids (SPEC §5.2):
+// Superseded versions of reused event ids (contract §5.2):
 //
 //	'V' space id+"\x00"+digest → decimal seq
 //

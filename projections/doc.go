@@ -1,6 +1,6 @@
 // Package projections is the read side of the proposal ledger around its
 // pure core: the Pebble store that holds the fold's state with its history
-// and indexes (SPEC §6), the one pipeline that feeds it (fold → hand off
+// and indexes (contract §6), the one pipeline that feeds it (fold → hand off
 // → commit → settle), and the comparison of stores. It links no NATS: the
 // loops that read the LEDGER stream into the pipeline (the projector,
 // rebuild, the expirer) are package projections/projector.

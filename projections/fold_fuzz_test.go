@@ -92,7 +92,7 @@ func snapshot(t *testing.T, st *fold.MemState, spaces map[string]bool) string {
 
 // FuzzFold folds two arbitrary messages, under arbitrary subjects, between
 // valid traffic: the fold never fails or panics on what a client can put
-// on a LEDGER subject (SPEC §8), is deterministic, counts every message
+// on a LEDGER subject (contract §8), is deterministic, counts every message
 // exactly once in its space's statistics, and never touches the proposals
 // of the prologue through a subject that does not name them.
 func FuzzFold(f *testing.F) {
@@ -113,7 +113,7 @@ func FuzzFold(f *testing.F) {
 	f.Add("ledger.default.p-3.reject.fs", []byte(`{"protocol":"mew/v0.4","id":"r-3","from":"fs","kind":"mcp/reject","correlation_id":["p-3"]}`),
 		"ledger.default.p-3.expire.ledger", []byte(`{"protocol":"mew/v0.4","id":"expire:default/p-3","from":"ledger","kind":"ledger/expire","correlation_id":["p-3"]}`))
 	f.Add("ledger.default.p-1.proposal.alice", []byte(foldPrologue[0].raw), "ledger.default.x.withdraw.y", []byte("{"))
-	// The seeds' lifecycle forms (SPEC §2), gaps and reused ids.
+	// The seeds' lifecycle forms (contract §2), gaps and reused ids.
 	f.Add("ledger.default.p-1.note.fs", []byte(`{"protocol":"mew/v0.4","id":"st-1","from":"fs","correlation_id":["p-1"],"kind":"meup.lifecycle","payload":{"operation":"status","status":"queued"}}`),
 		"ledger.default.p-9.note.a", []byte(`{"protocol":"mew/v0.4","id":"b-1","from":"a","kind":"bid","payload":{"proposal_id":"p-9","confidence":0.5,"estimated_time":10}}`))
 	f.Add("ledger.default.p-2.withdraw.alice", []byte(`{"protocol":"mcpx/v0.1","id":"s-1","from":"alice","kind":"proposal/status","payload":{"proposalId":"p-2","status":"withdrawn"}}`),

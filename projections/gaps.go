@@ -9,7 +9,7 @@ import (
 	"github.com/mewledger/ledger/model"
 )
 
-// Recording gaps of bridges (SPEC §14) in the Pebble store:
+// Recording gaps of bridges (contract §14) in the Pebble store:
 //
 //	'G' space seq(8 B, escaped like a parked event's) → JSON Gap
 //
@@ -74,7 +74,7 @@ func (s *Store) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64
 	return out, next, nil
 }
 
-// What the log says of each bridge (SPEC §14):
+// What the log says of each bridge (contract §14):
 //
 //	'B' space fold.BridgeKey(bridge, mew space) → JSON BridgeSession
 //

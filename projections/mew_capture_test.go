@@ -91,7 +91,7 @@ func readCaptureLines(t *testing.T, name string) [][]byte {
 
 // TestMEWCaptures folds every capture's lifecycle envelopes, in file order,
 // each scenario in its own space, as the append path would store them
-// (SPEC §14: the bridge appends what the gateway delivers), into a MemState
+// (contract §14: the bridge appends what the gateway delivers), into a MemState
 // and a Pebble store, and checks exactly what expected.json says: every
 // proposal's state, proposer, decision, anomalies (the exact set),
 // fulfilments and their outcomes, rejections and explanations, and the
@@ -241,7 +241,7 @@ func TestMEWCaptures(t *testing.T) {
 }
 
 // TestMEWCaptureSubjects: every lifecycle envelope of the captures is keyed
-// as SPEC §4 says (a check that the capture test's subjects are the append
+// as contract §4 says (a check that the capture test's subjects are the append
 // path's).
 func TestMEWCaptureSubjects(t *testing.T) {
 	for _, name := range []string{"a-fulfil.jsonl", "i-http.jsonl"} {

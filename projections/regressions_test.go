@@ -17,12 +17,12 @@ type countingWriter struct{ n int }
 func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
 
 // TestFoldOrphanAmplification: one raw publish (direct NATS publishing is a
-// supported append path, SPEC §8) of a withdrawal naming N proposals that
+// supported append path, contract §8) of a withdrawal naming N proposals that
 // do not exist makes the fold store N orphan copies of the whole envelope:
 // O(N × size) bytes from one message of at most 1 MiB. A 1 MiB withdrawal
 // can name ~150,000 short ids: ~200 GB written (and held in the batch
 // overlay's memory first), and the projector then crash-loops on the same
-// event. Nothing a client sends may stop the projector (SPEC §8).
+// event. Nothing a client sends may stop the projector (contract §8).
 func TestFoldOrphanAmplification(t *testing.T) {
 	const n = 300
 	targets := make([]string, n)

@@ -104,7 +104,7 @@ func (o *StoreOptions) Validate() error {
 	return nil
 }
 
-// Store is the Pebble projection (SPEC §6): proposal records, their history,
+// Store is the Pebble projection (contract §6): proposal records, their history,
 // the event-id index, orphan waiting lists, per-space stats, the secondary
 // indexes of List, the deadline index of the expirer, and the checkpoint (the
 // last applied stream sequence), which is written in the same Pebble batch as

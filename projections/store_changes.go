@@ -12,7 +12,7 @@ import (
 	"github.com/mewledger/ledger/model"
 )
 
-// The change index (SPEC §7 /v1/watch).
+// The change index (contract §7 /v1/watch).
 //
 // Whenever the fold puts a proposal whose state or anomalies differ from
 // what it was, the batch notes a [Change] keyed by the sequence of the

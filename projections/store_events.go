@@ -21,7 +21,7 @@ import (
 	"github.com/mewledger/ledger/subjects"
 )
 
-// The event index (SPEC §7 GET /v1/events).
+// The event index (contract §7 GET /v1/events).
 //
 // One record per stored message, keyed by its stream sequence, and
 // secondary keys per filter value, all written in the fold's Pebble batch

@@ -311,7 +311,7 @@ func (a *arena) indexEntries(dst []kv, p *model.Proposal) []kv {
 	for _, t := range p.To {
 		add(idxTarget, t)
 	}
-	for _, t := range p.Targets { // to and the seeds' targeting fields (SPEC §2)
+	for _, t := range p.Targets { // to and the seeds' targeting fields (contract §2)
 		add(idxTarget, t.ID)
 	}
 	for _, f := range p.Forms {

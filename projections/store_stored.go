@@ -15,7 +15,7 @@ import (
 )
 
 // FirstStored answers, for the append paths, which envelopes the ledger
-// has already stored (SPEC §4: a retry is a duplicate for ever). For each
+// has already stored (contract §4: a retry is a duplicate for ever). For each
 // ids[i] it sets seqs[i] to the stream sequence at which an envelope with
 // that identity (space, id, digest) was first stored, or 0 when the
 // projection knows none; len(seqs) must be len(ids). It returns the

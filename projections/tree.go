@@ -13,7 +13,7 @@ import (
 	"github.com/mewledger/ledger/projections/fold"
 )
 
-// The Merkle tree of the log (SPEC §16). Every folded event is one leaf
+// The Merkle tree of the log (contract §16). Every folded event is one leaf
 // (client/evidence's encoding; leaf index = seq-1), and the tree's stored
 // hashes (tlog.StoredHashes: about two per leaf) are written in the batch
 // that commits the event's fold, under the checkpoint of that batch: the

@@ -1,6 +1,6 @@
 package subjects
 
-// Subjects that NATS permissions name (SPEC §10). They are built here, like
+// Subjects that NATS permissions name (contract §10). They are built here, like
 // every other subject, so that the permissions the ledger generates and the
 // subjects its clients use cannot drift apart.
 

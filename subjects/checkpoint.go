@@ -6,7 +6,7 @@ import (
 )
 
 // CheckpointRoot is the prefix of the subjects the ledger publishes its
-// signed checkpoints on (SPEC §16): ledger.checkpoint.<origin>. They have
+// signed checkpoints on (contract §16): ledger.checkpoint.<origin>. They have
 // three tokens, so the LEDGER stream (which binds five-token subjects,
 // StreamSubjects) never stores them: a checkpoint is a statement about the
 // log, not an entry of it. Watchers that keep checkpoints subscribe to

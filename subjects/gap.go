@@ -6,7 +6,7 @@ import (
 )
 
 // GapRoot is the subject prefix of the ledger's gap endpoint: a bridge
-// recording a MEW space reports a recording gap (SPEC §14) with a request
+// recording a MEW space reports a recording gap (contract §14) with a request
 // on ledger.gap.<space>, and the ledger writes the ledger/gap event itself.
 const GapRoot = Root + ".gap"
 

@@ -29,7 +29,7 @@ const (
 	// StreamName is the JetStream stream holding the log.
 	StreamName = "LEDGER"
 	// StreamSubjects is the subject filter the LEDGER stream binds: every
-	// five-token ledger subject. (SPEC §4 says "ledger.>"; that would also
+	// five-token ledger subject. (contract §4 says "ledger.>"; that would also
 	// capture ledger.submit.<space> requests and make JetStream answer them.)
 	StreamSubjects = Root + ".*.*.*.*"
 	// SubmitRoot is the subject prefix of the submit service.
@@ -203,7 +203,7 @@ func ParseSubmit(subject string) (string, error) {
 }
 
 // decodeSpace decodes a subject's space token; the empty space ("~") is
-// refused: a space is never guessed (SPEC §10), and "" would mean the
+// refused: a space is never guessed (contract §10), and "" would mean the
 // default one to every caller.
 func decodeSpace(tok string) (string, error) {
 	s, err := DecodeToken(tok)
@@ -214,7 +214,7 @@ func decodeSpace(tok string) (string, error) {
 }
 
 // AgentPublish returns the publish permission for one agent:
-// ledger.<space>.*.*.<sender> (SPEC §10).
+// ledger.<space>.*.*.<sender> (contract §10).
 func AgentPublish(space, sender string) string {
 	return Root + "." + EncodeToken(space) + ".*.*." + EncodeToken(sender)
 }

@@ -1,4 +1,4 @@
-// Package evidence is the ledger's verifiable-log core (SPEC §16): the
+// Package evidence is the ledger's verifiable-log core (contract §16): the
 // canonical encoding of one stored message as a Merkle-tree leaf, signed
 // checkpoints in the C2SP tlog-checkpoint format, inclusion and
 // consistency checks, the C2SP tlog-tiles paths, and the self-contained

@@ -22,7 +22,7 @@ const LeafVersion = 1
 // hostile input from costing more).
 const MaxLeafBytes = 64 << 20
 
-// The identity headers a ledger puts in a leaf (SPEC §16). The leaf holds
+// The identity headers a ledger puts in a leaf (contract §16). The leaf holds
 // the message's identity as the ledger sees it, so that a log imported
 // into another ledger (which republishes every message under a new
 // Nats-Msg-Id and stream time, keeping the originals in headers of its
@@ -30,10 +30,10 @@ const MaxLeafBytes = 64 << 20
 //   - HeaderMsgID: the Nats-Msg-Id the message was first appended with
 //     (for an imported message, the one its import header keeps);
 //   - HeaderMsgIDClash: present when the appender stored the message
-//     under a derived id after a verified clash (SPEC §4), with the
+//     under a derived id after a verified clash (contract §4), with the
 //     clashing id as its value;
 //   - HeaderBridge: the bridge session mark a bridge's appends carry
-//     (SPEC §14): the fold keeps each bridge's last stored envelope from
+//     (contract §14): the fold keeps each bridge's last stored envelope from
 //     it, so it defines what the message means and is in its leaf.
 //
 // A message stored without a Nats-Msg-Id (a plain NATS publish) has no
@@ -76,7 +76,7 @@ type Leaf struct {
 	// Seq is the message's stream sequence; the leaf's index in the tree
 	// is Seq-1.
 	Seq uint64
-	// Time is the ledger's time for the message (SPEC §4: its stream
+	// Time is the ledger's time for the message (contract §4: its stream
 	// timestamp; for an imported message, the original one it carries).
 	// Only its Unix nanoseconds are encoded; ParseLeaf returns it in UTC.
 	Time time.Time

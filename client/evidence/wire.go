@@ -1,6 +1,6 @@
 package evidence
 
-// The JSON answers of the ledger's verifiable-log routes (SPEC §16) that
+// The JSON answers of the ledger's verifiable-log routes (contract §16) that
 // are not a Bundle, shared by the server and its clients.
 
 // ConsistencyProof is the answer of GET /v1/proof/consistency?from=N&to=M:

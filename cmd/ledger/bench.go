@@ -35,7 +35,7 @@ stand-in MEW gateway replaying proposals to a bridge inside the server:
 lifecycle envelopes stored per second, target 10,000, against raw atomic
 batches of the same bytes, and the receive-to-stored p99), all fsync
 always;
-and proofs (SPEC §16): the fold with the Merkle tree vs the same fold
+and proofs (contract §16): the fold with the Merkle tree vs the same fold
 without it, GET /v1/proof/inclusion latency over a tree of --proof-events
 events, and checkpoints signed and verified per second.
 Every figure is the median of --reps repetitions with its spread. Prints a

@@ -26,7 +26,7 @@ func init() {
 		name:     "bridge",
 		synopsis: "bridge mew --gateway ws://HOST:PORT --mew-space ID --participant NAME --token-file FILE [--space S] [--api URL | --nats-url URL] [--history FILE] [--http ADDR]",
 		short:    "record a live MEW space: join its gateway and append what it carries",
-		help: `Records a live MEW space (SPEC §14). The bridge joins the space's gateway over
+		help: `Records a live MEW space (contract §14). The bridge joins the space's gateway over
 WebSocket as one more participant, exactly as MEW's own client does
 ({"type":"join","space":ID,"token":T,"participantId":NAME,"capabilities":[]}),
 and appends every lifecycle envelope the gateway delivers, in receive order,
@@ -240,7 +240,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 }
 
 // serveBridges runs `ledger serve` with the bridges of --bridge-mew-config
-// inside it (SPEC §14): each appends through the ledger's own Appender
+// inside it (contract §14): each appends through the ledger's own Appender
 // (the same checks, dedup and group commit as every submit path) and its
 // metrics are on the ledger's /metrics. The bridges start once the ledger
 // serves and stop before it shuts down, so each records its open gap.

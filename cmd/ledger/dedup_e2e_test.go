@@ -11,7 +11,7 @@ import (
 )
 
 // `ledger publish -f` of the same file again is answered duplicate:true
-// with the same sequences, for ever (SPEC §4, issue 23 item 8): after the
+// with the same sequences, for ever (contract §4, issue 23 item 8): after the
 // stream's duplicate window (1s here, --dup-window), after a restart and
 // after an offline rebuild; nothing is stored twice and the proposal's
 // event count does not grow.

@@ -44,7 +44,7 @@ type command struct {
 	short    string // one line for `ledger --help`
 	help     string // paragraph for `ledger help CMD`
 	run      func(ctx context.Context, e env, args []string) error
-	// ops: an operations command (SPEC §9), listed after the client
+	// ops: an operations command (contract §9), listed after the client
 	// commands.
 	ops bool
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/mewledger/ledger/internal/auth/authcfg"
 )
 
-// natsCreds are the NATS credentials of a client subcommand (SPEC §10,
+// natsCreds are the NATS credentials of a client subcommand (contract §10,
 // internal/auth/authcfg): a user with a password file, or a user with an nkey
 // seed file. Under authentication every user but the ledger's own gets its
 // replies on its own inbox prefix, _INBOX.<user>, so the user name is

@@ -19,7 +19,7 @@ func init() {
 		help: "Fetches GET /v1/proposals/ID/proof: every event of the proposal's history in\n" +
 			"its original bytes, each with its Merkle-tree leaf and an inclusion proof\n" +
 			"against a signed checkpoint (the latest, or the one of tree size --size N),\n" +
-			"and writes it to FILE (-f, or -o as SPEC §16 names it; - for stdout). Anyone\n" +
+			"and writes it to FILE (-f, or -o as contract §16 names it; - for stdout). Anyone\n" +
 			"holding the ledger's verifier key (`ledger checkpoint key`) checks the file\n" +
 			"with no server and no data directory:\n" +
 			"`ledger verify --bundle FILE --key KEY`. See docs/proofs.md.",
@@ -34,7 +34,7 @@ func runProof(ctx context.Context, e env, args []string) error {
 	)
 	f := newFlags(commands["proof"], e)
 	addClientFlags(f, &c, false)
-	f.str(&out, "file", "FILE", "", "where to write the bundle (- for stdout); -o FILE as SPEC §16 writes it", false)
+	f.str(&out, "file", "FILE", "", "where to write the bundle (- for stdout); -o FILE as contract §16 writes it", false)
 	f.short("f", "file")
 	f.short("o", "file")
 	f.str(&sizeS, "size", "N", "", "prove against the checkpoint of this tree size (default: the latest)", false)

@@ -29,7 +29,7 @@ func init() {
 service on ledger.submit.<space>. Blank lines are skipped.
 
 With --kernel each line is a bare kernel proposal (a Proposal or an older
-KernelRequest object, SPEC §12) that the ledger wraps in its kernel/proposal
+KernelRequest object, contract §12) that the ledger wraps in its kernel/proposal
 envelope (id = proposal_id, from = actor); refusals carry the V-PROP rule id.
 Without --kernel a line without "protocol" that has a proposal_id or
 request_id is taken as a bare kernel proposal too.

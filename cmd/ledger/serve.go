@@ -26,7 +26,7 @@ with JetStream (store in <data>/nats, fsync on every write) listening on
 ledger.submit.<space>, the expirer, and the HTTP API on 127.0.0.1:8080.
 With --nats-url it embeds nothing and uses the given servers.
 
-Limits (SPEC §10): --max-envelope-bytes, --max-to and --max-correlation
+Limits (contract §10): --max-envelope-bytes, --max-to and --max-correlation
 apply to every append path (HTTP, NDJSON lines, submit service); a body
 over the size limit is 413, too many to / correlation_id entries are 400
 too_many with the field. Writes (POST /v1/events, POST /v1/ops/...) are rate
@@ -37,7 +37,7 @@ token's own http.tokens[].write_limit, else http.write_limit, else 50/s
 with bursts of 100; without --auth, no limit (all local clients would
 share one budget).
 
-Slow and idle clients (SPEC §10): a request's headers must arrive within
+Slow and idle clients (contract §10): a request's headers must arrive within
 --http-header-timeout, its body must keep coming (--http-body-idle-timeout
 per read) and be complete within --http-body-timeout; authentication comes
 before any body is read, and a refused request's connection is closed at
@@ -52,7 +52,7 @@ descriptor limit (ulimit -n) must hold --http-max-conns plus 256 for NATS
 and Pebble: an explicit --http-max-conns that does not fit stops the
 start; the default is lowered to fit, with a warning.
 
-Browsers (SPEC §10): a Host that is not the listen address, a loopback
+Browsers (contract §10): a Host that is not the listen address, a loopback
 name or an --http-host name is refused 421 (DNS rebinding); a POST from a
 page of another origin (Origin, Sec-Fetch-Site) is refused 403; a POST body
 must be application/json or NDJSON (415 otherwise). See docs/security.md.
@@ -66,7 +66,7 @@ checkpoint beyond the log stops the start, or while serving makes /readyz
 503 with log_problem in /v1/status; the ledger's own stream settings
 changed by someone else are put back and logged.
 
-A retry is a duplicate for ever on every append path (SPEC §4): an
+A retry is a duplicate for ever on every append path (contract §4): an
 envelope the ledger already stored (same space, id and digest) is answered
 "duplicate":true with the sequence it was first stored at, and not stored
 again. Within --dup-window NATS recognises it; beyond it the projection
@@ -99,7 +99,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		anonIdleTO, httpHosts     string
 	)
 	f := newFlags(commands["serve"], e)
-	var bridgeConfig string // SPEC §14: bridges inside the server
+	var bridgeConfig string // contract §14: bridges inside the server
 	f.str(&bridgeConfig, "bridge-mew-config", "FILE", "", "record the MEW spaces this YAML file lists, with bridges inside the server (see ledger help bridge)", true)
 	f.str(&o.DataDir, "data", "DIR", app.DefaultDataDir, "root of all local state", true)
 	f.str(&o.HTTPAddr, "http", "ADDR", app.DefaultHTTPAddr, "HTTP API listen address (port 0: any free port)", true)

@@ -20,7 +20,7 @@ import (
 // --data from --auth for the embedded server.
 const natsAuthFile = "nats-auth.conf"
 
-// applyAuth sets the security options of o (SPEC §10) from serve's
+// applyAuth sets the security options of o (contract §10) from serve's
 // --auth, --tls-cert and --tls-key:
 //
 //   - --auth FILE (internal/auth/authcfg): its NATS principals become the
@@ -137,7 +137,7 @@ func protect(o *app.Options, cfg httpauth.Config, limits limitFlags, log zerolog
 	return nil
 }
 
-// limitFlags are serve's limit flags (SPEC §10).
+// limitFlags are serve's limit flags (contract §10).
 type limitFlags struct {
 	maxBytes, maxTo, maxCorrelation int
 	writeRate                       float64

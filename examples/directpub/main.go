@@ -1,5 +1,5 @@
 // Command directpub is a plain NATS client publishing one envelope straight
-// onto a ledger subject with JetStream, as any agent can (SPEC §8, "direct
+// onto a ledger subject with JetStream, as any agent can (contract §8, "direct
 // NATS publish"): no ledger code, only nats.go.
 //
 //	go run ./examples/directpub -url nats://127.0.0.1:4222 \

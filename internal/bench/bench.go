@@ -15,7 +15,7 @@ const (
 	TargetLagP99     = 250 * time.Millisecond
 	TargetGetP99     = time.Millisecond
 	TargetListP99    = 5 * time.Millisecond
-	TargetEventsP99  = 5 * time.Millisecond // a filtered page of GET /v1/events (SPEC §7)
+	TargetEventsP99  = 5 * time.Millisecond // a filtered page of GET /v1/events (contract §7)
 	TargetRSSMiB     = 256
 	// FlatGrowth is the largest growth of peak RSS from the smallest to
 	// the largest N that still counts as flat.

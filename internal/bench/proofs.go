@@ -18,7 +18,7 @@ import (
 	"github.com/mewledger/ledger/projections/projector"
 )
 
-// The verifiable log's figures (SPEC §16, issue 24): the fold with the
+// The verifiable log's figures (contract §16, issue 24): the fold with the
 // Merkle tree against the same fold without it, the inclusion-proof
 // latency over HTTP at ProofEvents events, and checkpoint signing and
 // verification rates.

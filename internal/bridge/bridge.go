@@ -47,7 +47,7 @@ var ErrEvicted = errors.New("bridge: evicted")
 // gateway misbehaved (a ping storm, an endless frame).
 var ErrHostile = errors.New("bridge: hostile gateway")
 
-// Bridge records one MEW space into the ledger (SPEC §14). Create it with
+// Bridge records one MEW space into the ledger (contract §14). Create it with
 // New and call Run once; Run owns every goroutine the bridge starts.
 //
 // Inside, one reader (the gateway connection, or the history file)

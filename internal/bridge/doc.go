@@ -1,4 +1,4 @@
-// Package bridge records a live MEW space into the ledger (SPEC §14,
+// Package bridge records a live MEW space into the ledger (contract §14,
 // `ledger bridge mew`): it joins the space's gateway over WebSocket as one
 // more participant, exactly as MEW's own client does
 // ({"type":"join","space","token","participantId","capabilities":[]},

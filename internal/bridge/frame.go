@@ -88,7 +88,7 @@ const (
 	SkipReserved      = "claims to be written by the ledger (its kinds, ids beginning expire: or gap:, or from \"ledger\")"
 )
 
-// Filter classifies the frames of one recorded space (SPEC §14): lifecycle
+// Filter classifies the frames of one recorded space (contract §14): lifecycle
 // envelopes are appended, everything else is skipped. It remembers the ids
 // of the last plain messages it skipped (at most 4096): plain mcp/requests,
 // plain chats, and chats threaded under them, so that their responses and

@@ -204,7 +204,7 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// validID reports whether s is an id the ledger takes (SPEC §2).
+// validID reports whether s is an id the ledger takes (contract §2).
 func validID(s string) bool {
 	return s != "" && len(s) <= ledger.MaxIDBytes && utf8.ValidString(s) &&
 		!strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })

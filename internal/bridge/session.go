@@ -17,7 +17,7 @@ import (
 	"github.com/mewledger/ledger/subjects"
 )
 
-// Sessions (SPEC §14): every append of a bridge carries a
+// Sessions (contract §14): every append of a bridge carries a
 // ledger.BridgeMark (header Ledger-Bridge: the bridge, its MEW space, the
 // session — one run of the bridge — and when it received the envelope),
 // kept on the stored message. The fold derives from the log, per bridge,

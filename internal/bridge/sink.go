@@ -25,7 +25,7 @@ import (
 type Sink interface {
 	// Append appends one envelope to a ledger space. With sender "" it is
 	// published under the envelope's from, as every client's is; with a
-	// sender, under that sender's subject token (history mode, SPEC §14),
+	// sender, under that sender's subject token (history mode, contract §14),
 	// so that a from that differs is folded invalid (spoofed_sender). A
 	// sink that cannot publish under another sender returns
 	// ErrSenderUnsupported.
@@ -145,7 +145,7 @@ func appenderResult(r ledger.Result, err error) (wire.AppendResult, error) {
 // AppendAs appends raw through the ledger's one submit entry
 // (Appender.AppendBody, the same validation as every submit path) under
 // the subject whose sender token is sender instead of the envelope's from
-// (SPEC §14 history mode; sender "" means the envelope's from): the fold
+// (contract §14 history mode; sender "" means the envelope's from): the fold
 // then finds the two differ when the envelope's from was forged, and
 // folds it invalid (spoofed_sender). sender "ledger" is refused
 // (reserved_sender): the ledger's own envelopes are written only by the

@@ -67,7 +67,7 @@ type AppenderOptions struct {
 	// Commit bounds the group commit (batch size, bytes, linger,
 	// batches in flight).
 	Commit CommitOptions
-	// Index, when set, makes a retry a duplicate for ever (SPEC §4; see
+	// Index, when set, makes a retry a duplicate for ever (contract §4; see
 	// Index and stored.go): envelopes it knows are answered duplicate:true
 	// with the sequence they were first stored at and not published
 	// again. Nil: a retry is recognised within the stream's duplicate
@@ -198,7 +198,7 @@ func (a *Appender) Close() {
 // Space returns the default space.
 func (a *Appender) Space() string { return a.opts.Space }
 
-// Prepare decodes raw and checks it as the submit paths must (SPEC §8),
+// Prepare decodes raw and checks it as the submit paths must (contract §8),
 // with the Appender's limits and clock: PrepareStandalone. space "" is
 // the Appender's default space. The error is a *RefusalError. raw is not
 // copied.
@@ -252,7 +252,7 @@ func (a *Appender) AppendPrepared(ctx context.Context, p *ledger.Prepared) (ledg
 	return pd.Result(ctx)
 }
 
-// Submit hands a prepared envelope to the group commit (SPEC §4) and
+// Submit hands a prepared envelope to the group commit (contract §4) and
 // returns at once with its Pending, unless the commit queue is full, when
 // it waits for room (or ctx). Envelopes are stored in the order they were
 // submitted, in JetStream atomic batches, and each Pending resolves only

@@ -137,7 +137,7 @@ func TestAppendDuplicates(t *testing.T) {
 	}
 }
 
-// The stored message is the original bytes on the SPEC §4 subject with
+// The stored message is the original bytes on the contract §4 subject with
 // Nats-Msg-Id <space>/<id>/<digest>.
 func TestStoredMessage(t *testing.T) {
 	ctx := ctxT(t)

@@ -7,7 +7,7 @@ import (
 )
 
 // The committer's choice between its two durable paths for a group, by
-// measured cost (SPEC §4, group commit). With sync_interval always, a
+// measured cost (contract §4, group commit). With sync_interval always, a
 // plain message costs the server one fsync; an atomic batch costs one
 // fsync for the whole group plus, on a single-replica stream, a file store
 // the server creates to stage the batch, fsyncs and removes — a cost per

@@ -11,7 +11,7 @@
 // [Appender.AppendBody] around it): ledger.PrepareBodyStandalone with the
 // Appender's space, limits and clock.
 //
-// Appending ([Appender]) goes through a group commit (SPEC §4): appends
+// Appending ([Appender]) goes through a group commit (contract §4): appends
 // that arrive together are written together, as JetStream atomic batches
 // or, where the server does not fsync each write, as pipelined messages
 // ([CommitOptionsForSync]); each caller is answered with its own sequence,

@@ -19,7 +19,7 @@ import (
 	"github.com/mewledger/ledger/subjects"
 )
 
-// Group commit defaults (SPEC §4), chosen by measurement on a 2-core
+// Group commit defaults (contract §4), chosen by measurement on a 2-core
 // machine with sync_interval always (README, "Group commit").
 const (
 	// DefaultMaxBatch is the most envelopes one atomic batch carries: the
@@ -223,7 +223,7 @@ type batch struct {
 }
 
 // groupCommitter gathers submitted appends into JetStream atomic batches
-// (SPEC §4, group commit). One goroutine (gather) takes envelopes in
+// (contract §4, group commit). One goroutine (gather) takes envelopes in
 // acceptance order, forms batches and publishes them in that order on
 // one connection, so the stream stores them in that order; another
 // (complete) awaits the batches' commit acks in the same order and

@@ -13,7 +13,7 @@ import (
 	"github.com/mewledger/ledger/subjects"
 )
 
-// A retry is a duplicate for ever (SPEC §4).
+// A retry is a duplicate for ever (contract §4).
 //
 // JetStream remembers a Nats-Msg-Id for the stream's duplicate window (2
 // minutes by default) and no longer. Beyond it, the appender asks an

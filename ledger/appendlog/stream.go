@@ -39,7 +39,7 @@ var ErrStreamConfig = errors.New("ledger: stream " + subjects.StreamName + " con
 // single-node default.
 type StreamOptions struct {
 	// Replicas is the number of copies (1 on one node, 3 on a cluster,
-	// SPEC §4). Default 1.
+	// contract §4). Default 1.
 	Replicas int
 	// DuplicateWindow is how long JetStream remembers a Nats-Msg-Id.
 	// Default DefaultDuplicateWindow.
@@ -80,7 +80,7 @@ func (o *StreamOptions) Validate() error {
 }
 
 // StreamConfig returns the LEDGER stream configuration for o (which must
-// have been validated). The choices, beyond SPEC §4:
+// have been validated). The choices, beyond contract §4:
 //
 //   - Retention limits with no limit on messages, bytes or messages per
 //     subject, and Discard new: should an operator ever set a limit, a full
@@ -117,7 +117,7 @@ func (o *StreamOptions) StreamConfig() jetstream.StreamConfig {
 		DenyDelete:        true,
 		DenyPurge:         true,
 		AllowDirect:       false,
-		// Atomic batches (nats-server ≥ 2.12): the group commit (SPEC
+		// Atomic batches (nats-server ≥ 2.12): the group commit (contract
 		// §4) writes many envelopes with one durable write.
 		AllowAtomicPublish: true,
 	}
@@ -143,7 +143,7 @@ func (o *StreamOptions) StreamConfig() jetstream.StreamConfig {
 // $JS.API.STREAM.DELETE.LEDGER (or .UPDATE., which can set a max age)
 // delete the stream or age its history out. Only NATS permissions prevent
 // that: agents and auditors must not be allowed to publish to
-// $JS.API.STREAM.{DELETE,UPDATE,PURGE,MSG.DELETE}.LEDGER (SPEC §10).
+// $JS.API.STREAM.{DELETE,UPDATE,PURGE,MSG.DELETE}.LEDGER (contract §10).
 //
 // EnsureStream is safe to call concurrently and from several processes:
 // a creation that loses the race re-reads the winner's stream and checks

@@ -13,7 +13,7 @@ import (
 // each is found taken by other bytes.
 const maxClashes = 4
 
-// verify checks a duplicate answer (SPEC §4): JetStream trusts the
+// verify checks a duplicate answer (contract §4): JetStream trusts the
 // Nats-Msg-Id alone, so the message stored at r.Seq must carry p's
 // subject and digest for the answer to stand. When it does not (other
 // bytes were stored under that id), p is stored anyway under a derived

@@ -1,5 +1,5 @@
 // Package fold is the pure core of the read side: the fold of the log into
-// per-proposal state (SPEC §5) — [Folder.Apply] and its applier —, the
+// per-proposal state (contract §5) — [Folder.Apply] and its applier —, the
 // [State] contract it reads and writes through, the in-memory State
 // [MemState], and the decoding of a stored message into an [Event].
 //

@@ -25,14 +25,14 @@ type Event struct {
 	// MsgIDClash is set when the message carries the header
 	// Ledger-Msg-Id-Clash (HeaderMsgIDClash): the appender stored it under
 	// a derived Nats-Msg-Id because another message held its own with
-	// different bytes (SPEC §4). Each proposal it touches gets anomaly
+	// different bytes (contract §4). Each proposal it touches gets anomaly
 	// msg_id_clash.
 	MsgIDClash bool
 	// Bridge is the message's HeaderBridge value ("" : none): it came
-	// through that bridge session (SPEC §14).
+	// through that bridge session (contract §14).
 	Bridge string
 	// MsgID and ClashID are the message's identity headers, which the
-	// fold does not read: the Merkle tree's leaf holds them (SPEC §16,
+	// fold does not read: the Merkle tree's leaf holds them (contract §16,
 	// package client/evidence). MsgID is the Nats-Msg-Id the message was
 	// first appended with (ledger.MsgIdentity); ClashID the value of
 	// HeaderMsgIDClash ("" when absent).
@@ -42,7 +42,7 @@ type Event struct {
 }
 
 // HeaderMsgIDClash is the header the appender sets on a message it stored
-// under a derived Nats-Msg-Id after a verified clash (SPEC §4); readers of
+// under a derived Nats-Msg-Id after a verified clash (contract §4); readers of
 // the stream set Event.MsgIDClash from it.
 const HeaderMsgIDClash = ledger.HeaderMsgIDClash
 
@@ -53,7 +53,7 @@ type EventFlags uint8
 // The event flags.
 const (
 	// FlagIDReused: the event reuses an id an earlier, different event had
-	// (SPEC §5.2).
+	// (contract §5.2).
 	FlagIDReused EventFlags = 1 << iota
 	// FlagMsgIDClash: Event.MsgIDClash.
 	FlagMsgIDClash
@@ -76,7 +76,7 @@ type Folder struct{}
 // NewFolder returns a Folder.
 func NewFolder() *Folder { return &Folder{} }
 
-// Reason codes known to the protocol (SPEC §2). Any other string is kept as
+// Reason codes known to the protocol (contract §2). Any other string is kept as
 // given and counted under "other" in statistics.
 var knownReasons = []string{"disagree", "inappropriate", "unsafe", "busy", "incapable", "policy",
 	"duplicate", "invalid", "timeout", "resource_limit", "no_longer_needed", "other"}
@@ -373,7 +373,7 @@ func (a *applier) arrive(ev Event) error {
 
 	s.EventsByType[string(d.Type)]++
 
-	// Reserved kinds and ids (SPEC §5.6, §14): refused before the event
+	// Reserved kinds and ids (contract §5.6, §14): refused before the event
 	// index sees them, so that a squatter can neither block nor fake what
 	// only the ledger writes.
 	if code, detail := reserved(d); code != "" {
@@ -410,7 +410,7 @@ func (a *applier) arrive(ev Event) error {
 			}
 			return a.file(space, key, h)
 		}
-		// SPEC §5.2: a non-proposal event reusing the id of an earlier,
+		// contract §5.2: a non-proposal event reusing the id of an earlier,
 		// different event is a new event, folded on its own merits; from
 		// now on the id names it (the latest), and the superseded one is
 		// remembered so that its retry stays a duplicate.
@@ -442,7 +442,7 @@ func (a *applier) arrive(ev Event) error {
 	return nil
 }
 
-// Reserved id prefixes (SPEC §5.6, §14, ledger.ReservedIDPrefixes): the
+// Reserved id prefixes (contract §5.6, §14, ledger.ReservedIDPrefixes): the
 // ids of the events only the ledger writes.
 const (
 	reservedExpirePrefix = "expire:"
@@ -467,7 +467,7 @@ func reserved(d *ledger.Decoded) (code, detail string) {
 	return "", ""
 }
 
-// gap records a bridge's recording gap (SPEC §14) in its space: not a
+// gap records a bridge's recording gap (contract §14) in its space: not a
 // proposal's event, filed under its own id (reserved: no proposal has it).
 func (a *applier) gap(c *evctx) error {
 	g := c.d.Gap
@@ -684,7 +684,7 @@ func (a *applier) create(c *evctx) error {
 		deadline = &t
 	}
 	if k := d.Kernel; k != nil {
-		// SPEC §12. d.Method/d.Params are "kernel/<action_type>" and the
+		// contract §12. d.Method/d.Params are "kernel/<action_type>" and the
 		// parameters, so fulfilment checks compare against them.
 		kr := &model.Kernel{ActionType: k.ActionType, Target: k.Target, ApprovalClass: k.ApprovalClass, Form: model.KernelFormProposal}
 		kr.Required, kr.Approvers = k.RequiredApprovals()
@@ -769,7 +769,7 @@ func (a *applier) markApplied(c *evctx, pid string) error {
 	}
 	if ref.Seq != c.ev.Seq {
 		// A later event reused the id while this one waited as an
-		// orphan: the id names the later one now (SPEC §5.2).
+		// orphan: the id names the later one now (contract §5.2).
 		return nil
 	}
 	first := ref.Status != EventApplied
@@ -1061,7 +1061,7 @@ func (a *applier) reject(c *evctx, p *model.Proposal) (model.HistoryEntry, error
 	return h, nil
 }
 
-// fulfilmentChecks returns the never-blocking anomalies of SPEC §5.3 and §12.
+// fulfilmentChecks returns the never-blocking anomalies of contract §5.3 and §12.
 //
 // A kernel proposal's Method is "kernel/<action_type>" and its Params its
 // parameters, so its fulfilment is compared like any other: the mcp/request
@@ -1193,7 +1193,7 @@ func (a *applier) fulfil(c *evctx, p *model.Proposal) (model.HistoryEntry, error
 	return h, nil
 }
 
-// approve folds a kernel/approve (SPEC §12). On a proposal without an
+// approve folds a kernel/approve (contract §12). On a proposal without an
 // approval class (not a kernel proposal) it is only recorded in the history
 // (late after a terminal state).
 // On a kernel proposal it is always kept in Approvals; it counts when the
@@ -1244,7 +1244,7 @@ func (a *applier) approve(c *evctx, p *model.Proposal) (model.HistoryEntry, erro
 	return a.entryFor(c, model.EffectApplied, detail), nil
 }
 
-// response records a fulfilment's outcome (SPEC §5.4).
+// response records a fulfilment's outcome (contract §5.4).
 func (a *applier) response(c *evctx, target string) error {
 	ref, err := a.st.EventRef(c.space, target)
 	if err != nil {
@@ -1297,7 +1297,7 @@ func (a *applier) response(c *evctx, target string) error {
 }
 
 // pickOutcome chooses, among the responses to fulfilment f that carry an
-// outcome, the one whose outcome is the fulfilment's (SPEC §5.4): the first
+// outcome, the one whose outcome is the fulfilment's (contract §5.4): the first
 // from a member of the fulfilment's to; when its to is empty, the first
 // from a participant other than the fulfiller and the proposer; failing
 // both, the first. It returns its index in f.Responses (-1 when none has an
@@ -1329,7 +1329,7 @@ func firstOr(xs []string, def string) string {
 	return def
 }
 
-// note attaches a chat to what it names (SPEC §5.5): the explanation of a
+// note attaches a chat to what it names (contract §5.5): the explanation of a
 // rejection or withdrawal by the same sender, or a note in a proposal's
 // history.
 func (a *applier) note(c *evctx, target string) error {
@@ -1383,7 +1383,7 @@ func noteKindBucket(kind string) string {
 	return "other"
 }
 
-// formNote folds a note of the seeds' lifecycle forms on proposal p (SPEC
+// formNote folds a note of the seeds' lifecycle forms on proposal p (contract
 // §2): a status (the participant's latest, while p is pending), an
 // acceptance, deferral or bid (kept on p whatever its effect, late after a
 // terminal state), or any other operation or status value, kept as given

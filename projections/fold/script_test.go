@@ -21,7 +21,7 @@ func TestFoldScripts(t *testing.T) {
 	foldscript.Walk(t, "testdata/fold", nil)
 }
 
-// TestProposalJSONArrays: the lists SPEC §7 defines as arrays stay arrays
+// TestProposalJSONArrays: the lists contract §7 defines as arrays stay arrays
 // (never null) through the fold's clone-and-put cycle.
 func TestProposalJSONArrays(t *testing.T) {
 	s := foldscript.New()

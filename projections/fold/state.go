@@ -23,7 +23,7 @@ const (
 )
 
 // EventRef is the event-id index entry of one envelope id in a space: what
-// the fold needs to dedup for ever and to follow chains (SPEC §5.7).
+// the fold needs to dedup for ever and to follow chains (contract §5.7).
 type EventRef struct {
 	Seq    uint64      `json:"seq"`
 	Type   ledger.Type `json:"type"`
@@ -99,7 +99,7 @@ type State interface {
 	PutBridgeSession(space, key string, s *model.BridgeSession) error
 	// Version returns the sequence of an earlier event of the space that
 	// had id and digest and was since superseded in the event index by a
-	// different event reusing its id (SPEC §5.2), 0 when none; PutVersion
+	// different event reusing its id (contract §5.2), 0 when none; PutVersion
 	// records one. They keep a retry of a superseded event a duplicate.
 	Version(space, id, digest string) (uint64, error)
 	PutVersion(space, id, digest string, seq uint64) error
@@ -107,7 +107,7 @@ type State interface {
 
 // EventRecorder is an optional interface of a [State] that keeps a record
 // of every arriving event by its sequence (the Pebble store's event index,
-// SPEC §7 GET /v1/events). Apply calls RecordEvent once per arriving event,
+// contract §7 GET /v1/events). Apply calls RecordEvent once per arriving event,
 // before folding it (released orphans are not arrivals), with the event
 // decoded (see [Event.Decoded]); the history entries the fold then writes
 // for that sequence, now or when it is released from orphan, complete the

@@ -68,7 +68,7 @@ func (o *ExpirerOptions) Validate() error {
 	return nil
 }
 
-// Expirer appends a ledger/expire event (SPEC §5.6) for every proposal still
+// Expirer appends a ledger/expire event (contract §5.6) for every proposal still
 // pending in the projection when its deadline has passed. The event's id is
 // deterministic (ledger.ExpireID), so several ledger processes write it once:
 // JetStream drops a repeat within its duplicate window and the fold records

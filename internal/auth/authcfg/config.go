@@ -1,4 +1,4 @@
-// Package authcfg is the ledger's authentication configuration (SPEC §10,
+// Package authcfg is the ledger's authentication configuration (contract §10,
 // §5.8): one YAML (or JSON) file, given to `ledger serve --auth FILE`, that
 // lists who may talk to the ledger and what each may do, and turns it into
 // nats-server users with permissions and into the HTTP API's tokens.
@@ -54,13 +54,13 @@
 //     $JS.API.STREAM.{DELETE,PURGE,MSG.DELETE}.LEDGER. The service keeps
 //     stream create/update (EnsureStream), consumers, acks, direct appends on
 //     every ledger subject, the submit service and $SRV discovery.
-//   - Auditors may read the whole log (SPEC: one stream, so NATS cannot
+//   - Auditors may read the whole log (contract: one stream, so NATS cannot
 //     confine a log reader to a space; per-space reading goes through the HTTP
 //     API) but not create, pull from or delete the projectors' durable
 //     consumers (nats.service.durables), and not write anything.
 //   - Gateways may publish submit requests (ledger.submit.<space>) for their
 //     spaces ("*": all): the submit service is for trusted gateways only.
-//   - Bridges (SPEC §14, history mode) may publish event subjects of their
+//   - Bridges (contract §14, history mode) may publish event subjects of their
 //     spaces under any sender but "ledger" (ledger.<space>.*.*.* minus
 //     ledger.<space>.*.*.ledger), submit requests and gap reports: they
 //     record what the MEW gateway's log says each participant sent, so

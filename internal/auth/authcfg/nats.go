@@ -104,7 +104,7 @@ func (c *Config) Principals() []Principal {
 				subjects.JSConsumerAPI("INFO", ">"), subjects.JSConsumerAPI("DELETE", ">"),
 				subjects.JSConsumerAPI("NAMES", ""), subjects.JSConsumerAPI("LIST", ""),
 			},
-			// Auditors may follow the signed checkpoints (SPEC §16).
+			// Auditors may follow the signed checkpoints (contract §16).
 			SubscribeAllow: []string{subjects.InboxFilter(a.User), subjects.CheckpointWildcard},
 		}
 		p.PublishAllow = append(p.PublishAllow, subjects.JSDirectGet()...)
@@ -123,7 +123,7 @@ func (c *Config) Principals() []Principal {
 		p := Permissions{SubscribeAllow: []string{subjects.InboxFilter(g.User)}}
 		for _, sp := range g.Spaces {
 			// Submit requests, and gap reports of the bridges it runs
-			// (SPEC §14: the ledger writes the ledger/gap event).
+			// (contract §14: the ledger writes the ledger/gap event).
 			if sp == AllSpaces {
 				p.PublishAllow = append(p.PublishAllow, subjects.SubmitWildcard, subjects.GapWildcard)
 			} else {
@@ -205,7 +205,7 @@ func (c *Config) NATSConfig(include string) []byte {
 		src = filepath.Base(c.file)
 	}
 	fmt.Fprintf(&b, "# Generated from %s by the ledger (internal/auth/authcfg): NATS users and\n", src)
-	b.WriteString("# permissions (SPEC §10). Do not edit: change the source and generate again.\n")
+	b.WriteString("# permissions (contract §10). Do not edit: change the source and generate again.\n")
 	if include != "" {
 		fmt.Fprintf(&b, "\ninclude %s\n", quote(include))
 	}

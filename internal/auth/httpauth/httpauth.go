@@ -1,4 +1,4 @@
-// Package httpauth protects the ledger's HTTP API (SPEC §10): bearer tokens
+// Package httpauth protects the ledger's HTTP API (contract §10): bearer tokens
 // with roles, a route→role table, a per-client rate limit on writes, a TLS
 // configuration helper and a warning for an API exposed without
 // authentication. It is plain net/http middleware with no knowledge of the

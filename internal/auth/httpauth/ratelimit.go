@@ -199,7 +199,7 @@ type budget struct {
 // Limiter.WaitN). A request that did not go through a Limiter's Wrap, or
 // whose limit is off, has no budget: WaitWrites returns nil at once. This
 // is how a request carrying many envelopes (NDJSON) pays one write per
-// envelope (SPEC §10): Wrap took the first.
+// envelope (contract §10): Wrap took the first.
 func WaitWrites(ctx context.Context, n int) error {
 	b, ok := ctx.Value(budgetKey{}).(budget)
 	if !ok {

@@ -9,7 +9,7 @@ import (
 )
 
 // TestWriteLimitCountsEnvelopes: a request carrying many envelopes pays
-// one write each (SPEC §10): after a request that took its burst through
+// one write each (contract §10): after a request that took its burst through
 // WaitWrites, the client's next request is refused; a limit that is off
 // takes nothing.
 func TestWriteLimitCountsEnvelopes(t *testing.T) {

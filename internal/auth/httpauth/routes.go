@@ -36,12 +36,12 @@ const (
 	PatternOpenAPI = "GET /openapi.json"
 	PatternReads   = "GET /v1/"
 	PatternEvents  = "POST /v1/events"
-	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (SPEC §14): writer, like events
+	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (contract §14): writer, like events
 	// PatternBridges is what the ledger knows of each bridge's sessions
-	// (SPEC §14): a read, which a bridge (writer) makes when it starts.
+	// (contract §14): a read, which a bridge (writer) makes when it starts.
 	PatternBridges = "GET /v1/bridges"
 	PatternOpsGet  = "GET /v1/ops/"
-	// The whole-log routes of the verifiable log (SPEC §16): auditor,
+	// The whole-log routes of the verifiable log (contract §16): auditor,
 	// not per space (a proposal's proof, under GET /v1/proposals/, is).
 	PatternCheckpoint    = "GET /v1/checkpoint"
 	PatternCheckpointKey = "GET /v1/checkpoint/key"

@@ -36,7 +36,7 @@ func TestTokenSpaces(t *testing.T) {
 		{"GET", "/v1/events/3", "team-a-secret", http.StatusOK},
 		{"GET", "/v1/events?space=*", tokAuditor, http.StatusOK},
 		// The verifiable log: a proposal's proof is per space; the
-		// whole-log routes are not (SPEC §16).
+		// whole-log routes are not (contract §16).
 		{"GET", "/v1/proposals/x/proof?space=a", "team-a-secret", http.StatusOK},
 		{"GET", "/v1/proposals/x/proof?space=b", "team-a-secret", http.StatusForbidden},
 		{"GET", "/v1/checkpoint", "team-a-secret", http.StatusForbidden},

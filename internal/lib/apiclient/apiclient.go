@@ -77,7 +77,7 @@ type Options struct {
 	// them.
 	HTTP *http.Client
 	// Token, if set, is sent as "Authorization: Bearer <Token>" (the API's
-	// tokens, SPEC §10).
+	// tokens, contract §10).
 	Token string
 }
 

@@ -14,7 +14,7 @@ import (
 
 // ReportGap asks the ledger to record a bridge's recording gap (POST
 // /v1/gaps, role writer): the ledger writes the ledger/gap event itself,
-// with sender "ledger" (SPEC §14). The answer is the event's
+// with sender "ledger" (contract §14). The answer is the event's
 // {"id","seq","duplicate"}; reporting the same gap again is a duplicate.
 func (c *Client) ReportGap(ctx context.Context, space string, g ledger.Gap) (wire.AppendResult, error) {
 	body, err := json.Marshal(g)

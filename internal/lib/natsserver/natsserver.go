@@ -1,10 +1,10 @@
 // Package natsserver runs an embedded NATS server with JetStream for the
-// ledger: the product's default single-process deployment (SPEC §11) and the
+// ledger: the product's default single-process deployment (contract §11) and the
 // tests' real server. It also runs the nodes of an in-process cluster.
 //
 // The defaults are the ledger's, not nats-server's: JetStream is always on,
 // file writes are fsynced on every write unless the caller chooses an
-// interval (SPEC §4), the client listener is on loopback, and max_payload
+// interval (contract §4), the client listener is on loopback, and max_payload
 // leaves room for a 1 MiB envelope plus its headers.
 package natsserver
 
@@ -21,7 +21,7 @@ import (
 )
 
 const (
-	// MaxEnvelope is the largest envelope the ledger accepts (SPEC §8).
+	// MaxEnvelope is the largest envelope the ledger accepts (contract §8).
 	MaxEnvelope = 1 << 20
 	// HeaderHeadroom is the room left above MaxEnvelope for the headers
 	// the ledger and nats.go add (Nats-Msg-Id holds the space, the id of up
@@ -58,7 +58,7 @@ type Options struct {
 	// SyncInterval fsyncs in the background every interval instead (an
 	// acknowledged append may then be lost in a machine crash). When
 	// neither is set and the config file sets neither, the server runs with
-	// SyncAlways: the ledger's default (SPEC §4, "sync_interval: always").
+	// SyncAlways: the ledger's default (contract §4, "sync_interval: always").
 	SyncInterval time.Duration
 	SyncAlways   bool
 	// ConfigFile is an optional nats-server configuration file

@@ -6,7 +6,7 @@ import (
 	"github.com/mewledger/ledger/model"
 )
 
-// Error codes of the online operations (SPEC §9) and as-of reads.
+// Error codes of the online operations (contract §9) and as-of reads.
 const (
 	CodeBeyondLog = "beyond_log" // an as-of point after the end of the log
 	CodeBusy      = "busy"       // another operation (rebuild, verify) is running

@@ -1,5 +1,5 @@
 // Package wire defines the JSON bodies the ledger exchanges with its
-// clients: the HTTP API (SPEC §7, §8) and the submit service (SPEC §8).
+// clients: the HTTP API (contract §7, §8) and the submit service (contract §8).
 // The server packages (api, submit) and the client package share these
 // types, so both ends of every exchange agree on field names.
 //

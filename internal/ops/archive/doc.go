@@ -1,5 +1,5 @@
 // Package archive exports the LEDGER stream as a hash-chained JSON-lines
-// file, verifies such a file, and imports it into a ledger (SPEC §9).
+// file, verifies such a file, and imports it into a ledger (contract §9).
 //
 // # Format (version 1)
 //

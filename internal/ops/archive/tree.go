@@ -10,7 +10,7 @@ import (
 	"github.com/mewledger/ledger/ledger"
 )
 
-// The export and the Merkle tree (SPEC §16): one integrity mechanism for
+// The export and the Merkle tree (contract §16): one integrity mechanism for
 // evidence. Each line of an export is one leaf of the ledger's tree, and a
 // file that starts at seq 1 and is contiguous has the tree's root, which a
 // signed checkpoint of the ledger names: VerifyCheckpoint checks a file

@@ -1,5 +1,5 @@
 // Package repair rebuilds, inspects and verifies projections from the log
-// (SPEC §9): fold the stream into a fresh Pebble directory and swap it in,
+// (contract §9): fold the stream into a fresh Pebble directory and swap it in,
 // answer queries as of a past sequence or time from a temporary
 // projection, and check that a live projection equals a rebuild.
 //
@@ -158,7 +158,7 @@ type VerifyResult struct {
 	// matches.
 	Digest string `json:"digest,omitempty"`
 	// TreeRoot is the root hash (standard base64) of the Merkle tree of
-	// Seq leaves both projections hold when they match (SPEC §16: the
+	// Seq leaves both projections hold when they match (contract §16: the
 	// comparison covers the tree's stored hashes): a signed checkpoint of
 	// Seq leaves names the same root.
 	TreeRoot string `json:"tree_root,omitempty"`

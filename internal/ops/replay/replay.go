@@ -1,4 +1,4 @@
-// Package replay reads the ledger's log back out, filtered (SPEC §9
+// Package replay reads the ledger's log back out, filtered (contract §9
 // `ledger replay`): by sequence or time range, space, event type, or one
 // proposal with every event chained to it, and writes the original
 // envelopes as JSON lines or republishes them under another subject prefix,

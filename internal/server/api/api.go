@@ -1,4 +1,4 @@
-// Package api is the ledger's HTTP API (SPEC §7 audit queries, §8 the HTTP
+// Package api is the ledger's HTTP API (contract §7 audit queries, §8 the HTTP
 // append path): JSON over Go's pattern ServeMux, every route under /v1
 // except the probes and /metrics.
 //
@@ -15,7 +15,7 @@
 //     audit query.
 //   - Appends go through an [Appender] (the ledger's), with the same
 //     validation as every other submit path: appendlog.Appender.PrepareBody.
-//   - A bare kernel submission (a Proposal or KernelRequest object, SPEC
+//   - A bare kernel submission (a Proposal or KernelRequest object, contract
 //     §12) POSTed to /v1/events is wrapped in its kernel/proposal envelope
 //     (ledger.WrapKernel, the time of the append as V-PROP-010's "now")
 //     and appended: recognised by ledger.MaybeBareKernel (no protocol
@@ -30,7 +30,7 @@
 //     the log is 400 beyond_log.
 //   - With Options.Ops, the online operations are mounted under /v1/ops
 //     (rebuild, its status, verify).
-//   - With Options.Proofs, the verifiable-log routes (SPEC §16,
+//   - With Options.Proofs, the verifiable-log routes (contract §16,
 //     proofs.go): checkpoints, tiles, proposal and consistency proofs.
 //   - The live Reader sits behind a RWMutex: [API.SwapReader] puts a new
 //     one in its place while serving (reads wait for the swap, never see
@@ -239,7 +239,7 @@ const (
 	RouteMetrics = "GET /metrics"
 )
 
-// New returns the API with every route of SPEC §7 and §8 mounted.
+// New returns the API with every route of contract §7 and §8 mounted.
 func New(o Options) (*API, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err

@@ -41,7 +41,7 @@ func TestGoldenSequence(t *testing.T) {
 		p.Dialect != "mew/v0.4" || !slices.Equal(p.To, []string{"target-agent"}) || len(p.Anomalies) != 0 {
 		t.Fatalf("proposal %+v", p)
 	}
-	// The proposal object carries the SPEC §7 names.
+	// The proposal object carries the contract §7 names.
 	_, _, raw := l.do(http.MethodGet, "/v1/proposals/env-req-1", "", nil)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {

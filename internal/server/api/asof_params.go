@@ -13,7 +13,7 @@ import (
 	"github.com/mewledger/ledger/projections/projector"
 )
 
-// As-of query parameters (SPEC §9): the state after a sequence, or at a
+// As-of query parameters (contract §9): the state after a sequence, or at a
 // time, instead of the live projection's.
 const (
 	paramAsOfSeq = "as_of_seq"

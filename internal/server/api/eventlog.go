@@ -19,7 +19,7 @@ import (
 	"github.com/mewledger/ledger/subjects"
 )
 
-// The event log routes (SPEC §7): every event of the ledger from the event
+// The event log routes (contract §7): every event of the ledger from the event
 // index the fold writes (projections.Store.Events), and one event's stored
 // message read from JetStream by sequence.
 const (

@@ -173,7 +173,7 @@ type ndjsonEntry struct {
 // stopped. A body whose Content-Length is over MaxBatchBytes is 413 at
 // once, nothing appended.
 func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, kernel bool) {
-	mark := r.Header.Get(ledger.HeaderBridge) // a bridge's session (SPEC §14), kept on every line's message
+	mark := r.Header.Get(ledger.HeaderBridge) // a bridge's session (contract §14), kept on every line's message
 	if r.ContentLength > a.opts.MaxBatchBytes {
 		a.tooLarge(w, a.opts.MaxBatchBytes, "the NDJSON body")
 		return

@@ -10,7 +10,7 @@ import (
 	"github.com/mewledger/ledger/projections"
 )
 
-// RouteGaps lists the recording gaps of a space's bridges (SPEC §7, §14).
+// RouteGaps lists the recording gaps of a space's bridges (contract §7, §14).
 const RouteGaps = "GET /v1/gaps"
 
 // gapReader is the optional part of a Reader that lists recording gaps
@@ -80,7 +80,7 @@ func (a *API) gaps(w http.ResponseWriter, r *http.Request) {
 }
 
 // RouteBridges lists what the ledger knows of each bridge recording into
-// a space (SPEC §14): its last session, last stored envelope, and whether
+// a space (contract §14): its last session, last stored envelope, and whether
 // a gap covers everything since (a bridge reads it when it starts).
 const RouteBridges = "GET /v1/bridges"
 

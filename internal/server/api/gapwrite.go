@@ -12,7 +12,7 @@ import (
 	"github.com/mewledger/ledger/ledger"
 )
 
-// RouteGapsPost is the gap write path of bridges (SPEC §14).
+// RouteGapsPost is the gap write path of bridges (contract §14).
 const RouteGapsPost = "POST /v1/gaps"
 
 // Log keys of gap reports.

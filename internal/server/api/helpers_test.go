@@ -130,7 +130,7 @@ func (l *ledgerT) wantError(method, path, contentType string, body []byte, statu
 	return e
 }
 
-// The MEW v0.4 golden sequence (SPEC §2, §7).
+// The MEW v0.4 golden sequence (contract §2, §7).
 const (
 	goldenProposal = `{"protocol":"mew/v0.4","id":"env-req-1","ts":"2026-01-02T03:04:05Z","from":"untrusted-agent","to":["target-agent"],"kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a.txt","content":"hi"}}}}`
 	goldenFulfil   = `{"protocol":"mew/v0.4","id":"env-fulfill-1","from":"human-user","to":["target-agent"],"kind":"mcp/request","correlation_id":["env-req-1"],"payload":{"jsonrpc":"2.0","id":789,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a.txt","content":"hi"}}}}`
@@ -158,7 +158,7 @@ func chat(id, from, target, text string) string {
 	return fmt.Sprintf(`{"protocol":"mew/v0.4","id":%q,"from":%q,"kind":"chat","correlation_id":[%q],"payload":{"text":%q}}`, id, from, target, text)
 }
 
-// kernel is a kernel proposal (SPEC §12) valid until 2100.
+// kernel is a kernel proposal (contract §12) valid until 2100.
 func kernel(id, from, action, resourceType, domain string) string {
 	return fmt.Sprintf(`{"protocol":"mew/v0.4","id":%q,"from":%q,"kind":"kernel/proposal","payload":{"proposal_id":%q,"ts_ms":1705171200000,"actor":%q,"action_type":%q,"target":{"resource_type":%q,"resource_id":"r-1","domain":%q,"constraints":{}},"parameters":{"k":"v"},"risk_envelope":{"allowed_side_effects":[],"forbidden_effects":[],"max_affected_records":1,"reversible_required":true},"time_window":{"valid_from_ms":1705171200000,"valid_until_ms":4102444800000,"max_duration_ms":30000},"approval_class":"none"}}`,
 		id, from, id, from, action, resourceType, domain)

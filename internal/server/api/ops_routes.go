@@ -10,7 +10,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/wire"
 )
 
-// Routes of the online operations (SPEC §9). They need the ops role when
+// Routes of the online operations (contract §9). They need the ops role when
 // the API is protected (package httpauth: every route but reads and
 // POST /v1/events).
 const (

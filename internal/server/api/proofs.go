@@ -14,7 +14,7 @@ import (
 	"github.com/mewledger/ledger/projections"
 )
 
-// The verifiable-log routes (SPEC §16), mounted when Options.Proofs is set.
+// The verifiable-log routes (contract §16), mounted when Options.Proofs is set.
 // Checkpoints are text/plain signed notes (C2SP tlog-checkpoint), tiles
 // application/octet-stream (C2SP tlog-tiles hash tiles, immutable), the
 // rest JSON (client/evidence's types).

@@ -144,7 +144,7 @@ func (a *API) getProposal(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// normalize gives the list members of the proposal object their SPEC §7
+// normalize gives the list members of the proposal object their contract §7
 // shape: [] rather than null when empty.
 func normalize(p *model.Proposal) *model.Proposal {
 	if p.To == nil {

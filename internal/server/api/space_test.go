@@ -12,7 +12,7 @@ import (
 // (which url.ParseQuery drops, leaving no space at all), a bad %-escape,
 // an empty value, a value over the limit — is a 400 naming the field
 // "space" on every route that takes one, for single envelopes and NDJSON
-// bodies alike, and nothing is stored (SPEC §10, issue 29 item 6).
+// bodies alike, and nothing is stored (contract §10, issue 29 item 6).
 func TestSpaceNeverGuessed(t *testing.T) {
 	l := start(t)
 	bad := []string{"ops;research", "ops%zz", "", strings.Repeat("s", 2000)}

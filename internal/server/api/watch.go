@@ -16,7 +16,7 @@ import (
 	"github.com/mewledger/ledger/model"
 )
 
-// GET /v1/watch (SPEC §7): Server-Sent Events, one per change of a
+// GET /v1/watch (contract §7): Server-Sent Events, one per change of a
 // proposal's state or anomalies, read from the projection's change index
 // (projections.Store.Changes).
 //

@@ -176,7 +176,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, err
 	}
 	// The projection is the appender's index of stored envelopes: a retry
-	// is a duplicate for ever on every append path (SPEC §4).
+	// is a duplicate for ever on every append path (contract §4).
 	if a.appender, err = appendlog.NewAppender(a.js, appendlog.AppenderOptions{Space: o.Space, Limits: o.Limits,
 		Commit: appendlog.CommitOptionsForSync(o.SyncInterval, o.Embedded()),
 		Index:  storedIndex{a}, IndexWait: o.IndexWait}); err != nil {

@@ -25,7 +25,7 @@ import (
 	"github.com/mewledger/ledger/subjects"
 )
 
-// A retry is a duplicate for ever, on every append path (SPEC §4, issue
+// A retry is a duplicate for ever, on every append path (contract §4, issue
 // 23 item 8): after the stream's duplicate window, after a restart, after
 // a rebuild. The ledgers here run with a 1s window, so that JetStream has
 // forgotten an envelope's Nats-Msg-Id after forget(); only the projection

@@ -13,7 +13,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/logging"
 )
 
-// A full disk is a state, not a hang (SPEC §10, issue 29 item 5).
+// A full disk is a state, not a hang (contract §10, issue 29 item 5).
 //
 // When the embedded server's JetStream cannot write its store (no space
 // left on the device), nats-server keeps the stream's write error: every

@@ -9,7 +9,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/mcp"
 )
 
-// The MCP endpoint (SPEC §17): the MCP server of package mcp, mounted on
+// The MCP endpoint (contract §17): the MCP server of package mcp, mounted on
 // the API's mux at /mcp (POST, GET, DELETE: streamable HTTP), so it sits
 // behind the same middleware as every route (its rule in httpauth's table
 // needs the auditor role). Its tools call the API through a client whose

@@ -84,13 +84,13 @@ type Options struct {
 	Space string
 	// SyncInterval is the embedded server's fsync interval; 0 (the
 	// default) fsyncs every write before it is acknowledged
-	// (sync_interval: always, SPEC §4).
+	// (sync_interval: always, contract §4).
 	SyncInterval time.Duration
 	// Replicas of the LEDGER stream. Default 1.
 	Replicas int
 	// DupWindow is the LEDGER stream's duplicate window: how long
 	// JetStream itself remembers an appended envelope's Nats-Msg-Id.
-	// Beyond it the projection answers a retry as a duplicate (SPEC §4,
+	// Beyond it the projection answers a retry as a duplicate (contract §4,
 	// docs/reliability.md), provided it folds within half the window.
 	// Default DefaultDupWindow (2m); at least MinDupWindow.
 	DupWindow time.Duration
@@ -204,7 +204,7 @@ type Options struct {
 	// must be to the end of the log before the projector is paused for
 	// the swap. Default DefaultRebuildSwapLag.
 	RebuildSwapLag int64
-	// CheckpointKeyFile is the checkpoint signing key (SPEC §16); default
+	// CheckpointKeyFile is the checkpoint signing key (contract §16); default
 	// <DataDir>/checkpoint.key, generated there (mode 0600) on first start.
 	// A file given here must exist.
 	CheckpointKeyFile string

@@ -9,7 +9,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/proofs"
 )
 
-// The verifiable log (SPEC §16): the checkpoint key, the signer and the
+// The verifiable log (contract §16): the checkpoint key, the signer and the
 // proofs (package proofs). The signer is a goroutine of its own, started
 // by Run after the projector and stopped after it (so that the last
 // batch folded gets its checkpoint), with its own cancel and wait.

@@ -16,7 +16,7 @@ import (
 	"github.com/mewledger/ledger/projections/projector"
 )
 
-// Online operations (SPEC §9) on the running ledger: the App implements
+// Online operations (contract §9) on the running ledger: the App implements
 // api.Ops. One operation runs at a time (a second is api.ErrBusy).
 //
 // Online rebuild, in the background:

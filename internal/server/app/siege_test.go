@@ -17,7 +17,7 @@ import (
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 )
 
-// The siege tests (SPEC §10, issue 29 items 1–3): cheap pressure on a
+// The siege tests (contract §10, issue 29 items 1–3): cheap pressure on a
 // real ledger on loopback, and a probe that must be answered within 1 s
 // while it lasts. The deadline is an outcome (answered or not), not a
 // throughput figure.

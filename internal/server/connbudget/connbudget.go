@@ -1,5 +1,5 @@
 // Package connbudget keeps the HTTP server available under cheap pressure
-// (SPEC §10, issue 29 items 1–3): connections that never authenticated
+// (contract §10, issue 29 items 1–3): connections that never authenticated
 // cannot take the slots authenticated clients need, and long-lived streams
 // have caps of their own.
 //

@@ -1,4 +1,4 @@
-// Package console is the auditor's web console (SPEC §15): static files
+// Package console is the auditor's web console (contract §15): static files
 // embedded in the binary (plain HTML, CSS and JavaScript modules; no build
 // step, nothing fetched from elsewhere) that read the HTTP API of package
 // api from the browser.
@@ -16,7 +16,7 @@
 //     tab's sessionStorage and sends it as a bearer token on every API
 //     call, /v1/watch included (read with fetch streaming, not
 //     EventSource, which cannot send headers).
-//   - Evidence (SPEC §16) is checked in the browser (assets/verify.js,
+//   - Evidence (contract §16) is checked in the browser (assets/verify.js,
 //     WebCrypto): the verifier key it trusts is the one the auditor pins
 //     on the status page (localStorage); the served key is only shown.
 //   - Every answer carries a Content-Security-Policy that allows only the

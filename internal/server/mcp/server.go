@@ -1,4 +1,4 @@
-// Package mcp is the ledger's Model Context Protocol server (SPEC §17):
+// Package mcp is the ledger's Model Context Protocol server (contract §17):
 // read-only tools over the audit queries, a wait for a proposal's decision
 // built on the watch stream, and proposals as resources with update
 // notifications. It is built on the official Go SDK

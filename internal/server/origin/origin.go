@@ -1,5 +1,5 @@
 // Package origin keeps browsers from using the ledger's HTTP API on a
-// user's behalf (SPEC §10, issue 29 item 4). Open mode trusts whoever can
+// user's behalf (contract §10, issue 29 item 4). Open mode trusts whoever can
 // reach the loopback address; a web page in a browser on the same machine
 // can reach it too, so the Guard refuses what only a browser would send:
 //

@@ -1,4 +1,4 @@
-// Package proofs is the ledger's side of the verifiable log (SPEC §16):
+// Package proofs is the ledger's side of the verifiable log (contract §16):
 // the checkpoint signing key, the signer that makes a signed checkpoint
 // (C2SP tlog-checkpoint, package client/evidence) at most every interval
 // while the tree grows, keeps every one in a Pebble log of its own and
@@ -19,7 +19,7 @@
 // projection was made from another stream), the signer stops signing
 // and reports ErrForked through Problem until the operator resolves it.
 //
-// Several ledger processes folding the same stream (SPEC §11) build the
+// Several ledger processes folding the same stream (contract §11) build the
 // same tree and so reach the same tree heads; each signs with its own key
 // (a key per process, in its own data directory). Given the same
 // --checkpoint-origin their notes for a size have the same text, so a

@@ -97,7 +97,7 @@ func (s *Service) acceptBatch(req micro.Request, space string, items []batchItem
 		return nil
 	}
 	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))
-	mark := req.Headers().Get(ledger.HeaderBridge) // a bridge's session (SPEC §14), kept on every envelope's message
+	mark := req.Headers().Get(ledger.HeaderBridge) // a bridge's session (contract §14), kept on every envelope's message
 	results := make([]ledger.Result, len(items))
 	pending := make([]*appendlog.Pending, len(items))
 	for i, it := range items {

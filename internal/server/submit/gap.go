@@ -14,7 +14,7 @@ import (
 )
 
 // GapEndpoint is the micro endpoint on which bridges report recording gaps
-// (SPEC §14): a request on ledger.gap.<space> whose body is a ledger.Gap
+// (contract §14): a request on ledger.gap.<space> whose body is a ledger.Gap
 // object; the ledger writes the ledger/gap event itself (sender "ledger")
 // and replies like the submit endpoint. Mounted when the Appender can
 // append the ledger's own envelopes (a *appendlog.Appender can).

@@ -15,7 +15,7 @@ import (
 // TestSpaceNeverGuessed: a submit or gap subject whose space token does
 // not name a space ("~" is the encoding of the empty space, "~!!" no
 // encoding at all) is refused naming the field "space", and nothing is
-// stored (SPEC §10, issue 29 item 6): the empty space is not the default.
+// stored (contract §10, issue 29 item 6): the empty space is not the default.
 func TestSpaceNeverGuessed(t *testing.T) {
 	nc, _, _ := setup(t)
 	for _, subj := range []string{

@@ -1,4 +1,4 @@
-// Package submit is the ledger's submit service (SPEC §8): NATS
+// Package submit is the ledger's submit service (contract §8): NATS
 // request/reply on ledger.submit.<space>, built on nats.go/micro so that
 // `nats micro ls` / `nats micro info ledger-submit` show it.
 //
@@ -10,7 +10,7 @@
 //	{"id":"env-req-1","seq":12,"duplicate":false}
 //	{"error":{"code":"missing_field","message":"...","field":"id"}}
 //
-// A bare kernel submission (a Proposal or KernelRequest object, SPEC §12)
+// A bare kernel submission (a Proposal or KernelRequest object, contract §12)
 // is wrapped in its kernel/proposal envelope (ledger.WrapKernel, the time
 // of the append as V-PROP-010's "now") and appended: recognised by
 // ledger.MaybeBareKernel, or forced with the request header
@@ -31,7 +31,7 @@
 // Options.Concurrency requests in hand). Envelopes sent without waiting
 // for each reply are usually stored in arrival order, but a batch the
 // stream did not take whole is republished one by one, so the order is
-// not promised; the fold tolerates any (orphans, SPEC §5.7). A client
+// not promised; the fold tolerates any (orphans, contract §5.7). A client
 // that needs an order waits for each reply before sending the next, as
 // request/reply does.
 //
@@ -82,7 +82,7 @@ const HeaderKernel = "Ledger-Kernel"
 // HeaderDefaultSpace set to "1" on a request to ledger.submit.~ (the
 // encoding of the empty space) asks for the service's default space: the
 // Submitter sends it when it is given no space. Without it, the empty
-// space is refused naming the field: a space is never guessed (SPEC §10).
+// space is refused naming the field: a space is never guessed (contract §10).
 const HeaderDefaultSpace = "Ledger-Default-Space"
 
 // ErrOptions is wrapped by Options.Validate errors.

@@ -145,7 +145,7 @@ func TestMicroDiscovery(t *testing.T) {
 	if err := json.Unmarshal(msg.Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	// The submit endpoint, and the gap endpoint of bridges (SPEC §14).
+	// The submit endpoint, and the gap endpoint of bridges (contract §14).
 	if info.Name != submit.DefaultName || len(info.Endpoints) != 2 || info.Endpoints[0].Subject != subjects.SubmitWildcard ||
 		info.Endpoints[1].Name != submit.GapEndpoint || info.Endpoints[1].Subject != subjects.GapWildcard {
 		t.Fatalf("info %+v", info)

@@ -87,7 +87,7 @@ func (c *Client) History(ctx context.Context, id string, ro ReadOptions) (*wire.
 type ListFilter struct {
 	State, Proposer, Target, Anomaly string
 	ActionType, ResourceType, Domain string
-	Form                             string // one of the seeds' lifecycle forms (SPEC §2)
+	Form                             string // one of the seeds' lifecycle forms (contract §2)
 	Since, Until                     string // RFC 3339 or YYYY-MM-DD, passed as given
 	Limit                            int
 	Cursor                           string

@@ -50,7 +50,7 @@ type Report struct {
 	UnknownKeys                            int
 	// TreeHashes is the number of the Merkle tree's stored hashes in the
 	// projection: tlog.StoredHashCount(Checkpoint) when the tree is
-	// exactly as far as the projection (SPEC §16).
+	// exactly as far as the projection (contract §16).
 	TreeHashes int64
 }
 

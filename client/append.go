@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 )
@@ -139,24 +140,27 @@ func (c *Client) AppendStream(ctx context.Context, r io.Reader, fn func(Result) 
 			continue
 		}
 		n++
-		var w struct {
-			Line      int    `json:"line"`
-			ID        string `json:"id"`
-			Seq       uint64 `json:"seq"`
-			Duplicate bool   `json:"duplicate"`
-			Error     *Error `json:"error"`
-		}
-		if err := json.Unmarshal(line, &w); err != nil {
-			pr.CloseWithError(err)
-			return fmt.Errorf("client: NDJSON answer %d: %w", n, err)
-		}
-		res := Result{Line: w.Line, Ack: Ack{ID: w.ID, Seq: w.Seq, Duplicate: w.Duplicate}}
-		if w.Error != nil {
-			w.Error.Status, w.Error.Line = http.StatusBadRequest, w.Line
-			if w.Error.Code == "unavailable" {
-				w.Error.Status = http.StatusServiceUnavailable
+		res, ok := parseAckLine(line)
+		if !ok {
+			var w struct {
+				Line      int    `json:"line"`
+				ID        string `json:"id"`
+				Seq       uint64 `json:"seq"`
+				Duplicate bool   `json:"duplicate"`
+				Error     *Error `json:"error"`
 			}
-			res.Err = w.Error
+			if err := json.Unmarshal(line, &w); err != nil {
+				pr.CloseWithError(err)
+				return fmt.Errorf("client: NDJSON answer %d: %w", n, err)
+			}
+			res = Result{Line: w.Line, Ack: Ack{ID: w.ID, Seq: w.Seq, Duplicate: w.Duplicate}}
+			if w.Error != nil {
+				w.Error.Status, w.Error.Line = http.StatusBadRequest, w.Line
+				if w.Error.Code == "unavailable" {
+					w.Error.Status = http.StatusServiceUnavailable
+				}
+				res.Err = w.Error
+			}
 		}
 		if err := fn(res); err != nil {
 			pr.CloseWithError(err)
@@ -168,4 +172,76 @@ func (c *Client) AppendStream(ctx context.Context, r io.Reader, fn func(Result) 
 		return fmt.Errorf("client: reading the NDJSON answer: %w", err)
 	}
 	return nil
+}
+
+// parseAckLine reads the answer the ledger writes for every stored line,
+// {"line":N,"id":"ID","seq":N,"duplicate":B}, exactly in that form (an id
+// without escapes, fields in that order, no white space), without
+// reflection; ok is false for anything else (a refusal, another layout),
+// which json.Unmarshal then reads. It accepts only what json.Unmarshal
+// would read the same way.
+func parseAckLine(b []byte) (r Result, ok bool) {
+	rest, ok := cutPrefix(b, `{"line":`)
+	if !ok {
+		return r, false
+	}
+	line, rest, ok := cutUint(rest)
+	if !ok || line > 1<<53 {
+		return r, false
+	}
+	if rest, ok = cutPrefix(rest, `,"id":"`); !ok {
+		return r, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return r, false
+	}
+	id := rest[:end]
+	for _, c := range id {
+		if c < 0x20 || c == '\\' || c >= 0x80 {
+			return r, false // escapes or non-ASCII: json.Unmarshal's job
+		}
+	}
+	if rest, ok = cutPrefix(rest[end+1:], `,"seq":`); !ok {
+		return r, false
+	}
+	seq, rest, ok := cutUint(rest)
+	if !ok {
+		return r, false
+	}
+	var dup bool
+	switch string(rest) {
+	case `,"duplicate":false}`:
+	case `,"duplicate":true}`:
+		dup = true
+	default:
+		return r, false
+	}
+	return Result{Line: int(line), Ack: Ack{ID: string(id), Seq: seq, Duplicate: dup}}, true
+}
+
+func cutPrefix(b []byte, prefix string) ([]byte, bool) {
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return b, false
+	}
+	return b[len(prefix):], true
+}
+
+// cutUint reads a JSON unsigned integer (no sign, fraction, exponent or
+// leading zero) that fits in a uint64.
+func cutUint(b []byte) (uint64, []byte, bool) {
+	i := 0
+	var v uint64
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		d := uint64(b[i] - '0')
+		if v > (math.MaxUint64-d)/10 {
+			return 0, b, false
+		}
+		v = v*10 + d
+		i++
+	}
+	if i == 0 || (i > 1 && b[0] == '0') {
+		return 0, b, false
+	}
+	return v, b[i:], true
 }

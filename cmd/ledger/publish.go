@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -107,12 +106,12 @@ func runPublish(ctx context.Context, e env, args []string) error {
 
 	out := bufio.NewWriter(e.stdout)
 	defer out.Flush()
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false)
+	var line []byte // one result line, reused: the encoder's bytes (wire.AppendResult.AppendNDJSON)
 	refused := 0
 	report := func(no int, r wire.AppendResult) {
 		r.Line = no
-		_ = enc.Encode(r)
+		line = r.AppendNDJSON(line[:0])
+		_, _ = out.Write(line)
 		if r.Error != nil {
 			refused++
 			_ = out.Flush()

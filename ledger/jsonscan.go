@@ -259,3 +259,34 @@ func (f fields) without(name string) fields {
 	}
 	return out
 }
+
+// EachMember calls f with the raw key (the bytes between its quotes, escapes
+// left as they are) and the raw value of every member of the object v, in
+// input order, until f returns false. v must be JSON text canon accepted
+// (valid, no duplicate keys): the scanner does no validation of its own.
+// It returns false when v is not an object.
+func EachMember(v []byte, f func(rawKey []byte, val json.RawMessage) bool) bool {
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	i := scanWS(v, 1)
+	if i < len(v) && v[i] == '}' {
+		return true
+	}
+	for i < len(v) {
+		end := scanString(v, i)
+		key := v[i+1 : end-1]
+		i = scanWS(v, end)
+		i = scanWS(v, i+1) // ':'
+		end = scanValue(v, i)
+		if !f(key, v[i:end:end]) {
+			return true
+		}
+		i = scanWS(v, end)
+		if i >= len(v) || v[i] != ',' {
+			break
+		}
+		i = scanWS(v, i+1)
+	}
+	return true
+}

@@ -276,7 +276,7 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 		ks := len(c.a.b)
 		c.a.b = appendSpaceID(c.a.b, tagEventRef, k.space, k.id)
 		vs := len(c.a.b)
-		c.a.b = appendEventRef(c.a.b, sl.cur)
+		c.a.b = appendEventRefBin(c.a.b, sl.cur)
 		putKV(ks, vs)
 	}
 	for k, sl := range b.orphans {

@@ -30,7 +30,7 @@ import (
 // (a pure function of the log: a rebuild writes the same keys, and verify
 // compares them):
 //
-//	'L' seq(8 B BE)                      → JSON EventRecord
+//	'L' seq(8 B BE)                      → EventRecord, binary (encode_bin.go)
 //	'J' field(1 B) esc(value) seq(8 B BE) → "" : the events whose field has value, in stream order
 //	'K' nanos(8 B, sign-flipped) seq(8 B BE) → "" : stream time → sequence
 //
@@ -262,11 +262,10 @@ func (b *Batch) eventSlot(seq uint64) (*evSlot, error) {
 	}
 	var r *EventRecord
 	err := b.read(func(rd pebble.Reader) error {
-		var v EventRecord
-		found, err := getJSON(rd, eventKey(seq), &v)
-		if found && err == nil {
-			r = &v
-		}
+		_, err := getBin(rd, eventKey(seq), func(v []byte) (err error) {
+			r, err = decodeEventRecord(seq, v)
+			return err
+		})
 		return err
 	})
 	if err != nil {
@@ -342,10 +341,7 @@ func (b *Batch) collectEvents(c *commitBuf, ops []kv) ([]kv, error) {
 		ks := len(c.a.b)
 		c.a.b = appendU64(append(c.a.b, tagEvent), seq)
 		vs := len(c.a.b)
-		var err error
-		if c.a.b, err = appendMarshalEvent(c.a.b, sl.cur); err != nil {
-			return nil, fmt.Errorf("encode event record seq %d: %w", seq, err)
-		}
+		c.a.b = appendEventRecordBin(c.a.b, sl.cur)
 		ops = append(ops, kv{key: c.a.b[ks:vs:vs], val: c.a.take(vs)})
 		old = eventIndexKeys(old[:0], &c.a, sl.orig)
 		cur = eventIndexKeys(cur[:0], &c.a, sl.cur)
@@ -655,15 +651,15 @@ func (s *Store) Events(q EventQuery) (*EventPage, error) {
 	return page, nil
 }
 
-// RawEventPage is a page of Events as the stored records (JSON of
-// EventRecord, as json.Marshal wrote them).
+// RawEventPage is a page of Events as JSON: each record as json.Marshal
+// writes it (the stored binary record, decoded and encoded).
 type RawEventPage struct {
 	Events     []json.RawMessage
 	NextCursor string
 }
 
-// EventsRaw is Events without decoding the records: the API writes them as
-// they are. Safe for concurrent use.
+// EventsRaw is Events with the records as their JSON: the API writes them
+// as they are. Safe for concurrent use.
 func (s *Store) EventsRaw(q EventQuery) (*RawEventPage, error) {
 	limit := q.Limit
 	switch {
@@ -725,22 +721,21 @@ func (s *Store) EventsRaw(q EventQuery) (*RawEventPage, error) {
 		if err != nil {
 			return false, fmt.Errorf("projections: events: read seq %d: %w", seq, err)
 		}
-		rec := bytes.Clone(val)
+		r, err := decodeEventRecord(seq, val)
 		_ = closer.Close()
-		if timed {
-			var r struct {
-				At time.Time `json:"at"`
-			}
-			if err := json.Unmarshal(rec, &r); err != nil {
-				return false, fmt.Errorf("projections: events: decode seq %d: %w", seq, err)
-			}
-			if !inTime(r.At, &q) {
-				return true, nil
-			}
+		if err != nil {
+			return false, fmt.Errorf("projections: events: %w", err)
+		}
+		if timed && !inTime(r.At, &q) {
+			return true, nil
 		}
 		if len(page.Events) == limit {
 			page.NextCursor = encodeEventCursor(last, q.Desc)
 			return false, nil
+		}
+		rec, err := appendMarshalEvent(nil, r)
+		if err != nil {
+			return false, fmt.Errorf("projections: events: encode seq %d: %w", seq, err)
 		}
 		page.Events = append(page.Events, rec)
 		last = seq
@@ -925,15 +920,18 @@ func (s *Store) Event(seq uint64) (*EventRecord, error) {
 		return nil, err
 	}
 	defer s.release()
-	var r EventRecord
-	found, err := getJSON(s.db, eventKey(seq), &r)
+	var r *EventRecord
+	found, err := getBin(s.db, eventKey(seq), func(v []byte) (err error) {
+		r, err = decodeEventRecord(seq, v)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("projections: event seq %d: %w", seq, err)
 	}
 	if !found {
 		return nil, fmt.Errorf("projections: event seq %d: %w", seq, ErrNotFound)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // decodeEventKey decodes the keys of the event index (DecodeKey).

@@ -333,9 +333,7 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 			continue
 		}
 		vs := len(c.a.b)
-		if c.a.b, err = appendMarshalHistory(c.a.b, h); err != nil {
-			return nil, fmt.Errorf("encode history seq %d under %q in space %q: %w", k.seq, k.key, k.space, err)
-		}
+		c.a.b = appendHistoryBin(c.a.b, h)
 		putKV(ks, vs)
 	}
 	for sp := range b.spaces {

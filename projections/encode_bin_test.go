@@ -148,3 +148,55 @@ func TestStoreFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryChangeBinary checks that history entries and changes read
+// back from their binary form marshal as the originals did (UTC times,
+// as the fold writes them, and a time with an offset).
+func TestHistoryChangeBinary(t *testing.T) {
+	at := time.Date(2026, 3, 4, 5, 6, 7, 8, time.UTC)
+	off := time.Date(2026, 3, 4, 5, 6, 7, 0, time.FixedZone("", 3600))
+	for _, h := range []model.HistoryEntry{
+		{Seq: 7, ID: "i", Type: "proposal", Kind: "mcp/proposal", From: "a", At: at, Effect: model.EffectApplied},
+		{Seq: 1 << 60, At: off, Effect: model.EffectOrphan, Reason: "r", Code: "c", Detail: "d<&>", Anomalies: []string{"x", "y"},
+			Target: "t", Text: "te", Outcome: "o", ResolvedSeq: 3, Form: "f", Note: "n", Status: "s"},
+		{Seq: 1, Anomalies: []string{}},
+	} {
+		want, _ := json.Marshal(h)
+		v := appendHistoryBin(nil, &h)
+		var got model.HistoryEntry
+		if err := decodeHistory(h.Seq, v, &got); err != nil {
+			t.Fatal(err)
+		}
+		if j, _ := json.Marshal(got); string(j) != string(want) {
+			t.Fatalf("history:\n got %s\nwant %s", j, want)
+		}
+		key := appendU64(historyPrefix("s", "k"), h.Seq)
+		if j := jsonOfStored(key, v); string(j) != string(want) {
+			t.Fatalf("jsonOfStored history:\n got %s\nwant %s", j, want)
+		}
+		for i := range v {
+			if err := decodeHistory(h.Seq, v[:i], &got); !errors.Is(err, errBadValue) {
+				t.Fatalf("history cut at %d: err %v", i, err)
+			}
+		}
+	}
+	for _, c := range []model.Change{
+		{Seq: 9, Space: "s", ID: "p", State: model.StatePending, Anomalies: []string{}, Event: "p", At: at},
+		{Seq: 10, Space: "s\x00", ID: "p\x00q", State: model.StateFulfilled, PrevState: model.StatePending,
+			Anomalies: []string{"a"}, Added: []string{"a"}, Event: "e", DecidedBy: "b", At: off},
+	} {
+		want, _ := json.Marshal(c)
+		v := appendChangeBin(nil, &c)
+		var got model.Change
+		if err := decodeChange(c.Seq, c.Space, c.ID, v, &got); err != nil {
+			t.Fatal(err)
+		}
+		if j, _ := json.Marshal(got); string(j) != string(want) {
+			t.Fatalf("change:\n got %s\nwant %s", j, want)
+		}
+		key := appendEsc(appendEsc(appendU64([]byte{tagChange}, c.Seq), c.Space), c.ID)
+		if j := jsonOfStored(key, v); string(j) != string(want) {
+			t.Fatalf("jsonOfStored change:\n got %s\nwant %s", j, want)
+		}
+	}
+}

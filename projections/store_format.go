@@ -17,8 +17,9 @@ import (
 //	0x00 "format" → decimal format number (a meta key: not in Dump,
 //	                Digest or Compare)
 //
-// Formats: 1 (no format key; before issue 28) stored event refs ('E') and
-// event records ('L') as JSON; 2 stores them binary (encode_bin.go).
+// Formats: 1 (no format key; before issue 28) stored event refs ('E'),
+// event records ('L'), history entries ('H') and changes ('C') as JSON; 2
+// stores them binary (encode_bin.go).
 const storeFormat = 2
 
 var formatKey = []byte("\x00format")

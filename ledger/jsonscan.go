@@ -184,6 +184,43 @@ func splitArrayInto(items []json.RawMessage, v []byte) []json.RawMessage {
 
 // decodeString decodes the JSON string literal s (quotes included), valid
 // JSON of valid UTF-8: without escapes its bytes are the value.
+// knownValue returns the protocols and kinds every envelope carries as
+// constant strings (the switch does not allocate), sparing two
+// allocations an envelope; ok is false for any other value. b is a string
+// literal's bytes without its quotes: an escaped spelling is not known
+// (decodeString decodes it).
+func knownValue(b []byte) (string, bool) {
+	switch string(b) {
+	case DialectMEW04:
+		return DialectMEW04, true
+	case DialectMEW03:
+		return DialectMEW03, true
+	case DialectMEUP02:
+		return DialectMEUP02, true
+	case DialectMEUP01:
+		return DialectMEUP01, true
+	case DialectMCPX01:
+		return DialectMCPX01, true
+	case KindProposal:
+		return KindProposal, true
+	case KindWithdraw:
+		return KindWithdraw, true
+	case KindReject:
+		return KindReject, true
+	case KindRequest:
+		return KindRequest, true
+	case KindResponse:
+		return KindResponse, true
+	case KindChat:
+		return KindChat, true
+	case KindExpire:
+		return KindExpire, true
+	case KindGap:
+		return KindGap, true
+	}
+	return "", false
+}
+
 // knownName returns the member names envelopes and their payloads use as
 // constant strings (the switch does not allocate), sparing an allocation
 // per member; ok is false for any other name.

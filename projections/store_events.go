@@ -215,6 +215,13 @@ func eventIndexKey(f byte, v string, seq uint64) []byte {
 // evSlot is the overlay's slot of one event record.
 type evSlot struct {
 	orig, cur *EventRecord // orig: the version in Pebble (nil: none)
+	// The memory of a record made by RecordEvent, allocated with its
+	// slot: the record and room for one entry, effect and proposal (most
+	// events have one), which its slices start in.
+	rec  EventRecord
+	ent  [1]EventEntry
+	eff  [1]model.Effect
+	prop [1]string
 }
 
 // RecordEvent implements fold.EventRecorder: the record of an arriving
@@ -223,7 +230,9 @@ func (b *Batch) RecordEvent(ev *fold.Event) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	r := &EventRecord{Seq: ev.Seq, At: ev.Time.UTC(), Entries: []EventEntry{}, Effects: []model.Effect{}}
+	sl := &evSlot{}
+	r := &sl.rec
+	*r = EventRecord{Seq: ev.Seq, At: ev.Time.UTC(), Entries: sl.ent[:0], Effects: sl.eff[:0], Proposals: sl.prop[:0]}
 	if space, d, ok := ev.Decoded(); ok {
 		r.Space, r.Key, r.Digest, r.Method = space, d.Key, d.Digest, d.Method
 		r.ID, r.Type, r.Kind, r.From, r.Form, r.Reason = d.Env.ID, string(d.Type), d.OrigKind, d.Env.From, d.Form, d.Reason
@@ -236,7 +245,8 @@ func (b *Batch) RecordEvent(ev *fold.Event) error {
 	if b.events == nil {
 		b.events = map[uint64]*evSlot{}
 	}
-	b.events[ev.Seq] = &evSlot{cur: r}
+	sl.cur = r
+	b.events[ev.Seq] = sl
 	b.dirty++
 	return nil
 }

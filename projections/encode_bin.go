@@ -48,10 +48,11 @@ func appendBinStrs(b []byte, ss []string) []byte {
 // digits (as ledger.Decode makes them), else the string.
 func appendBinDigest(b []byte, d string) []byte {
 	if len(d) == 64 && isLowerHex(d) {
-		out, err := hex.AppendDecode(append(b, 1), []byte(d))
-		if err == nil {
-			return out
+		b = append(b, 1)
+		for i := 0; i < len(d); i += 2 {
+			b = append(b, hexVal(d[i])<<4|hexVal(d[i+1]))
 		}
+		return b
 	}
 	return appendBinStr(append(b, 0), d)
 }
@@ -64,6 +65,14 @@ func isLowerHex(s string) bool {
 		}
 	}
 	return true
+}
+
+// hexVal is the value of a lowercase hex digit.
+func hexVal(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
 }
 
 // binReader reads a binary value; the first malformed read sets err and

@@ -409,3 +409,10 @@ func decodeChange(seq uint64, space, id string, v []byte, c *model.Change) error
 	c.Added = r.strs()
 	return r.end()
 }
+
+// StoredJSON returns the JSON of the value v stored under key, as Dump
+// shows them: the binary records of store format 2 (event refs, event
+// records, history entries, changes) as the JSON the API answers, any
+// other value as it is (JSON for records, raw bytes for index entries).
+// Tools that read a Dump's values go through it.
+func StoredJSON(key, v []byte) []byte { return jsonOfStored(key, v) }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -48,9 +49,12 @@ func appendBinStrs(b []byte, ss []string) []byte {
 // digits (as ledger.Decode makes them), else the string.
 func appendBinDigest(b []byte, d string) []byte {
 	if len(d) == 64 && isLowerHex(d) {
-		b = append(b, 1)
-		for i := 0; i < len(d); i += 2 {
-			b = append(b, hexVal(d[i])<<4|hexVal(d[i+1]))
+		n := len(b)
+		b = slices.Grow(b, 33)[:n+33]
+		b[n] = 1
+		out := b[n+1 : n+33]
+		for i := range out {
+			out[i] = hexVal(d[2*i])<<4 | hexVal(d[2*i+1])
 		}
 		return b
 	}

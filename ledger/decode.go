@@ -265,6 +265,9 @@ func (f fields) str(name, path string) (s string, present bool, r *RefusalError)
 	if v[0] != '"' {
 		return "", false, refuse(CodeWrongType, path, "%s must be a string, not %s", path, jsonKind(v))
 	}
+	if s, ok := knownValue(v[1 : len(v)-1]); ok {
+		return s, true, nil
+	}
 	return decodeString(v), true, nil
 }
 

@@ -184,6 +184,43 @@ func splitArrayInto(items []json.RawMessage, v []byte) []json.RawMessage {
 
 // decodeString decodes the JSON string literal s (quotes included), valid
 // JSON of valid UTF-8: without escapes its bytes are the value.
+// knownValue returns the protocols and kinds every envelope carries as
+// constant strings (the switch does not allocate), sparing two
+// allocations an envelope; ok is false for any other value. b is a string
+// literal's bytes without its quotes: an escaped spelling is not known
+// (decodeString decodes it).
+func knownValue(b []byte) (string, bool) {
+	switch string(b) {
+	case DialectMEW04:
+		return DialectMEW04, true
+	case DialectMEW03:
+		return DialectMEW03, true
+	case DialectMEUP02:
+		return DialectMEUP02, true
+	case DialectMEUP01:
+		return DialectMEUP01, true
+	case DialectMCPX01:
+		return DialectMCPX01, true
+	case KindProposal:
+		return KindProposal, true
+	case KindWithdraw:
+		return KindWithdraw, true
+	case KindReject:
+		return KindReject, true
+	case KindRequest:
+		return KindRequest, true
+	case KindResponse:
+		return KindResponse, true
+	case KindChat:
+		return KindChat, true
+	case KindExpire:
+		return KindExpire, true
+	case KindGap:
+		return KindGap, true
+	}
+	return "", false
+}
+
 // knownName returns the member names envelopes and their payloads use as
 // constant strings (the switch does not allocate), sparing an allocation
 // per member; ok is false for any other name.
@@ -258,4 +295,35 @@ func (f fields) without(name string) fields {
 		}
 	}
 	return out
+}
+
+// EachMember calls f with the raw key (the bytes between its quotes, escapes
+// left as they are) and the raw value of every member of the object v, in
+// input order, until f returns false. v must be JSON text canon accepted
+// (valid, no duplicate keys): the scanner does no validation of its own.
+// It returns false when v is not an object.
+func EachMember(v []byte, f func(rawKey []byte, val json.RawMessage) bool) bool {
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	i := scanWS(v, 1)
+	if i < len(v) && v[i] == '}' {
+		return true
+	}
+	for i < len(v) {
+		end := scanString(v, i)
+		key := v[i+1 : end-1]
+		i = scanWS(v, end)
+		i = scanWS(v, i+1) // ':'
+		end = scanValue(v, i)
+		if !f(key, v[i:end:end]) {
+			return true
+		}
+		i = scanWS(v, end)
+		if i >= len(v) || v[i] != ',' {
+			break
+		}
+		i = scanWS(v, i+1)
+	}
+	return true
 }

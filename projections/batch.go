@@ -297,7 +297,7 @@ func (b *Batch) EventRef(space, id string) (*fold.EventRef, error) {
 	var ref *fold.EventRef
 	err := b.read(func(r pebble.Reader) error {
 		var v fold.EventRef
-		found, err := getJSON(r, eventRefKey(space, id), &v)
+		found, err := getBin(r, eventRefKey(space, id), func(b []byte) error { return decodeEventRef(b, &v) })
 		if found && err == nil {
 			ref = &v
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -87,19 +86,17 @@ func (b *Batch) Commit(seq uint64) (err error) {
 	ops = append(ops, kv{key: checkpointKey, val: appendU64(nil, seq)})
 	// Sorted, the writes go into the memtable in order (its inserts reuse
 	// the previous position), and a key written twice shows up.
-	// An index is sorted, not the writes: swapping 4-byte ints is cheaper
-	// than swapping kv structs (and their pointers' write barriers).
-	order := s.commits.buf.order[:0]
-	for i := range ops {
-		order = append(order, int32(i))
-	}
+	// An index is sorted, not the writes: swapping pointer-free 16-byte
+	// entries is cheaper than swapping kv structs (and their pointers'
+	// write barriers), and their abbreviated keys spare most key
+	// comparisons (sortWrites).
+	order := sortWrites(s.commits.buf.order, ops)
 	s.commits.buf.order = order
-	slices.SortFunc(order, func(x, y int32) int { return bytes.Compare(ops[x].key, ops[y].key) })
 
 	pb := s.commits.buf.batch(s.db)
-	for i, oi := range order {
-		o := ops[oi]
-		if i > 0 && bytes.Equal(ops[order[i-1]].key, o.key) {
+	for i, sk := range order {
+		o := ops[sk.idx]
+		if i > 0 && bytes.Equal(ops[order[i-1].idx].key, o.key) {
 			return fmt.Errorf("projections: commit seq %d: key %q written twice", seq, o.key)
 		}
 		if o.del {
@@ -164,7 +161,7 @@ type commitBuf struct {
 	old, cur []kv // one proposal's index entries
 	// evOld, evCur: one event record's index keys (store_events.go)
 	evOld, evCur [][]byte
-	order        []int32
+	order        []sortKey
 	pb           *pebble.Batch
 }
 
@@ -276,7 +273,7 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 		ks := len(c.a.b)
 		c.a.b = appendSpaceID(c.a.b, tagEventRef, k.space, k.id)
 		vs := len(c.a.b)
-		c.a.b = appendEventRef(c.a.b, sl.cur)
+		c.a.b = appendEventRefBin(c.a.b, sl.cur)
 		putKV(ks, vs)
 	}
 	for k, sl := range b.orphans {
@@ -333,9 +330,7 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 			continue
 		}
 		vs := len(c.a.b)
-		if c.a.b, err = appendMarshalHistory(c.a.b, h); err != nil {
-			return nil, fmt.Errorf("encode history seq %d under %q in space %q: %w", k.seq, k.key, k.space, err)
-		}
+		c.a.b = appendHistoryBin(c.a.b, h)
 		putKV(ks, vs)
 	}
 	for sp := range b.spaces {

@@ -261,7 +261,7 @@ func (pk *preKey) decode(v []byte) error {
 		}
 	case preRef:
 		pk.r = new(fold.EventRef)
-		if err := json.Unmarshal(v, pk.r); err != nil {
+		if err := decodeEventRef(v, pk.r); err != nil {
 			return fmt.Errorf("read event ref %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
 		}
 	default:

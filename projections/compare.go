@@ -89,6 +89,9 @@ func Compare(a, b *Store) (*model.Difference, error) {
 	if err := errors.Join(xa.it.Error(), xb.it.Error()); err != nil {
 		return nil, fmt.Errorf("projections: compare: %w", err)
 	}
+	// Event refs and records are stored binary (encode_bin.go): shown as
+	// the JSON the API answers.
+	d.A, d.B = jsonOfStored(d.Key.Raw, d.A), jsonOfStored(d.Key.Raw, d.B)
 	d.ASeq, d.BSeq = a.AppliedSeq(), b.AppliedSeq()
 	d.Proposal = proposalOf(d)
 	d.Fields = differingFields(d.A, d.B)

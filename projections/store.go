@@ -193,6 +193,10 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: open store %q: %w", o.Dir, err)
 	}
+	if err := checkFormat(db, o.Dir); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	s := &Store{
 		db:      db,
 		log:     o.Logger,

@@ -20,7 +20,7 @@ import (
 // Commit writes it in the same Pebble batch as the proposal and the
 // checkpoint:
 //
-//	'C' seq(8, big-endian) esc(space) esc(id) → Change (JSON)
+//	'C' seq(8, big-endian) esc(space) esc(id) → Change (binary, encode_bin.go)
 //
 // One arrival may change one proposal several times (a proposal that
 // releases its orphaned fulfilment): the index keeps one change per
@@ -131,10 +131,7 @@ func (b *Batch) collectChanges(c *commitBuf, ops []kv) ([]kv, error) {
 		ks := len(c.a.b)
 		c.a.b = appendEsc(appendEsc(appendU64(append(c.a.b, tagChange), k.seq), k.space), k.id)
 		vs := len(c.a.b)
-		var err error
-		if c.a.b, err = appendMarshalChange(c.a.b, ch); err != nil {
-			return nil, fmt.Errorf("encode change seq %d of %q in space %q: %w", k.seq, k.id, k.space, err)
-		}
+		c.a.b = appendChangeBin(c.a.b, ch)
 		ops = append(ops, kv{key: c.a.b[ks:vs:vs], val: c.a.take(vs)})
 	}
 	return ops, nil
@@ -183,7 +180,11 @@ func (s *Store) Changes(after uint64, limit, scan int, keep func(*model.Change) 
 		last = seq
 		scanned++
 		var c model.Change
-		if err := json.Unmarshal(it.Value(), &c); err != nil {
+		_, space, id, err := readChangeKey(k)
+		if err == nil {
+			err = decodeChange(seq, space, id, it.Value(), &c)
+		}
+		if err != nil {
 			return nil, 0, false, fmt.Errorf("projections: change %q: %w", bytes.Clone(k), err)
 		}
 		if keep == nil || keep(&c) {

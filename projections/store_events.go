@@ -10,12 +10,14 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/mewledger/ledger/internal/lib/canon"
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
@@ -28,7 +30,7 @@ import (
 // (a pure function of the log: a rebuild writes the same keys, and verify
 // compares them):
 //
-//	'L' seq(8 B BE)                      → JSON EventRecord
+//	'L' seq(8 B BE)                      → EventRecord, binary (encode_bin.go)
 //	'J' field(1 B) esc(value) seq(8 B BE) → "" : the events whose field has value, in stream order
 //	'K' nanos(8 B, sign-flipped) seq(8 B BE) → "" : stream time → sequence
 //
@@ -213,6 +215,13 @@ func eventIndexKey(f byte, v string, seq uint64) []byte {
 // evSlot is the overlay's slot of one event record.
 type evSlot struct {
 	orig, cur *EventRecord // orig: the version in Pebble (nil: none)
+	// The memory of a record made by RecordEvent, allocated with its
+	// slot: the record and room for one entry, effect and proposal (most
+	// events have one), which its slices start in.
+	rec  EventRecord
+	ent  [1]EventEntry
+	eff  [1]model.Effect
+	prop [1]string
 }
 
 // RecordEvent implements fold.EventRecorder: the record of an arriving
@@ -221,7 +230,9 @@ func (b *Batch) RecordEvent(ev *fold.Event) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	r := &EventRecord{Seq: ev.Seq, At: ev.Time.UTC(), Entries: []EventEntry{}, Effects: []model.Effect{}}
+	sl := &evSlot{}
+	r := &sl.rec
+	*r = EventRecord{Seq: ev.Seq, At: ev.Time.UTC(), Entries: sl.ent[:0], Effects: sl.eff[:0], Proposals: sl.prop[:0]}
 	if space, d, ok := ev.Decoded(); ok {
 		r.Space, r.Key, r.Digest, r.Method = space, d.Key, d.Digest, d.Method
 		r.ID, r.Type, r.Kind, r.From, r.Form, r.Reason = d.Env.ID, string(d.Type), d.OrigKind, d.Env.From, d.Form, d.Reason
@@ -234,7 +245,8 @@ func (b *Batch) RecordEvent(ev *fold.Event) error {
 	if b.events == nil {
 		b.events = map[uint64]*evSlot{}
 	}
-	b.events[ev.Seq] = &evSlot{cur: r}
+	sl.cur = r
+	b.events[ev.Seq] = sl
 	b.dirty++
 	return nil
 }
@@ -260,11 +272,10 @@ func (b *Batch) eventSlot(seq uint64) (*evSlot, error) {
 	}
 	var r *EventRecord
 	err := b.read(func(rd pebble.Reader) error {
-		var v EventRecord
-		found, err := getJSON(rd, eventKey(seq), &v)
-		if found && err == nil {
-			r = &v
-		}
+		_, err := getBin(rd, eventKey(seq), func(v []byte) (err error) {
+			r, err = decodeEventRecord(seq, v)
+			return err
+		})
 		return err
 	})
 	if err != nil {
@@ -340,10 +351,7 @@ func (b *Batch) collectEvents(c *commitBuf, ops []kv) ([]kv, error) {
 		ks := len(c.a.b)
 		c.a.b = appendU64(append(c.a.b, tagEvent), seq)
 		vs := len(c.a.b)
-		var err error
-		if c.a.b, err = appendMarshalEvent(c.a.b, sl.cur); err != nil {
-			return nil, fmt.Errorf("encode event record seq %d: %w", seq, err)
-		}
+		c.a.b = appendEventRecordBin(c.a.b, sl.cur)
 		ops = append(ops, kv{key: c.a.b[ks:vs:vs], val: c.a.take(vs)})
 		old = eventIndexKeys(old[:0], &c.a, sl.orig)
 		cur = eventIndexKeys(cur[:0], &c.a, sl.cur)
@@ -376,8 +384,135 @@ var mainArgKeys = []string{"path", "file", "filename", "command", "cmd", "url", 
 // toolCall returns params.name of a tools/call and its main argument: the
 // first of mainArgKeys in params.arguments with a string value, else the
 // first string argument in key order; for another method, params.uri or
-// params.name. Values are cut to 200 bytes.
+// params.name. Values are cut to 200 bytes. params is a decoded
+// envelope's (canon accepted it: valid JSON, no duplicate keys). It scans
+// params instead of decoding it (encoding/json was 4% of a rebuild's CPU)
+// and answers as toolCallJSON, the decode it replaces, does; a key that
+// encoding/json might match case-insensitively, or with escapes, is left
+// to toolCallJSON (FuzzToolCall compares the two).
 func toolCall(method string, params json.RawMessage) (tool, arg string) {
+	if len(params) == 0 || params[0] != '{' {
+		return "", ""
+	}
+	var name, uri, args json.RawMessage
+	slow := false
+	ledger.EachMember(params, func(k []byte, v json.RawMessage) bool {
+		switch string(k) {
+		case "name":
+			name = v
+		case "uri":
+			uri = v
+		case "arguments":
+			args = v
+		default:
+			if foldCandidate(k, "name", "uri", "arguments") {
+				slow = true
+				return false
+			}
+		}
+		return true
+	})
+	// name and uri decode into interfaces: a number there may not fit a
+	// float64 (an error for json.Unmarshal), so anything but a string or a
+	// literal goes the slow way.
+	if slow || !plainValue(name) || !plainValue(uri) {
+		return toolCallJSON(method, params)
+	}
+	if args != nil && args[0] != '{' && string(args) != "null" {
+		return "", "" // json.Unmarshal fails: arguments is not an object
+	}
+	nm, _ := jsonString(name)
+	if method != "tools/call" {
+		if u, ok := jsonString(uri); ok {
+			return "", cut(u)
+		}
+		return "", cut(nm)
+	}
+	if args == nil || args[0] != '{' {
+		return cut(nm), ""
+	}
+	best := len(mainArgKeys)
+	var bestVal, firstVal json.RawMessage
+	var firstKey []byte
+	ledger.EachMember(args, func(k []byte, v json.RawMessage) bool {
+		if bytes.IndexByte(k, '\\') >= 0 {
+			slow = true
+			return false
+		}
+		if len(v) == 0 || v[0] != '"' {
+			return true
+		}
+		if firstVal == nil || bytes.Compare(k, firstKey) < 0 {
+			firstKey, firstVal = k, v
+		}
+		if i := slices.Index(mainArgKeys[:best], string(k)); i >= 0 {
+			best, bestVal = i, v
+		}
+		return true
+	})
+	if slow {
+		return toolCallJSON(method, params)
+	}
+	if bestVal != nil {
+		s, _ := jsonString(bestVal)
+		return cut(nm), cut(s)
+	}
+	if firstVal != nil {
+		s, _ := jsonString(firstVal)
+		return cut(nm), cut(s)
+	}
+	return cut(nm), ""
+}
+
+// plainValue reports whether v is absent, a string or a literal.
+func plainValue(v json.RawMessage) bool {
+	if len(v) == 0 {
+		return true
+	}
+	switch v[0] {
+	case '"', 't', 'f', 'n':
+		return true
+	}
+	return false
+}
+
+// foldCandidate reports whether the raw key k is not one of names but
+// encoding/json might still match it to one (its case-insensitive match
+// of struct fields, escapes, non-ASCII folds such as U+017F to 's').
+func foldCandidate(k []byte, names ...string) bool {
+	for _, c := range k {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for _, n := range names {
+		if len(k) == len(n) && strings.EqualFold(string(k), n) {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonString returns the string a JSON string value holds; ok is false
+// for any other value (or none).
+func jsonString(v json.RawMessage) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	inner := v[1 : len(v)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// toolCallJSON is toolCall by encoding/json: the reference, and the path
+// of the params toolCall's scanner leaves to it.
+func toolCallJSON(method string, params json.RawMessage) (tool, arg string) {
 	if len(params) == 0 || params[0] != '{' {
 		return "", ""
 	}
@@ -526,15 +661,15 @@ func (s *Store) Events(q EventQuery) (*EventPage, error) {
 	return page, nil
 }
 
-// RawEventPage is a page of Events as the stored records (JSON of
-// EventRecord, as json.Marshal wrote them).
+// RawEventPage is a page of Events as JSON: each record as json.Marshal
+// writes it (the stored binary record, decoded and encoded).
 type RawEventPage struct {
 	Events     []json.RawMessage
 	NextCursor string
 }
 
-// EventsRaw is Events without decoding the records: the API writes them as
-// they are. Safe for concurrent use.
+// EventsRaw is Events with the records as their JSON: the API writes them
+// as they are. Safe for concurrent use.
 func (s *Store) EventsRaw(q EventQuery) (*RawEventPage, error) {
 	limit := q.Limit
 	switch {
@@ -596,22 +731,21 @@ func (s *Store) EventsRaw(q EventQuery) (*RawEventPage, error) {
 		if err != nil {
 			return false, fmt.Errorf("projections: events: read seq %d: %w", seq, err)
 		}
-		rec := bytes.Clone(val)
+		r, err := decodeEventRecord(seq, val)
 		_ = closer.Close()
-		if timed {
-			var r struct {
-				At time.Time `json:"at"`
-			}
-			if err := json.Unmarshal(rec, &r); err != nil {
-				return false, fmt.Errorf("projections: events: decode seq %d: %w", seq, err)
-			}
-			if !inTime(r.At, &q) {
-				return true, nil
-			}
+		if err != nil {
+			return false, fmt.Errorf("projections: events: %w", err)
+		}
+		if timed && !inTime(r.At, &q) {
+			return true, nil
 		}
 		if len(page.Events) == limit {
 			page.NextCursor = encodeEventCursor(last, q.Desc)
 			return false, nil
+		}
+		rec, err := appendMarshalEvent(nil, r)
+		if err != nil {
+			return false, fmt.Errorf("projections: events: encode seq %d: %w", seq, err)
 		}
 		page.Events = append(page.Events, rec)
 		last = seq
@@ -796,15 +930,18 @@ func (s *Store) Event(seq uint64) (*EventRecord, error) {
 		return nil, err
 	}
 	defer s.release()
-	var r EventRecord
-	found, err := getJSON(s.db, eventKey(seq), &r)
+	var r *EventRecord
+	found, err := getBin(s.db, eventKey(seq), func(v []byte) (err error) {
+		r, err = decodeEventRecord(seq, v)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("projections: event seq %d: %w", seq, err)
 	}
 	if !found {
 		return nil, fmt.Errorf("projections: event seq %d: %w", seq, ErrNotFound)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // decodeEventKey decodes the keys of the event index (DecodeKey).

@@ -26,19 +26,20 @@ import (
 // that they sort numerically; "^seq" is the bitwise complement of a sequence,
 // so that an ascending scan yields the highest (newest) sequence first.
 //
+//	0x00 "format"                              → the store format (store_format.go; not part of the fold)
 //	0x00 "stream"                              → the stream identity (store_meta.go; not part of the fold)
 //	0x01 "checkpoint"                          → seq (8 B BE): last applied stream sequence
-//	'C' seq space id                           → JSON Change (the change index, store_changes.go)
+//	'C' seq space id                           → Change, binary (encode_bin.go; the change index, store_changes.go)
 //	'D' deadline space id                      → "" : pending proposals with expires_at
-//	'E' space eventID                          → JSON EventRef
+//	'E' space eventID                          → EventRef, binary (encode_bin.go)
 //	'F' space key                              → decimal count of history entries filed under key
 //	                                             while it named no proposal (batch_aux.go)
 //	'G' space seq                              → JSON Gap: a bridge's recording gap (gaps.go)
-//	'H' space key seq                          → JSON HistoryEntry (History is one prefix scan)
+//	'H' space key seq                          → HistoryEntry, binary (encode_bin.go; History is one prefix scan)
 //	'I' space kind [value] ^createdSeq id      → created_at (8 B, unix nanos, sign-flipped)
 //	'J' field value seq                       → "" : the event index's secondary keys (store_events.go)
 //	'K' nanos seq                             → "" : stream time → sequence (store_events.go)
-//	'L' seq                                   → JSON EventRecord: one per stored message (store_events.go)
+//	'L' seq                                   → EventRecord, binary (encode_bin.go): one per stored message (store_events.go)
 //	'O' space target                           → JSON []Orphan (the waiting list of target)
 //	'P' space id                               → JSON Proposal
 //	'S' space                                  → "" : the space has data (Spaces)

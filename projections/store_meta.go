@@ -14,6 +14,7 @@ import (
 // rebuild (which has no identity until it is served) and the live
 // projection still dump byte-for-byte equal.
 //
+//	0x00 "format"                               → the store format (store_format.go)
 //	0x00 "stream"                               → the stream identity (opaque string)
 var (
 	metaLowerBound     = []byte{tagCheckpoint} // the first non-meta key

@@ -81,7 +81,12 @@ func (s *Store) History(space, key string) ([]model.HistoryEntry, error) {
 	var out []model.HistoryEntry
 	for ok := it.First(); ok; ok = it.Next() {
 		var h model.HistoryEntry
-		if err := json.Unmarshal(it.Value(), &h); err != nil {
+		k := it.Key()
+		if len(k) != len(prefix)+8 {
+			_ = it.Close()
+			return nil, fmt.Errorf("projections: history of %q in space %q: %w: %q", key, space, errBadKey, bytes.Clone(k))
+		}
+		if err := decodeHistory(binary.BigEndian.Uint64(k[len(prefix):]), it.Value(), &h); err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("projections: history of %q in space %q: decode seq %d: %w",
 				key, space, binary.BigEndian.Uint64(it.Key()[len(prefix):]), err)

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -74,7 +73,7 @@ func (s *Store) FirstStored(ids []ledger.Identity, seqs []uint64) (checkpoint ui
 			return 0, fmt.Errorf("projections: first stored: read the event ref of %q in space %q: %w", ids[l.i].ID, ids[l.i].Space, err)
 		}
 		var ref fold.EventRef
-		if err := json.Unmarshal(v, &ref); err != nil {
+		if err := decodeEventRef(v, &ref); err != nil {
 			_ = it.Close()
 			return 0, fmt.Errorf("projections: first stored: decode the event ref of %q in space %q: %w", ids[l.i].ID, ids[l.i].Space, err)
 		}

@@ -215,7 +215,7 @@ func counts(s *projections.Store, rep *Report) error {
 			var r struct {
 				Status fold.EventStatus `json:"status"`
 			}
-			if err := json.Unmarshal([]byte(v), &r); err != nil {
+			if err := json.Unmarshal(projections.StoredJSON([]byte(k), []byte(v)), &r); err != nil {
 				return fmt.Errorf("%s: %w", ki, err)
 			}
 			refs[key] = r.Status

@@ -14,7 +14,7 @@ NOCGO        := CGO_ENABLED=0
 # runs in each.
 MODULES      := . model client examples/agent
 
-.PHONY: run build test lint fuzz bench clean browser shells
+.PHONY: run build test lint fuzz bench peer clean browser shells
 
 ## run: build bin/ledger and start `ledger serve` with the embedded defaults (data in ./data,
 ## API on 127.0.0.1:8080). The shell execs the binary, so Ctrl-C reaches `ledger serve` alone,
@@ -59,6 +59,12 @@ lint:
 ## make bench BENCHFLAGS=--quick is the CI smoke run (under a minute).
 bench:
 	$(NOCGO) $(GO) run ./cmd/ledger bench $(BENCHFLAGS)
+
+## peer: the ledger against a PostgreSQL table on the same events (internal/bench/peer; needs root
+## and PostgreSQL 15's initdb, pg_ctl and psql; about 2 minutes). PEER_EVENTS sets the size.
+PEER_EVENTS ?= 100000
+peer:
+	PROJ=$(CURDIR) bash internal/bench/peer/run.sh $(PEER_EVENTS)
 
 ## fuzz: every fuzz target of every module for FUZZTIME each (make fuzz FUZZTIME=30s)
 fuzz:

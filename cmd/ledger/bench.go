@@ -68,6 +68,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	f.integer(&o.IngestInFlight, "ingest-inflight", "N", 0, fmt.Sprintf("raw atomic batches in flight of the ingest baselines (default %d, the committer's)", appendlog.DefaultBatchesInFlight), false)
 	f.integer(&o.ProofEvents, "proof-events", "N", 0, fmt.Sprintf("events in the proofs figure's tree (default %d, quick %d)", bench.FullProofEvents, bench.QuickProofEvents), false)
 	f.duration(&o.Duration, "duration", "D", 0, fmt.Sprintf("appending time of each live lag repetition (default %v, quick %v)", bench.FullDuration, bench.QuickDuration))
+	f.float(&o.LagRate, "lag-rate", "N", 0, "events/s every live lag configuration appends at, instead of 80% of its measured maximum (default: 80% of the maximum)", false)
 	f.str(&memEvents, "mem-events", "N,N[,N]", "", "event counts of the memory figure (default 1000000,10000000; quick 100000,200000)", false)
 	f.duration(&o.MemBudget, "mem-budget", "D", 0, fmt.Sprintf("time budget of each memory child (default %v)", bench.FullMemBudget))
 	f.str(&only, "only", "FIGURE[,FIGURE]", "", "run only these figures: "+strings.Join(bench.Figures, ", "), false)

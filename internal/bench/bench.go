@@ -240,7 +240,7 @@ func (r *Report) lagConfig(ctx context.Context, o *Options, mode lagMode, maxRat
 		name, syncDesc = "lag, sync_interval "+DefaultSyncInterval.String(), "sync_interval "+DefaultSyncInterval.String()
 		of = "append maximum (per-message publishes)"
 	}
-	if maxRate == 0 {
+	if maxRate == 0 && o.LagRate == 0 {
 		var err error
 		switch mode {
 		case lagIngest:
@@ -263,7 +263,10 @@ func (r *Report) lagConfig(ctx context.Context, o *Options, mode lagMode, maxRat
 		}
 		progress(o, "%s: maximum rate %.0f/s (one run)", name, maxRate)
 	}
-	rate := LagLoad * maxRate
+	rate, asked := LagLoad*maxRate, fmt.Sprintf("%.0f%% of the measured %s", LagLoad*100, of)
+	if o.LagRate > 0 {
+		rate, asked = o.LagRate, "fixed by --lag-rate"
+	}
 	n := int(math.Ceil(rate * o.Duration.Seconds()))
 	progress(o, "%s: generating %d events to append at %.0f/s for %v", name, n, rate, o.Duration)
 	rs := generateRaws(n, o.PadTo)
@@ -276,8 +279,8 @@ func (r *Report) lagConfig(ctx context.Context, o *Options, mode lagMode, maxRat
 		progress(o, "%s rep %d/%d: p50 %v p99 %v at %.0f/s (%d events)", name, rep+1, o.Reps, res.p50, res.p99, res.rate, res.events)
 		p50, p99, rates = append(p50, ms(res.p50)), append(p99, ms(res.p99)), append(rates, res.rate)
 	}
-	desc := fmt.Sprintf("whole ledger, %s, %.0f events/s asked = %.0f%% of the measured %s, achieved %s/s, %v per repetition",
-		syncDesc, rate, LagLoad*100, of, formatValue(median(rates), unitRate), o.Duration)
+	desc := fmt.Sprintf("whole ledger, %s, %.0f events/s asked = %s, achieved %s/s, %v per repetition",
+		syncDesc, rate, asked, formatValue(median(rates), unitRate), o.Duration)
 	r.Rows = append(r.Rows,
 		Row{Figure: "live lag p50: folded − acknowledged (" + desc + ")", Unit: unitMs, Values: p50},
 		Row{Figure: "live lag p99 (" + syncDesc + ")", Unit: unitMs, Values: p99, Target: fmt.Sprintf("< %v", TargetLagP99)},

@@ -110,6 +110,11 @@ type Options struct {
 	// Duration is how long each repetition of the live lag figure appends.
 	// Default 30s (quick 3s).
 	Duration time.Duration
+	// LagRate, when > 0, is the rate (events/s) every configuration of
+	// the live lag figure appends at, instead of LagLoad of a measured
+	// maximum: the same load on two binaries whose maxima differ. Default
+	// 0 (LagLoad of the maximum).
+	LagRate float64
 	// MemEvents are the event counts of the memory figure, ascending.
 	// Default 1M and 10M (quick 100k, 200k). The smallest runs Reps times
 	// and the others once (in full mode each may take the whole budget).
@@ -196,6 +201,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: proposal counts must be ≥ 1", ErrOptions)
 	case o.Events < 1 || o.Gets < 1 || o.Lists < 1 || o.BridgeEvents < 1 || o.ProofEvents < 1:
 		return fmt.Errorf("%w: event and request counts must be ≥ 1", ErrOptions)
+	case o.LagRate < 0:
+		return fmt.Errorf("%w: lag rate %v, want ≥ 0", ErrOptions, o.LagRate)
 	case o.Duration < 100*time.Millisecond:
 		return fmt.Errorf("%w: duration %v, want ≥ 100ms", ErrOptions, o.Duration)
 	case o.MemBudget <= 0:

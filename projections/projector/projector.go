@@ -34,12 +34,13 @@ const (
 )
 
 // Pull request timing of the projector's consumer. The expiry bounds how
-// long a pull the server no longer serves (lost in a leader change, or
-// dropped while the projector fell far behind a burst of ingest) stalls
-// the projection: with 5 s, the peer harness's end-to-end runs showed the
-// projector idle for 2.4–3 s with 70,000 events waiting after a fast
-// `ledger publish -f`, and end to end at ~11,000 events/s instead of
-// ~16,000–20,000 (docs/performance.md). The heartbeat is the server's
+// long a pull that delivers nothing stalls the projection (a pull lost in
+// a leader change; and, under a burst of ingest, the stall below): with
+// 5 s, the peer harness's end-to-end runs showed the projector idle for
+// 2.4–3 s with 70,000 events waiting after a fast `ledger publish -f`,
+// and end to end at ~11,000 events/s instead of ~16,000–20,000; with 1 s
+// no such plateau was seen (docs/performance.md). Why the pull delivered
+// nothing was not pinned down further. The heartbeat is the server's
 // smallest (500 ms).
 const (
 	pullExpiry    = 1 * time.Second

@@ -12,7 +12,7 @@ NOCGO        := CGO_ENABLED=0
 # record types and the Go client on their own, so that an integrator's
 # client pulls in none of the server's dependencies. Every target below
 # runs in each.
-MODULES      := . model client examples/agent
+MODULES      := . api client examples/agent
 
 .PHONY: run build test lint fuzz bench peer clean browser shells
 

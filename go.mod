@@ -11,7 +11,7 @@ require (
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/google/jsonschema-go v0.4.3
 	github.com/mewledger/ledger/client v0.0.0
-	github.com/mewledger/ledger/model v0.0.0
+	github.com/mewledger/ledger/api v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
@@ -100,10 +100,10 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-// The client and the record types are modules of their own (an integrator
+// The client and the contract (api: records, bodies, evidence) are modules of their own (an integrator
 // importing the client gets none of the server's dependencies); in this
 // repository the server builds against the copies beside it.
 replace (
 	github.com/mewledger/ledger/client => ./client
-	github.com/mewledger/ledger/model => ./model
+	github.com/mewledger/ledger/api => ./api
 )

@@ -20,7 +20,7 @@ func TestDependencies(t *testing.T) {
 	}
 	for _, p := range strings.Fields(string(out)) {
 		switch p {
-		case "github.com/mewledger/ledger/client", "github.com/mewledger/ledger/model", "github.com/mewledger/ledger/client/evidence",
+		case "github.com/mewledger/ledger/client", "github.com/mewledger/ledger/api", "github.com/mewledger/ledger/api/evidence",
 			"golang.org/x/mod/sumdb/note", "golang.org/x/mod/sumdb/tlog":
 			continue
 		}
@@ -44,18 +44,18 @@ func TestOutsideAgent(t *testing.T) {
 
 // TestConsumerModuleGraph: a module of an integrator's that imports the
 // client (built in a temporary directory, with replace directives to this
-// repository's client and model, as go get would resolve them) has none of
+// repository's client and api, as go get would resolve them) has none of
 // the server's dependencies in its module graph: the client is pure HTTP.
 func TestConsumerModuleGraph(t *testing.T) {
 	clientDir, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	modelDir := filepath.Join(filepath.Dir(clientDir), "model")
+	apiDir := filepath.Join(filepath.Dir(clientDir), "api")
 	dir := t.TempDir()
 	goMod := "module example.com/consumer\n\ngo 1.26.8\n\n" +
 		"require github.com/mewledger/ledger/client v0.0.0\n\n" +
-		"replace (\n\tgithub.com/mewledger/ledger/client => " + clientDir + "\n\tgithub.com/mewledger/ledger/model => " + modelDir + "\n)\n"
+		"replace (\n\tgithub.com/mewledger/ledger/client => " + clientDir + "\n\tgithub.com/mewledger/ledger/api => " + apiDir + "\n)\n"
 	mainGo := `package main
 
 import (
@@ -92,7 +92,7 @@ func main() {
 			t.Errorf("the consumer's module graph holds %s:\n%s", server, mods)
 		}
 	}
-	for _, want := range []string{"github.com/mewledger/ledger/client", "github.com/mewledger/ledger/model"} {
+	for _, want := range []string{"github.com/mewledger/ledger/client", "github.com/mewledger/ledger/api"} {
 		if !strings.Contains(mods, want) {
 			t.Errorf("the consumer's module graph lacks %s:\n%s", want, mods)
 		}

@@ -6,18 +6,18 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // Event is one stored message as the event index keeps it (GET /v1/events).
-type Event = model.EventRecord
+type Event = api.EventRecord
 
 // EventPage is one page of events: NextCursor is "" on the last page.
-type EventPage = model.EventPage
+type EventPage = api.EventPage
 
 // RawEvent is one stored message, raw, beside its record
 // (GET /v1/events/{seq}).
-type RawEvent = model.RawEvent
+type RawEvent = api.RawEvent
 
 // AllSpaces as EventFilter.Space lists the events of every space.
 const AllSpaces = "*"

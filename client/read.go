@@ -7,17 +7,17 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // Proposal is a proposal's projected state (the API's proposal object).
-type Proposal = model.Proposal
+type Proposal = api.Proposal
 
 // HistoryEntry is one event's effect on a proposal.
-type HistoryEntry = model.HistoryEntry
+type HistoryEntry = api.HistoryEntry
 
 // Stats are a space's statistics.
-type Stats = model.Stats
+type Stats = api.Stats
 
 // History is every event filed under one id, in stream order.
 type History struct {
@@ -153,7 +153,7 @@ func (c *Client) List(ctx context.Context, f ListFilter, opts ...ReadOption) ite
 
 // Stats returns the statistics of a space.
 func (c *Client) Stats(ctx context.Context, opts ...ReadOption) (*Stats, error) {
-	st := model.NewStats()
+	st := api.NewStats()
 	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/stats", c.readValues(opts), nil, "", st); err != nil {
 		return nil, err
 	}

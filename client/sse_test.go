@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 const sseSample = ": watching space \"default\" from seq 0\nretry: 2000\n\n" +
@@ -23,7 +23,7 @@ func TestReadSSE(t *testing.T) {
 	last := "0"
 	var got []string
 	var lasts []string
-	err := readSSE(strings.NewReader(sseSample), &last, func(c model.Change, raw []byte) error {
+	err := readSSE(strings.NewReader(sseSample), &last, func(c api.Change, raw []byte) error {
 		got = append(got, c.ID)
 		lasts = append(lasts, last)
 		if !json.Valid(raw) {
@@ -39,12 +39,12 @@ func TestReadSSE(t *testing.T) {
 	}
 	stop := errors.New("stop")
 	n := 0
-	err = readSSE(strings.NewReader(sseSample), &last, func(model.Change, []byte) error { n++; return stop })
+	err = readSSE(strings.NewReader(sseSample), &last, func(api.Change, []byte) error { n++; return stop })
 	var ce callbackError
 	if n != 1 || !errors.As(err, &ce) || ce.err != stop {
 		t.Fatalf("callback error: %d calls, %v", n, err)
 	}
-	if err := readSSE(strings.NewReader("data: {not json\n\n"), &last, func(model.Change, []byte) error { return nil }); err == nil {
+	if err := readSSE(strings.NewReader("data: {not json\n\n"), &last, func(api.Change, []byte) error { return nil }); err == nil {
 		t.Fatal("a malformed change was accepted")
 	}
 }
@@ -57,7 +57,7 @@ func FuzzReadSSE(f *testing.F) {
 	f.Add([]byte("data\ndata:\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		last := ""
-		_ = readSSE(strings.NewReader(string(b)), &last, func(c model.Change, raw []byte) error {
+		_ = readSSE(strings.NewReader(string(b)), &last, func(c api.Change, raw []byte) error {
 			if !json.Valid(raw) {
 				t.Fatalf("invalid change handed out: %q", raw)
 			}

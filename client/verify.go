@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 	"golang.org/x/mod/sumdb/note"
 )
 

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/client/evidence"
 )
 
 // startLedger runs `ledger serve` (the binary TestMain built) on free

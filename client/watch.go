@@ -14,15 +14,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // Change is one change of a proposal's state or anomalies, as /v1/watch
 // streams it.
-type Change = model.Change
+type Change = api.Change
 
 // Gap is one recording gap of a bridge (GET /v1/gaps).
-type Gap = model.Gap
+type Gap = api.Gap
 
 // GapsPage is a page of gaps, oldest first; NextCursor is "" on the last.
 type GapsPage struct {

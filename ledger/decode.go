@@ -13,7 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/mewledger/ledger/internal/lib/canon"
+	"github.com/mewledger/ledger/ledger/canon"
 )
 
 // Protocol limits used by Decode. They are fixed (not configuration) so that

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/canon"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/ledger/canon"
 )
 
 var testNow = time.Date(2024, 1, 13, 18, 41, 0, 0, time.UTC)
@@ -356,8 +356,8 @@ func TestDecodeKernel(t *testing.T) {
 	base := string(seed(t, "kernel-proposal.json"))
 	d := decodeOK(t, base)
 	k := d.Kernel
-	if k.ProposalID != d.Env.ID || k.ActionType != model.ActionWrite || k.TimeWindow == nil || k.TimeWindow.ValidUntilMs != 1705171500000 ||
-		k.Target == nil || k.Target.Domain != "salesforce.com" || k.ApprovalClass != model.ApprovalNone || len(k.Preconditions) != 1 {
+	if k.ProposalID != d.Env.ID || k.ActionType != api.ActionWrite || k.TimeWindow == nil || k.TimeWindow.ValidUntilMs != 1705171500000 ||
+		k.Target == nil || k.Target.Domain != "salesforce.com" || k.ApprovalClass != api.ApprovalNone || len(k.Preconditions) != 1 {
 		t.Fatalf("kernel proposal decoded wrong: %+v", k)
 	}
 	if d.TTLms != 0 {

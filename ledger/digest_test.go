@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/canon"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/canon"
 )
 
 // referenceDigest is how Decoded.Digest was first computed: the canonical

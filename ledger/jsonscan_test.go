@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/lib/canon"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/badinput"
+	"github.com/mewledger/ledger/ledger/canon"
 )
 
 // checkSplit compares the light scanner with encoding/json on a text canon

@@ -3,7 +3,7 @@ package ledger
 import (
 	"encoding/json"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // Kernel proposals (contract §12, seeds/kernel-proposal-schema-v0.1.md).
@@ -127,19 +127,19 @@ type ApprovalParams struct {
 // (Parameters, Target.Constraints, Precondition.Value, ...) hold their
 // canonical JSON form, so equal proposals have equal typed views.
 type KernelProposal struct {
-	ProposalID        string              `json:"proposal_id"`
-	TSms              int64               `json:"ts_ms"`
-	Actor             string              `json:"actor"`
-	ActionType        model.ActionType    `json:"action_type"`
-	Target            *model.KernelTarget `json:"target"`
-	Parameters        json.RawMessage     `json:"parameters"`
-	Preconditions     []Precondition      `json:"preconditions,omitempty"`
-	RiskEnvelope      *RiskEnvelope       `json:"risk_envelope,omitempty"`
-	RollbackSemantics *RollbackSpec       `json:"rollback_semantics,omitempty"`
-	TimeWindow        *TimeWindow         `json:"time_window,omitempty"`
-	ApprovalClass     model.ApprovalClass `json:"approval_class,omitempty"`
-	Approval          *ApprovalParams     `json:"approval,omitempty"`
-	EvidenceBindings  []EvidenceBinding   `json:"evidence_bindings,omitempty"`
+	ProposalID        string            `json:"proposal_id"`
+	TSms              int64             `json:"ts_ms"`
+	Actor             string            `json:"actor"`
+	ActionType        api.ActionType    `json:"action_type"`
+	Target            *api.KernelTarget `json:"target"`
+	Parameters        json.RawMessage   `json:"parameters"`
+	Preconditions     []Precondition    `json:"preconditions,omitempty"`
+	RiskEnvelope      *RiskEnvelope     `json:"risk_envelope,omitempty"`
+	RollbackSemantics *RollbackSpec     `json:"rollback_semantics,omitempty"`
+	TimeWindow        *TimeWindow       `json:"time_window,omitempty"`
+	ApprovalClass     api.ApprovalClass `json:"approval_class,omitempty"`
+	Approval          *ApprovalParams   `json:"approval,omitempty"`
+	EvidenceBindings  []EvidenceBinding `json:"evidence_bindings,omitempty"`
 
 	// Request is the older KernelRequest the proposal was mapped from, nil
 	// when the payload was a Proposal. It is not part of the Proposal's
@@ -156,11 +156,11 @@ func (k *KernelProposal) RequiredApprovals() (int, []string) {
 		approvers = k.Approval.Approvers
 	}
 	switch k.ApprovalClass {
-	case model.ApprovalSingle:
+	case api.ApprovalSingle:
 		return 1, approvers
-	case model.ApprovalDual:
+	case api.ApprovalDual:
 		return 2, approvers
-	case model.ApprovalThreshold:
+	case api.ApprovalThreshold:
 		if k.Approval == nil {
 			return 0, nil
 		}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // Fixed values of a Proposal mapped from a KernelRequest.
@@ -119,10 +119,10 @@ func mapKernelRequest(top fields, opts KernelOptions) (*KernelProposal, *Refusal
 
 	mapped := &KernelProposal{
 		ProposalID: req.RequestID, TSms: req.TSms, Actor: req.Actor,
-		ActionType:    model.ActionExecute,
-		Target:        &model.KernelTarget{ResourceType: KernelRequestResourceType, ResourceID: name, Domain: KernelRequestDomain},
+		ActionType:    api.ActionExecute,
+		Target:        &api.KernelTarget{ResourceType: KernelRequestResourceType, ResourceID: name, Domain: KernelRequestDomain},
 		Parameters:    params,
-		ApprovalClass: model.ApprovalNone,
+		ApprovalClass: api.ApprovalNone,
 	}
 	for _, e := range req.Evidence {
 		mapped.EvidenceBindings = append(mapped.EvidenceBindings, EvidenceBinding{Ref: e})

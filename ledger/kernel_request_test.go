@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 const kReq = `{"request_id":"req-1","ts_ms":1705171200000,"actor":"agent-1","intent":"Read the config",
@@ -26,11 +26,11 @@ func TestKernelRequestMapping(t *testing.T) {
 	}
 	want := &KernelProposal{
 		ProposalID: "req-001", TSms: 1705171200000, Actor: "agent-ops-7",
-		ActionType:       model.ActionExecute,
-		Target:           &model.KernelTarget{ResourceType: "tool", ResourceID: "read_file", Domain: "kernel_request"},
+		ActionType:       api.ActionExecute,
+		Target:           &api.KernelTarget{ResourceType: "tool", ResourceID: "read_file", Domain: "kernel_request"},
 		Parameters:       json.RawMessage(`{"path":"/etc/app/config.yaml"}`),
 		EvidenceBindings: []EvidenceBinding{{Ref: "ticket-42"}, {Ref: "runbook-7"}},
-		ApprovalClass:    model.ApprovalNone,
+		ApprovalClass:    api.ApprovalNone,
 		Request: &KernelRequest{
 			RequestID: "req-001", TSms: 1705171200000, Actor: "agent-ops-7", Intent: "Read the deployment config",
 			ToolCall: &ToolCall{Name: "read_file", Params: json.RawMessage(`{"path":"/etc/app/config.yaml"}`)},

@@ -12,8 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/mewledger/ledger/internal/lib/canon"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/ledger/canon"
 )
 
 // KernelOptions are the inputs of ValidateKernel besides the payload.
@@ -37,7 +37,7 @@ type KernelOptions struct {
 var (
 	proposalMembers = jsonMembers[KernelProposal]()
 	requestMembers  = jsonMembers[KernelRequest]()
-	targetMembers   = jsonMembers[model.KernelTarget]()
+	targetMembers   = jsonMembers[api.KernelTarget]()
 	precondMembers  = jsonMembers[Precondition]()
 	riskMembers     = jsonMembers[RiskEnvelope]()
 	rollbackMembers = jsonMembers[RollbackSpec]()
@@ -196,7 +196,7 @@ func validateProposal(top fields, opts KernelOptions) (*KernelProposal, *Refusal
 	if r != nil {
 		return nil, r
 	}
-	k.ActionType = model.ActionType(at)
+	k.ActionType = api.ActionType(at)
 	if !ok {
 		return nil, refuse(RuleActionType, "action_type", "action_type is required: one of %s", joinActions())
 	}
@@ -289,7 +289,7 @@ func kActor(o fields, name string, opts KernelOptions) (string, *RefusalError) {
 	return a, nil
 }
 
-func kTarget(top fields) (*model.KernelTarget, *RefusalError) {
+func kTarget(top fields) (*api.KernelTarget, *RefusalError) {
 	raw, ok := top.get("target")
 	if !ok {
 		return nil, refuse(RuleTarget, "target", "target is required: an object with resource_type, resource_id and domain")
@@ -301,7 +301,7 @@ func kTarget(top fields) (*model.KernelTarget, *RefusalError) {
 	if r := kUnknown(o, targetMembers, "target"); r != nil {
 		return nil, r
 	}
-	t := &model.KernelTarget{}
+	t := &api.KernelTarget{}
 	for _, f := range []struct {
 		name string
 		dst  *string
@@ -522,26 +522,26 @@ func kPreconditions(top fields, bindings []EvidenceBinding, declared bool) ([]Pr
 	return out, nil
 }
 
-func kApproval(top fields, actor string) (model.ApprovalClass, *ApprovalParams, *RefusalError) {
+func kApproval(top fields, actor string) (api.ApprovalClass, *ApprovalParams, *RefusalError) {
 	cls, ok, r := kString(top, "approval_class", "approval_class", RuleApproval)
 	if r != nil {
 		return "", nil, r
 	}
-	class := model.ApprovalNone
+	class := api.ApprovalNone
 	if ok {
-		class = model.ApprovalClass(cls)
+		class = api.ApprovalClass(cls)
 		if !class.Valid() {
 			return "", nil, refuse(RuleApproval, "approval_class", "approval_class %q is not one of none, single, dual, threshold", cls)
 		}
 	}
 	raw, has := top.get("approval")
 	if !has {
-		if class == model.ApprovalThreshold {
+		if class == api.ApprovalThreshold {
 			return "", nil, refuse(RuleApproval, "approval", `approval_class threshold needs "approval": {"required": N, "approvers": [...]}`)
 		}
 		return class, nil, nil
 	}
-	if class == model.ApprovalNone {
+	if class == api.ApprovalNone {
 		what := "is none"
 		if !ok {
 			what = "is absent (none)"
@@ -597,9 +597,9 @@ func kApproval(top fields, actor string) (model.ApprovalClass, *ApprovalParams, 
 			eligible++
 		}
 	}
-	need := map[model.ApprovalClass]int{model.ApprovalSingle: 1, model.ApprovalDual: 2}[class]
+	need := map[api.ApprovalClass]int{api.ApprovalSingle: 1, api.ApprovalDual: 2}[class]
 	switch class {
-	case model.ApprovalThreshold:
+	case api.ApprovalThreshold:
 		if !hasRequired {
 			return "", nil, refuse(RuleApproval, rp, "approval_class threshold needs %s: N >= 1 approvals", rp)
 		}
@@ -855,8 +855,8 @@ func kWhat(path string) string {
 }
 
 func joinActions() string {
-	s := make([]string, len(model.ActionTypes))
-	for i, a := range model.ActionTypes {
+	s := make([]string, len(api.ActionTypes))
+	for i, a := range api.ActionTypes {
 		s[i] = string(a)
 	}
 	return strings.Join(s, ", ")

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // kernelNow is "current time" for the kernel tests: inside the seed
@@ -404,15 +404,15 @@ func TestKernelSeedExample(t *testing.T) {
 	one := int64(1)
 	want := &KernelProposal{
 		ProposalID: "550e8400-e29b-41d4-a716-446655440000", TSms: 1705171200000, Actor: "agent-sales-001",
-		ActionType: model.ActionWrite,
-		Target: &model.KernelTarget{ResourceType: "crm_record", ResourceID: "contact-12345", Domain: "salesforce.com",
+		ActionType: api.ActionWrite,
+		Target: &api.KernelTarget{ResourceType: "crm_record", ResourceID: "contact-12345", Domain: "salesforce.com",
 			Constraints: json.RawMessage(`{"allowed_fields":["email","phone","notes"],"forbidden_fields":["ssn","credit_card"]}`)},
 		Parameters:    json.RawMessage(`{"updates":{"email":"new@example.com","notes":"Updated via automation"}}`),
 		Preconditions: []Precondition{{Field: "record_exists", Operator: "eq", Value: json.RawMessage(`true`), EvidenceRef: "evidence-001"}},
 		RiskEnvelope: &RiskEnvelope{AllowedSideEffects: []string{"audit_log_entry"}, ForbiddenEffects: []string{"email_notification", "workflow_trigger"},
 			MaxAffectedRecords: &one, ReversibleRequired: true},
 		TimeWindow:    &TimeWindow{ValidFromMs: 1705171200000, ValidUntilMs: 1705171500000, MaxDurationMs: 30000},
-		ApprovalClass: model.ApprovalNone,
+		ApprovalClass: api.ApprovalNone,
 	}
 	if !reflect.DeepEqual(k, want) {
 		t.Fatalf("seed example decoded as\n%+v\nwant\n%+v", k, want)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/canon"
+	"github.com/mewledger/ledger/ledger/canon"
 )
 
 // WrapOptions are the inputs of WrapKernel besides the bare object.

@@ -8,7 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -60,19 +60,19 @@ type (
 	// propSlot also keeps the version in Pebble, which Commit needs to
 	// change the indexes.
 	propSlot struct {
-		slot[*model.Proposal]
-		orig      *model.Proposal // the version in Pebble (nil: none), valid when origKnown
+		slot[*api.Proposal]
+		orig      *api.Proposal // the version in Pebble (nil: none), valid when origKnown
 		origKnown bool
 	}
 	statsSlot struct {
-		slot[*model.Stats]
+		slot[*api.Stats]
 		owned bool // cur is the batch's private copy (MutableStats)
 	}
 )
 
 // knownProp returns the slot of a proposal whose version in Pebble is
 // known to be orig, with cur as its value.
-func knownProp(orig, cur *model.Proposal) *propSlot {
+func knownProp(orig, cur *api.Proposal) *propSlot {
 	sl := &propSlot{orig: orig, origKnown: true}
 	sl.cur = cur
 	return sl
@@ -99,12 +99,12 @@ type Batch struct {
 	orphans map[spaceID]*orphanSlot
 	aux     map[auxID]*auxSlot
 	stats   map[string]*statsSlot
-	history map[historyID]*model.HistoryEntry // nil value: delete
+	history map[historyID]*api.HistoryEntry // nil value: delete
 	spaces  map[string]struct{}
 	dirty   int
 
 	// The change index (store_changes.go).
-	changes map[changeID]*model.Change
+	changes map[changeID]*api.Change
 	// The event index (store_events.go).
 	events map[uint64]*evSlot
 
@@ -134,7 +134,7 @@ func newBatchSized(s *Store, events int) *Batch {
 		orphans: map[spaceID]*orphanSlot{},
 		aux:     make(map[auxID]*auxSlot, events),
 		stats:   map[string]*statsSlot{},
-		history: make(map[historyID]*model.HistoryEntry, events),
+		history: make(map[historyID]*api.HistoryEntry, events),
 		spaces:  map[string]struct{}{},
 	}
 }
@@ -180,7 +180,7 @@ func (b *Batch) check() error {
 func (b *Batch) ended() bool { return b.done || b.frozen }
 
 // Proposal implements State.
-func (b *Batch) Proposal(space, id string) (*model.Proposal, error) {
+func (b *Batch) Proposal(space, id string) (*api.Proposal, error) {
 	k := spaceID{space, id}
 	if sl, ok := b.props[k]; ok {
 		if b.ended() {
@@ -188,7 +188,7 @@ func (b *Batch) Proposal(space, id string) (*model.Proposal, error) {
 		}
 		return sl.cur, nil
 	}
-	var pp *model.Proposal
+	var pp *api.Proposal
 	if b.fromPending(func(p *Batch) bool {
 		sl, ok := p.props[k]
 		if ok && sl.dirty {
@@ -220,9 +220,9 @@ func (b *Batch) Proposal(space, id string) (*model.Proposal, error) {
 		b.props[k] = knownProp(nil, nil)
 		return nil, nil
 	}
-	var p *model.Proposal
+	var p *api.Proposal
 	err := b.read(func(r pebble.Reader) error {
-		var v model.Proposal
+		var v api.Proposal
 		found, err := getJSON(r, proposalKey(space, id), &v)
 		if found && err == nil {
 			p = &v
@@ -243,7 +243,7 @@ func (b *Batch) Proposal(space, id string) (*model.Proposal, error) {
 }
 
 // PutProposal implements State. The proposal's Space and ID are its key.
-func (b *Batch) PutProposal(p *model.Proposal) error {
+func (b *Batch) PutProposal(p *api.Proposal) error {
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -377,7 +377,7 @@ func (b *Batch) PutOrphans(space, target string, o []fold.Orphan) error {
 }
 
 // PutHistory implements State.
-func (b *Batch) PutHistory(space, key string, h *model.HistoryEntry) error {
+func (b *Batch) PutHistory(space, key string, h *api.HistoryEntry) error {
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -413,14 +413,14 @@ func (b *Batch) DeleteHistory(space, key string, seq uint64) error {
 }
 
 // Stats implements State: nil when the space has none.
-func (b *Batch) Stats(space string) (*model.Stats, error) {
+func (b *Batch) Stats(space string) (*api.Stats, error) {
 	if sl, ok := b.stats[space]; ok {
 		if b.ended() {
 			return nil, ErrBatchDone
 		}
 		return sl.cur, nil
 	}
-	var pst *model.Stats
+	var pst *api.Stats
 	if b.fromPending(func(p *Batch) bool {
 		sl, ok := p.stats[space]
 		if ok && sl.dirty {
@@ -428,12 +428,12 @@ func (b *Batch) Stats(space string) (*model.Stats, error) {
 		}
 		return ok && sl.dirty
 	}) {
-		b.stats[space] = &statsSlot{slot: slot[*model.Stats]{cur: pst}}
+		b.stats[space] = &statsSlot{slot: slot[*api.Stats]{cur: pst}}
 		return pst, nil
 	}
-	var st *model.Stats
+	var st *api.Stats
 	err := b.read(func(r pebble.Reader) error {
-		v := model.NewStats()
+		v := api.NewStats()
 		found, err := getJSON(r, statsKey(space), v)
 		if found && err == nil {
 			st = v
@@ -443,7 +443,7 @@ func (b *Batch) Stats(space string) (*model.Stats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: batch: read stats of space %q: %w", space, err)
 	}
-	b.stats[space] = &statsSlot{slot: slot[*model.Stats]{cur: st}}
+	b.stats[space] = &statsSlot{slot: slot[*api.Stats]{cur: st}}
 	return st, nil
 }
 
@@ -452,7 +452,7 @@ func (b *Batch) Stats(space string) (*model.Stats, error) {
 // batch ends; PutStats of it records the change. The fold uses it instead of
 // cloning the stats for every event (Stats.Clone copies six maps: it was 6%
 // of the fold's CPU, and more in garbage).
-func (b *Batch) MutableStats(space string) (*model.Stats, error) {
+func (b *Batch) MutableStats(space string) (*api.Stats, error) {
 	if sl, ok := b.stats[space]; ok && sl.owned {
 		if b.ended() {
 			return nil, ErrBatchDone
@@ -464,7 +464,7 @@ func (b *Batch) MutableStats(space string) (*model.Stats, error) {
 		return nil, err
 	}
 	if st == nil {
-		st = model.NewStats()
+		st = api.NewStats()
 	} else {
 		st = st.Clone()
 	}
@@ -474,7 +474,7 @@ func (b *Batch) MutableStats(space string) (*model.Stats, error) {
 }
 
 // PutStats implements State.
-func (b *Batch) PutStats(space string, st *model.Stats) error {
+func (b *Batch) PutStats(space string, st *api.Stats) error {
 	if err := b.check(); err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // Discard is Close, for deferred calls.
@@ -224,7 +224,7 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 		if !sl.origKnown {
 			// Read here, not kept in the slot: a later batch may be
 			// reading this (handed-off) batch's slots.
-			var v model.Proposal
+			var v api.Proposal
 			found, err := getJSON(b.s.db, proposalKey(k.space, k.id), &v)
 			if err != nil {
 				return nil, fmt.Errorf("read proposal %q in space %q: %w", k.id, k.space, err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -30,7 +30,7 @@ type preKey struct {
 	k    spaceID
 	val  []byte // the value read, when found (preFiled only)
 	ok   bool   // found
-	p    *model.Proposal
+	p    *api.Proposal
 	r    *fold.EventRef
 }
 
@@ -255,7 +255,7 @@ func (b *Batch) readKeys(keys []preKey) error {
 func (pk *preKey) decode(v []byte) error {
 	switch pk.kind {
 	case preProposal:
-		pk.p = new(model.Proposal)
+		pk.p = new(api.Proposal)
 		if err := json.Unmarshal(v, pk.p); err != nil {
 			return fmt.Errorf("read proposal %q in space %q: decode %q: %w", pk.k.id, pk.k.space, pk.key, err)
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // TestWrittenFilter checks the filter's contract: no false negatives, few
@@ -63,7 +63,7 @@ func TestWrittenFilterOnlyForEmptyStores(t *testing.T) {
 		t.Fatal("empty store has no written filter")
 	}
 	b := s.NewBatch()
-	if err := b.PutProposal(mkProp("sp", "p", 1, model.StatePending, "alice")); err != nil {
+	if err := b.PutProposal(mkProp("sp", "p", 1, api.StatePending, "alice")); err != nil {
 		t.Fatal(err)
 	}
 	if b.neverWritten(preProposal, "sp", "p") {

@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -24,7 +24,7 @@ import (
 // the same records at different checkpoints (an event that changed
 // nothing is impossible: every event writes a history entry and counts
 // in stats) report the checkpoint. Errors are storage errors.
-func Compare(a, b *Store) (*model.Difference, error) {
+func Compare(a, b *Store) (*api.Difference, error) {
 	if a == b {
 		return nil, nil
 	}
@@ -39,7 +39,7 @@ func Compare(a, b *Store) (*model.Difference, error) {
 	}
 	defer xb.close()
 
-	d := &model.Difference{}
+	d := &api.Difference{}
 	var ca, cb []byte
 	for xa.valid || xb.valid {
 		var c int
@@ -63,11 +63,11 @@ func Compare(a, b *Store) (*model.Difference, error) {
 		}
 		switch {
 		case c < 0:
-			d.Key, d.Kind, d.A = DecodeKey(xa.key()), model.MissingInB, bytes.Clone(xa.value())
+			d.Key, d.Kind, d.A = DecodeKey(xa.key()), api.MissingInB, bytes.Clone(xa.value())
 		case c > 0:
-			d.Key, d.Kind, d.B = DecodeKey(xb.key()), model.MissingInA, bytes.Clone(xb.value())
+			d.Key, d.Kind, d.B = DecodeKey(xb.key()), api.MissingInA, bytes.Clone(xb.value())
 		case !bytes.Equal(xa.value(), xb.value()):
-			d.Key, d.Kind, d.A, d.B = DecodeKey(xa.key()), model.ValuesDiffer, bytes.Clone(xa.value()), bytes.Clone(xb.value())
+			d.Key, d.Kind, d.A, d.B = DecodeKey(xa.key()), api.ValuesDiffer, bytes.Clone(xa.value()), bytes.Clone(xb.value())
 		default:
 			xa.next()
 			xb.next()
@@ -79,11 +79,11 @@ func Compare(a, b *Store) (*model.Difference, error) {
 		if bytes.Equal(ca, cb) {
 			return nil, errors.Join(xa.it.Error(), xb.it.Error())
 		}
-		d.Key, d.Kind, d.A, d.B = DecodeKey(checkpointKey), model.ValuesDiffer, ca, cb
+		d.Key, d.Kind, d.A, d.B = DecodeKey(checkpointKey), api.ValuesDiffer, ca, cb
 		if ca == nil {
-			d.Kind = model.MissingInA
+			d.Kind = api.MissingInA
 		} else if cb == nil {
-			d.Kind = model.MissingInB
+			d.Kind = api.MissingInB
 		}
 	}
 	if err := errors.Join(xa.it.Error(), xb.it.Error()); err != nil {
@@ -102,11 +102,11 @@ func Compare(a, b *Store) (*model.Difference, error) {
 }
 
 // proposalOf names the proposal a differing key belongs to.
-func proposalOf(d *model.Difference) string {
+func proposalOf(d *api.Difference) string {
 	switch d.Key.Table {
-	case model.TableProposal, model.TableHistory, model.TableIndex, model.TableDeadline:
+	case api.TableProposal, api.TableHistory, api.TableIndex, api.TableDeadline:
 		return d.Key.ID
-	case model.TableEventRef:
+	case api.TableEventRef:
 		for _, v := range [][]byte{d.A, d.B} {
 			var ref fold.EventRef
 			if v != nil && json.Unmarshal(v, &ref) == nil && len(ref.Proposals) > 0 {

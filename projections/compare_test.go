@@ -10,9 +10,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
@@ -100,7 +100,7 @@ func TestCompareExtraEvent(t *testing.T) {
 	if d.ASeq != uint64(len(evs)) || d.BSeq != uint64(len(evs)+1) {
 		t.Fatalf("checkpoints %d %d", d.ASeq, d.BSeq)
 	}
-	if d.Kind != model.MissingInA || d.Key.Table != model.TableEventRef || d.Key.ID != "late-reject" {
+	if d.Kind != api.MissingInA || d.Key.Table != api.TableEventRef || d.Key.ID != "late-reject" {
 		// The event-id index sorts before history and proposals.
 		t.Fatalf("first difference: %s", d)
 	}
@@ -113,7 +113,7 @@ func TestCompareExtraEvent(t *testing.T) {
 	}
 	// And the other way round.
 	d2, _ := projections.Compare(b, a)
-	if d2 == nil || d2.Kind != model.MissingInB || d2.Proposal != "p-1" {
+	if d2 == nil || d2.Kind != api.MissingInB || d2.Proposal != "p-1" {
 		t.Fatalf("reverse: %s", d2)
 	}
 }
@@ -131,7 +131,7 @@ func TestCompareValuesDiffer(t *testing.T) {
 	if err != nil || d == nil {
 		t.Fatalf("Compare = %v, %v", d, err)
 	}
-	if d.Kind != model.ValuesDiffer || d.Proposal != "x" {
+	if d.Kind != api.ValuesDiffer || d.Proposal != "x" {
 		t.Fatalf("difference: %s", d)
 	}
 	t.Log(d)
@@ -155,7 +155,7 @@ func TestDecodeKey(t *testing.T) {
 			t.Fatalf("dump line %q: %v", line, err)
 		}
 		k := projections.DecodeKey([]byte(key))
-		if k.Table == model.TableUnknown {
+		if k.Table == api.TableUnknown {
 			t.Fatalf("key %q does not decode", key)
 		}
 		switch k.Table {
@@ -165,11 +165,11 @@ func TestDecodeKey(t *testing.T) {
 				t.Fatalf("key %q decodes to %+v", key, k)
 			}
 		default:
-			if k.Table != model.TableCheckpoint && k.Table != model.TableStats && k.Table != model.TableSpace && k.ID != "a.b c" {
+			if k.Table != api.TableCheckpoint && k.Table != api.TableStats && k.Table != api.TableSpace && k.ID != "a.b c" {
 				t.Fatalf("key %q decodes to %+v", key, k)
 			}
 		}
-		if k.Table == model.TableDeadline && !k.Deadline.Equal(cmpT0.Add(time.Millisecond+time.Second)) {
+		if k.Table == api.TableDeadline && !k.Deadline.Equal(cmpT0.Add(time.Millisecond+time.Second)) {
 			t.Fatalf("deadline %v", k.Deadline)
 		}
 		if !seen[k.Table] {
@@ -178,12 +178,12 @@ func TestDecodeKey(t *testing.T) {
 		}
 		_ = k.String()
 	}
-	for _, want := range []string{model.TableCheckpoint, model.TableProposal, model.TableHistory, model.TableIndex, model.TableDeadline, model.TableEventRef, model.TableStats, model.TableSpace} {
+	for _, want := range []string{api.TableCheckpoint, api.TableProposal, api.TableHistory, api.TableIndex, api.TableDeadline, api.TableEventRef, api.TableStats, api.TableSpace} {
 		if !slices.Contains(tables, want) {
 			t.Errorf("no %s key in %v", want, tables)
 		}
 	}
-	if k := projections.DecodeKey([]byte("Pnot-escaped")); k.Table != model.TableUnknown {
+	if k := projections.DecodeKey([]byte("Pnot-escaped")); k.Table != api.TableUnknown {
 		t.Fatalf("garbage decodes as %+v", k)
 	}
 }

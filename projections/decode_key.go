@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // Decoding raw keys (for Compare and dumps). The layout itself is
@@ -19,17 +19,17 @@ var indexKindNames = map[byte]string{
 
 // DecodeKey decodes a key of the store's layout. A key that does not
 // parse has Table TableUnknown (and Raw).
-func DecodeKey(key []byte) model.KeyInfo {
-	k := model.KeyInfo{Table: model.TableUnknown, Raw: bytes.Clone(key)}
+func DecodeKey(key []byte) api.KeyInfo {
+	k := api.KeyInfo{Table: api.TableUnknown, Raw: bytes.Clone(key)}
 	if bytes.Equal(key, checkpointKey) {
-		k.Table = model.TableCheckpoint
+		k.Table = api.TableCheckpoint
 		return k
 	}
 	if len(key) == 0 {
 		return k
 	}
 	rest := key[1:]
-	two := func(table string) model.KeyInfo {
+	two := func(table string) api.KeyInfo {
 		sp, r, err := readEsc(rest)
 		if err != nil {
 			return k
@@ -38,7 +38,7 @@ func DecodeKey(key []byte) model.KeyInfo {
 		if err != nil || len(r) != 0 {
 			return k
 		}
-		return model.KeyInfo{Table: table, Space: sp, ID: id, Raw: k.Raw}
+		return api.KeyInfo{Table: table, Space: sp, ID: id, Raw: k.Raw}
 	}
 	switch key[0] {
 	case tagSpace, tagStats:
@@ -46,27 +46,27 @@ func DecodeKey(key []byte) model.KeyInfo {
 		if err != nil || len(r) != 0 {
 			return k
 		}
-		t := model.TableSpace
+		t := api.TableSpace
 		if key[0] == tagStats {
-			t = model.TableStats
+			t = api.TableStats
 		}
-		return model.KeyInfo{Table: t, Space: sp, Raw: k.Raw}
+		return api.KeyInfo{Table: t, Space: sp, Raw: k.Raw}
 	case tagProposal:
-		return two(model.TableProposal)
+		return two(api.TableProposal)
 	case tagEventRef:
-		return two(model.TableEventRef)
+		return two(api.TableEventRef)
 	case tagOrphans:
-		return two(model.TableOrphans)
+		return two(api.TableOrphans)
 	case tagFiled:
-		return two(model.TableFiled)
+		return two(api.TableFiled)
 	case tagVersion:
-		return two(model.TableVersion)
+		return two(api.TableVersion)
 	case tagBridge:
-		return two(model.TableBridge)
+		return two(api.TableBridge)
 	case tagParked, tagGap:
-		table := model.TableParked
+		table := api.TableParked
 		if key[0] == tagGap {
-			table = model.TableGap
+			table = api.TableGap
 		}
 		ki := two(table)
 		if ki.Table == table && len(ki.ID) == 8 {
@@ -82,7 +82,7 @@ func DecodeKey(key []byte) model.KeyInfo {
 		if err != nil || len(r) != 8 {
 			return k
 		}
-		return model.KeyInfo{Table: model.TableHistory, Space: sp, ID: id, Seq: binary.BigEndian.Uint64(r), Raw: k.Raw}
+		return api.KeyInfo{Table: api.TableHistory, Space: sp, ID: id, Seq: binary.BigEndian.Uint64(r), Raw: k.Raw}
 	case tagIndex:
 		sp, r, err := readEsc(rest)
 		if err != nil || len(r) < 1 {
@@ -92,7 +92,7 @@ func DecodeKey(key []byte) model.KeyInfo {
 		if !ok {
 			return k
 		}
-		out := model.KeyInfo{Table: model.TableIndex, Space: sp, Index: name, Raw: k.Raw}
+		out := api.KeyInfo{Table: api.TableIndex, Space: sp, Index: name, Raw: k.Raw}
 		r = r[1:]
 		if name != "all" {
 			if out.Value, r, err = readEsc(r); err != nil {
@@ -108,7 +108,7 @@ func DecodeKey(key []byte) model.KeyInfo {
 		if err != nil {
 			return k
 		}
-		return model.KeyInfo{Table: model.TableChange, Space: sp, ID: id, Seq: seq, Raw: k.Raw}
+		return api.KeyInfo{Table: api.TableChange, Space: sp, ID: id, Seq: seq, Raw: k.Raw}
 	case tagEvent, tagEventIndex, tagEventTime:
 		if ki, ok := decodeEventKey(key); ok {
 			return ki
@@ -118,13 +118,13 @@ func DecodeKey(key []byte) model.KeyInfo {
 		if len(rest) != 8 {
 			return k
 		}
-		return model.KeyInfo{Table: TableTree, Seq: binary.BigEndian.Uint64(rest), Raw: k.Raw}
+		return api.KeyInfo{Table: TableTree, Seq: binary.BigEndian.Uint64(rest), Raw: k.Raw}
 	case tagDeadline:
 		nanos, sp, id, err := readDeadlineKey(key)
 		if err != nil {
 			return k
 		}
-		return model.KeyInfo{Table: model.TableDeadline, Space: sp, ID: id, Deadline: time.Unix(0, nanos).UTC(), Raw: k.Raw}
+		return api.KeyInfo{Table: api.TableDeadline, Space: sp, ID: id, Deadline: time.Unix(0, nanos).UTC(), Raw: k.Raw}
 	}
 	return k
 }

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/canon"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/ledger/canon"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -22,7 +22,7 @@ import (
 // FuzzEncoders compare the two.
 
 // appendMarshalProposal appends json.Marshal(p) to b.
-func appendMarshalProposal(b []byte, p *model.Proposal) ([]byte, error) {
+func appendMarshalProposal(b []byte, p *api.Proposal) ([]byte, error) {
 	if out, ok := appendProposal(b, p); ok {
 		return out, nil
 	}
@@ -31,7 +31,7 @@ func appendMarshalProposal(b []byte, p *model.Proposal) ([]byte, error) {
 }
 
 // appendMarshalHistory appends json.Marshal(h) to b.
-func appendMarshalHistory(b []byte, h *model.HistoryEntry) ([]byte, error) {
+func appendMarshalHistory(b []byte, h *api.HistoryEntry) ([]byte, error) {
 	if out, ok := appendHistory(b, h); ok {
 		return out, nil
 	}
@@ -167,7 +167,7 @@ func (w *jsonWriter) end() ([]byte, bool) {
 }
 
 // appendProposal appends json.Marshal(p); false when p needs json.Marshal.
-func appendProposal(b []byte, p *model.Proposal) ([]byte, bool) {
+func appendProposal(b []byte, p *api.Proposal) ([]byte, bool) {
 	if p.Kernel != nil || p.HasFormFields() {
 		return b, false // rare: json.Marshal
 	}
@@ -310,7 +310,7 @@ func appendProposal(b []byte, p *model.Proposal) ([]byte, bool) {
 }
 
 // appendHistory appends json.Marshal(h); false when h needs json.Marshal.
-func appendHistory(b []byte, h *model.HistoryEntry) ([]byte, bool) {
+func appendHistory(b []byte, h *api.HistoryEntry) ([]byte, bool) {
 	w := newWriter(b)
 	w.u64("seq", h.Seq)
 	w.str("id", h.ID)

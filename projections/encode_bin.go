@@ -10,8 +10,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -251,7 +251,7 @@ func decodeEventRecord(seq uint64, v []byte) (*EventRecord, error) {
 	for i := range rec.Entries {
 		e := &rec.Entries[i]
 		e.Key = r.str()
-		e.Effect = model.Effect(r.str())
+		e.Effect = api.Effect(r.str())
 		e.Code = r.str()
 		e.Detail = r.str()
 		e.Anomalies = r.strs()
@@ -297,14 +297,14 @@ func jsonOfStored(key, v []byte) []byte {
 			return appendEventRef(nil, &ref)
 		}
 	case tagHistory:
-		var h model.HistoryEntry
+		var h api.HistoryEntry
 		if len(key) >= 8 && decodeHistory(binary.BigEndian.Uint64(key[len(key)-8:]), v, &h) == nil {
 			if j, err := appendMarshalHistory(nil, &h); err == nil {
 				return j
 			}
 		}
 	case tagChange:
-		var c model.Change
+		var c api.Change
 		if seq, space, id, err := readChangeKey(key); err == nil && decodeChange(seq, space, id, v, &c) == nil {
 			if j, err := appendMarshalChange(nil, &c); err == nil {
 				return j
@@ -360,7 +360,7 @@ func (r *binReader) anyTime() time.Time {
 
 // appendHistoryBin appends the binary form of a history entry (its
 // sequence is in the key).
-func appendHistoryBin(b []byte, h *model.HistoryEntry) []byte {
+func appendHistoryBin(b []byte, h *api.HistoryEntry) []byte {
 	for _, s := range [...]string{h.ID, h.Type, h.Kind, h.From, string(h.Effect), h.Reason, h.Code, h.Detail,
 		h.Target, h.Text, h.Outcome, h.Form, h.Note, h.Status} {
 		b = appendBinStr(b, s)
@@ -371,15 +371,15 @@ func appendHistoryBin(b []byte, h *model.HistoryEntry) []byte {
 }
 
 // decodeHistory decodes the stored history entry of seq.
-func decodeHistory(seq uint64, v []byte, h *model.HistoryEntry) error {
+func decodeHistory(seq uint64, v []byte, h *api.HistoryEntry) error {
 	r := binReader{b: v}
-	*h = model.HistoryEntry{Seq: seq}
+	*h = api.HistoryEntry{Seq: seq}
 	var effect string
 	for _, p := range [...]*string{&h.ID, &h.Type, &h.Kind, &h.From, &effect, &h.Reason, &h.Code, &h.Detail,
 		&h.Target, &h.Text, &h.Outcome, &h.Form, &h.Note, &h.Status} {
 		*p = r.str()
 	}
-	h.Effect = model.Effect(effect)
+	h.Effect = api.Effect(effect)
 	h.At = r.anyTime()
 	h.Anomalies = r.strs()
 	h.ResolvedSeq = r.uvarint()
@@ -388,7 +388,7 @@ func decodeHistory(seq uint64, v []byte, h *model.HistoryEntry) error {
 
 // appendChangeBin appends the binary form of a change (its sequence,
 // space and id are in the key). Anomalies is never nil (noteChange).
-func appendChangeBin(b []byte, c *model.Change) []byte {
+func appendChangeBin(b []byte, c *api.Change) []byte {
 	for _, s := range [...]string{string(c.State), string(c.PrevState), c.Event, c.DecidedBy} {
 		b = appendBinStr(b, s)
 	}
@@ -398,14 +398,14 @@ func appendChangeBin(b []byte, c *model.Change) []byte {
 }
 
 // decodeChange decodes the stored change of (seq, space, id).
-func decodeChange(seq uint64, space, id string, v []byte, c *model.Change) error {
+func decodeChange(seq uint64, space, id string, v []byte, c *api.Change) error {
 	r := binReader{b: v}
-	*c = model.Change{Seq: seq, Space: space, ID: id}
+	*c = api.Change{Seq: seq, Space: space, ID: id}
 	var state, prev string
 	for _, p := range [...]*string{&state, &prev, &c.Event, &c.DecidedBy} {
 		*p = r.str()
 	}
-	c.State, c.PrevState = model.ProposalState(state), model.ProposalState(prev)
+	c.State, c.PrevState = api.ProposalState(state), api.ProposalState(prev)
 	c.At = r.anyTime()
 	if c.Anomalies = r.strs(); c.Anomalies == nil {
 		c.Anomalies = []string{}

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -19,7 +19,7 @@ func FuzzDecodeBinary(f *testing.F) {
 		f.Add(appendEventRecordBin(nil, r))
 	}
 	f.Add(appendEventRefBin(nil, &fold.EventRef{Seq: 7, Digest: "d"}))
-	f.Add(appendHistoryBin(nil, &model.HistoryEntry{Seq: 3, ID: "e", Type: "proposal", Effect: model.EffectApplied}))
+	f.Add(appendHistoryBin(nil, &api.HistoryEntry{Seq: 3, ID: "e", Type: "proposal", Effect: api.EffectApplied}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, v []byte) {
 		check := func(what string, err error) bool {
@@ -41,16 +41,16 @@ func FuzzDecodeBinary(f *testing.F) {
 				t.Fatalf("event record round trip: %v\n got %+v\nwant %+v", err, again, r)
 			}
 		}
-		var h model.HistoryEntry
+		var h api.HistoryEntry
 		if check("history", decodeHistory(9, v, &h)) {
-			var again model.HistoryEntry
+			var again api.HistoryEntry
 			if err := decodeHistory(9, appendHistoryBin(nil, &h), &again); err != nil || !reflect.DeepEqual(again, h) {
 				t.Fatalf("history round trip: %v\n got %+v\nwant %+v", err, again, h)
 			}
 		}
-		var c model.Change
+		var c api.Change
 		if check("change", decodeChange(9, "s", "p", v, &c)) {
-			var again model.Change
+			var again api.Change
 			if err := decodeChange(9, "s", "p", appendChangeBin(nil, &c), &again); err != nil || !reflect.DeepEqual(again, c) {
 				t.Fatalf("change round trip: %v\n got %+v\nwant %+v", err, again, c)
 			}

@@ -11,20 +11,20 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
 var binRecords = []*EventRecord{
-	{Seq: 1, At: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Space: "default", Entries: []EventEntry{}, Effects: []model.Effect{}},
+	{Seq: 1, At: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Space: "default", Entries: []EventEntry{}, Effects: []api.Effect{}},
 	{Seq: 2, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Space: "s\x00p", Key: "k", ID: "id-1", Type: "proposal", Kind: "mcp/proposal",
 		Form: "f", From: "alice", Reason: "r", Method: "tools/call", Tool: "run", Arg: "<&>\u2028é",
 		Digest: strings.Repeat("ab", 32),
 		Entries: []EventEntry{
-			{Key: "p2", Effect: model.EffectOrphan, Target: "t", Anomalies: []string{"b", "a"}},
-			{Key: "p1", Effect: model.EffectApplied, Code: "c", Detail: "d", Outcome: "o", ResolvedSeq: 9},
-			{Key: "p3", Effect: model.EffectInvalid, Code: "x", Anomalies: []string{"a"}},
+			{Key: "p2", Effect: api.EffectOrphan, Target: "t", Anomalies: []string{"b", "a"}},
+			{Key: "p1", Effect: api.EffectApplied, Code: "c", Detail: "d", Outcome: "o", ResolvedSeq: 9},
+			{Key: "p3", Effect: api.EffectInvalid, Code: "x", Anomalies: []string{"a"}},
 		}},
 	{Seq: 1 << 40, At: time.Unix(-5, 7).UTC(), Digest: "not hex", Entries: []EventEntry{{Key: "", Effect: "odd"}}},
 	{Seq: 3, At: time.Unix(1, 0).UTC(), Digest: strings.Repeat("AB", 32), Entries: []EventEntry{}},
@@ -109,7 +109,7 @@ func TestStoreFormat(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	b := s.NewBatch()
-	if err := b.PutStats("default", model.NewStats()); err != nil {
+	if err := b.PutStats("default", api.NewStats()); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Commit(1); err != nil {
@@ -155,15 +155,15 @@ func TestStoreFormat(t *testing.T) {
 func TestHistoryChangeBinary(t *testing.T) {
 	at := time.Date(2026, 3, 4, 5, 6, 7, 8, time.UTC)
 	off := time.Date(2026, 3, 4, 5, 6, 7, 0, time.FixedZone("", 3600))
-	for _, h := range []model.HistoryEntry{
-		{Seq: 7, ID: "i", Type: "proposal", Kind: "mcp/proposal", From: "a", At: at, Effect: model.EffectApplied},
-		{Seq: 1 << 60, At: off, Effect: model.EffectOrphan, Reason: "r", Code: "c", Detail: "d<&>", Anomalies: []string{"x", "y"},
+	for _, h := range []api.HistoryEntry{
+		{Seq: 7, ID: "i", Type: "proposal", Kind: "mcp/proposal", From: "a", At: at, Effect: api.EffectApplied},
+		{Seq: 1 << 60, At: off, Effect: api.EffectOrphan, Reason: "r", Code: "c", Detail: "d<&>", Anomalies: []string{"x", "y"},
 			Target: "t", Text: "te", Outcome: "o", ResolvedSeq: 3, Form: "f", Note: "n", Status: "s"},
 		{Seq: 1, Anomalies: []string{}},
 	} {
 		want, _ := json.Marshal(h)
 		v := appendHistoryBin(nil, &h)
-		var got model.HistoryEntry
+		var got api.HistoryEntry
 		if err := decodeHistory(h.Seq, v, &got); err != nil {
 			t.Fatal(err)
 		}
@@ -180,14 +180,14 @@ func TestHistoryChangeBinary(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []model.Change{
-		{Seq: 9, Space: "s", ID: "p", State: model.StatePending, Anomalies: []string{}, Event: "p", At: at},
-		{Seq: 10, Space: "s\x00", ID: "p\x00q", State: model.StateFulfilled, PrevState: model.StatePending,
+	for _, c := range []api.Change{
+		{Seq: 9, Space: "s", ID: "p", State: api.StatePending, Anomalies: []string{}, Event: "p", At: at},
+		{Seq: 10, Space: "s\x00", ID: "p\x00q", State: api.StateFulfilled, PrevState: api.StatePending,
 			Anomalies: []string{"a"}, Added: []string{"a"}, Event: "e", DecidedBy: "b", At: off},
 	} {
 		want, _ := json.Marshal(c)
 		v := appendChangeBin(nil, &c)
-		var got model.Change
+		var got api.Change
 		if err := decodeChange(c.Seq, c.Space, c.ID, v, &got); err != nil {
 			t.Fatal(err)
 		}

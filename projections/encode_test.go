@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
 // checkEncoders requires each fast encoder to produce json.Marshal's bytes
 // (or json.Marshal's error).
-func checkEncoders(t *testing.T, p *model.Proposal, h *model.HistoryEntry, r *fold.EventRef) {
+func checkEncoders(t *testing.T, p *api.Proposal, h *api.HistoryEntry, r *fold.EventRef) {
 	t.Helper()
 	same := func(what string, got []byte, gerr error, v any) {
 		t.Helper()
@@ -106,7 +106,7 @@ var hostileStrings = []string{
 
 func strings256() string { return string(bytes.Repeat([]byte("x"), 256)) }
 
-func randomRecords(rng *rand.Rand) (*model.Proposal, *model.HistoryEntry, *fold.EventRef) {
+func randomRecords(rng *rand.Rand) (*api.Proposal, *api.HistoryEntry, *fold.EventRef) {
 	s := func() string { return hostileStrings[rng.IntN(len(hostileStrings))] }
 	list := func() []string {
 		switch rng.IntN(4) {
@@ -144,33 +144,33 @@ func randomRecords(rng *rand.Rand) (*model.Proposal, *model.HistoryEntry, *fold.
 		}
 		return rng.Uint64() >> rng.IntN(64)
 	}
-	p := &model.Proposal{
-		ID: s(), Space: s(), State: model.ProposalState(s()), Proposer: s(), To: list(), Method: s(),
+	p := &api.Proposal{
+		ID: s(), Space: s(), State: api.ProposalState(s()), Proposer: s(), To: list(), Method: s(),
 		Params: params[rng.IntN(len(params))], Dialect: s(), Kind: s(), Context: s(),
 		CreatedSeq: u(), CreatedAt: tm(), UpdatedSeq: u(), UpdatedAt: tm(), DecidedBy: s(), DecidedEvent: s(),
 		DecidedSeq: u(), Reason: s(), Anomalies: list(), Events: rng.IntN(1000) - 10, Digest: s(),
 	}
 	if rng.IntN(4) > 0 {
-		p.Rejections = []model.Rejection{}
+		p.Rejections = []api.Rejection{}
 		for range rng.IntN(3) {
-			p.Rejections = append(p.Rejections, model.Rejection{Event: s(), Seq: u(), From: s(), Reason: s(), Explanation: s(), Late: rng.IntN(2) == 0})
+			p.Rejections = append(p.Rejections, api.Rejection{Event: s(), Seq: u(), From: s(), Reason: s(), Explanation: s(), Late: rng.IntN(2) == 0})
 		}
 	}
 	if rng.IntN(4) > 0 {
-		p.Fulfillments = []model.Fulfillment{}
+		p.Fulfillments = []api.Fulfillment{}
 		for range rng.IntN(3) {
-			f := model.Fulfillment{Event: s(), Seq: u(), From: s(), Late: rng.IntN(2) == 0, Outcome: s(), Response: s(), Anomalies: list(), To: list()}
+			f := api.Fulfillment{Event: s(), Seq: u(), From: s(), Late: rng.IntN(2) == 0, Outcome: s(), Response: s(), Anomalies: list(), To: list()}
 			for range rng.IntN(3) {
-				f.Responses = append(f.Responses, model.Response{Event: s(), Seq: u(), From: s(), Outcome: s()})
+				f.Responses = append(f.Responses, api.Response{Event: s(), Seq: u(), From: s(), Outcome: s()})
 			}
 			if rng.IntN(4) == 0 {
-				f.Responses = []model.Response{}
+				f.Responses = []api.Response{}
 			}
 			p.Fulfillments = append(p.Fulfillments, f)
 		}
 	}
 	if rng.IntN(2) == 0 {
-		p.Withdrawal = &model.Withdrawal{Event: s(), Seq: u(), From: s(), Reason: s(), Explanation: s()}
+		p.Withdrawal = &api.Withdrawal{Event: s(), Seq: u(), From: s(), Reason: s(), Explanation: s()}
 	}
 	if rng.IntN(2) == 0 {
 		e := tm()
@@ -178,10 +178,10 @@ func randomRecords(rng *rand.Rand) (*model.Proposal, *model.HistoryEntry, *fold.
 	}
 	if rng.IntN(3) == 0 {
 		for range rng.IntN(3) {
-			p.Approvals = append(p.Approvals, model.Approval{Event: s(), Seq: u(), From: s(), Reason: s(), Counted: rng.IntN(2) == 0, Late: rng.IntN(2) == 0, Why: s()})
+			p.Approvals = append(p.Approvals, api.Approval{Event: s(), Seq: u(), From: s(), Reason: s(), Counted: rng.IntN(2) == 0, Late: rng.IntN(2) == 0, Why: s()})
 		}
 		if rng.IntN(2) == 0 {
-			p.Approvals = []model.Approval{}
+			p.Approvals = []api.Approval{}
 		}
 	}
 	if rng.IntN(3) == 0 {
@@ -190,13 +190,13 @@ func randomRecords(rng *rand.Rand) (*model.Proposal, *model.HistoryEntry, *fold.
 	}
 	if rng.IntN(2) == 0 {
 		for range 1 + rng.IntN(3) {
-			p.Targets = append(p.Targets, model.Target{ID: s(), Sources: list()})
+			p.Targets = append(p.Targets, api.Target{ID: s(), Sources: list()})
 		}
 	}
 	if rng.IntN(8) == 0 {
-		p.Kernel = &model.Kernel{ActionType: model.ActionWrite, Approvers: list(), Form: s()}
+		p.Kernel = &api.Kernel{ActionType: api.ActionWrite, Approvers: list(), Form: s()}
 	}
-	h := &model.HistoryEntry{Seq: u(), ID: s(), Type: s(), Kind: s(), From: s(), At: tm(), Effect: model.Effect(s()), Reason: s(),
+	h := &api.HistoryEntry{Seq: u(), ID: s(), Type: s(), Kind: s(), From: s(), At: tm(), Effect: api.Effect(s()), Reason: s(),
 		Code: s(), Detail: s(), Anomalies: list(), Target: s(), Text: s(), Outcome: s(), ResolvedSeq: u()}
 	r := &fold.EventRef{Seq: u(), Type: ledger.Type(s()), Digest: s(), From: s(), Status: fold.EventStatus(s()), Proposals: list()}
 	return p, h, r
@@ -211,22 +211,22 @@ func FuzzEncoders(f *testing.F) {
 		if json.Valid(params) {
 			raw = params
 		}
-		p := &model.Proposal{ID: a, Space: b, State: model.StatePending, Proposer: b, To: []string{a, b}, Method: a, Params: raw,
-			CreatedSeq: n, CreatedAt: at, UpdatedAt: at, Rejections: []model.Rejection{{Event: a, From: b, Explanation: a}},
-			Fulfillments: []model.Fulfillment{{Event: b, Anomalies: []string{a}}}, Anomalies: []string{}, ExpiresAt: &at, Digest: a}
-		h := &model.HistoryEntry{Seq: n, ID: a, Type: b, At: at, Detail: a + b, Anomalies: []string{b}, Text: a}
+		p := &api.Proposal{ID: a, Space: b, State: api.StatePending, Proposer: b, To: []string{a, b}, Method: a, Params: raw,
+			CreatedSeq: n, CreatedAt: at, UpdatedAt: at, Rejections: []api.Rejection{{Event: a, From: b, Explanation: a}},
+			Fulfillments: []api.Fulfillment{{Event: b, Anomalies: []string{a}}}, Anomalies: []string{}, ExpiresAt: &at, Digest: a}
+		h := &api.HistoryEntry{Seq: n, ID: a, Type: b, At: at, Detail: a + b, Anomalies: []string{b}, Text: a}
 		r := &fold.EventRef{Seq: n, Digest: a, From: b, Proposals: []string{a}}
 		checkEncoders(t, p, h, r)
 	})
 }
 
 // marshalProposal is json.Marshal(p).
-func marshalProposal(p *model.Proposal) ([]byte, error) {
+func marshalProposal(p *api.Proposal) ([]byte, error) {
 	return appendMarshalProposal(make([]byte, 0, 512+len(p.Params)), p)
 }
 
 // marshalHistory is json.Marshal(h).
-func marshalHistory(h *model.HistoryEntry) ([]byte, error) {
+func marshalHistory(h *api.HistoryEntry) ([]byte, error) {
 	return appendMarshalHistory(make([]byte, 0, 192+len(h.Detail)+len(h.Text)), h)
 }
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -70,13 +70,13 @@ func foldAll(t *testing.T, events [][2]string) (*fold.MemState, []fold.Outcome, 
 func snapshot(t *testing.T, st *fold.MemState, spaces map[string]bool) string {
 	t.Helper()
 	type space struct {
-		Proposals []*model.Proposal
-		History   map[string][]model.HistoryEntry
-		Stats     *model.Stats
+		Proposals []*api.Proposal
+		History   map[string][]api.HistoryEntry
+		Stats     *api.Stats
 	}
 	out := map[string]space{}
 	for sp := range spaces {
-		s := space{Proposals: st.Proposals(sp), History: map[string][]model.HistoryEntry{}}
+		s := space{Proposals: st.Proposals(sp), History: map[string][]api.HistoryEntry{}}
 		for _, k := range st.HistoryKeys(sp) {
 			s.History[k] = st.History(sp, k)
 		}

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/testkit/foldscript"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -107,7 +107,7 @@ func compareViews(t *testing.T, mem *fold.MemState, s *Store) {
 			t.Fatal(err)
 		}
 		if ms == nil {
-			ms = model.NewStats() // what the store serves for a space without stats
+			ms = api.NewStats() // what the store serves for a space without stats
 		}
 		if a, b := enc(ms), enc(ss); a != b {
 			t.Fatalf("stats of %q differ:\nmem:   %s\nstore: %s", sp, a, b)
@@ -118,7 +118,7 @@ func compareViews(t *testing.T, mem *fold.MemState, s *Store) {
 		}
 		want := mem.Gaps(sp)
 		if len(want) == 0 {
-			want = []model.Gap{}
+			want = []api.Gap{}
 		}
 		if a, b := enc(want), enc(gaps); a != b {
 			t.Fatalf("gaps of %q differ:\nmem:   %s\nstore: %s", sp, a, b)

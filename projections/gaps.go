@@ -6,7 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // Recording gaps of bridges (contract §14) in the Pebble store:
@@ -22,7 +22,7 @@ import (
 const MaxGapsLimit = 1000
 
 // PutGap implements State.
-func (b *Batch) PutGap(space string, g *model.Gap) error {
+func (b *Batch) PutGap(space string, g *api.Gap) error {
 	val, err := json.Marshal(g)
 	if err != nil {
 		return fmt.Errorf("projections: batch: encode gap seq %d in space %q: %w", g.Seq, space, err)
@@ -34,7 +34,7 @@ func (b *Batch) PutGap(space string, g *model.Gap) error {
 // the recording gaps of space whose sequence is above after, oldest first,
 // and the sequence to pass as after for the next page (0 when there is
 // none).
-func (s *Store) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64, error) {
+func (s *Store) Gaps(space string, after uint64, limit int) ([]api.Gap, uint64, error) {
 	if err := s.acquire(); err != nil {
 		return nil, 0, err
 	}
@@ -46,7 +46,7 @@ func (s *Store) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64
 	lower := prefix
 	if after > 0 {
 		if after == ^uint64(0) {
-			return []model.Gap{}, 0, nil
+			return []api.Gap{}, 0, nil
 		}
 		lower = auxKey(tagGap, space, parkedID(after+1))
 	}
@@ -54,14 +54,14 @@ func (s *Store) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64
 	if err != nil {
 		return nil, 0, fmt.Errorf("projections: gaps of space %q: %w", space, err)
 	}
-	out := []model.Gap{}
+	out := []api.Gap{}
 	var next uint64
 	for ok := it.First(); ok; ok = it.Next() {
 		if len(out) == limit {
 			next = out[len(out)-1].Seq
 			break
 		}
-		var g model.Gap
+		var g api.Gap
 		if err := json.Unmarshal(it.Value(), &g); err != nil {
 			_ = it.Close()
 			return nil, 0, fmt.Errorf("projections: gaps of space %q: decode %s: %w", space, DecodeKey(it.Key()), err)
@@ -81,12 +81,12 @@ func (s *Store) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64
 // written through the batch's overlay like a gap.
 
 // BridgeSession implements State.
-func (b *Batch) BridgeSession(space, key string) (*model.BridgeSession, error) {
+func (b *Batch) BridgeSession(space, key string) (*api.BridgeSession, error) {
 	val, err := b.getAux(tagBridge, space, key)
 	if err != nil || val == nil {
 		return nil, err
 	}
-	var s model.BridgeSession
+	var s api.BridgeSession
 	if err := json.Unmarshal(val, &s); err != nil {
 		return nil, fmt.Errorf("projections: batch: decode bridge session %q in space %q: %w", key, space, err)
 	}
@@ -94,7 +94,7 @@ func (b *Batch) BridgeSession(space, key string) (*model.BridgeSession, error) {
 }
 
 // PutBridgeSession implements State.
-func (b *Batch) PutBridgeSession(space, key string, s *model.BridgeSession) error {
+func (b *Batch) PutBridgeSession(space, key string, s *api.BridgeSession) error {
 	val, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("projections: batch: encode bridge session %q in space %q: %w", key, space, err)
@@ -104,7 +104,7 @@ func (b *Batch) PutBridgeSession(space, key string, s *model.BridgeSession) erro
 
 // BridgeSessions returns what the log says of every bridge of space,
 // ordered by bridge and MEW space.
-func (s *Store) BridgeSessions(space string) ([]model.BridgeSession, error) {
+func (s *Store) BridgeSessions(space string) ([]api.BridgeSession, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -114,9 +114,9 @@ func (s *Store) BridgeSessions(space string) ([]model.BridgeSession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: bridges of space %q: %w", space, err)
 	}
-	out := []model.BridgeSession{}
+	out := []api.BridgeSession{}
 	for ok := it.First(); ok; ok = it.Next() {
-		var bs model.BridgeSession
+		var bs api.BridgeSession
 		if err := json.Unmarshal(it.Value(), &bs); err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("projections: bridges of space %q: decode %s: %w", space, DecodeKey(it.Key()), err)

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -25,7 +25,7 @@ func openStore(t *testing.T, dir string) *projections.Store {
 // essence is a proposal without what depends on where its events sit in
 // the log (sequences, times) or on events filed under it that did not
 // apply (events, updated_*).
-func essence(p *model.Proposal) *model.Proposal {
+func essence(p *api.Proposal) *api.Proposal {
 	c := p.Clone()
 	c.CreatedSeq, c.UpdatedSeq, c.DecidedSeq, c.Events = 0, 0, 0, 0
 	c.CreatedAt, c.UpdatedAt, c.ExpiresAt = time.Time{}, time.Time{}, nil

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -232,7 +232,7 @@ func TestMEWCaptures(t *testing.T) {
 				check("lifecycle effects", effects, want.LifecycleEffects)
 			}
 			for _, hid := range want.HistoryIncludes {
-				if !slices.ContainsFunc(hist, func(h model.HistoryEntry) bool { return h.ID == hid }) {
+				if !slices.ContainsFunc(hist, func(h api.HistoryEntry) bool { return h.ID == hid }) {
 					t.Errorf("history lacks %s%s", hid, ctx)
 				}
 			}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // The change index (contract §7 /v1/watch).
@@ -58,8 +58,8 @@ func readChangeKey(k []byte) (seq uint64, space, id string, err error) {
 
 // noteChange is called by PutProposal before p replaces old (nil: p is
 // new): it records a change when the state or the anomalies differ.
-func (b *Batch) noteChange(old, p *model.Proposal) {
-	var prev model.ProposalState
+func (b *Batch) noteChange(old, p *api.Proposal) {
+	var prev api.ProposalState
 	var prevAn []string
 	if old != nil {
 		prev, prevAn = old.State, old.Anomalies
@@ -71,9 +71,9 @@ func (b *Batch) noteChange(old, p *model.Proposal) {
 			return
 		}
 		if b.changes == nil {
-			b.changes = map[changeID]*model.Change{}
+			b.changes = map[changeID]*api.Change{}
 		}
-		c = &model.Change{Seq: p.UpdatedSeq, Space: p.Space, ID: p.ID, PrevState: prev}
+		c = &api.Change{Seq: p.UpdatedSeq, Space: p.Space, ID: p.ID, PrevState: prev}
 		b.changes[k] = c
 	} else {
 		// Several changes at one arrival: keep the state before the first.
@@ -87,7 +87,7 @@ func (b *Batch) noteChange(old, p *model.Proposal) {
 	c.State, c.At = p.State, p.UpdatedAt
 	c.Event, c.DecidedBy = "", ""
 	switch {
-	case p.State != c.PrevState && p.State != model.StatePending:
+	case p.State != c.PrevState && p.State != api.StatePending:
 		c.Event, c.DecidedBy = p.DecidedEvent, p.DecidedBy
 	case c.PrevState == "":
 		c.Event = p.ID
@@ -106,7 +106,7 @@ func (b *Batch) noteChange(old, p *model.Proposal) {
 
 // appendMarshalChange appends json.Marshal(c) to b (encode.go's writer,
 // json.Marshal for what it leaves to it).
-func appendMarshalChange(b []byte, c *model.Change) ([]byte, error) {
+func appendMarshalChange(b []byte, c *api.Change) ([]byte, error) {
 	w := newWriter(b)
 	w.u64("seq", c.Seq)
 	w.str("space", c.Space)
@@ -144,7 +144,7 @@ func (b *Batch) collectChanges(c *commitBuf, ops []kv) ([]kv, error) {
 // scan keys (limit and scan ≤ 0: no bound): through is the last sequence
 // it has read completely, the after of the next call. When the view had no
 // more, through is its checkpoint (and more is false).
-func (s *Store) Changes(after uint64, limit, scan int, keep func(*model.Change) bool) (out []model.Change, through uint64, more bool, err error) {
+func (s *Store) Changes(after uint64, limit, scan int, keep func(*api.Change) bool) (out []api.Change, through uint64, more bool, err error) {
 	if err := s.acquire(); err != nil {
 		return nil, 0, false, err
 	}
@@ -179,7 +179,7 @@ func (s *Store) Changes(after uint64, limit, scan int, keep func(*model.Change) 
 		}
 		last = seq
 		scanned++
-		var c model.Change
+		var c api.Change
 		_, space, id, err := readChangeKey(k)
 		if err == nil {
 			err = decodeChange(seq, space, id, it.Value(), &c)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/testkit/foldscript"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -79,7 +79,7 @@ func TestChangeIndex(t *testing.T) {
 	if err != nil || len(cs) != 1 || cs[0].Seq != 4 || through != 4 || !more {
 		t.Fatalf("Changes(after 2, limit 1) = %+v through %d more %v err %v; want seq 4 through 4 more", cs, through, more, err)
 	}
-	cs, through, more, err = s.Changes(0, 0, 0, func(c *model.Change) bool { return c.ID == "p2" })
+	cs, through, more, err = s.Changes(0, 0, 0, func(c *api.Change) bool { return c.ID == "p2" })
 	if err != nil || len(cs) != 1 || cs[0].ID != "p2" || through != 7 || more {
 		t.Fatalf("Changes(keep p2) = %+v through %d more %v err %v", cs, through, more, err)
 	}
@@ -92,7 +92,7 @@ func TestChangeIndex(t *testing.T) {
 	}
 	defer it.close()
 	for ; it.valid; it.next() {
-		if ki := DecodeKey(it.key()); ki.Table == model.TableUnknown {
+		if ki := DecodeKey(it.key()); ki.Table == api.TableUnknown {
 			t.Fatalf("undecodable key %s", ki)
 		}
 	}
@@ -102,9 +102,9 @@ func TestChangeIndex(t *testing.T) {
 // bytes.
 func TestChangeEncoding(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-	for _, c := range []model.Change{
-		{Seq: 1, Space: "default", ID: "p1", State: model.StatePending, Anomalies: []string{}, Event: "p1", At: at},
-		{Seq: 2, Space: "sp <&>\u2028", ID: "\x00\"q\"", State: model.StateFulfilled, PrevState: model.StatePending,
+	for _, c := range []api.Change{
+		{Seq: 1, Space: "default", ID: "p1", State: api.StatePending, Anomalies: []string{}, Event: "p1", At: at},
+		{Seq: 2, Space: "sp <&>\u2028", ID: "\x00\"q\"", State: api.StateFulfilled, PrevState: api.StatePending,
 			Anomalies: []string{"a", "b"}, Added: []string{"b"}, Event: "f1", DecidedBy: "h\u00fc", At: at.In(time.FixedZone("x", 3600))},
 		{Seq: 3, ID: "y", At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 	} {

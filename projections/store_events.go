@@ -16,9 +16,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/mewledger/ledger/internal/lib/canon"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/ledger/canon"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -76,7 +76,7 @@ var eventFieldNames = map[byte]string{
 	evProposal: "proposal", evAnomaly: "anomaly", evTool: "tool", evReason: "reason", evCode: "code", evID: "id",
 }
 
-// Tables of the event index in model.KeyInfo (verify's differences).
+// Tables of the event index in api.KeyInfo (verify's differences).
 const (
 	TableEvent      = "event_record"
 	TableEventIndex = "event_index"
@@ -85,8 +85,8 @@ const (
 
 // EventRecord and EventEntry are the model's (GET /v1/events).
 type (
-	EventRecord = model.EventRecord
-	EventEntry  = model.EventEntry
+	EventRecord = api.EventRecord
+	EventEntry  = api.EventEntry
 )
 
 // eventIndexKeys appends the record's 'J' and 'K' keys to dst, sorted and
@@ -220,7 +220,7 @@ type evSlot struct {
 	// events have one), which its slices start in.
 	rec  EventRecord
 	ent  [1]EventEntry
-	eff  [1]model.Effect
+	eff  [1]api.Effect
 	prop [1]string
 }
 
@@ -298,7 +298,7 @@ func (b *Batch) addEventSlot(seq uint64, sl *evSlot) {
 }
 
 // noteHistory files h in its event's record (PutHistory).
-func (b *Batch) noteHistory(space, key string, h *model.HistoryEntry) error {
+func (b *Batch) noteHistory(space, key string, h *api.HistoryEntry) error {
 	sl, err := b.eventSlot(h.Seq)
 	if err != nil || sl == nil {
 		return err
@@ -592,7 +592,7 @@ const (
 )
 
 // EventPage is one page of Events (the model's).
-type EventPage = model.EventPage
+type EventPage = api.EventPage
 
 func (q *EventQuery) filters() []filterTerm {
 	var fs []filterTerm
@@ -945,36 +945,36 @@ func (s *Store) Event(seq uint64) (*EventRecord, error) {
 }
 
 // decodeEventKey decodes the keys of the event index (DecodeKey).
-func decodeEventKey(key []byte) (model.KeyInfo, bool) {
+func decodeEventKey(key []byte) (api.KeyInfo, bool) {
 	if len(key) == 0 {
-		return model.KeyInfo{}, false
+		return api.KeyInfo{}, false
 	}
 	switch key[0] {
 	case tagEvent:
 		if len(key) != 9 {
-			return model.KeyInfo{}, false
+			return api.KeyInfo{}, false
 		}
-		return model.KeyInfo{Table: TableEvent, Seq: binary.BigEndian.Uint64(key[1:]), Raw: bytes.Clone(key)}, true
+		return api.KeyInfo{Table: TableEvent, Seq: binary.BigEndian.Uint64(key[1:]), Raw: bytes.Clone(key)}, true
 	case tagEventTime:
 		if len(key) != 17 {
-			return model.KeyInfo{}, false
+			return api.KeyInfo{}, false
 		}
-		return model.KeyInfo{Table: TableEventTime, Seq: binary.BigEndian.Uint64(key[9:]), Deadline: time.Unix(0, readNanos(key[1:9])).UTC(), Raw: bytes.Clone(key)}, true
+		return api.KeyInfo{Table: TableEventTime, Seq: binary.BigEndian.Uint64(key[9:]), Deadline: time.Unix(0, readNanos(key[1:9])).UTC(), Raw: bytes.Clone(key)}, true
 	case tagEventIndex:
 		if len(key) < 2 {
-			return model.KeyInfo{}, false
+			return api.KeyInfo{}, false
 		}
 		name, ok := eventFieldNames[key[1]]
 		if !ok {
-			return model.KeyInfo{}, false
+			return api.KeyInfo{}, false
 		}
 		v, rest, err := readEsc(key[2:])
 		if err != nil || len(rest) != 8 {
-			return model.KeyInfo{}, false
+			return api.KeyInfo{}, false
 		}
-		return model.KeyInfo{Table: TableEventIndex, Index: name, Value: v, Seq: binary.BigEndian.Uint64(rest), Raw: bytes.Clone(key)}, true
+		return api.KeyInfo{Table: TableEventIndex, Index: name, Value: v, Seq: binary.BigEndian.Uint64(rest), Raw: bytes.Clone(key)}, true
 	}
-	return model.KeyInfo{}, false
+	return api.KeyInfo{}, false
 }
 
 var _ fold.EventRecorder = (*Batch)(nil)

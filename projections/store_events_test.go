@@ -11,8 +11,8 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/testkit/foldscript"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -277,11 +277,11 @@ func FuzzEventsQuery(f *testing.F) {
 // json.Marshal's bytes, whatever the strings hold.
 func TestAppendMarshalEvent(t *testing.T) {
 	for _, r := range []EventRecord{
-		{Seq: 1, At: foldscript.Base, Space: "default", Effects: []model.Effect{}, Entries: []EventEntry{}},
+		{Seq: 1, At: foldscript.Base, Space: "default", Effects: []api.Effect{}, Entries: []EventEntry{}},
 		{Seq: 1 << 60, At: foldscript.Base.Add(123456789), Space: "s<p>&a\u2028ce", Key: "k\x00\xff", ID: "id \"q\"", Type: "proposal", Kind: "mcp/proposal",
 			Form: "bid", From: "é", Reason: "unsafe", Method: "tools/call", Tool: "write_file", Arg: "/etc/<hosts>", Digest: "ab",
-			Effect: model.EffectLate, Effects: []model.Effect{model.EffectLate, model.EffectApplied}, Proposals: []string{"p1", "p2"}, Anomalies: []string{"a"},
-			Code: "c", Detail: "d\n", Entries: []EventEntry{{Key: "p1", Effect: model.EffectLate, Code: "x", Detail: "y", Anomalies: []string{"a"}, Target: "t", Outcome: "o", ResolvedSeq: 9}, {Key: "p2", Effect: model.EffectApplied}}},
+			Effect: api.EffectLate, Effects: []api.Effect{api.EffectLate, api.EffectApplied}, Proposals: []string{"p1", "p2"}, Anomalies: []string{"a"},
+			Code: "c", Detail: "d\n", Entries: []EventEntry{{Key: "p1", Effect: api.EffectLate, Code: "x", Detail: "y", Anomalies: []string{"a"}, Target: "t", Outcome: "o", ResolvedSeq: 9}, {Key: "p2", Effect: api.EffectApplied}}},
 		{Seq: 2, At: time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC), Space: "x"}, // json.Marshal refuses the year: both fail
 	} {
 		want, werr := json.Marshal(&r)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -15,15 +15,15 @@ import (
 // see only committed state; the next batch commits after it, on top of it.
 func TestStoreHandoffReadsThroughPendingBatch(t *testing.T) {
 	s := openMemStore(t)
-	putAll(t, s, 1, mkProp("sp", "old", 1, model.StatePending, "alice"))
+	putAll(t, s, 1, mkProp("sp", "old", 1, api.StatePending, "alice"))
 
 	parent := s.NewBatch()
 	p, err := parent.Proposal("sp", "old")
 	must(t, err)
 	p = p.Clone()
-	p.State, p.UpdatedSeq = model.StateFulfilled, 2
+	p.State, p.UpdatedSeq = api.StateFulfilled, 2
 	must(t, parent.PutProposal(p))
-	must(t, parent.PutProposal(mkProp("sp", "new", 3, model.StatePending, "bob")))
+	must(t, parent.PutProposal(mkProp("sp", "new", 3, api.StatePending, "bob")))
 	must(t, parent.PutEventRef("sp", "e3", &fold.EventRef{Seq: 3, Type: ledger.TypeProposal, Status: fold.EventApplied, Proposals: []string{"new"}}))
 	must(t, parent.PutOrphans("sp", "later", []fold.Orphan{{Seq: 3, Target: "later"}}))
 	must(t, parent.PutFiled("sp", "later", 2))
@@ -33,7 +33,7 @@ func TestStoreHandoffReadsThroughPendingBatch(t *testing.T) {
 	must(t, parent.PutStats("sp", st))
 
 	must(t, parent.Handoff())
-	if err := parent.PutProposal(mkProp("sp", "x", 4, model.StatePending, "eve")); !errors.Is(err, ErrBatchDone) {
+	if err := parent.PutProposal(mkProp("sp", "x", 4, api.StatePending, "eve")); !errors.Is(err, ErrBatchDone) {
 		t.Fatalf("PutProposal after Handoff: %v, want ErrBatchDone", err)
 	}
 	if err := s.NewBatch().Handoff(); !errors.Is(err, ErrPending) {
@@ -43,7 +43,7 @@ func TestStoreHandoffReadsThroughPendingBatch(t *testing.T) {
 	child := s.NewBatch()
 	got, err := child.Proposal("sp", "old")
 	must(t, err)
-	if got == nil || got.State != model.StateFulfilled {
+	if got == nil || got.State != api.StateFulfilled {
 		t.Fatalf("child reads old as %+v, want the pending batch's fulfilled version", got)
 	}
 	got.Proposer = "mutated" // the child's own copy
@@ -66,21 +66,21 @@ func TestStoreHandoffReadsThroughPendingBatch(t *testing.T) {
 		t.Fatalf("child reads stats: %+v, %v", cs, err)
 	}
 	// Committed readers see none of it yet.
-	if sp, err := s.Get("sp", "old"); err != nil || sp.State != model.StatePending {
+	if sp, err := s.Get("sp", "old"); err != nil || sp.State != api.StatePending {
 		t.Fatalf("store Get of old as %+v, %v: want the committed pending version", sp, err)
 	}
 	if _, err := s.Get("sp", "new"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("store Get of new before the commit: %v, want ErrNotFound", err)
 	}
 
-	got.State, got.UpdatedSeq, got.Proposer = model.StateRejected, 5, "alice"
+	got.State, got.UpdatedSeq, got.Proposer = api.StateRejected, 5, "alice"
 	must(t, child.PutProposal(got))
 	done := make(chan error, 1)
 	go func() { done <- child.Commit(5) }() // waits for the parent's commit
 	must(t, parent.Commit(3))
 	must(t, <-done)
 
-	if g, err := s.Get("sp", "old"); err != nil || g.State != model.StateRejected {
+	if g, err := s.Get("sp", "old"); err != nil || g.State != api.StateRejected {
 		t.Fatalf("after both commits old is %+v, %v", g, err)
 	}
 	if s.AppliedSeq() != 5 {
@@ -88,7 +88,7 @@ func TestStoreHandoffReadsThroughPendingBatch(t *testing.T) {
 	}
 	// The index follows the last version only: old is listed as rejected,
 	// no longer as fulfilled or pending.
-	for state, want := range map[model.ProposalState]int{model.StatePending: 1, model.StateFulfilled: 0, model.StateRejected: 1} {
+	for state, want := range map[api.ProposalState]int{api.StatePending: 1, api.StateFulfilled: 0, api.StateRejected: 1} {
 		if n := len(listAll(t, s, ListQuery{Space: "sp", State: state})); n != want {
 			t.Errorf("%d proposals listed as %s, want %d", n, state, want)
 		}
@@ -107,9 +107,9 @@ func TestStoreHandoffParentNotCommitted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openMemStore(t)
-			putAll(t, s, 1, mkProp("sp", "a", 1, model.StatePending, "alice"))
+			putAll(t, s, 1, mkProp("sp", "a", 1, api.StatePending, "alice"))
 			parent := s.NewBatch()
-			must(t, parent.PutProposal(mkProp("sp", "b", 2, model.StatePending, "bob")))
+			must(t, parent.PutProposal(mkProp("sp", "b", 2, api.StatePending, "bob")))
 			must(t, parent.Handoff())
 			child := s.NewBatch()
 			if p, err := child.Proposal("sp", "b"); err != nil || p == nil {
@@ -124,7 +124,7 @@ func TestStoreHandoffParentNotCommitted(t *testing.T) {
 			}
 			// The store takes new batches again.
 			b := s.NewBatch()
-			must(t, b.PutProposal(mkProp("sp", "c", 4, model.StatePending, "carol")))
+			must(t, b.PutProposal(mkProp("sp", "c", 4, api.StatePending, "carol")))
 			must(t, b.Handoff())
 			must(t, b.Commit(4))
 		})
@@ -136,7 +136,7 @@ func TestStoreHandoffParentNotCommitted(t *testing.T) {
 func TestStoreHandoffFrozenBatchRefusesReads(t *testing.T) {
 	s := openMemStore(t)
 	b := s.NewBatch()
-	must(t, b.PutProposal(mkProp("sp", "a", 1, model.StatePending, "alice")))
+	must(t, b.PutProposal(mkProp("sp", "a", 1, api.StatePending, "alice")))
 	must(t, b.Handoff())
 	defer func() { must(t, b.Commit(1)) }()
 	uses := map[string]error{}
@@ -167,10 +167,10 @@ func pendingAndBlindChild(t *testing.T) (*Store, *Batch, *Batch) {
 	t.Helper()
 	s := openMemStore(t)
 	p := s.NewBatch()
-	must(t, p.PutProposal(mkProp("sp", "a", 2, model.StatePending, "alice")))
+	must(t, p.PutProposal(mkProp("sp", "a", 2, api.StatePending, "alice")))
 	must(t, p.Handoff())
 	c := s.NewBatch()
-	must(t, c.PutProposal(mkProp("sp", "b", 3, model.StatePending, "bob")))
+	must(t, c.PutProposal(mkProp("sp", "b", 3, api.StatePending, "bob")))
 	return s, p, c
 }
 

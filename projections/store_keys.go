@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // Key layout of the Pebble store.
@@ -290,7 +290,7 @@ func (a *arena) reset() { a.b = a.b[:0] }
 // its deadline entry (empty value). A nil p has none. Commit deletes the
 // entries of the old version that the new one lacks and writes the new ones
 // that differ.
-func (a *arena) indexEntries(dst []kv, p *model.Proposal) []kv {
+func (a *arena) indexEntries(dst []kv, p *api.Proposal) []kv {
 	if p == nil {
 		return dst
 	}
@@ -328,7 +328,7 @@ func (a *arena) indexEntries(dst []kv, p *model.Proposal) []kv {
 			add(idxDomain, k.Target.Domain)
 		}
 	}
-	if p.State == model.StatePending && p.ExpiresAt != nil {
+	if p.State == api.StatePending && p.ExpiresAt != nil {
 		st := len(a.b)
 		a.b = appendDeadlineKey(a.b, clampNanos(*p.ExpiresAt), p.Space, p.ID)
 		dst = append(dst, kv{key: a.take(st)})

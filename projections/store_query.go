@@ -11,7 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // ErrBadQuery is wrapped by List errors caused by the query itself (missing
@@ -34,7 +34,7 @@ type ListQuery struct {
 	// lifecycle forms among the proposal's events, Proposal.Forms) filter
 	// on the proposal; ActionType, ResourceType and Domain on its kernel
 	// part.
-	State        model.ProposalState
+	State        api.ProposalState
 	Proposer     string
 	Target       string
 	Anomaly      string
@@ -59,7 +59,7 @@ type ListQuery struct {
 
 // ListPage is one page of a List.
 type ListPage struct {
-	Proposals []*model.Proposal
+	Proposals []*api.Proposal
 	// NextCursor resumes after the last proposal of this page; empty when
 	// there are no more.
 	NextCursor string
@@ -79,8 +79,8 @@ type ListPage struct {
 // The whole call reads one consistent snapshot.
 func (s *Store) List(q ListQuery) (ListPage, error) {
 	var page ListPage
-	next, err := s.list(q, func(n int) { page.Proposals = make([]*model.Proposal, n) }, func(i int, v []byte) error {
-		p := new(model.Proposal)
+	next, err := s.list(q, func(n int) { page.Proposals = make([]*api.Proposal, n) }, func(i int, v []byte) error {
+		p := new(api.Proposal)
 		if err := json.Unmarshal(v, p); err != nil {
 			return err
 		}
@@ -364,8 +364,8 @@ func (pg listPage) nextCursor(limit int, space string) (string, error) {
 	return "", nil
 }
 
-func validState(st model.ProposalState) bool {
-	for _, x := range model.States {
+func validState(st api.ProposalState) bool {
+	for _, x := range api.States {
 		if st == x {
 			return true
 		}

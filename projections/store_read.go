@@ -11,7 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // getJSON reads key from r into v; found is false when the key is absent.
@@ -31,12 +31,12 @@ func getJSON(r pebble.Reader, key []byte, v any) (found bool, err error) {
 }
 
 // Get returns the proposal id of space, or an error wrapping ErrNotFound.
-func (s *Store) Get(space, id string) (*model.Proposal, error) {
+func (s *Store) Get(space, id string) (*api.Proposal, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
 	defer s.release()
-	var p model.Proposal
+	var p api.Proposal
 	found, err := getJSON(s.db, proposalKey(space, id), &p)
 	if err != nil {
 		return nil, fmt.Errorf("projections: get proposal %q in space %q: %w", id, space, err)
@@ -68,7 +68,7 @@ func (s *Store) GetRaw(space, id string) (json.RawMessage, error) {
 // History returns the history entries filed under key (a proposal id, or the
 // id an orphan or unattributable event was filed under) in sequence order,
 // or an error wrapping ErrNotFound when there are none.
-func (s *Store) History(space, key string) ([]model.HistoryEntry, error) {
+func (s *Store) History(space, key string) ([]api.HistoryEntry, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -78,9 +78,9 @@ func (s *Store) History(space, key string) ([]model.HistoryEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: history of %q in space %q: %w", key, space, err)
 	}
-	var out []model.HistoryEntry
+	var out []api.HistoryEntry
 	for ok := it.First(); ok; ok = it.Next() {
-		var h model.HistoryEntry
+		var h api.HistoryEntry
 		k := it.Key()
 		if len(k) != len(prefix)+8 {
 			_ = it.Close()
@@ -103,12 +103,12 @@ func (s *Store) History(space, key string) ([]model.HistoryEntry, error) {
 }
 
 // Stats returns the counters of space; NewStats() when it has none.
-func (s *Store) Stats(space string) (*model.Stats, error) {
+func (s *Store) Stats(space string) (*api.Stats, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
 	defer s.release()
-	st := model.NewStats()
+	st := api.NewStats()
 	if _, err := getJSON(s.db, statsKey(space), st); err != nil {
 		return nil, fmt.Errorf("projections: stats of space %q: %w", space, err)
 	}

@@ -3,7 +3,7 @@ package projections
 import (
 	"sync"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // recentCap bounds the recent cache (about 1.5 KiB a proposal).
@@ -26,7 +26,7 @@ type recentCache struct {
 }
 
 type recentProposal struct {
-	p   *model.Proposal
+	p   *api.Proposal
 	gen uint64 // gen of the write
 }
 
@@ -75,7 +75,7 @@ func (r *recentCache) remember(b *Batch) {
 
 // get returns the proposal k as the last commits left it, or nil when it
 // is not kept.
-func (r *recentCache) get(k spaceID) *model.Proposal {
+func (r *recentCache) get(k spaceID) *api.Proposal {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.m[k].p

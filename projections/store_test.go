@@ -21,8 +21,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -50,14 +50,14 @@ func openDirStore(t testing.TB, dir string) *Store {
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func mkProp(space, id string, seq uint64, st model.ProposalState, proposer string, to ...string) *model.Proposal {
+func mkProp(space, id string, seq uint64, st api.ProposalState, proposer string, to ...string) *api.Proposal {
 	at := t0.Add(time.Duration(seq) * time.Second)
-	return &model.Proposal{
+	return &api.Proposal{
 		ID: id, Space: space, State: st, Proposer: proposer, To: to,
 		Method: "tools/call", Params: json.RawMessage(`{"name":"write_file"}`),
 		Dialect: ledger.DialectMEW04, Kind: ledger.KindProposal,
 		CreatedSeq: seq, CreatedAt: at, UpdatedSeq: seq, UpdatedAt: at,
-		Rejections: []model.Rejection{}, Fulfillments: []model.Fulfillment{}, Anomalies: []string{}, Events: 1,
+		Rejections: []api.Rejection{}, Fulfillments: []api.Fulfillment{}, Anomalies: []string{}, Events: 1,
 	}
 }
 
@@ -68,7 +68,7 @@ func mustCommit(t testing.TB, b *Batch, seq uint64) {
 	}
 }
 
-func putAll(t testing.TB, s *Store, seq uint64, ps ...*model.Proposal) {
+func putAll(t testing.TB, s *Store, seq uint64, ps ...*api.Proposal) {
 	t.Helper()
 	b := s.NewBatch()
 	for _, p := range ps {
@@ -79,7 +79,7 @@ func putAll(t testing.TB, s *Store, seq uint64, ps ...*model.Proposal) {
 	mustCommit(t, b, seq)
 }
 
-func ids(ps []*model.Proposal) []string {
+func ids(ps []*api.Proposal) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
 		out[i] = p.ID
@@ -211,13 +211,13 @@ func TestStoreBatchReadYourWritesAndDeletes(t *testing.T) {
 	s := openMemStore(t)
 	// Committed base state.
 	b := s.NewBatch()
-	base := mkProp("sp", "p1", 1, model.StatePending, "alice", "bob")
+	base := mkProp("sp", "p1", 1, api.StatePending, "alice", "bob")
 	must(t, b.PutProposal(base))
 	must(t, b.PutEventRef("sp", "p1", &fold.EventRef{Seq: 1, Type: ledger.TypeProposal, Status: fold.EventApplied, Proposals: []string{"p1"}}))
 	must(t, b.PutOrphans("sp", "ghost", []fold.Orphan{{Seq: 1, Target: "ghost"}}))
-	must(t, b.PutHistory("sp", "p1", &model.HistoryEntry{Seq: 1, ID: "p1", Effect: model.EffectApplied}))
-	must(t, b.PutHistory("sp", "ghost", &model.HistoryEntry{Seq: 1, ID: "f1", Effect: model.EffectOrphan}))
-	st := model.NewStats()
+	must(t, b.PutHistory("sp", "p1", &api.HistoryEntry{Seq: 1, ID: "p1", Effect: api.EffectApplied}))
+	must(t, b.PutHistory("sp", "ghost", &api.HistoryEntry{Seq: 1, ID: "f1", Effect: api.EffectOrphan}))
+	st := api.NewStats()
 	st.Proposals = 1
 	must(t, b.PutStats("sp", st))
 	if b.Len() != 6 {
@@ -243,12 +243,12 @@ func TestStoreBatchReadYourWritesAndDeletes(t *testing.T) {
 	}
 	// Writes are read back.
 	p2 := p.Clone()
-	p2.State, p2.DecidedBy = model.StateFulfilled, "carol"
+	p2.State, p2.DecidedBy = api.StateFulfilled, "carol"
 	must(t, b.PutProposal(p2))
 	if got, _ := b.Proposal("sp", "p1"); got != p2 {
 		t.Fatalf("Proposal after put = %+v, want the put value", got)
 	}
-	if got, _ := s.Get("sp", "p1"); got.State != model.StatePending {
+	if got, _ := s.Get("sp", "p1"); got.State != api.StatePending {
 		t.Fatalf("uncommitted write visible in the store: %s", got.State)
 	}
 	// Deleting an orphan list that exists only in Pebble hides it.
@@ -260,7 +260,7 @@ func TestStoreBatchReadYourWritesAndDeletes(t *testing.T) {
 		t.Fatalf("orphans after delete = %+v, want nil", o)
 	}
 	must(t, b.DeleteHistory("sp", "ghost", 1))
-	must(t, b.PutHistory("sp", "p1", &model.HistoryEntry{Seq: 2, ID: "f1", Effect: model.EffectApplied}))
+	must(t, b.PutHistory("sp", "p1", &api.HistoryEntry{Seq: 2, ID: "f1", Effect: api.EffectApplied}))
 	ref := &fold.EventRef{Seq: 2, Type: ledger.TypeFulfil, Status: fold.EventApplied, Proposals: []string{"p1"}}
 	must(t, b.PutEventRef("sp", "f1", ref))
 	if got, _ := b.EventRef("sp", "f1"); got != ref {
@@ -276,7 +276,7 @@ func TestStoreBatchReadYourWritesAndDeletes(t *testing.T) {
 	// A record is read from Pebble once: later commits by someone else are
 	// not seen (the overlay remembers absence too).
 	other := s.NewBatch()
-	must(t, other.PutProposal(mkProp("sp", "nope", 2, model.StatePending, "zed")))
+	must(t, other.PutProposal(mkProp("sp", "nope", 2, api.StatePending, "zed")))
 	mustCommit(t, other, 2)
 	if p, _ := b.Proposal("sp", "nope"); p != nil {
 		t.Fatal("overlay re-read Pebble for a record it had already read")
@@ -286,7 +286,7 @@ func TestStoreBatchReadYourWritesAndDeletes(t *testing.T) {
 	}
 	mustCommit(t, b, 3)
 
-	if got, _ := s.Get("sp", "p1"); got.State != model.StateFulfilled || got.DecidedBy != "carol" {
+	if got, _ := s.Get("sp", "p1"); got.State != api.StateFulfilled || got.DecidedBy != "carol" {
 		t.Fatalf("after commit: %+v", got)
 	}
 	if _, err := s.History("sp", "ghost"); !errors.Is(err, ErrNotFound) {
@@ -307,7 +307,7 @@ func TestStoreBatchReadYourWritesAndDeletes(t *testing.T) {
 	if got, _ := s.Stats("sp"); got.Events != 2 || got.Proposals != 1 {
 		t.Fatalf("stats after commit = %+v", got)
 	}
-	if got, _ := s.Stats("none"); !reflect.DeepEqual(got, model.NewStats()) {
+	if got, _ := s.Stats("none"); !reflect.DeepEqual(got, api.NewStats()) {
 		t.Fatalf("stats of an empty space = %+v", got)
 	}
 }
@@ -322,9 +322,9 @@ func must(t testing.TB, err error) {
 func TestStoreBatchLifecycle(t *testing.T) {
 	s := openMemStore(t)
 	b := s.NewBatch()
-	must(t, b.PutProposal(mkProp("sp", "a", 1, model.StatePending, "x")))
+	must(t, b.PutProposal(mkProp("sp", "a", 1, api.StatePending, "x")))
 	mustCommit(t, b, 1)
-	if err := b.PutProposal(mkProp("sp", "b", 2, model.StatePending, "x")); !errors.Is(err, ErrBatchDone) {
+	if err := b.PutProposal(mkProp("sp", "b", 2, api.StatePending, "x")); !errors.Is(err, ErrBatchDone) {
 		t.Fatalf("put after commit: %v", err)
 	}
 	if _, err := b.Proposal("sp", "a"); !errors.Is(err, ErrBatchDone) {
@@ -336,7 +336,7 @@ func TestStoreBatchLifecycle(t *testing.T) {
 	must(t, b.Close())
 
 	b = s.NewBatch()
-	must(t, b.PutProposal(mkProp("sp", "b", 1, model.StatePending, "x")))
+	must(t, b.PutProposal(mkProp("sp", "b", 1, api.StatePending, "x")))
 	if err := b.Commit(1); !errors.Is(err, ErrStaleCommit) {
 		t.Fatalf("commit at the applied seq with writes: %v", err)
 	}
@@ -370,13 +370,13 @@ func TestStoreBatchLifecycle(t *testing.T) {
 func TestStoreCommitIsAtomicWithCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	s := openDirStore(t, dir)
-	putAll(t, s, 7, mkProp("sp", "a", 3, model.StatePending, "x", "y"), mkProp("sp", "b", 7, model.StateRejected, "x"))
+	putAll(t, s, 7, mkProp("sp", "a", 3, api.StatePending, "x", "y"), mkProp("sp", "b", 7, api.StateRejected, "x"))
 	before := dump(t, s)
 
 	// An uncommitted batch leaves nothing, even across a reopen.
 	b := s.NewBatch()
-	must(t, b.PutProposal(mkProp("sp", "c", 8, model.StatePending, "x")))
-	must(t, b.PutHistory("sp", "c", &model.HistoryEntry{Seq: 8}))
+	must(t, b.PutProposal(mkProp("sp", "c", 8, api.StatePending, "x")))
+	must(t, b.PutHistory("sp", "c", &api.HistoryEntry{Seq: 8}))
 	must(t, s.Close())
 	must(t, s.Close()) // twice is fine
 	if err := b.Commit(8); !errors.Is(err, ErrClosed) {
@@ -392,7 +392,7 @@ func TestStoreCommitIsAtomicWithCheckpoint(t *testing.T) {
 		t.Fatalf("store changed across close/reopen:\n%s\nvs\n%s", got, before)
 	}
 	p, err := s.Get("sp", "b")
-	if err != nil || p.State != model.StateRejected {
+	if err != nil || p.State != api.StateRejected {
 		t.Fatalf("Get after reopen: %+v %v", p, err)
 	}
 	if _, err := s.Get("sp", "c"); !errors.Is(err, ErrNotFound) {
@@ -410,12 +410,12 @@ func TestStoreIndexDiffOnStateChange(t *testing.T) {
 		t.Run(fmt.Sprintf("readFirst=%v", readFirst), func(t *testing.T) {
 			s := openMemStore(t)
 			exp := t0.Add(time.Hour)
-			p := mkProp("sp", "p", 1, model.StatePending, "alice", "bob", "carol")
+			p := mkProp("sp", "p", 1, api.StatePending, "alice", "bob", "carol")
 			p.ExpiresAt = &exp
-			p.Kernel = &model.Kernel{ActionType: model.ActionWrite, Target: &model.KernelTarget{ResourceType: "file", Domain: "fs"}}
-			putAll(t, s, 1, p, mkProp("sp", "q", 2, model.StatePending, "alice"))
+			p.Kernel = &api.Kernel{ActionType: api.ActionWrite, Target: &api.KernelTarget{ResourceType: "file", Domain: "fs"}}
+			putAll(t, s, 1, p, mkProp("sp", "q", 2, api.StatePending, "alice"))
 
-			if got := listIDs(t, s, ListQuery{Space: "sp", State: model.StatePending}); !slices.Equal(got, []string{"q", "p"}) {
+			if got := listIDs(t, s, ListQuery{Space: "sp", State: api.StatePending}); !slices.Equal(got, []string{"q", "p"}) {
 				t.Fatalf("pending = %v", got)
 			}
 			due, err := s.DueExpiries(exp, 10)
@@ -433,22 +433,22 @@ func TestStoreIndexDiffOnStateChange(t *testing.T) {
 				must(t, err)
 			}
 			np := cur.Clone()
-			np.State, np.DecidedBy, np.UpdatedSeq = model.StateFulfilled, "bob", 3
+			np.State, np.DecidedBy, np.UpdatedSeq = api.StateFulfilled, "bob", 3
 			np.To = []string{"bob"} // a member leaves: its target index entry goes
-			np.Anomalies = []string{model.AnomalySelfFulfilled}
+			np.Anomalies = []string{api.AnomalySelfFulfilled}
 			must(t, b.PutProposal(np))
 			mustCommit(t, b, 3)
 
-			if got := listIDs(t, s, ListQuery{Space: "sp", State: model.StatePending}); !slices.Equal(got, []string{"q"}) {
+			if got := listIDs(t, s, ListQuery{Space: "sp", State: api.StatePending}); !slices.Equal(got, []string{"q"}) {
 				t.Fatalf("pending after fulfil = %v", got)
 			}
-			if got := listIDs(t, s, ListQuery{Space: "sp", State: model.StateFulfilled}); !slices.Equal(got, []string{"p"}) {
+			if got := listIDs(t, s, ListQuery{Space: "sp", State: api.StateFulfilled}); !slices.Equal(got, []string{"p"}) {
 				t.Fatalf("fulfilled after fulfil = %v", got)
 			}
 			if got := listIDs(t, s, ListQuery{Space: "sp", Target: "carol"}); len(got) != 0 {
 				t.Fatalf("target carol after it left = %v", got)
 			}
-			if got := listIDs(t, s, ListQuery{Space: "sp", Anomaly: model.AnomalySelfFulfilled}); !slices.Equal(got, []string{"p"}) {
+			if got := listIDs(t, s, ListQuery{Space: "sp", Anomaly: api.AnomalySelfFulfilled}); !slices.Equal(got, []string{"p"}) {
 				t.Fatalf("anomaly = %v", got)
 			}
 			if due, _ := s.DueExpiries(exp.Add(time.Hour), 10); len(due) != 0 {
@@ -456,7 +456,7 @@ func TestStoreIndexDiffOnStateChange(t *testing.T) {
 			}
 			// The index holds exactly the new version's entries.
 			var a arena
-			want := len(a.indexEntries(nil, np)) + len(a.indexEntries(nil, mkProp("sp", "q", 2, model.StatePending, "alice")))
+			want := len(a.indexEntries(nil, np)) + len(a.indexEntries(nil, mkProp("sp", "q", 2, api.StatePending, "alice")))
 			got := 0
 			for _, line := range strings.Split(dump(t, s), "\n") {
 				if strings.HasPrefix(line, `"I`) || strings.HasPrefix(line, `"D`) {
@@ -472,17 +472,17 @@ func TestStoreIndexDiffOnStateChange(t *testing.T) {
 
 func TestStoreDueExpiriesOrderAndLimit(t *testing.T) {
 	s := openMemStore(t)
-	var ps []*model.Proposal
+	var ps []*api.Proposal
 	for i := 0; i < 10; i++ {
-		p := mkProp("sp", fmt.Sprintf("p%d", i), uint64(i+1), model.StatePending, "x")
+		p := mkProp("sp", fmt.Sprintf("p%d", i), uint64(i+1), api.StatePending, "x")
 		e := t0.Add(time.Duration(10-i) * time.Minute) // later proposals expire sooner
 		p.ExpiresAt = &e
 		ps = append(ps, p)
 	}
-	far := mkProp("sp", "far", 11, model.StatePending, "x")
+	far := mkProp("sp", "far", 11, api.StatePending, "x")
 	farT := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC) // beyond int64 nanos: clamped
 	far.ExpiresAt = &farT
-	ps = append(ps, far, mkProp("sp", "none", 12, model.StatePending, "x"))
+	ps = append(ps, far, mkProp("sp", "none", 12, api.StatePending, "x"))
 	putAll(t, s, 12, ps...)
 	due, err := s.DueExpiries(t0.Add(5*time.Minute), 3)
 	must(t, err)
@@ -500,8 +500,8 @@ func TestStoreDueExpiriesOrderAndLimit(t *testing.T) {
 // --- List --------------------------------------------------------------------
 
 // listModel is the brute-force answer to a ListQuery.
-func listModel(all []*model.Proposal, q ListQuery) []string {
-	var out []*model.Proposal
+func listModel(all []*api.Proposal, q ListQuery) []string {
+	var out []*api.Proposal
 	for _, p := range all {
 		if p.Space != q.Space ||
 			(q.State != "" && p.State != q.State) ||
@@ -535,12 +535,12 @@ func listModel(all []*model.Proposal, q ListQuery) []string {
 	return ids(out)
 }
 
-func genProposals(r *rand.Rand, n int, seq0 uint64, space string) []*model.Proposal {
+func genProposals(r *rand.Rand, n int, seq0 uint64, space string) []*api.Proposal {
 	agents := []string{"alice", "bob", "carol", "dave", "a\x00b"}
-	var out []*model.Proposal
+	var out []*api.Proposal
 	for i := 0; i < n; i++ {
 		seq := seq0 + uint64(i)
-		st := model.States[r.Intn(len(model.States))]
+		st := api.States[r.Intn(len(api.States))]
 		var to []string
 		for _, a := range agents {
 			if r.Intn(3) == 0 {
@@ -551,15 +551,15 @@ func genProposals(r *rand.Rand, n int, seq0 uint64, space string) []*model.Propo
 		// Times are not monotonic in seq: List must not rely on it.
 		p.CreatedAt = t0.Add(time.Duration(r.Intn(1000)) * time.Second)
 		if r.Intn(4) == 0 {
-			p.Anomalies = []string{model.AnomalyTargetMismatch}
+			p.Anomalies = []string{api.AnomalyTargetMismatch}
 			if r.Intn(2) == 0 {
-				p.Anomalies = append(p.Anomalies, model.AnomalySelfFulfilled)
+				p.Anomalies = append(p.Anomalies, api.AnomalySelfFulfilled)
 			}
 		}
 		if r.Intn(3) == 0 {
-			k := &model.Kernel{ActionType: []model.ActionType{model.ActionRead, model.ActionWrite}[r.Intn(2)]}
+			k := &api.Kernel{ActionType: []api.ActionType{api.ActionRead, api.ActionWrite}[r.Intn(2)]}
 			if r.Intn(3) > 0 {
-				k.Target = &model.KernelTarget{ResourceType: []string{"file", "db"}[r.Intn(2)], Domain: []string{"fs", "prod"}[r.Intn(2)]}
+				k.Target = &api.KernelTarget{ResourceType: []string{"file", "db"}[r.Intn(2)], Domain: []string{"fs", "prod"}[r.Intn(2)]}
 			}
 			p.Kernel = k
 		}
@@ -574,7 +574,7 @@ func TestStoreListMatchesModel(t *testing.T) {
 	all := genProposals(r, 300, 1, "sp")
 	other := genProposals(r, 50, 1000, "other") // another space never leaks in
 	// Two proposals share a created_seq: the id breaks the tie.
-	twin := mkProp("sp", "twin", 5, model.StatePending, "alice")
+	twin := mkProp("sp", "twin", 5, api.StatePending, "alice")
 	all = append(all, twin)
 	for i := 0; i < len(all); i += 64 {
 		putAll(t, s, uint64(i+1), all[i:min(i+64, len(all))]...)
@@ -584,15 +584,15 @@ func TestStoreListMatchesModel(t *testing.T) {
 	since, until := t0.Add(200*time.Second), t0.Add(700*time.Second)
 	queries := []ListQuery{
 		{},
-		{State: model.StatePending}, {State: model.StateFulfilled}, {Proposer: "carol"}, {Proposer: "a\x00b"},
-		{Target: "bob"}, {Target: "a\x00b"}, {Target: "nobody"}, {Anomaly: model.AnomalyTargetMismatch},
+		{State: api.StatePending}, {State: api.StateFulfilled}, {Proposer: "carol"}, {Proposer: "a\x00b"},
+		{Target: "bob"}, {Target: "a\x00b"}, {Target: "nobody"}, {Anomaly: api.AnomalyTargetMismatch},
 		{ActionType: "write"}, {ResourceType: "db"}, {Domain: "fs"},
 		{Since: since}, {Until: until}, {Since: since, Until: until},
-		{State: model.StatePending, Proposer: "alice"},
-		{State: model.StateRejected, Target: "carol", Since: since},
-		{Proposer: "bob", Target: "bob", Anomaly: model.AnomalySelfFulfilled},
+		{State: api.StatePending, Proposer: "alice"},
+		{State: api.StateRejected, Target: "carol", Since: since},
+		{Proposer: "bob", Target: "bob", Anomaly: api.AnomalySelfFulfilled},
 		{ActionType: "read", ResourceType: "file", Domain: "prod"},
-		{State: model.StateWithdrawn, Target: "dave", Until: until, Domain: "fs"},
+		{State: api.StateWithdrawn, Target: "dave", Until: until, Domain: "fs"},
 	}
 	for _, q := range queries {
 		q.Space = "sp"
@@ -637,12 +637,12 @@ func TestStoreListCursorStableUnderAppends(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	initial := genProposals(r, 100, 1, "sp")
 	for _, p := range initial {
-		p.State = model.StatePending
+		p.State = api.StatePending
 	}
 	putAll(t, s, 100, initial...)
-	want := listModel(initial, ListQuery{Space: "sp", State: model.StatePending})
+	want := listModel(initial, ListQuery{Space: "sp", State: api.StatePending})
 
-	q := ListQuery{Space: "sp", State: model.StatePending, Limit: 9}
+	q := ListQuery{Space: "sp", State: api.StatePending, Limit: 9}
 	var got []string
 	seq := uint64(101)
 	for {
@@ -655,8 +655,8 @@ func TestStoreListCursorStableUnderAppends(t *testing.T) {
 		q.Cursor = pg.NextCursor
 		// Newer proposals arrive between pages, some in between existing ids
 		// lexically; they are newer than the cursor, so never seen.
-		putAll(t, s, seq, mkProp("sp", fmt.Sprintf("new%d", seq), seq, model.StatePending, "alice"),
-			mkProp("sp", fmt.Sprintf("p%03d-late", seq), seq+1, model.StatePending, "bob"))
+		putAll(t, s, seq, mkProp("sp", fmt.Sprintf("new%d", seq), seq, api.StatePending, "alice"),
+			mkProp("sp", fmt.Sprintf("p%03d-late", seq), seq+1, api.StatePending, "bob"))
 		seq += 2
 	}
 	if !slices.Equal(got, want) {
@@ -671,11 +671,11 @@ func TestStoreHistoryOrderAndIsolation(t *testing.T) {
 	seqs := []uint64{9, 1, 300, 2, 256, 70000}
 	for i, seq := range seqs {
 		b := s.NewBatch()
-		must(t, b.PutHistory("sp", "a", &model.HistoryEntry{Seq: seq, ID: fmt.Sprint("e", seq), Effect: model.EffectRecorded}))
+		must(t, b.PutHistory("sp", "a", &api.HistoryEntry{Seq: seq, ID: fmt.Sprint("e", seq), Effect: api.EffectRecorded}))
 		// Keys that start with "a" or contain terminator bytes are separate.
-		must(t, b.PutHistory("sp", "a\x00", &model.HistoryEntry{Seq: seq, ID: "x"}))
-		must(t, b.PutHistory("sp", "ab", &model.HistoryEntry{Seq: seq, ID: "y"}))
-		must(t, b.PutHistory("sp\x00", "a", &model.HistoryEntry{Seq: seq, ID: "z"}))
+		must(t, b.PutHistory("sp", "a\x00", &api.HistoryEntry{Seq: seq, ID: "x"}))
+		must(t, b.PutHistory("sp", "ab", &api.HistoryEntry{Seq: seq, ID: "y"}))
+		must(t, b.PutHistory("sp\x00", "a", &api.HistoryEntry{Seq: seq, ID: "z"}))
 		mustCommit(t, b, uint64(i+1))
 	}
 	h, err := s.History("sp", "a")
@@ -715,7 +715,7 @@ func feed(t *testing.T, s *Store, r *rand.Rand, batchSize int) {
 		ops = append(ops,
 			func(b *Batch) error { return b.PutProposal(p) },
 			func(b *Batch) error {
-				return b.PutHistory(p.Space, p.ID, &model.HistoryEntry{Seq: p.CreatedSeq, ID: p.ID, Effect: model.EffectApplied})
+				return b.PutHistory(p.Space, p.ID, &api.HistoryEntry{Seq: p.CreatedSeq, ID: p.ID, Effect: api.EffectApplied})
 			},
 			func(b *Batch) error {
 				return b.PutEventRef(p.Space, p.ID, &fold.EventRef{Seq: p.CreatedSeq, Status: fold.EventApplied, Proposals: []string{p.ID}})
@@ -738,13 +738,13 @@ func feed(t *testing.T, s *Store, r *rand.Rand, batchSize int) {
 	}
 	// Later: every pending proposal is decided, stats written, read-modify-write.
 	b := s.NewBatch()
-	st := model.NewStats()
+	st := api.NewStats()
 	for _, p := range gen {
 		cur, err := b.Proposal(p.Space, p.ID)
 		must(t, err)
-		if cur.State == model.StatePending {
+		if cur.State == api.StatePending {
 			c := cur.Clone()
-			c.State = model.StateExpired
+			c.State = api.StateExpired
 			must(t, b.PutProposal(c))
 		}
 		st.Proposals++
@@ -769,7 +769,7 @@ func TestStoreDigestIndependentOfWriteOrderAndBatching(t *testing.T) {
 		t.Fatalf("digests %s vs %s", ga, gb)
 	}
 	// And a real change changes the digest.
-	putAll(t, b, 1002, mkProp("sp", "extra", 1002, model.StatePending, "x"))
+	putAll(t, b, 1002, mkProp("sp", "extra", 1002, api.StatePending, "x"))
 	if gb2, _ := b.Digest(); gb2 == ga {
 		t.Fatal("digest did not change")
 	}
@@ -842,7 +842,7 @@ func TestStoreWaitApplied(t *testing.T) {
 
 func TestStoreCloseTwiceAndUseAfterClose(t *testing.T) {
 	s := openMemStore(t)
-	putAll(t, s, 1, mkProp("sp", "a", 1, model.StatePending, "x"))
+	putAll(t, s, 1, mkProp("sp", "a", 1, api.StatePending, "x"))
 	b := s.NewBatch()
 	must(t, s.Close())
 	must(t, s.Close())
@@ -885,13 +885,13 @@ func TestStoreConcurrentReadsDuringCommits(t *testing.T) {
 					return
 				default:
 				}
-				pg, err := s.List(ListQuery{Space: "sp", State: model.StatePending, Limit: 20})
+				pg, err := s.List(ListQuery{Space: "sp", State: api.StatePending, Limit: 20})
 				if err != nil {
 					errs <- err
 					return
 				}
 				for _, p := range pg.Proposals {
-					if p.State != model.StatePending {
+					if p.State != api.StatePending {
 						errs <- fmt.Errorf("pending page holds %s proposal %s", p.State, p.ID)
 						return
 					}
@@ -905,12 +905,12 @@ func TestStoreConcurrentReadsDuringCommits(t *testing.T) {
 	}
 	for i := 1; i <= n; i++ {
 		b := s.NewBatch()
-		must(t, b.PutProposal(mkProp("sp", fmt.Sprintf("p%03d", i), uint64(i), model.StatePending, "x")))
+		must(t, b.PutProposal(mkProp("sp", fmt.Sprintf("p%03d", i), uint64(i), api.StatePending, "x")))
 		if i > 1 {
 			prev, err := b.Proposal("sp", fmt.Sprintf("p%03d", i-1))
 			must(t, err)
 			c := prev.Clone()
-			c.State = model.StateRejected
+			c.State = api.StateRejected
 			must(t, b.PutProposal(c))
 		}
 		mustCommit(t, b, uint64(i))
@@ -921,7 +921,7 @@ func TestStoreConcurrentReadsDuringCommits(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if got := listIDs(t, s, ListQuery{Space: "sp", State: model.StatePending}); !slices.Equal(got, []string{fmt.Sprintf("p%03d", n)}) {
+	if got := listIDs(t, s, ListQuery{Space: "sp", State: api.StatePending}); !slices.Equal(got, []string{fmt.Sprintf("p%03d", n)}) {
 		t.Fatalf("pending at the end = %v", got)
 	}
 }
@@ -951,14 +951,14 @@ func benchStore(b *testing.B) (*Store, int) {
 	start := time.Now()
 	batch := s.NewBatch()
 	for i := 1; i <= n; i++ {
-		st := model.StateFulfilled
+		st := api.StateFulfilled
 		switch x := r.Intn(10); {
 		case x < 2:
-			st = model.StatePending
+			st = api.StatePending
 		case x < 4:
-			st = model.StateRejected
+			st = api.StateRejected
 		case x < 5:
-			st = model.StateWithdrawn
+			st = api.StateWithdrawn
 		}
 		p := mkProp("default", fmt.Sprintf("env-req-%08d", i), uint64(i), st, agents[r.Intn(len(agents))], agents[r.Intn(len(agents))])
 		p.Params = json.RawMessage(`{"name":"write_file","arguments":{"path":"/tmp/some/file.txt","content":"hello world, this is a proposal"}}`)
@@ -1058,7 +1058,7 @@ func BenchmarkStoreList(b *testing.B) {
 			ot := newOpTimer(b)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				q := ListQuery{Space: "default", State: model.StatePending, Limit: 100}
+				q := ListQuery{Space: "default", State: api.StatePending, Limit: 100}
 				if i%2 == 1 {
 					q.Cursor = encodeCursor(uint64(r.Intn(n))+1, "")
 				}
@@ -1102,7 +1102,7 @@ func TestStoreRawReadsMatchDecoded(t *testing.T) {
 	if _, err := s.GetRaw("sp", "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("GetRaw of nothing: %v", err)
 	}
-	q := ListQuery{Space: "sp", State: model.StatePending, Limit: 3}
+	q := ListQuery{Space: "sp", State: api.StatePending, Limit: 3}
 	for {
 		pg, err := s.List(q)
 		must(t, err)
@@ -1126,7 +1126,7 @@ func TestStoreRawReadsMatchDecoded(t *testing.T) {
 func TestStoreOpenCreatesNestedDir(t *testing.T) {
 	dir := t.TempDir() + "/a/b/projection"
 	s := openDirStore(t, dir)
-	putAll(t, s, 1, mkProp("sp", "a", 1, model.StatePending, "x"))
+	putAll(t, s, 1, mkProp("sp", "a", 1, api.StatePending, "x"))
 	must(t, s.Close())
 	s = openDirStore(t, dir)
 	defer s.Close()
@@ -1154,7 +1154,7 @@ func BenchmarkStoreCommit(b *testing.B) {
 			b.Fatal(err)
 		}
 		if st == nil {
-			st = model.NewStats()
+			st = api.NewStats()
 		} else {
 			st = st.Clone()
 		}
@@ -1167,9 +1167,9 @@ func BenchmarkStoreCommit(b *testing.B) {
 			if _, err := batch.Orphans("default", id); err != nil {
 				b.Fatal(err)
 			}
-			p := mkProp("default", id, seq, model.StatePending, fmt.Sprintf("agent-%03d", seq%200), fmt.Sprintf("agent-%03d", seq%37))
+			p := mkProp("default", id, seq, api.StatePending, fmt.Sprintf("agent-%03d", seq%200), fmt.Sprintf("agent-%03d", seq%37))
 			must(b, batch.PutProposal(p))
-			must(b, batch.PutHistory("default", id, &model.HistoryEntry{Seq: seq, ID: id, Type: "proposal", Kind: ledger.KindProposal, From: p.Proposer, At: p.CreatedAt, Effect: model.EffectApplied}))
+			must(b, batch.PutHistory("default", id, &api.HistoryEntry{Seq: seq, ID: id, Type: "proposal", Kind: ledger.KindProposal, From: p.Proposer, At: p.CreatedAt, Effect: api.EffectApplied}))
 			must(b, batch.PutEventRef("default", id, &fold.EventRef{Seq: seq, Type: ledger.TypeProposal, Status: fold.EventApplied, Proposals: []string{id}}))
 			st.Proposals++
 			st.Events++
@@ -1235,7 +1235,7 @@ func TestStoreMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := s.NewBatch()
-	if err := b.PutStats("default", &model.Stats{}); err != nil {
+	if err := b.PutStats("default", &api.Stats{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Commit(1); err != nil {
@@ -1268,9 +1268,9 @@ func TestValueSeparation(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	pad := strings.Repeat("x", 2*valueSeparationMinSize)
-	var ps []*model.Proposal
+	var ps []*api.Proposal
 	for i := range 50 {
-		p := mkProp("sp", fmt.Sprintf("p-%02d", i), uint64(i+1), model.StatePending, "alice", "bob")
+		p := mkProp("sp", fmt.Sprintf("p-%02d", i), uint64(i+1), api.StatePending, "alice", "bob")
 		p.Params = json.RawMessage(`{"name":"write_file","content":"` + pad + `"}`)
 		ps = append(ps, p)
 	}
@@ -1297,7 +1297,7 @@ func TestValueSeparation(t *testing.T) {
 			}
 			raws = append(raws, raw)
 		}
-		lp, err := s.List(ListQuery{Space: "sp", State: model.StatePending, Limit: 100})
+		lp, err := s.List(ListQuery{Space: "sp", State: api.StatePending, Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/lib/canon"
+	"github.com/mewledger/ledger/ledger/canon"
 )
 
 var toolCallSeeds = []string{

@@ -12,7 +12,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections/fold"
 )

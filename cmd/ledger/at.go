@@ -9,10 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -117,11 +116,11 @@ func runAt(ctx context.Context, e env, args []string) error {
 // tables.
 func renderAt(w io.Writer, answer any, space string) error {
 	switch a := answer.(type) {
-	case *model.Proposal:
+	case *api.Proposal:
 		return renderProposal(w, a)
-	case wire.History:
+	case api.History:
 		return renderHistory(w, a.ID, a.Space, a.Events)
-	case wire.List:
+	case api.List:
 		if err := renderList(w, a.Proposals); err != nil {
 			return err
 		}
@@ -130,7 +129,7 @@ func renderAt(w io.Writer, answer any, space string) error {
 			return err
 		}
 		return nil
-	case *model.Stats:
+	case *api.Stats:
 		return renderStats(w, space, a)
 	}
 	return writeOpsJSON(w, answer)
@@ -185,7 +184,7 @@ func parseAtQuery(e env, name string, args []string, spaceFlag *string) (func(*r
 			if err != nil {
 				return nil, err
 			}
-			return wire.History{ID: id, Space: *spaceFlag, Events: h}, nil
+			return api.History{ID: id, Space: *spaceFlag, Events: h}, nil
 		}, nil
 	case "stats":
 		if _, err := parse(0); err != nil {
@@ -207,7 +206,7 @@ func parseAtQuery(e env, name string, args []string, spaceFlag *string) (func(*r
 	if _, err := parse(0); err != nil {
 		return nil, err
 	}
-	q.State = model.ProposalState(state)
+	q.State = api.ProposalState(state)
 	for _, x := range []struct {
 		s string
 		t *time.Time
@@ -228,8 +227,8 @@ func parseAtQuery(e env, name string, args []string, spaceFlag *string) (func(*r
 			return nil, err
 		}
 		if page.Proposals == nil {
-			page.Proposals = []*model.Proposal{}
+			page.Proposals = []*api.Proposal{}
 		}
-		return wire.List{Proposals: page.Proposals, NextCursor: page.NextCursor}, nil
+		return api.List{Proposals: page.Proposals, NextCursor: page.NextCursor}, nil
 	}, nil
 }

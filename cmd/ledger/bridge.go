@@ -87,7 +87,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 		tokenFile, natsURL  string
 		httpAddr, logFormat string
 		logLevel            string
-		api, apiToken       string
+		apiURL, apiToken    string
 		creds               natsCreds
 		quiet               bool
 	)
@@ -97,7 +97,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	f.str(&o.Participant, "participant", "NAME", "", "the bridge's participant id in the MEW space (unique there)", true)
 	f.str(&tokenFile, "token-file", "FILE", "", "file holding the participant's MEW token", true)
 	f.str(&o.Space, "space", "NAME", "", "ledger space the envelopes go to (default: the MEW space id)", true)
-	f.str(&api, "api", "URL", apiclient.DefaultAPI, "the ledger's HTTP API", true)
+	f.str(&apiURL, "api", "URL", apiclient.DefaultAPI, "the ledger's HTTP API", true)
 	f.str(&apiToken, "token", "TOKEN", "", "API bearer token with the writer role, for a ledger started with --auth (prefer the environment variable)", true)
 	f.hide("token")
 	f.str(&natsURL, "nats-url", "URL", "", "append through the ledger's NATS submit service at these servers instead of the HTTP API", true)
@@ -187,7 +187,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 		if f.given("api") {
 			// The submit service does not serve bridge sessions: read
 			// them from the same ledger's HTTP API.
-			hs, err := bridge.NewHTTPSink(api, apiToken)
+			hs, err := bridge.NewHTTPSink(apiURL, apiToken)
 			if err != nil {
 				return usageError("%v", err)
 			}
@@ -195,7 +195,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 		}
 		o.Sink = sink
 	} else {
-		hs, err := bridge.NewHTTPSink(api, apiToken)
+		hs, err := bridge.NewHTTPSink(apiURL, apiToken)
 		if err != nil {
 			return usageError("%v", err)
 		}

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
-	"github.com/mewledger/ledger/model"
 )
 
 // capture returns the frames of a real MEW capture (testdata/mew-v0.11).
@@ -48,7 +48,7 @@ func capture(t *testing.T, name string) (frames [][]byte, mewSpace string) {
 // waitProposal polls the API until a proposal satisfies done (bounded):
 // the bridge appends while the test reads, so the last event may not be
 // folded yet.
-func waitProposal(t *testing.T, cl *apitest.Client, space, id string, done func(*model.Proposal) bool) *model.Proposal {
+func waitProposal(t *testing.T, cl *apitest.Client, space, id string, done func(*api.Proposal) bool) *api.Proposal {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -94,7 +94,7 @@ func TestBridgeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, bin, filepath.Join(dir, "data"), "--bridge-mew-config", cfg)
-	cl, err := apitest.New(apiclient.Options{API: s.api})
+	cl, err := apitest.New(apiclient.Options{API: s.apiURL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +108,14 @@ func TestBridgeEndToEnd(t *testing.T) {
 	}
 	// Rejected, with the rejection's explanation (the capture's last
 	// lifecycle envelope).
-	waitProposal(t, cl, "served", "bc36e041-9d18-4436-b5a7-8e063d04fa7d", func(p *model.Proposal) bool {
-		return p.State == model.StateRejected && len(p.Rejections) == 1 && strings.Contains(p.Rejections[0].Explanation, "destroy the workspace")
+	waitProposal(t, cl, "served", "bc36e041-9d18-4436-b5a7-8e063d04fa7d", func(p *api.Proposal) bool {
+		return p.State == api.StateRejected && len(p.Rejections) == 1 && strings.Contains(p.Rejections[0].Explanation, "destroy the workspace")
 	})
 
 	// The standalone bridge.
 	cmd := exec.Command(bin, "bridge", "mew", "--gateway", gw.URL(), "--mew-space", withdrawSpace,
 		"--participant", "standalone-recorder", "--token-file", tokenFile, "--space", "standalone",
-		"--api", s.api, "--http", "127.0.0.1:0", "--log-format", "json")
+		"--api", s.apiURL, "--http", "127.0.0.1:0", "--log-format", "json")
 	cmd.Env = cleanEnv()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -153,8 +153,8 @@ func TestBridgeEndToEnd(t *testing.T) {
 	for _, f := range withdrawFrames[1:] {
 		gw.Broadcast(withdrawSpace, f)
 	}
-	waitProposal(t, cl, "standalone", "a0e388ea-18a2-489a-a929-16940bfe6daf", func(p *model.Proposal) bool {
-		return p.State == model.StateWithdrawn && p.Withdrawal != nil && strings.Contains(p.Withdrawal.Explanation, "found the file already exists")
+	waitProposal(t, cl, "standalone", "a0e388ea-18a2-489a-a929-16940bfe6daf", func(p *api.Proposal) bool {
+		return p.State == api.StateWithdrawn && p.Withdrawal != nil && strings.Contains(p.Withdrawal.Explanation, "found the file already exists")
 	})
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/client/evidence"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/proofs"
 )
@@ -35,12 +35,12 @@ func init() {
 
 func runCheckpoint(ctx context.Context, e env, args []string) error {
 	var (
-		data, keyFile, api, token string
+		data, keyFile, apiURL, token string
 	)
 	f := newFlags(commands["checkpoint"], e)
 	f.str(&data, "data", "DIR", app.DefaultDataDir, "ledger data directory (for its checkpoint.key)", true)
 	f.str(&keyFile, "checkpoint-key", "FILE", "", "the signing key file (default <data>/checkpoint.key)", true)
-	f.str(&api, "api", "URL", client.DefaultAPI, "the running ledger latest asks, and key asks when this flag is given", true)
+	f.str(&apiURL, "api", "URL", client.DefaultAPI, "the running ledger latest asks, and key asks when this flag is given", true)
 	f.str(&token, "token", "TOKEN", "", "bearer token (role auditor) for an API started with --auth", true)
 	f.hide("token")
 	pos, err := positional(f, args)
@@ -57,13 +57,13 @@ func runCheckpoint(ctx context.Context, e env, args []string) error {
 		if pos[0] == "key" {
 			path += "/key"
 		}
-		cl, err := client.New(api, client.WithToken(token))
+		cl, err := client.New(apiURL, client.WithToken(token))
 		if err != nil {
 			return usageError("%v", err)
 		}
 		var raw []byte
 		if err := cl.Do(ctx, http.MethodGet, path, nil, nil, "", false, &raw); err != nil {
-			return clientError(api, err)
+			return clientError(apiURL, err)
 		}
 		_, err = e.stdout.Write(raw)
 		return err

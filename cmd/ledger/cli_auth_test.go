@@ -14,12 +14,11 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/auth/authcfg"
 	"github.com/mewledger/ledger/internal/auth/httpauth"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
-	"github.com/mewledger/ledger/model"
 )
 
 const (
@@ -65,52 +64,52 @@ func TestCLIWithAuthAndLimits(t *testing.T) {
 	}
 	o.Limits = lim
 	a := apptest.StartWith(t, o)
-	api := a.HTTPURL()
+	apiURL := a.HTTPURL()
 	audit, writer, ops := secret(t, "audit-team.token"), secret(t, "ci-writer.token"), secret(t, "oncall.token")
 
 	// Tokens and roles.
-	if code, _, stderr := runCLIToken(t, "", "", "stats", "--api", api); code != exitFailed || !strings.Contains(stderr, "unauthorized") || !strings.Contains(stderr, "LEDGER_TOKEN") {
+	if code, _, stderr := runCLIToken(t, "", "", "stats", "--api", apiURL); code != exitFailed || !strings.Contains(stderr, "unauthorized") || !strings.Contains(stderr, "LEDGER_TOKEN") {
 		t.Errorf("stats without a token: %d %s", code, stderr)
 	}
-	if code, _, stderr := runCLIToken(t, "", "", "stats", "--api", api, "--token", "not-a-token"); code != exitFailed || !strings.Contains(stderr, "unauthorized") {
+	if code, _, stderr := runCLIToken(t, "", "", "stats", "--api", apiURL, "--token", "not-a-token"); code != exitFailed || !strings.Contains(stderr, "unauthorized") {
 		t.Errorf("stats with an unknown token: %d %s", code, stderr)
 	}
-	if code, _, stderr := runCLIToken(t, audit, "", "stats", "--api", api); code != exitOK {
+	if code, _, stderr := runCLIToken(t, audit, "", "stats", "--api", apiURL); code != exitOK {
 		t.Errorf("stats with the auditor's token: %d %s", code, stderr)
 	}
 	props, _ := os.ReadFile("../../examples/kernel-proposals.jsonl")
-	if code, _, stderr := runCLIToken(t, audit, string(props), "publish", "--kernel", "--api", api); code != exitFailed || !strings.Contains(stderr, "forbidden") {
+	if code, _, stderr := runCLIToken(t, audit, string(props), "publish", "--kernel", "--api", apiURL); code != exitFailed || !strings.Contains(stderr, "forbidden") {
 		t.Errorf("publish with the auditor's token: %d %s", code, stderr)
 	}
 
 	// publish --kernel, approvals and fulfilments (the README's walkthrough).
-	code, stdout, stderr := runCLIToken(t, writer, string(props), "publish", "--kernel", "--api", api)
+	code, stdout, stderr := runCLIToken(t, writer, string(props), "publish", "--kernel", "--api", apiURL)
 	if code != exitOK || !strings.Contains(stdout, `"id":"pay-inv-9001"`) {
 		t.Fatalf("publish --kernel: %d %s %s", code, stdout, stderr)
 	}
-	code, stdout, stderr = runCLIToken(t, writer, "", "publish", "-f", "../../examples/kernel-approvals.jsonl", "--api", api)
+	code, stdout, stderr = runCLIToken(t, writer, "", "publish", "-f", "../../examples/kernel-approvals.jsonl", "--api", apiURL)
 	if code != exitOK {
 		t.Fatalf("publish approvals: %d %s %s", code, stdout, stderr)
 	}
 	last := lastSeq(t, stdout)
-	code, stdout, stderr = runCLIToken(t, audit, "", "get", "pay-inv-9001", "-o", "json", "--min-seq", strconv.FormatUint(last, 10), "--api", api)
-	var p model.Proposal
-	if code != exitOK || json.Unmarshal([]byte(stdout), &p) != nil || p.State != model.StateFulfilled || p.Approved == nil || !*p.Approved || len(p.Anomalies) != 0 {
+	code, stdout, stderr = runCLIToken(t, audit, "", "get", "pay-inv-9001", "-o", "json", "--min-seq", strconv.FormatUint(last, 10), "--api", apiURL)
+	var p api.Proposal
+	if code != exitOK || json.Unmarshal([]byte(stdout), &p) != nil || p.State != api.StateFulfilled || p.Approved == nil || !*p.Approved || len(p.Anomalies) != 0 {
 		t.Fatalf("get pay-inv-9001: %d %s %s", code, stdout, stderr)
 	}
-	code, stdout, _ = runCLIToken(t, audit, "", "get", "pay-inv-9002", "-o", "json", "--api", api)
-	if code != exitOK || json.Unmarshal([]byte(stdout), &p) != nil || !p.HasAnomaly(model.AnomalyUnapprovedFulfillment) {
+	code, stdout, _ = runCLIToken(t, audit, "", "get", "pay-inv-9002", "-o", "json", "--api", apiURL)
+	if code != exitOK || json.Unmarshal([]byte(stdout), &p) != nil || !p.HasAnomaly(api.AnomalyUnapprovedFulfillment) {
 		t.Fatalf("get pay-inv-9002: %d %s", code, stdout)
 	}
 	bad, _ := os.ReadFile("../../examples/kernel-bad.jsonl")
-	code, _, stderr = runCLIToken(t, writer, string(bad), "publish", "--kernel", "--api", api)
+	code, _, stderr = runCLIToken(t, writer, string(bad), "publish", "--kernel", "--api", apiURL)
 	if code != exitFailed || !strings.Contains(stderr, "line 1: V-PROP-004") || !strings.Contains(stderr, "line 2: V-PROP-014") {
 		t.Errorf("publish --kernel of bad proposals: %d %s", code, stderr)
 	}
 
 	// The to limit (--max-to 2).
 	tooMany := `{"protocol":"mew/v0.4","id":"to-3","from":"a","to":["b","c","d"],"kind":"mcp/proposal","payload":{"method":"m","params":{}}}`
-	code, stdout, stderr = runCLIToken(t, writer, tooMany+"\n", "publish", "--api", api)
+	code, stdout, stderr = runCLIToken(t, writer, tooMany+"\n", "publish", "--api", apiURL)
 	if code != exitFailed || !strings.Contains(stdout, `"code":"too_many"`) || !strings.Contains(stderr, "(field to)") {
 		t.Errorf("publish with 3 to entries: %d %s %s", code, stdout, stderr)
 	}
@@ -140,14 +139,14 @@ func TestCLIWithAuthAndLimits(t *testing.T) {
 	// ci-writer has its own write_limit in the example (200/s, burst 400),
 	// which wins over --write-rate: 600 quick writes exceed its burst.
 	for i := 0; i < 600 && !limited; i++ {
-		req, _ := http.NewRequest(http.MethodPost, api+"/v1/events", strings.NewReader(`{}`))
+		req, _ := http.NewRequest(http.MethodPost, apiURL+"/v1/events", strings.NewReader(`{}`))
 		req.Header.Set("Authorization", "Bearer "+writer)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var eb wire.ErrorBody
+		var eb api.ErrorBody
 		_ = json.NewDecoder(resp.Body).Decode(&eb)
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusTooManyRequests {
@@ -162,16 +161,16 @@ func TestCLIWithAuthAndLimits(t *testing.T) {
 	}
 
 	// Online ops need the ops role.
-	if code, _, stderr := runCLIToken(t, audit, "", "rebuild", "--api", api, "--progress", "off"); code != exitFailed || !strings.Contains(stderr, "forbidden") {
+	if code, _, stderr := runCLIToken(t, audit, "", "rebuild", "--api", apiURL, "--progress", "off"); code != exitFailed || !strings.Contains(stderr, "forbidden") {
 		t.Errorf("rebuild with the auditor's token: %d %s", code, stderr)
 	}
 	time.Sleep(time.Second) // the write budget refills
-	code, stdout, stderr = runCLIToken(t, ops, "", "rebuild", "--api", api, "--progress", "off", "--log-level", "warn")
+	code, stdout, stderr = runCLIToken(t, ops, "", "rebuild", "--api", apiURL, "--progress", "off", "--log-level", "warn")
 	if code != exitOK || !strings.Contains(stdout, "online up to seq") {
 		t.Fatalf("rebuild --api: %d %s %s", code, stdout, stderr)
 	}
-	code, stdout, stderr = runCLIToken(t, "", "", "verify", "--api", api, "--token", ops, "--progress", "off")
-	var vr wire.VerifyResult
+	code, stdout, stderr = runCLIToken(t, "", "", "verify", "--api", apiURL, "--token", ops, "--progress", "off")
+	var vr api.VerifyResult
 	if code != exitOK || json.Unmarshal([]byte(stdout), &vr) != nil || !vr.OK || vr.Seq < last {
 		t.Fatalf("verify --api: %d %s %s", code, stdout, stderr)
 	}
@@ -223,7 +222,7 @@ func lastSeq(t *testing.T, out string) uint64 {
 	var last uint64
 	dec := json.NewDecoder(bytes.NewReader([]byte(out)))
 	for dec.More() {
-		var r wire.AppendResult
+		var r api.AppendResult
 		if err := dec.Decode(&r); err != nil {
 			t.Fatal(err)
 		}

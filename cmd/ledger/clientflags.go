@@ -46,7 +46,7 @@ const (
 
 // clientOpts are the flags every client subcommand shares.
 type clientOpts struct {
-	api    string
+	apiURL string
 	token  string
 	space  string
 	output string
@@ -89,7 +89,7 @@ func (c *clientOpts) timedOut(ctx context.Context) error {
 // addClientFlags registers --api, --token, --space and, for reads,
 // -o/--output and --min-seq.
 func addClientFlags(f *flags, c *clientOpts, read bool) {
-	f.str(&c.api, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
+	f.str(&c.apiURL, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
 	f.str(&c.token, "token", "TOKEN", "", "bearer token for an API started with --auth (prefer the environment variable: a flag shows in ps)", true)
 	f.hide("token")
 	f.boolean(&c.quiet, "quiet", false, "do not say on stderr which ledger the command acts on", true)
@@ -132,7 +132,7 @@ func (c *clientOpts) client() (*client.Client, error) {
 			Transport: deadlineTransport{deadline: deadline, next: http.DefaultTransport},
 		}))
 	}
-	cl, err := client.New(c.api, opts...)
+	cl, err := client.New(c.apiURL, opts...)
 	if err != nil {
 		return nil, usageError("%v", err)
 	}
@@ -207,28 +207,28 @@ const natsBanner = "INFO {"
 // greets every connection with its INFO banner, which the HTTP client
 // reports as a malformed response or an early answer), or another protocol.
 // It looks at the address again to be sure: a NATS server speaks first.
-func notHTTP(ctx context.Context, api string, err error) error {
+func notHTTP(ctx context.Context, apiURL string, err error) error {
 	var ae *client.Error
 	var ops *apiclient.APIError
 	if errors.As(err, &ae) || errors.As(err, &ops) || errors.Is(err, errTimeout) {
 		return nil // an HTTP answer, or our own bound
 	}
 	msg := err.Error()
-	if isNATS(ctx, api) {
+	if isNATS(ctx, apiURL) {
 		return &unreachableError{msg: fmt.Sprintf("--api %s: that is a NATS server (it greets with an INFO banner), not the ledger's HTTP API; "+
-			"give --api the address of `ledger serve --http` (default %s), and NATS addresses to --nats-url", api, client.DefaultAPI)}
+			"give --api the address of `ledger serve --http` (default %s), and NATS addresses to --nats-url", apiURL, client.DefaultAPI)}
 	}
 	if strings.Contains(msg, "malformed HTTP") || strings.Contains(msg, "readLoopPeekFailLocked") ||
 		strings.Contains(msg, "first record does not look like a TLS handshake") {
-		return &unreachableError{msg: fmt.Sprintf("--api %s: what answered there does not speak HTTP as the ledger's API does", api)}
+		return &unreachableError{msg: fmt.Sprintf("--api %s: what answered there does not speak HTTP as the ledger's API does", apiURL)}
 	}
 	return nil
 }
 
 // isNATS reports whether the host of api greets a connection with a NATS
 // INFO banner (within a second).
-func isNATS(ctx context.Context, api string) bool {
-	u, err := url.Parse(api)
+func isNATS(ctx context.Context, apiURL string) bool {
+	u, err := url.Parse(apiURL)
 	if err != nil || u.Host == "" {
 		return false
 	}
@@ -252,20 +252,20 @@ func isNATS(ctx context.Context, api string) bool {
 // clientError turns an error of the public client into what the
 // dispatcher reports: unreachable (exit 2) with a hint, or the API's error
 // (exit 1).
-func clientError(api string, err error) error {
+func clientError(apiURL string, err error) error {
 	var (
 		ae     *client.Error
 		ops    *apiclient.APIError // the operations' calls (internal/lib/apiclient)
 		status int
 	)
-	if e := notHTTP(context.Background(), api, err); e != nil {
+	if e := notHTTP(context.Background(), apiURL, err); e != nil {
 		return e
 	}
 	switch {
 	case errors.Is(err, errTimeout):
 		return fmt.Errorf("%w: gave up after --timeout: %s", errTimedOut, strings.TrimPrefix(err.Error(), client.ErrUnreachable.Error()+": "))
 	case errors.Is(err, client.ErrUnreachable):
-		return unreachable("the ledger", api, err)
+		return unreachable("the ledger", apiURL, err)
 	case errors.As(err, &ae):
 		status = ae.Status
 	case errors.As(err, &ops):

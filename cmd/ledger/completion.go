@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 func init() {
@@ -69,8 +69,8 @@ var choices = regexp.MustCompile(`^[a-z0-9-]+(\|[a-z0-9-]+)*$`)
 
 // stateValues are the values of every --state flag.
 func stateValues() []string {
-	out := make([]string, len(model.States))
-	for i, s := range model.States {
+	out := make([]string, len(api.States))
+	for i, s := range api.States {
 		out[i] = string(s)
 	}
 	return out

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 )
 
 // `ledger publish -f` of the same file again is answered duplicate:true
@@ -29,16 +29,16 @@ func TestPublishSameFileAgainIsDuplicateForEver(t *testing.T) {
 	const window = time.Second
 	s := startServer(t, bin, data, "--dup-window", window.String())
 
-	publishFile := func(s *server) []wire.AppendResult {
+	publishFile := func(s *server) []api.AppendResult {
 		t.Helper()
 		r := s.cli("", "publish", "-f", file)
 		if r.code != 0 {
 			t.Fatalf("publish -f: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		var out []wire.AppendResult
+		var out []api.AppendResult
 		dec := json.NewDecoder(strings.NewReader(r.stdout))
 		for dec.More() {
-			var res wire.AppendResult
+			var res api.AppendResult
 			if err := dec.Decode(&res); err != nil {
 				t.Fatalf("publish output %q: %v", r.stdout, err)
 			}

@@ -20,8 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -91,14 +90,14 @@ func (s *syncBuffer) String() string {
 
 // server is a running `ledger serve` process.
 type server struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	logs *syncBuffer
-	done chan struct{}
-	err  error
-	addr wire.Addr
-	api  string
-	bin  string
+	t      *testing.T
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	done   chan struct{}
+	err    error
+	addr   api.Addr
+	apiURL string
+	bin    string
 }
 
 func startServer(t *testing.T, bin, data string, args ...string) *server {
@@ -141,7 +140,7 @@ func startServer(t *testing.T, bin, data string, args ...string) *server {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.api = "http://" + s.addr.HTTP
+	s.apiURL = "http://" + s.addr.HTTP
 	if !strings.HasPrefix(s.addr.NATS, "nats://127.0.0.1:") {
 		t.Fatalf("addr file nats %q", s.addr.NATS)
 	}
@@ -174,7 +173,7 @@ type result struct {
 func (s *server) cli(stdin string, args ...string) result {
 	s.t.Helper()
 	cmd := exec.Command(s.bin, args...)
-	cmd.Env = append(cleanEnv(), "LEDGER_API="+s.api)
+	cmd.Env = append(cleanEnv(), "LEDGER_API="+s.apiURL)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -201,16 +200,16 @@ func (s *server) ok(stdin string, args ...string) string {
 
 // publish runs `ledger publish` with lines on stdin and returns the
 // results.
-func (s *server) publish(wantCode int, lines ...string) ([]wire.AppendResult, string) {
+func (s *server) publish(wantCode int, lines ...string) ([]api.AppendResult, string) {
 	s.t.Helper()
 	r := s.cli(strings.Join(lines, "\n")+"\n", "publish")
 	if r.code != wantCode {
 		s.t.Fatalf("publish: exit %d, want %d\nstdout: %s\nstderr: %s", r.code, wantCode, r.stdout, r.stderr)
 	}
-	var out []wire.AppendResult
+	var out []api.AppendResult
 	dec := json.NewDecoder(strings.NewReader(r.stdout))
 	for dec.More() {
-		var res wire.AppendResult
+		var res api.AppendResult
 		if err := dec.Decode(&res); err != nil {
 			s.t.Fatalf("publish output %q: %v", r.stdout, err)
 		}
@@ -219,10 +218,10 @@ func (s *server) publish(wantCode int, lines ...string) ([]wire.AppendResult, st
 	return out, r.stderr
 }
 
-func (s *server) getJSON(id string, minSeq uint64) (model.Proposal, string) {
+func (s *server) getJSON(id string, minSeq uint64) (api.Proposal, string) {
 	s.t.Helper()
 	raw := s.ok("", "get", id, "-o", "json", "--min-seq", fmt.Sprint(minSeq))
-	var p model.Proposal
+	var p api.Proposal
 	if err := json.Unmarshal([]byte(raw), &p); err != nil {
 		s.t.Fatalf("get -o json: %v in %s", err, raw)
 	}
@@ -244,7 +243,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("golden publish results %+v", res)
 	}
 	p, goldenJSON := s.getJSON("env-req-1", res[2].Seq)
-	if p.State != model.StateFulfilled || p.DecidedBy != "human-user" || len(p.Fulfillments) != 1 || p.Fulfillments[0].Outcome != "succeeded" {
+	if p.State != api.StateFulfilled || p.DecidedBy != "human-user" || len(p.Fulfillments) != 1 || p.Fulfillments[0].Outcome != "succeeded" {
 		t.Fatalf("golden proposal %+v", p)
 	}
 	table := s.ok("", "get", "env-req-1")
@@ -266,7 +265,7 @@ func TestEndToEnd(t *testing.T) {
 		`{"protocol":"mew/v0.4","id":"withdraw-1","from":"agent-a","kind":"mcp/withdraw","correlation_id":["prop-w"],"payload":{"reason":"no_longer_needed"}}`,
 		`{"protocol":"mew/v0.4","id":"chat-w","from":"agent-a","kind":"chat","correlation_id":["withdraw-1"],"payload":{"text":"found the file elsewhere"}}`)
 	p, _ = s.getJSON("prop-w", res[2].Seq)
-	if p.State != model.StateWithdrawn || p.Withdrawal == nil || p.Withdrawal.Explanation != "found the file elsewhere" {
+	if p.State != api.StateWithdrawn || p.Withdrawal == nil || p.Withdrawal.Explanation != "found the file elsewhere" {
 		t.Fatalf("withdrawn %+v", p)
 	}
 	res, _ = s.publish(0,
@@ -274,7 +273,7 @@ func TestEndToEnd(t *testing.T) {
 		`{"protocol":"mew/v0.4","id":"reject-789","from":"fs-agent","kind":"mcp/reject","correlation_id":["prop-r"],"payload":{"reason":"unsafe"}}`,
 		`{"protocol":"mew/v0.4","id":"chat-r","from":"fs-agent","kind":"chat","correlation_id":["reject-789"],"payload":{"text":"outside the sandbox"}}`)
 	p, _ = s.getJSON("prop-r", res[2].Seq)
-	if p.State != model.StateRejected || len(p.Rejections) != 1 || p.Rejections[0].Explanation != "outside the sandbox" {
+	if p.State != api.StateRejected || len(p.Rejections) != 1 || p.Rejections[0].Explanation != "outside the sandbox" {
 		t.Fatalf("rejected %+v", p)
 	}
 
@@ -302,13 +301,13 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Bad input over HTTP: 400 with the field.
-	resp, err := http.Post(s.api+"/v1/events", "application/json", strings.NewReader(`{"protocol":"mew/v0.4","id":"y","from":"a","kind":"mcp/proposal","to":"b","payload":{"method":"m"}}`))
+	resp, err := http.Post(s.apiURL+"/v1/events", "application/json", strings.NewReader(`{"protocol":"mew/v0.4","id":"y","from":"a","kind":"mcp/proposal","to":"b","payload":{"method":"m"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var eb wire.ErrorBody
+	var eb api.ErrorBody
 	if resp.StatusCode != 400 || json.Unmarshal(body, &eb) != nil || eb.Error == nil || eb.Error.Code != "wrong_type" || eb.Error.Field != "to" {
 		t.Fatalf("HTTP refusal: %d %s", resp.StatusCode, body)
 	}
@@ -318,7 +317,7 @@ func TestEndToEnd(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, `"id":"prop-nats"`) {
 		t.Fatalf("publish --nats-url: %+v", r)
 	}
-	var nres wire.AppendResult
+	var nres api.AppendResult
 	if err := json.Unmarshal([]byte(r.stdout), &nres); err != nil {
 		t.Fatal(err)
 	}
@@ -361,11 +360,11 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h wire.History
+	var h api.History
 	if err := json.Unmarshal([]byte(s.ok("", "history", "junk-key", "-o", "json", "--min-seq", fmt.Sprint(ack.Sequence))), &h); err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Events) != 1 || h.Events[0].Effect != model.EffectInvalid {
+	if len(h.Events) != 1 || h.Events[0].Effect != api.EffectInvalid {
 		t.Fatalf("garbage history %+v", h)
 	}
 	lastSeq = ack.Sequence
@@ -385,7 +384,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Lists and stats.
-	var lst wire.List
+	var lst api.List
 	if err := json.Unmarshal([]byte(s.ok("", "list", "--state", "withdrawn", "-o", "json", "--min-seq", fmt.Sprint(lastSeq))), &lst); err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +395,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("list --all:\n%s", out)
 	}
 	statsBefore := s.ok("", "stats", "-o", "json")
-	var st model.Stats
+	var st api.Stats
 	if err := json.Unmarshal([]byte(statsBefore), &st); err != nil || st.Proposals != 6 || st.ByState["fulfilled"] != 1 ||
 		st.ByState["withdrawn"] != 1 || st.ByState["rejected"] != 1 || st.RejectionReasons["unsafe"] != 1 {
 		t.Fatalf("stats %s (%v)", statsBefore, err)

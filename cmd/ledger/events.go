@@ -82,7 +82,7 @@ func runEvents(ctx context.Context, e env, args []string) error {
 		}
 		raw, err := cl.RawEventAt(ctx, seq, ef.Space)
 		if err != nil {
-			return clientError(c.api, err)
+			return clientError(c.apiURL, err)
 		}
 		if c.output == outputJSON {
 			return encodeJSON(e.stdout, raw)
@@ -96,7 +96,7 @@ func runEvents(ctx context.Context, e env, args []string) error {
 	for {
 		page, err := cl.EventsPage(ctx, ef, cursor)
 		if err != nil {
-			return clientError(c.api, err)
+			return clientError(c.apiURL, err)
 		}
 		evs = append(evs, page.Events...)
 		next = page.NextCursor

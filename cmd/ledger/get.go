@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/client/evidence"
 )
 
 func init() {
@@ -61,7 +61,7 @@ func runGet(ctx context.Context, e env, args []string) error {
 	}
 	raw, err := cl.GetRaw(ctx, pos[0], co.read())
 	if err != nil {
-		return clientError(co.api, err)
+		return clientError(co.apiURL, err)
 	}
 	if co.output == outputJSON {
 		_, err = fmt.Fprint(e.stdout, string(raw))
@@ -69,7 +69,7 @@ func runGet(ctx context.Context, e env, args []string) error {
 	}
 	var p client.Proposal
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("the proposal from %s: %w", co.api, err)
+		return fmt.Errorf("the proposal from %s: %w", co.apiURL, err)
 	}
 	return renderProposal(e.stdout, &p)
 }
@@ -98,13 +98,13 @@ func getVerified(ctx context.Context, e env, co *clientOpts, keyArg, state, id s
 		origin, _, _ := strings.Cut(key, "+")
 		state = filepath.Join(dir, "ledger", "checkpoints", url.PathEscape(origin))
 	}
-	cl, err := client.New(co.api, client.WithToken(co.token), client.WithVerifier(key, state))
+	cl, err := client.New(co.apiURL, client.WithToken(co.token), client.WithVerifier(key, state))
 	if err != nil {
 		return usageError("%v", err)
 	}
 	vp, err := cl.VerifiedGet(ctx, id, co.read())
 	if err != nil {
-		return clientError(co.api, err)
+		return clientError(co.apiURL, err)
 	}
 	if !co.quiet {
 		fmt.Fprintf(e.stderr, "verified: %d events of %q are in the log checkpoint %s signs, consistent with the last accepted one (kept in %s); the state shown is the ledger's fold of them\n",

@@ -28,19 +28,19 @@ func TestGetVerify(t *testing.T) {
 		o.CheckpointOrigin = "getverify.test/ledger"
 	}
 	a := apptest.Start(t, fast)
-	api := a.HTTPURL()
-	if code, _, stderr := runCLI(t, e2eProposal+"\n"+e2eFulfil+"\n"+e2eResponse+"\n", "publish", "--api", api, "-q"); code != 0 {
+	apiURL := a.HTTPURL()
+	if code, _, stderr := runCLI(t, e2eProposal+"\n"+e2eFulfil+"\n"+e2eResponse+"\n", "publish", "--api", apiURL, "-q"); code != 0 {
 		t.Fatalf("publish: %d %s", code, stderr)
 	}
 	vkey := a.Proofs().VerifierKey()
 
-	if code, _, stderr := runCLI(t, "", "get", "--api", api, "--verify", "env-req-1"); code != exitUsage || !strings.Contains(stderr, "--verifier-key") {
+	if code, _, stderr := runCLI(t, "", "get", "--api", apiURL, "--verify", "env-req-1"); code != exitUsage || !strings.Contains(stderr, "--verifier-key") {
 		t.Fatalf("--verify without a key: %d %s", code, stderr)
 	}
 	var stdout, stderr string
 	code := -1
 	for deadline := time.Now().Add(30 * time.Second); code != 0; {
-		code, stdout, stderr = runCLI(t, "", "get", "--api", api, "--verify", "--verifier-key", vkey, "--min-seq", "3", "env-req-1")
+		code, stdout, stderr = runCLI(t, "", "get", "--api", apiURL, "--verify", "--verifier-key", vkey, "--min-seq", "3", "env-req-1")
 		if code != 0 && time.Now().After(deadline) {
 			t.Fatalf("get --verify: %d %s %s", code, stdout, stderr)
 		}

@@ -57,13 +57,13 @@ func TestQuietEnvWords(t *testing.T) {
 	for _, v := range []string{"LEDGER_API", "LEDGER_SPACE", "LEDGER_TIMEOUT"} {
 		t.Setenv(v, "")
 	}
-	api := "--api=" + a.HTTPURL()
+	apiURL := "--api=" + a.HTTPURL()
 	for _, c := range []struct {
 		val   string
 		quiet bool
 	}{{"yes", true}, {"YES", true}, {"1", true}, {"true", true}, {"on", true}, {"no", false}, {"0", false}, {"off", false}} {
 		t.Setenv("LEDGER_QUIET", c.val)
-		code, _, errOut := runCLI(t, "", "stats", api)
+		code, _, errOut := runCLI(t, "", "stats", apiURL)
 		if code != exitOK {
 			t.Fatalf("LEDGER_QUIET=%s: exit %d %s", c.val, code, errOut)
 		}
@@ -72,7 +72,7 @@ func TestQuietEnvWords(t *testing.T) {
 		}
 	}
 	t.Setenv("LEDGER_QUIET", "perhaps")
-	if code, _, errOut := runCLI(t, "", "stats", api); code != exitUsage || !strings.Contains(errOut, `LEDGER_QUIET="perhaps"`) {
+	if code, _, errOut := runCLI(t, "", "stats", apiURL); code != exitUsage || !strings.Contains(errOut, `LEDGER_QUIET="perhaps"`) {
 		t.Errorf("LEDGER_QUIET=perhaps: exit %d %q", code, errOut)
 	}
 }
@@ -86,26 +86,26 @@ func TestTimeout(t *testing.T) {
 	for _, v := range []string{"LEDGER_API", "LEDGER_SPACE", "LEDGER_TIMEOUT", "LEDGER_QUIET"} {
 		t.Setenv(v, "")
 	}
-	api := "--api=" + a.HTTPURL()
-	if code, _, errOut := runCLI(t, e2eProposal, "publish", api, "--timeout", "30s"); code != exitOK {
+	apiURL := "--api=" + a.HTTPURL()
+	if code, _, errOut := runCLI(t, e2eProposal, "publish", apiURL, "--timeout", "30s"); code != exitOK {
 		t.Fatalf("publish --timeout 30s: %d %s", code, errOut)
 	}
-	code, out, errOut := runCLI(t, "", "watch", api, "--since-seq", "0", "--timeout", "1s", "-o", "json")
+	code, out, errOut := runCLI(t, "", "watch", apiURL, "--since-seq", "0", "--timeout", "1s", "-o", "json")
 	if code != exitFailed || !strings.Contains(errOut, "--timeout") || !strings.Contains(out, "env-req-1") {
 		t.Fatalf("watch --timeout 1s: exit %d, stdout %q, stderr %q; want 1, the change, and a timeout", code, out, errOut)
 	}
 	t.Setenv("LEDGER_TIMEOUT", "1s")
-	if code, _, errOut := runCLI(t, "", "watch", api, "--since-seq", "0"); code != exitFailed || !strings.Contains(errOut, "--timeout") {
+	if code, _, errOut := runCLI(t, "", "watch", apiURL, "--since-seq", "0"); code != exitFailed || !strings.Contains(errOut, "--timeout") {
 		t.Fatalf("watch with LEDGER_TIMEOUT=1s: exit %d, stderr %q", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, "", "get", api, "env-req-1"); code != exitOK {
+	if code, _, errOut := runCLI(t, "", "get", apiURL, "env-req-1"); code != exitOK {
 		t.Fatalf("get with LEDGER_TIMEOUT=1s: exit %d %s", code, errOut)
 	}
 	t.Setenv("LEDGER_TIMEOUT", "soon")
-	if code, _, errOut := runCLI(t, "", "get", api, "env-req-1"); code != exitUsage || !strings.Contains(errOut, `LEDGER_TIMEOUT="soon"`) {
+	if code, _, errOut := runCLI(t, "", "get", apiURL, "env-req-1"); code != exitUsage || !strings.Contains(errOut, `LEDGER_TIMEOUT="soon"`) {
 		t.Fatalf("LEDGER_TIMEOUT=soon: exit %d %q", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, "", "get", api, "env-req-1", "--timeout", "2s"); code != exitOK {
+	if code, _, errOut := runCLI(t, "", "get", apiURL, "env-req-1", "--timeout", "2s"); code != exitOK {
 		t.Fatalf("--timeout beats a bad LEDGER_TIMEOUT: exit %d %q", code, errOut)
 	}
 	t.Setenv("LEDGER_TIMEOUT", "")
@@ -122,10 +122,10 @@ func TestAPIAtNATSPort(t *testing.T) {
 	t.Setenv("LEDGER_API", "")
 	t.Setenv("LEDGER_TIMEOUT", "")
 	s := natstest.Start(t)
-	api := "http" + strings.TrimPrefix(s.ClientURL(), "nats")
+	apiURL := "http" + strings.TrimPrefix(s.ClientURL(), "nats")
 	for _, args := range [][]string{{"get", "x"}, {"stats"}, {"list"}} {
-		code, _, errOut := runCLI(t, "", append(args, "--api", api, "-q")...)
-		if code != exitUsage || !strings.Contains(errOut, "--api "+api+": that is a NATS server") ||
+		code, _, errOut := runCLI(t, "", append(args, "--api", apiURL, "-q")...)
+		if code != exitUsage || !strings.Contains(errOut, "--api "+apiURL+": that is a NATS server") ||
 			!strings.Contains(errOut, "--nats-url") || strings.Contains(errOut, "server_id") {
 			t.Errorf("%v at the NATS port: exit %d, stderr %q", args, code, errOut)
 		}

@@ -34,12 +34,12 @@ const defaultHealthTimeout = 5 * time.Second
 
 func runHealth(ctx context.Context, e env, args []string) error {
 	var (
-		api           string
+		apiURL        string
 		live, verbose bool
 		timeout       time.Duration
 	)
 	f := newFlags(commands["health"], e)
-	f.str(&api, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
+	f.str(&apiURL, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
 	f.boolean(&live, "live", false, "ask /healthz (alive) instead of /readyz (ready)", false)
 	f.boolean(&verbose, "verbose", false, "print the answer on stdout", false)
 	f.envDuration(&timeout, "timeout", "D", defaultHealthTimeout, "give up after D")
@@ -49,7 +49,7 @@ func runHealth(ctx context.Context, e env, args []string) error {
 	if !f.given("api") && os.Getenv("LEDGER_API") == "" {
 		if addr := os.Getenv("LEDGER_HTTP"); addr != "" {
 			if _, port, err := net.SplitHostPort(addr); err == nil && port != "" && port != "0" {
-				api = "http://" + net.JoinHostPort("127.0.0.1", port)
+				apiURL = "http://" + net.JoinHostPort("127.0.0.1", port)
 			}
 		}
 	}
@@ -60,17 +60,17 @@ func runHealth(ctx context.Context, e env, args []string) error {
 	if live {
 		path = "/healthz"
 	}
-	u := strings.TrimRight(api, "/") + path
+	u := strings.TrimRight(apiURL, "/") + path
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") {
-		return usageError("--api %q: want an http(s) URL such as %s", api, client.DefaultAPI)
+		return usageError("--api %q: want an http(s) URL such as %s", apiURL, client.DefaultAPI)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		if isNATS(ctx, api) {
-			fmt.Fprintf(e.stderr, "ledger health: --api %s: that is a NATS server, not the ledger's HTTP API\n", api)
+		if isNATS(ctx, apiURL) {
+			fmt.Fprintf(e.stderr, "ledger health: --api %s: that is a NATS server, not the ledger's HTTP API\n", apiURL)
 		} else {
 			fmt.Fprintf(e.stderr, "ledger health: %s: no answer: %v\n", u, err)
 		}

@@ -38,7 +38,7 @@ func runHistory(ctx context.Context, e env, args []string) error {
 	}
 	raw, err := cl.HistoryRaw(ctx, pos[0], c.read())
 	if err != nil {
-		return clientError(c.api, err)
+		return clientError(c.apiURL, err)
 	}
 	if c.output == outputJSON {
 		_, err = fmt.Fprint(e.stdout, string(raw))
@@ -46,7 +46,7 @@ func runHistory(ctx context.Context, e env, args []string) error {
 	}
 	var h client.History
 	if err := json.Unmarshal(raw, &h); err != nil {
-		return fmt.Errorf("the history from %s: %w", c.api, err)
+		return fmt.Errorf("the history from %s: %w", c.apiURL, err)
 	}
 	return renderHistory(e.stdout, h.ID, h.Space, h.Events)
 }

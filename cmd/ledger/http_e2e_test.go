@@ -75,7 +75,7 @@ func TestServeSlowClients(t *testing.T) {
 		slow = append(slow, c)
 	}
 	normal := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Minute}
-	r, err := normal.Get(s.api + "/healthz")
+	r, err := normal.Get(s.apiURL + "/healthz")
 	if err != nil {
 		t.Fatalf("a normal client is not served behind %d slow connections: %v", len(slow), err)
 	}

@@ -61,7 +61,7 @@ func runList(ctx context.Context, e env, args []string) error {
 	for {
 		raw, err := cl.ListPageRaw(ctx, lf, cursor, c.read())
 		if err != nil {
-			return clientError(c.api, err)
+			return clientError(c.apiURL, err)
 		}
 		if !all && c.output == outputJSON {
 			_, err = fmt.Fprint(e.stdout, string(raw))
@@ -69,7 +69,7 @@ func runList(ctx context.Context, e env, args []string) error {
 		}
 		var page client.Page
 		if err := json.Unmarshal(raw, &page); err != nil {
-			return fmt.Errorf("the list from %s: %w", c.api, err)
+			return fmt.Errorf("the list from %s: %w", c.apiURL, err)
 		}
 		proposals = append(proposals, page.Proposals...)
 		next = page.NextCursor

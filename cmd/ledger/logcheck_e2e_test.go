@@ -57,7 +57,7 @@ func TestServeNoticesStreamEditAndRemoval(t *testing.T) {
 	}
 	var body string
 	waitFor(t, "/readyz 503 naming the missing stream", func() bool {
-		resp, err := http.Get(s.api + "/readyz")
+		resp, err := http.Get(s.apiURL + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -66,7 +66,7 @@ func TestServeNoticesStreamEditAndRemoval(t *testing.T) {
 		body = string(b)
 		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, "stream LEDGER is missing")
 	})
-	resp, err := http.Get(s.api + "/v1/status")
+	resp, err := http.Get(s.apiURL + "/v1/status")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func runMCP(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
-	cl, err := client.New(c.api, client.WithToken(c.token), client.WithDefaultSpace(c.space))
+	cl, err := client.New(c.apiURL, client.WithToken(c.token), client.WithDefaultSpace(c.space))
 	if err != nil {
 		return usageError("%v", err)
 	}

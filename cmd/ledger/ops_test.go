@@ -16,11 +16,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/datalock"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/ops/archive"
 	"github.com/mewledger/ledger/internal/testkit/opsrig"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 )
@@ -171,24 +170,24 @@ func TestOpsCommands(t *testing.T) {
 	// at --seq N get / history / list / stats, against the original at N
 	at9 := src.Fold(t, 9)
 	out, errs = opsMustRun(t, runAt, "--data", data, "-o", "json", "--seq", "9", "get", "chained-2")
-	var p model.Proposal
+	var p api.Proposal
 	want, _ := at9.Get("default", "chained-2")
-	if err := json.Unmarshal([]byte(out), &p); err != nil || p.State != model.StateRejected || p.Rejections[0].Explanation != "outside the sandbox" ||
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p.State != api.StateRejected || p.Rejections[0].Explanation != "outside the sandbox" ||
 		!p.UpdatedAt.Equal(want.UpdatedAt) || !strings.Contains(errs, "seq 9") {
 		t.Fatalf("at --seq 9 get: %s %s (%v)", out, errs, err)
 	}
 	out, _ = opsMustRun(t, runAt, "--data", data, "--output", "json", "--seq", "8", "history", "chained-2")
-	var h wire.History
+	var h api.History
 	if err := json.Unmarshal([]byte(out), &h); err != nil || len(h.Events) != 2 {
 		t.Fatalf("at --seq 8 history: %s (%v)", out, err)
 	}
 	out, _ = opsMustRun(t, runAt, "--data", data, "-o", "json", "--seq", "5", "list", "--state", "pending")
-	var l wire.List
+	var l api.List
 	if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Proposals) != 5 {
 		t.Fatalf("at --seq 5 list: %s (%v)", out, err)
 	}
 	out, _ = opsMustRun(t, runAt, "--data", data, "-o", "json", "--time", time.Now().UTC().Format(time.RFC3339Nano), "stats", "--space", "other")
-	var st model.Stats
+	var st api.Stats
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Events != 20 {
 		t.Fatalf("at --time now stats: %s (%v)", out, err)
 	}

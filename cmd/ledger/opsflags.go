@@ -29,12 +29,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/lib/datalock"
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/lib/progress"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/app"
 )
 
@@ -49,8 +49,8 @@ type opsFlags struct {
 	progress  string
 	creds     natsCreds
 	// api and token: the online operations' API (registerAPI).
-	api, token string
-	f          *flags
+	apiURL, token string
+	f             *flags
 	// quiet: do not say on stderr which ledger the command acts on; stderr
 	// is where it is said, once (announced).
 	quiet     bool
@@ -106,7 +106,7 @@ func (o *opsFlags) register(f *flags) {
 // registerAPI adds --api and --token (rebuild and verify run online
 // through the API).
 func (o *opsFlags) registerAPI(f *flags) {
-	f.str(&o.api, "api", "URL", "", "run online through this ledger's HTTP API, e.g. "+apiclient.DefaultAPI, true)
+	f.str(&o.apiURL, "api", "URL", "", "run online through this ledger's HTTP API, e.g. "+apiclient.DefaultAPI, true)
 	f.str(&o.token, "token", "TOKEN", "", "bearer token (role ops) for an API started with --auth (prefer the environment variable: a flag shows in ps)", true)
 	f.hide("token")
 }
@@ -138,8 +138,8 @@ func (o *opsFlags) announceData() {
 //
 // The second result says where the choice came from, for announce.
 func (o *opsFlags) apiTarget() (string, string) {
-	if o.api != "" && (o.f.given("api") || !o.f.given("data")) {
-		return o.api, o.f.source("api")
+	if o.apiURL != "" && (o.f.given("api") || !o.f.given("data")) {
+		return o.apiURL, o.f.source("api")
 	}
 	if addr, ok := o.serveRunning(); ok {
 		return "http://" + addr.HTTP, "the ledger serve running on " + o.data + ", " + o.f.source("data")
@@ -152,8 +152,8 @@ func (o *opsFlags) apiTarget() (string, string) {
 }
 
 // apiClient returns the client of an online operation.
-func (o *opsFlags) apiClient(api string) (*apiclient.Client, error) {
-	cl, err := apiclient.New(apiclient.Options{API: api, Token: o.token})
+func (o *opsFlags) apiClient(apiURL string) (*apiclient.Client, error) {
+	cl, err := apiclient.New(apiclient.Options{API: apiURL, Token: o.token})
 	if err != nil {
 		return nil, usageError("%v", err)
 	}
@@ -191,20 +191,20 @@ func (o *opsFlags) projectionDir() string { return filepath.Join(o.data, app.Pro
 // serveRunning reports whether <data>/serve.addr.json says a `ledger
 // serve` runs on this data directory: the file is there and someone holds
 // the directory's lock (a file left by a killed process is not believed).
-func (o *opsFlags) serveRunning() (wire.Addr, bool) {
+func (o *opsFlags) serveRunning() (api.Addr, bool) {
 	b, err := os.ReadFile(filepath.Join(o.data, app.AddrFileName))
 	if err != nil {
-		return wire.Addr{}, false
+		return api.Addr{}, false
 	}
 	if o.locks > 0 {
-		return wire.Addr{}, false // we hold it: no serve runs
+		return api.Addr{}, false // we hold it: no serve runs
 	}
 	if _, held := datalock.Holder(o.data); !held {
-		return wire.Addr{}, false
+		return api.Addr{}, false
 	}
-	var a wire.Addr
+	var a api.Addr
 	if json.Unmarshal(b, &a) != nil {
-		return wire.Addr{}, false
+		return api.Addr{}, false
 	}
 	return a, true
 }

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 )
 
 func init() {
@@ -65,11 +65,11 @@ func runProof(ctx context.Context, e env, args []string) error {
 	}
 	var raw []byte
 	if err := cl.Do(ctx, http.MethodGet, "/v1/proposals/"+url.PathEscape(pos[0])+"/proof", q, nil, "", false, &raw); err != nil {
-		return clientError(c.api, err)
+		return clientError(c.apiURL, err)
 	}
 	b, err := evidence.ParseBundle(raw)
 	if err != nil {
-		return fmt.Errorf("the bundle from %s: %w", c.api, err)
+		return fmt.Errorf("the bundle from %s: %w", c.apiURL, err)
 	}
 	data, err := b.Marshal()
 	if err != nil {

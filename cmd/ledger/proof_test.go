@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 )
@@ -20,14 +20,14 @@ import (
 // failure's kind, a missing key with a usage error.
 func TestProofAndVerifyBundle(t *testing.T) {
 	a := apptest.Start(t, func(o *app.Options) { o.CheckpointInterval = 20 * time.Millisecond })
-	api := a.HTTPURL()
-	if code, _, stderr := runCLI(t, e2eProposal+"\n"+e2eFulfil+"\n"+e2eResponse+"\n", "publish", "--api", api, "-q"); code != 0 {
+	apiURL := a.HTTPURL()
+	if code, _, stderr := runCLI(t, e2eProposal+"\n"+e2eFulfil+"\n"+e2eResponse+"\n", "publish", "--api", apiURL, "-q"); code != 0 {
 		t.Fatalf("publish: %d %s", code, stderr)
 	}
 	file := filepath.Join(t.TempDir(), "env-req-1.evidence.json")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		code, _, stderr := runCLI(t, "", "proof", "--api", api, "-q", "-o", file, "env-req-1")
+		code, _, stderr := runCLI(t, "", "proof", "--api", apiURL, "-q", "-o", file, "env-req-1")
 		if code == 0 {
 			b, err := os.ReadFile(file)
 			if err != nil {
@@ -79,7 +79,7 @@ func TestProofAndVerifyBundle(t *testing.T) {
 	if code, _, stderr = runCLI(t, "", "verify", "--bundle", file); code != exitUsage || !strings.Contains(stderr, "--key") {
 		t.Fatalf("no key: %d %s", code, stderr)
 	}
-	if code, _, _ = runCLI(t, "", "proof", "--api", api, "-q", "env-req-1"); code != exitUsage {
+	if code, _, _ = runCLI(t, "", "proof", "--api", apiURL, "-q", "env-req-1"); code != exitUsage {
 		t.Fatalf("proof without -o: %d", code)
 	}
 }

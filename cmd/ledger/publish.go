@@ -9,11 +9,11 @@ import (
 	"os"
 	"sync"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/lib/ndjson"
 	"github.com/mewledger/ledger/internal/lib/progress"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/ledger"
 )
@@ -106,9 +106,9 @@ func runPublish(ctx context.Context, e env, args []string) error {
 
 	out := bufio.NewWriter(e.stdout)
 	defer out.Flush()
-	var line []byte // one result line, reused: the encoder's bytes (wire.AppendResult.AppendNDJSON)
+	var line []byte // one result line, reused: the encoder's bytes (api.AppendResult.AppendNDJSON)
 	refused := 0
-	report := func(no int, r wire.AppendResult) {
+	report := func(no int, r api.AppendResult) {
 		r.Line = no
 		line = r.AppendNDJSON(line[:0])
 		_, _ = out.Write(line)
@@ -122,9 +122,9 @@ func runPublish(ctx context.Context, e env, args []string) error {
 			fmt.Fprintf(e.stderr, "line %d: %s\n", no, msg)
 		}
 	}
-	oversize := func(l ndjson.Line) wire.AppendResult {
+	oversize := func(l ndjson.Line) api.AppendResult {
 		// Over the envelope limit: refused here, as the ledger would.
-		return wire.AppendResult{Error: &wire.Error{Code: ledger.CodeOversize,
+		return api.AppendResult{Error: &api.Error{Code: ledger.CodeOversize,
 			Message: fmt.Sprintf("envelope is %d bytes, over the limit of %d", l.Size, ledger.MaxEnvelopeBytes)}}
 	}
 
@@ -148,7 +148,7 @@ func runPublish(ctx context.Context, e env, args []string) error {
 
 // publishNATS sends one submit request per line, in order.
 func publishNATS(ctx context.Context, natsURL, space string, kernel bool, creds natsCreds, in io.Reader,
-	report func(int, wire.AppendResult), oversize func(ndjson.Line) wire.AppendResult) error {
+	report func(int, api.AppendResult), oversize func(ndjson.Line) api.AppendResult) error {
 	opts, err := creds.options()
 	if err != nil {
 		return err
@@ -187,7 +187,7 @@ func publishNATS(ctx context.Context, natsURL, space string, kernel bool, creds 
 type pubEntry struct {
 	no    int
 	bytes uint64
-	local *wire.AppendResult
+	local *api.AppendResult
 }
 
 // publishHTTP streams the input to the ledger in NDJSON requests of at
@@ -198,7 +198,7 @@ type pubEntry struct {
 // order. Blank lines are not sent; oversize lines are refused here and
 // reported in their place.
 func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, size uint64, maxLines int, e env,
-	report func(int, wire.AppendResult), oversize func(ndjson.Line) wire.AppendResult) error {
+	report func(int, api.AppendResult), oversize func(ndjson.Line) api.AppendResult) error {
 	cl, err := c.client()
 	if err != nil {
 		return err
@@ -324,7 +324,7 @@ func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, s
 			flushLocal()
 			en, ok := pop()
 			if !ok || en.local != nil {
-				return fmt.Errorf("the ledger at %s answered more lines than were sent", c.api)
+				return fmt.Errorf("the ledger at %s answered more lines than were sent", c.apiURL)
 			}
 			got++
 			report(en.no, r)
@@ -334,12 +334,12 @@ func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, s
 		_ = pr.Close() // unblocks the writer if the request ended early
 		if err != nil {
 			bar.Finish(err)
-			return clientError(c.api, err)
+			return clientError(c.apiURL, err)
 		}
 		<-written
 		flushLocal()
 		if got != sentLines {
-			err := fmt.Errorf("the ledger at %s answered %d of %d lines", c.api, got, sentLines)
+			err := fmt.Errorf("the ledger at %s answered %d of %d lines", c.apiURL, got, sentLines)
 			bar.Finish(err)
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -40,7 +40,7 @@ func TestPublishStreamed(t *testing.T) {
 	var seq uint64
 	n := 0
 	for dec.More() {
-		var res wire.AppendResult
+		var res api.AppendResult
 		if err := dec.Decode(&res); err != nil {
 			t.Fatal(err)
 		}

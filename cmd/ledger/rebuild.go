@@ -9,8 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/ops/repair"
 )
 
@@ -55,9 +55,9 @@ func runRebuild(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if api, src := o.apiTarget(); api != "" {
-		o.announce(api, src)
-		return rebuildOnline(ctx, &o, api, stdout, stderr, log)
+	if apiURL, src := o.apiTarget(); apiURL != "" {
+		o.announce(apiURL, src)
+		return rebuildOnline(ctx, &o, apiURL, stdout, stderr, log)
 	}
 	if err := o.refuseIfServing(); err != nil {
 		return fmt.Errorf("%w", err)
@@ -87,8 +87,8 @@ const rebuildPoll = 250 * time.Millisecond
 
 // rebuildOnline starts an online rebuild (or follows the one running) and
 // reports its progress until it ends.
-func rebuildOnline(ctx context.Context, o *opsFlags, api string, stdout, stderr io.Writer, log zerolog.Logger) error {
-	cl, err := o.apiClient(api)
+func rebuildOnline(ctx context.Context, o *opsFlags, apiURL string, stdout, stderr io.Writer, log zerolog.Logger) error {
+	cl, err := o.apiClient(apiURL)
 	if err != nil {
 		return err
 	}
@@ -98,15 +98,15 @@ func rebuildOnline(ctx context.Context, o *opsFlags, api string, stdout, stderr 
 	}
 	st, err := cl.StartRebuild(ctx)
 	var ae *apiclient.APIError
-	if errors.As(err, &ae) && ae.Code == wire.CodeBusy {
+	if errors.As(err, &ae) && ae.Code == api.CodeBusy {
 		if cur, serr := cl.RebuildStatus(ctx); serr == nil && cur.Running {
-			fmt.Fprintf(stderr, "a rebuild is already running on %s (since %s); following it\n", api, cur.StartedAt.Format(time.RFC3339))
+			fmt.Fprintf(stderr, "a rebuild is already running on %s (since %s); following it\n", apiURL, cur.StartedAt.Format(time.RFC3339))
 			st, err = cur, nil
 		}
 	}
 	if err != nil {
 		rep.Finish(err)
-		return clientError(api, err)
+		return clientError(apiURL, err)
 	}
 	for st.Running {
 		rep.Update(st.Seq, st.Target)
@@ -118,11 +118,11 @@ func rebuildOnline(ctx context.Context, o *opsFlags, api string, stdout, stderr 
 		}
 		if st, err = cl.RebuildStatus(ctx); err != nil {
 			rep.Finish(err)
-			return clientError(api, err)
+			return clientError(apiURL, err)
 		}
 	}
 	rep.Update(st.Seq, st.Target)
-	if st.Phase == wire.RebuildFailed {
+	if st.Phase == api.RebuildFailed {
 		err := fmt.Errorf("the online rebuild failed; the old projection still serves: %s", st.Error)
 		rep.Finish(err)
 		return err

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 func table(w io.Writer) *tabwriter.Writer {
@@ -52,7 +52,7 @@ func oneLine(s string) string {
 	return s
 }
 
-func renderProposal(w io.Writer, p *model.Proposal) error {
+func renderProposal(w io.Writer, p *api.Proposal) error {
 	tw := table(w)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("ID", p.ID)
@@ -146,7 +146,7 @@ func renderProposal(w io.Writer, p *model.Proposal) error {
 			return err
 		}
 	}
-	var notes []model.FormNote
+	var notes []api.FormNote
 	notes = append(append(append(notes, p.Acceptances...), p.Deferrals...), p.Bids...)
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
@@ -154,7 +154,7 @@ func renderProposal(w io.Writer, p *model.Proposal) error {
 		fmt.Fprintln(tw, "NOTE\tSEQ\tFROM\tFORM\tKIND\tLATE\tDETAIL")
 		for _, l := range []struct {
 			kind string
-			ns   []model.FormNote
+			ns   []api.FormNote
 		}{{"accept", p.Acceptances}, {"defer", p.Deferrals}, {"bid", p.Bids}} {
 			for _, n := range l.ns {
 				var d []string
@@ -187,7 +187,7 @@ func renderProposal(w io.Writer, p *model.Proposal) error {
 }
 
 // historyNote is the last column of a history row.
-func historyNote(h model.HistoryEntry) string {
+func historyNote(h api.HistoryEntry) string {
 	var parts []string
 	add := func(k, v string) {
 		if v != "" {
@@ -215,7 +215,7 @@ func historyNote(h model.HistoryEntry) string {
 	return strings.Join(parts, " ")
 }
 
-func renderHistory(w io.Writer, id, space string, events []model.HistoryEntry) error {
+func renderHistory(w io.Writer, id, space string, events []api.HistoryEntry) error {
 	fmt.Fprintf(w, "History of %s in space %s\n\n", id, space)
 	tw := table(w)
 	fmt.Fprintln(tw, "SEQ\tAT\tTYPE\tID\tFROM\tEFFECT\tNOTE")
@@ -225,7 +225,7 @@ func renderHistory(w io.Writer, id, space string, events []model.HistoryEntry) e
 	return tw.Flush()
 }
 
-func renderList(w io.Writer, ps []*model.Proposal) error {
+func renderList(w io.Writer, ps []*api.Proposal) error {
 	tw := table(w)
 	fmt.Fprintln(tw, "ID\tSTATE\tPROPOSER\tMETHOD\tCREATED\tEVENTS\tANOMALIES")
 	for _, p := range ps {
@@ -261,11 +261,11 @@ func counts(tw io.Writer, title string, m map[string]int64, order []string) {
 	fmt.Fprintln(tw)
 }
 
-func renderStats(w io.Writer, space string, st *model.Stats) error {
+func renderStats(w io.Writer, space string, st *api.Stats) error {
 	fmt.Fprintf(w, "Space %s: %d proposals, %d events, %d orphans waiting, %d recording gaps\n\n", orDash(space), st.Proposals, st.Events, st.OrphansWaiting, st.Gaps)
 	tw := table(w)
-	states := make([]string, len(model.States))
-	for i, s := range model.States {
+	states := make([]string, len(api.States))
+	for i, s := range api.States {
 		states[i] = string(s)
 	}
 	counts(tw, "STATE", st.ByState, states)

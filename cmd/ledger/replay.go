@@ -8,11 +8,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/ops/archive"
 	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/internal/ops/replay"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -143,6 +143,6 @@ func runReplay(ctx context.Context, e env, args []string) error {
 // noHistory is the history source of an empty log.
 type noHistory struct{}
 
-func (noHistory) History(string, string) ([]model.HistoryEntry, error) {
+func (noHistory) History(string, string) ([]api.HistoryEntry, error) {
 	return nil, projections.ErrNotFound
 }

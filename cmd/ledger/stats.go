@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 func init() {
@@ -34,15 +34,15 @@ func runStats(ctx context.Context, e env, args []string) error {
 	}
 	raw, err := cl.StatsRaw(ctx, c.read())
 	if err != nil {
-		return clientError(c.api, err)
+		return clientError(c.apiURL, err)
 	}
 	if c.output == outputJSON {
 		_, err = fmt.Fprint(e.stdout, string(raw))
 		return err
 	}
-	st := model.NewStats()
+	st := api.NewStats()
 	if err := json.Unmarshal(raw, st); err != nil {
-		return fmt.Errorf("the statistics from %s: %w", c.api, err)
+		return fmt.Errorf("the statistics from %s: %w", c.apiURL, err)
 	}
 	space := c.space
 	if space == "" {

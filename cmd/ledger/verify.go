@@ -127,9 +127,9 @@ func runVerify(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if api, src := o.apiTarget(); api != "" {
-		o.announce(api, src)
-		return verifyOnline(ctx, &o, api, stdout)
+	if apiURL, src := o.apiTarget(); apiURL != "" {
+		o.announce(apiURL, src)
+		return verifyOnline(ctx, &o, apiURL, stdout)
 	}
 	if err := o.refuseIfServing(); err != nil {
 		return fmt.Errorf("%w", err)
@@ -172,14 +172,14 @@ func runVerify(ctx context.Context, e env, args []string) error {
 }
 
 // verifyOnline runs POST /v1/ops/verify and prints its result.
-func verifyOnline(ctx context.Context, o *opsFlags, api string, stdout io.Writer) error {
-	cl, err := o.apiClient(api)
+func verifyOnline(ctx context.Context, o *opsFlags, apiURL string, stdout io.Writer) error {
+	cl, err := o.apiClient(apiURL)
 	if err != nil {
 		return err
 	}
 	res, err := cl.Verify(ctx)
 	if err != nil {
-		return clientError(api, err)
+		return clientError(apiURL, err)
 	}
 	if err := writeOpsJSON(stdout, res); err != nil {
 		return err

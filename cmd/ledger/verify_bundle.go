@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/ops/archive"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/model"
 )
 
 func init() {
@@ -70,7 +70,7 @@ func runWatch(ctx context.Context, e env, args []string) error {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	seen := 0
-	err = cl.WatchFunc(ctx, wo, func(ch model.Change, raw []byte) error {
+	err = cl.WatchFunc(ctx, wo, func(ch api.Change, raw []byte) error {
 		if c.output == outputJSON {
 			if _, err := fmt.Fprintf(e.stdout, "%s\n", raw); err != nil {
 				return err
@@ -92,7 +92,7 @@ func runWatch(ctx context.Context, e env, args []string) error {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errWatchDone) {
-		return clientError(c.api, err)
+		return clientError(c.apiURL, err)
 	}
 	if err == nil {
 		return c.timedOut(ctx)
@@ -104,7 +104,7 @@ func runWatch(ctx context.Context, e env, args []string) error {
 var errWatchDone = errors.New("ledger: watch: count reached")
 
 // watchLine is one change as a table row.
-func watchLine(ch model.Change) string {
+func watchLine(ch api.Change) string {
 	state := string(ch.State)
 	switch {
 	case ch.PrevState == "":

@@ -23,12 +23,12 @@ func TestSaysWhichLedger(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	a := apptest.Start(t)
-	api := a.HTTPURL()
+	apiURL := a.HTTPURL()
 	envelope := `{"protocol":"mew/v0.4","id":"which-1","from":"alice","to":["fs"],"kind":"mcp/proposal","payload":{"method":"tools/call"}}` + "\n"
 
 	// A flag: stdout has exactly the results, stderr the line first.
-	code, stdout, stderr := runCLI(t, envelope, "publish", "--api", api)
-	if code != exitOK || firstLine(stderr) != "ledger: "+api+" (--api)" {
+	code, stdout, stderr := runCLI(t, envelope, "publish", "--api", apiURL)
+	if code != exitOK || firstLine(stderr) != "ledger: "+apiURL+" (--api)" {
 		t.Fatalf("publish --api: %d stderr %q", code, stderr)
 	}
 	var res struct {
@@ -38,9 +38,9 @@ func TestSaysWhichLedger(t *testing.T) {
 		t.Fatalf("publish stdout is not one result line: %q %v", stdout, err)
 	}
 	// The environment variable, and stdout is the API's JSON only.
-	t.Setenv("LEDGER_API", api)
+	t.Setenv("LEDGER_API", apiURL)
 	code, stdout, stderr = runCLI(t, "", "get", "which-1", "-o", "json", "--min-seq", "1")
-	if code != exitOK || stderr != "ledger: "+api+" (LEDGER_API)\n" || !json.Valid([]byte(stdout)) {
+	if code != exitOK || stderr != "ledger: "+apiURL+" (LEDGER_API)\n" || !json.Valid([]byte(stdout)) {
 		t.Fatalf("get with LEDGER_API: %d stdout %q stderr %q", code, stdout, stderr)
 	}
 	// -q, --quiet and LEDGER_QUIET: nothing on stderr.
@@ -65,12 +65,12 @@ func TestSaysWhichLedger(t *testing.T) {
 	}
 
 	// Ops commands: online through the API, offline on a data directory.
-	code, stdout, stderr = runCLI(t, "", "verify", "--api", api, "--progress", "off")
-	if code != exitOK || firstLine(stderr) != "ledger: "+api+" (--api)" || !strings.Contains(stdout, "ok") {
+	code, stdout, stderr = runCLI(t, "", "verify", "--api", apiURL, "--progress", "off")
+	if code != exitOK || firstLine(stderr) != "ledger: "+apiURL+" (--api)" || !strings.Contains(stdout, "ok") {
 		t.Errorf("verify --api: %d stdout %q stderr %q", code, stdout, stderr)
 	}
-	t.Setenv("LEDGER_API", api)
-	if code, _, stderr := runCLI(t, "", "verify", "--progress", "off"); code != exitOK || firstLine(stderr) != "ledger: "+api+" (LEDGER_API)" {
+	t.Setenv("LEDGER_API", apiURL)
+	if code, _, stderr := runCLI(t, "", "verify", "--progress", "off"); code != exitOK || firstLine(stderr) != "ledger: "+apiURL+" (LEDGER_API)" {
 		t.Errorf("verify with LEDGER_API: %d stderr %q", code, stderr)
 	}
 	// An explicit --data beats LEDGER_API, and the line says so (no ledger

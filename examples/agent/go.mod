@@ -5,7 +5,7 @@ go 1.26.8
 require github.com/mewledger/ledger/client v0.0.0
 
 require (
-	github.com/mewledger/ledger/model v0.0.0 // indirect
+	github.com/mewledger/ledger/api v0.0.0 // indirect
 	golang.org/x/mod v0.43.0 // indirect
 )
 
@@ -13,5 +13,5 @@ require (
 // the replaces and runs: go get github.com/mewledger/ledger/client
 replace (
 	github.com/mewledger/ledger/client => ../../client
-	github.com/mewledger/ledger/model => ../../model
+	github.com/mewledger/ledger/api => ../../api
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
@@ -127,7 +127,7 @@ func ingestLedgerWith(ctx context.Context, o *Options, evs []event, edits ...fun
 	runtime.GC()
 	n := 0
 	start := time.Now()
-	err = cl.PublishStream(ctx, space, false, &body, func(r wire.AppendResult) error {
+	err = cl.PublishStream(ctx, space, false, &body, func(r api.AppendResult) error {
 		n++
 		if r.Error != nil || r.Duplicate || r.Seq == 0 {
 			return fmt.Errorf("bench: ingest line %d: %+v", r.Line, r)

@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/projections"

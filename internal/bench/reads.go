@@ -12,9 +12,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/mewledger/ledger/internal/server/api"
+	"github.com/mewledger/ledger/api"
+	httpapi "github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
 )
@@ -120,7 +120,7 @@ func startReads(ctx context.Context, o *Options) (r *readsEnv, err error) {
 	}
 	progress(o, "reads: store of %d proposals (%d events) built in %v", proposals, r.events, time.Since(start).Round(time.Millisecond))
 
-	a, err := api.New(api.Options{
+	a, err := httpapi.New(httpapi.Options{
 		Reader:    r.store,
 		StreamSeq: func(context.Context) (uint64, error) { return r.store.AppliedSeq(), nil },
 		Logger:    o.Logger,
@@ -140,7 +140,7 @@ func startReads(ctx context.Context, o *Options) (r *readsEnv, err error) {
 	r.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
 
 	// List queries: for each state, the first pages' cursors.
-	for _, st := range []model.ProposalState{model.StatePending, model.StateFulfilled, model.StateWithdrawn, model.StateRejected} {
+	for _, st := range []api.ProposalState{api.StatePending, api.StateFulfilled, api.StateWithdrawn, api.StateRejected} {
 		cursor := ""
 		for range 10 {
 			q := url.Values{"state": {string(st)}, "limit": {"100"}}

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
@@ -21,7 +21,7 @@ type slowSink struct {
 	hold chan struct{}
 }
 
-func (s *slowSink) AppendBatch(ctx context.Context, space string, batch []bridge.Envelope) ([]wire.AppendResult, error) {
+func (s *slowSink) AppendBatch(ctx context.Context, space string, batch []bridge.Envelope) ([]api.AppendResult, error) {
 	select {
 	case <-s.hold:
 	case <-ctx.Done():

@@ -15,8 +15,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -755,7 +755,7 @@ func (b *Bridge) appendBatch(ctx context.Context, batch []item) {
 	for i, it := range batch {
 		envs[i] = Envelope{Raw: it.raw, Sender: it.sender, Mark: mark}
 	}
-	var rs []wire.AppendResult
+	var rs []api.AppendResult
 	for attempt := 0; ; attempt++ {
 		var err error
 		rs, err = b.opts.Sink.AppendBatch(ctx, b.opts.Space, envs)

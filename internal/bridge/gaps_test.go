@@ -12,17 +12,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
-	"github.com/mewledger/ledger/model"
 )
 
 // gapsOf returns the gaps GET /v1/gaps lists for a space, once the
 // projection has caught up with the stream.
-func gapsOf(t *testing.T, cl *apitest.Client, space string) []model.Gap {
+func gapsOf(t *testing.T, cl *apitest.Client, space string) []api.Gap {
 	t.Helper()
 	g, err := cl.Gaps(context.Background(), 0, "", apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
 	if err != nil {
@@ -107,7 +107,7 @@ func TestDropGivesGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != model.StatePending {
+	if p.State != api.StatePending {
 		t.Errorf("state %s: the lost rejection was recorded?", p.State)
 	}
 
@@ -161,7 +161,7 @@ func TestEvictionGivesGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != model.StateWithdrawn {
+	if p.State != api.StateWithdrawn {
 		t.Errorf("state %s: the withdrawal after the rejoin was not recorded", p.State)
 	}
 }
@@ -285,7 +285,7 @@ func TestHistorySpoofedSender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != model.StatePending {
+	if p.State != api.StatePending {
 		t.Errorf("state %s, want pending: the spoofed withdrawal applied", p.State)
 	}
 	h, _, err := cl.History(context.Background(), proposal, ro)
@@ -296,7 +296,7 @@ func TestHistorySpoofedSender(t *testing.T) {
 	for _, ev := range h.Events {
 		if ev.ID == withdraw {
 			found = true
-			if ev.Effect != model.EffectInvalid || !strings.Contains(ev.Code+ev.Reason, "spoofed_sender") {
+			if ev.Effect != api.EffectInvalid || !strings.Contains(ev.Code+ev.Reason, "spoofed_sender") {
 				t.Errorf("withdrawal %+v, want invalid spoofed_sender", ev)
 			}
 		}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/ledger"
@@ -64,13 +64,13 @@ func TestGapWritePaths(t *testing.T) {
 		t.Errorf("gaps %+v", gaps)
 	}
 
-	post := func(body string) (int, wire.ErrorBody) {
+	post := func(body string) (int, api.ErrorBody) {
 		resp, err := http.Post(a.HTTPURL()+"/v1/gaps?space=gapspace", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var eb wire.ErrorBody
+		var eb api.ErrorBody
 		_ = json.NewDecoder(resp.Body).Decode(&eb)
 		return resp.StatusCode, eb
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
@@ -53,7 +53,7 @@ func NewNATSSink(nc *nats.Conn) (*NATSSink, error) {
 func (s *NATSSink) Close() { s.appender.Close() }
 
 // Append implements Sink.
-func (s *NATSSink) Append(ctx context.Context, space string, raw []byte, sender string) (wire.AppendResult, error) {
+func (s *NATSSink) Append(ctx context.Context, space string, raw []byte, sender string) (api.AppendResult, error) {
 	if sender != "" {
 		return appenderResult(AppendAs(ctx, s.appender, space, raw, sender))
 	}
@@ -63,7 +63,7 @@ func (s *NATSSink) Append(ctx context.Context, space string, raw []byte, sender 
 // AppendBatch implements Sink: one batch request (NDJSON) on the submit
 // service, at most submit.MaxBatchEnvelopes envelopes; with senders
 // (history mode), straight to the stream through the sink's appender.
-func (s *NATSSink) AppendBatch(ctx context.Context, space string, batch []Envelope) ([]wire.AppendResult, error) {
+func (s *NATSSink) AppendBatch(ctx context.Context, space string, batch []Envelope) ([]api.AppendResult, error) {
 	for _, e := range batch {
 		if e.Sender != "" {
 			return appenderBatch(ctx, s.appender, space, batch)
@@ -96,12 +96,12 @@ func (s *NATSSink) AppendBatch(ctx context.Context, space string, batch []Envelo
 	if err != nil {
 		return nil, fmt.Errorf("bridge: batch request on %s: %w", subject, err)
 	}
-	var rs []wire.AppendResult
+	var rs []api.AppendResult
 	for _, line := range bytes.Split(reply.Data, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var r wire.AppendResult
+		var r api.AppendResult
 		if err := json.Unmarshal(line, &r); err != nil {
 			return nil, fmt.Errorf("bridge: batch reply on %s: %w", subject, err)
 		}
@@ -118,10 +118,10 @@ func (s *NATSSink) AppendBatch(ctx context.Context, space string, batch []Envelo
 }
 
 // Gap implements Sink.
-func (s *NATSSink) Gap(ctx context.Context, space string, g ledger.Gap) (wire.AppendResult, error) {
+func (s *NATSSink) Gap(ctx context.Context, space string, g ledger.Gap) (api.AppendResult, error) {
 	body, err := json.Marshal(g)
 	if err != nil {
-		return wire.AppendResult{}, fmt.Errorf("bridge: gap: %w", err)
+		return api.AppendResult{}, fmt.Errorf("bridge: gap: %w", err)
 	}
 	return s.request(ctx, subjects.Gap(space), body)
 }
@@ -129,7 +129,7 @@ func (s *NATSSink) Gap(ctx context.Context, space string, g ledger.Gap) (wire.Ap
 // request sends one request and maps the reply: a refusal is a result
 // with Error; no responder, a timeout, or a retryable error reply
 // (unavailable, shutting_down, internal) is an error.
-func (s *NATSSink) request(ctx context.Context, subject string, body []byte) (wire.AppendResult, error) {
+func (s *NATSSink) request(ctx context.Context, subject string, body []byte) (api.AppendResult, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
@@ -137,19 +137,19 @@ func (s *NATSSink) request(ctx context.Context, subject string, body []byte) (wi
 	}
 	msg, err := s.nc.RequestWithContext(ctx, subject, body)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return wire.AppendResult{}, fmt.Errorf("bridge: no ledger service answers on %s (is `ledger serve` running against this NATS?)", subject)
+		return api.AppendResult{}, fmt.Errorf("bridge: no ledger service answers on %s (is `ledger serve` running against this NATS?)", subject)
 	}
 	if err != nil {
-		return wire.AppendResult{}, fmt.Errorf("bridge: request on %s: %w", subject, err)
+		return api.AppendResult{}, fmt.Errorf("bridge: request on %s: %w", subject, err)
 	}
 	r, err := submit.ParseReply(msg.Data)
 	if err != nil {
-		return wire.AppendResult{}, err
+		return api.AppendResult{}, err
 	}
 	if r.Error != nil {
 		switch r.Error.Code {
-		case wire.CodeUnavailable, wire.CodeShuttingDown, wire.CodeInternal:
-			return wire.AppendResult{}, fmt.Errorf("bridge: %s: %s", subject, r.Error.Error())
+		case api.CodeUnavailable, api.CodeShuttingDown, api.CodeInternal:
+			return api.AppendResult{}, fmt.Errorf("bridge: %s: %s", subject, r.Error.Error())
 		}
 	}
 	return r, nil

@@ -11,9 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
@@ -26,7 +26,7 @@ type flakySink struct {
 	failures atomic.Int32
 }
 
-func (f *flakySink) AppendBatch(ctx context.Context, space string, batch []bridge.Envelope) ([]wire.AppendResult, error) {
+func (f *flakySink) AppendBatch(ctx context.Context, space string, batch []bridge.Envelope) ([]api.AppendResult, error) {
 	if f.failures.Add(-1) >= 0 {
 		return nil, errors.New("injected: the ledger did not answer")
 	}

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/crashrig"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
-	"github.com/mewledger/ledger/model"
 )
 
 // proc is a running `ledger bridge mew` process.
@@ -210,7 +210,7 @@ func TestScenarioGapsCoverEveryLoss(t *testing.T) {
 				seqOf[id] = ev.Seq
 			}
 		}
-		if n != 1 || p.State != model.StatePending {
+		if n != 1 || p.State != api.StatePending {
 			t.Errorf("%s: %d proposal events, state %s: want one", id, n, p.State)
 		}
 	}

@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
-	"github.com/mewledger/ledger/model"
 )
 
 // bridgeName is the bridge's participant id in the tests.
@@ -217,7 +217,7 @@ func checkProposals(t *testing.T, cl *apitest.Client, e expected, name, space st
 	}
 }
 
-func checkProposal(t *testing.T, cl *apitest.Client, ro apitest.ReadOptions, id string, p *model.Proposal, want expectedProposal) {
+func checkProposal(t *testing.T, cl *apitest.Client, ro apitest.ReadOptions, id string, p *api.Proposal, want expectedProposal) {
 	t.Helper()
 	eq := func(field, got, want string) {
 		if want != "" && got != want {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -22,7 +22,7 @@ import (
 // session — one run of the bridge — and when it received the envelope),
 // kept on the stored message. The fold derives from the log, per bridge,
 // its last stored envelope and whether a gap covers everything since
-// (model.BridgeSession, GET /v1/bridges). When a bridge starts it reads
+// (api.BridgeSession, GET /v1/bridges). When a bridge starts it reads
 // that record first: a record still "recording" in another session means
 // that session ended without recording its hole (the bridge, the ledger
 // or the machine died), and the bridge records the gap from that
@@ -38,7 +38,7 @@ var ErrNoSessions = errors.New("bridge: this append path cannot read the ledger'
 // space, once the projection has caught up with the log: nil when it
 // knows nothing.
 type SessionReader interface {
-	Session(ctx context.Context, space, bridge, mewSpace string) (*model.BridgeSession, error)
+	Session(ctx context.Context, space, bridge, mewSpace string) (*api.BridgeSession, error)
 }
 
 // markKey carries a batch's mark to the HTTP transport.
@@ -70,14 +70,14 @@ func NewHTTPSink(api, token string) (HTTPSink, error) {
 
 // Session implements SessionReader: GET /v1/bridges at the stream's last
 // sequence (min_seq).
-func (s HTTPSink) Session(ctx context.Context, space, bridge, mewSpace string) (*model.BridgeSession, error) {
+func (s HTTPSink) Session(ctx context.Context, space, bridge, mewSpace string) (*api.BridgeSession, error) {
 	st, err := s.Client.Public().Status(ctx)
 	if err != nil {
 		return nil, err
 	}
 	q := url.Values{"space": {space}, "bridge": {bridge}, "mew_space": {mewSpace}, "min_seq": {fmt.Sprint(st.StreamSeq)}}
 	var out struct {
-		Bridges []model.BridgeSession `json:"bridges"`
+		Bridges []api.BridgeSession `json:"bridges"`
 	}
 	if err := s.Client.Public().Do(ctx, http.MethodGet, "/v1/bridges", q, nil, "", false, &out); err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func (s HTTPSink) Session(ctx context.Context, space, bridge, mewSpace string) (
 
 // Session implements SessionReader through the sink's Sessions reader
 // (ErrNoSessions without one).
-func (s AppenderSink) Session(ctx context.Context, space, bridge, mewSpace string) (*model.BridgeSession, error) {
+func (s AppenderSink) Session(ctx context.Context, space, bridge, mewSpace string) (*api.BridgeSession, error) {
 	if s.Sessions == nil {
 		return nil, ErrNoSessions
 	}
@@ -101,7 +101,7 @@ func (s AppenderSink) Session(ctx context.Context, space, bridge, mewSpace strin
 
 // Session implements SessionReader through the sink's Sessions reader
 // (ErrNoSessions without one).
-func (s *NATSSink) Session(ctx context.Context, space, bridge, mewSpace string) (*model.BridgeSession, error) {
+func (s *NATSSink) Session(ctx context.Context, space, bridge, mewSpace string) (*api.BridgeSession, error) {
 	if s.Sessions == nil {
 		return nil, ErrNoSessions
 	}
@@ -133,7 +133,7 @@ func StreamLastSeq(js jetstream.JetStream) func(ctx context.Context) (uint64, er
 }
 
 // Session implements SessionReader.
-func (s StoreSessions) Session(ctx context.Context, space, bridge, mewSpace string) (*model.BridgeSession, error) {
+func (s StoreSessions) Session(ctx context.Context, space, bridge, mewSpace string) (*api.BridgeSession, error) {
 	seq, err := s.StreamSeq(ctx)
 	if err != nil {
 		return nil, err
@@ -182,7 +182,7 @@ func (b *Bridge) learn(ctx context.Context) (*ledger.Gap, bool) {
 }
 
 // seed takes the ledger's record of the bridge (nil: none).
-func (b *Bridge) seed(rec *model.BridgeSession) *ledger.Gap {
+func (b *Bridge) seed(rec *api.BridgeSession) *ledger.Gap {
 	if rec == nil {
 		b.log.Info().Str(KeySession, b.sessionID).Msg("first session of this bridge in this space")
 		return nil
@@ -199,7 +199,7 @@ func (b *Bridge) seed(rec *model.BridgeSession) *ledger.Gap {
 		b.stored = st
 		b.mu.Unlock()
 	}
-	if rec.State != model.BridgeRecording || rec.Session == b.sessionID {
+	if rec.State != api.BridgeRecording || rec.Session == b.sessionID {
 		b.log.Info().Str(KeySession, b.sessionID).Str("last_session", rec.Session).Str(KeyID, rec.LastEnvelope).
 			Msg("the bridge's last session ended with its hole on the record")
 		return nil

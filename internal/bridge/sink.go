@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 )
@@ -29,15 +29,15 @@ type Sink interface {
 	// so that a from that differs is folded invalid (spoofed_sender). A
 	// sink that cannot publish under another sender returns
 	// ErrSenderUnsupported.
-	Append(ctx context.Context, space string, raw []byte, sender string) (wire.AppendResult, error)
+	Append(ctx context.Context, space string, raw []byte, sender string) (api.AppendResult, error)
 	// AppendBatch appends envelopes in order, handing them to the
 	// ledger's group commit together (one request), and returns one
 	// result per envelope, in order. An error means the batch as a whole
 	// got no answer (some envelopes may be stored: repeating it is safe).
-	AppendBatch(ctx context.Context, space string, batch []Envelope) ([]wire.AppendResult, error)
+	AppendBatch(ctx context.Context, space string, batch []Envelope) ([]api.AppendResult, error)
 	// Gap asks the ledger to record a gap (ledger/gap, written by the
 	// ledger itself with sender "ledger").
-	Gap(ctx context.Context, space string, g ledger.Gap) (wire.AppendResult, error)
+	Gap(ctx context.Context, space string, g ledger.Gap) (api.AppendResult, error)
 	// SessionReader reads what the ledger knows of the bridge's sessions
 	// (ErrNoSessions when the sink cannot).
 	SessionReader
@@ -76,28 +76,28 @@ type AppenderSink struct {
 }
 
 // Append implements Sink.
-func (s AppenderSink) Append(ctx context.Context, space string, raw []byte, sender string) (wire.AppendResult, error) {
+func (s AppenderSink) Append(ctx context.Context, space string, raw []byte, sender string) (api.AppendResult, error) {
 	return appenderResult(AppendAs(ctx, s.Appender, space, raw, sender))
 }
 
 // AppendBatch implements Sink: every envelope is handed to the group
 // commit before any is awaited, so that a batch is stored in a few atomic
 // commits.
-func (s AppenderSink) AppendBatch(ctx context.Context, space string, batch []Envelope) ([]wire.AppendResult, error) {
+func (s AppenderSink) AppendBatch(ctx context.Context, space string, batch []Envelope) ([]api.AppendResult, error) {
 	return appenderBatch(ctx, s.Appender, space, batch)
 }
 
 // appenderBatch submits a batch to an Appender and awaits it: a refusal
 // is a result with Error; a publish failure of any envelope fails the
 // batch (it is repeated whole; the stream dedups what was stored).
-func appenderBatch(ctx context.Context, a *appendlog.Appender, space string, batch []Envelope) ([]wire.AppendResult, error) {
-	out := make([]wire.AppendResult, len(batch))
+func appenderBatch(ctx context.Context, a *appendlog.Appender, space string, batch []Envelope) ([]api.AppendResult, error) {
+	out := make([]api.AppendResult, len(batch))
 	pending := make([]*appendlog.Pending, len(batch))
 	for i, e := range batch {
 		pd, err := a.SubmitBody(ctx, space, e.Raw, ledger.BodyOptions{Sender: e.Sender, Bridge: e.Mark})
 		if err != nil {
 			if _, refused := ledger.AsRefusal(err); refused {
-				out[i] = wire.FromResult(ledger.Result{Err: err})
+				out[i] = ledger.WireResult(ledger.Result{Err: err})
 				continue
 			}
 			return nil, err
@@ -122,24 +122,24 @@ func appenderBatch(ctx context.Context, a *appendlog.Appender, space string, bat
 }
 
 // Gap implements Sink.
-func (s AppenderSink) Gap(ctx context.Context, space string, g ledger.Gap) (wire.AppendResult, error) {
+func (s AppenderSink) Gap(ctx context.Context, space string, g ledger.Gap) (api.AppendResult, error) {
 	raw, err := ledger.GapEnvelope(g)
 	if err != nil {
-		return wire.AppendResult{Error: &wire.Error{Code: ledger.CodeBadValue, Message: err.Error()}}, nil
+		return api.AppendResult{Error: &api.Error{Code: ledger.CodeBadValue, Message: err.Error()}}, nil
 	}
 	return appenderResult(s.Appender.AppendSystem(ctx, space, raw))
 }
 
 // appenderResult maps an Appender result: a refusal is a result with
 // Error; a publish failure is an error.
-func appenderResult(r ledger.Result, err error) (wire.AppendResult, error) {
+func appenderResult(r ledger.Result, err error) (api.AppendResult, error) {
 	if err != nil {
 		if _, refused := ledger.AsRefusal(err); refused {
-			return wire.FromResult(r), nil
+			return ledger.WireResult(r), nil
 		}
-		return wire.AppendResult{}, err
+		return api.AppendResult{}, err
 	}
-	return wire.FromResult(r), nil
+	return ledger.WireResult(r), nil
 }
 
 // AppendAs appends raw through the ledger's one submit entry
@@ -162,16 +162,16 @@ type HTTPSink struct {
 }
 
 // Append implements Sink.
-func (s HTTPSink) Append(ctx context.Context, space string, raw []byte, sender string) (wire.AppendResult, error) {
+func (s HTTPSink) Append(ctx context.Context, space string, raw []byte, sender string) (api.AppendResult, error) {
 	if sender != "" {
-		return wire.AppendResult{}, ErrSenderUnsupported
+		return api.AppendResult{}, ErrSenderUnsupported
 	}
 	return httpResult(s.Client.Publish(ctx, space, raw))
 }
 
 // AppendBatch implements Sink: one NDJSON POST /v1/events, its answers
 // streamed back in order.
-func (s HTTPSink) AppendBatch(ctx context.Context, space string, batch []Envelope) ([]wire.AppendResult, error) {
+func (s HTTPSink) AppendBatch(ctx context.Context, space string, batch []Envelope) ([]api.AppendResult, error) {
 	lines := make([][]byte, len(batch))
 	for i, e := range batch {
 		if e.Sender != "" {
@@ -187,8 +187,8 @@ func (s HTTPSink) AppendBatch(ctx context.Context, space string, batch []Envelop
 		body.Write(l)
 		body.WriteByte('\n')
 	}
-	var rs []wire.AppendResult
-	err := s.Client.PublishStream(ctx, space, false, &body, func(r wire.AppendResult) error {
+	var rs []api.AppendResult
+	err := s.Client.PublishStream(ctx, space, false, &body, func(r api.AppendResult) error {
 		rs = append(rs, r)
 		return nil
 	})
@@ -201,7 +201,7 @@ func (s HTTPSink) AppendBatch(ctx context.Context, space string, batch []Envelop
 // batchResults checks that a batch got one answer per envelope, and maps
 // the answers that are not refusals (unavailable, shutting down) to an
 // error: the batch is repeated.
-func batchResults(rs []wire.AppendResult, n int) ([]wire.AppendResult, error) {
+func batchResults(rs []api.AppendResult, n int) ([]api.AppendResult, error) {
 	if len(rs) != n {
 		return nil, fmt.Errorf("bridge: the ledger answered %d of a batch of %d envelopes", len(rs), n)
 	}
@@ -217,22 +217,22 @@ func batchResults(rs []wire.AppendResult, n int) ([]wire.AppendResult, error) {
 // means "not stored, try again" rather than a refusal.
 func retryable(code string) bool {
 	switch code {
-	case wire.CodeUnavailable, wire.CodeShuttingDown, wire.CodeInternal:
+	case api.CodeUnavailable, api.CodeShuttingDown, api.CodeInternal:
 		return true
 	}
 	return false
 }
 
 // Gap implements Sink.
-func (s HTTPSink) Gap(ctx context.Context, space string, g ledger.Gap) (wire.AppendResult, error) {
+func (s HTTPSink) Gap(ctx context.Context, space string, g ledger.Gap) (api.AppendResult, error) {
 	return httpResult(s.Client.ReportGap(ctx, space, g))
 }
 
 // httpResult: 400 and 413 are refusals, anything else an error.
-func httpResult(r wire.AppendResult, err error) (wire.AppendResult, error) {
+func httpResult(r api.AppendResult, err error) (api.AppendResult, error) {
 	var ae *apiclient.APIError
 	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge) {
-		return wire.AppendResult{Error: ae.Wire()}, nil
+		return api.AppendResult{Error: ae.Wire()}, nil
 	}
 	return r, err
 }

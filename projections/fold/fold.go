@@ -9,11 +9,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/subjects"
 
-	"github.com/mewledger/ledger/internal/lib/canon"
 	"github.com/mewledger/ledger/ledger"
+	"github.com/mewledger/ledger/ledger/canon"
 )
 
 // Event is one stored message of the log, as the fold sees it.
@@ -66,7 +66,7 @@ type Outcome struct {
 	Space  string
 	Key    string // proposal id (or the id an unattributed event was filed under)
 	Seq    uint64 // the sequence of the event the entry is for
-	Effect model.Effect
+	Effect api.Effect
 }
 
 // Folder applies events to a State. It holds no state of its own and is safe
@@ -148,7 +148,7 @@ type applier struct {
 // spaceStats is the statistics of one space an Apply call changes.
 type spaceStats struct {
 	space string
-	s     *model.Stats
+	s     *api.Stats
 }
 
 // ctx is one event being applied: decoded, with its space and history base.
@@ -156,8 +156,8 @@ type evctx struct {
 	ev       Event
 	space    string
 	d        *ledger.Decoded
-	entry    model.HistoryEntry // template for this event's history entries
-	resolved bool               // folded on release from orphan
+	entry    api.HistoryEntry // template for this event's history entries
+	resolved bool             // folded on release from orphan
 	flags    EventFlags
 	// reusedSeq is the sequence of the earlier event whose id this one
 	// reuses (FlagIDReused), when known (not after a release from orphan).
@@ -174,13 +174,13 @@ func (a *applier) duplicateOf(c *evctx, ref *EventRef) (uint64, error) {
 	return a.st.Version(c.space, c.d.Env.ID, c.d.Digest)
 }
 
-func (a *applier) statsFor(space string) (*model.Stats, error) {
+func (a *applier) statsFor(space string) (*api.Stats, error) {
 	for _, ss := range a.stats {
 		if ss.space == space {
 			return ss.s, nil
 		}
 	}
-	var s *model.Stats
+	var s *api.Stats
 	if ms, ok := a.st.(StatsMutator); ok {
 		var err error
 		if s, err = ms.MutableStats(space); err != nil {
@@ -192,7 +192,7 @@ func (a *applier) statsFor(space string) (*model.Stats, error) {
 			return nil, err
 		}
 		if s == nil {
-			s = model.NewStats()
+			s = api.NewStats()
 		} else {
 			s = s.Clone()
 		}
@@ -205,10 +205,10 @@ func (a *applier) statsFor(space string) (*model.Stats, error) {
 // private copy of a space's stats for the caller to change in place (the
 // Pebble store's batch implements it): the fold then skips cloning them for
 // every event. MutableStats returns the space's current stats (a fresh
-// [model.NewStats] when it has none), which only the caller changes until
+// [api.NewStats] when it has none), which only the caller changes until
 // it writes them back with PutStats, as it does all the same.
 type StatsMutator interface {
-	MutableStats(space string) (*model.Stats, error)
+	MutableStats(space string) (*api.Stats, error)
 }
 
 func (a *applier) flushStats() error {
@@ -221,7 +221,7 @@ func (a *applier) flushStats() error {
 }
 
 // record files a history entry and counts its effect.
-func (a *applier) record(space, key string, h model.HistoryEntry) error {
+func (a *applier) record(space, key string, h api.HistoryEntry) error {
 	s, err := a.statsFor(space)
 	if err != nil {
 		return err
@@ -234,7 +234,7 @@ func (a *applier) record(space, key string, h model.HistoryEntry) error {
 // file records an entry that is not folded into a proposal (duplicate,
 // invalid, ignored) under key, and counts it in that proposal's Events when
 // key names one, so that Events always equals the length of its history.
-func (a *applier) file(space, key string, h model.HistoryEntry) error {
+func (a *applier) file(space, key string, h api.HistoryEntry) error {
 	p, err := a.st.Proposal(space, key)
 	if err != nil {
 		return err
@@ -297,11 +297,11 @@ func (a *applier) arrive(ev Event) error {
 		return err
 	}
 	s.Events++
-	base := model.HistoryEntry{Seq: ev.Seq, At: at, Type: subj.Type, From: subj.Sender}
+	base := api.HistoryEntry{Seq: ev.Seq, At: at, Type: subj.Type, From: subj.Sender}
 	invalid := func(code, detail string) error {
 		s.EventsByType[string(ledger.TypeInvalid)]++
 		h := base
-		h.Effect, h.Code, h.Detail = model.EffectInvalid, code, detail
+		h.Effect, h.Code, h.Detail = api.EffectInvalid, code, detail
 		return a.file(space, key, h)
 	}
 	if serr != nil {
@@ -347,7 +347,7 @@ func (a *applier) arrive(ev Event) error {
 				if err != nil {
 					return err
 				}
-				h.Effect, h.Detail = model.EffectDuplicate, fmt.Sprintf("same envelope as seq %d", dup)
+				h.Effect, h.Detail = api.EffectDuplicate, fmt.Sprintf("same envelope as seq %d", dup)
 				return a.file(space, key, h)
 			}
 			// A different event reusing the id: the latest holds it.
@@ -359,7 +359,7 @@ func (a *applier) arrive(ev Event) error {
 		if err := a.st.PutEventRef(space, d.Env.ID, &EventRef{Seq: ev.Seq, Type: d.Type, Digest: d.Digest, From: d.Env.From, Status: EventIgnored}); err != nil {
 			return err
 		}
-		h.Effect, h.Detail = model.EffectIgnored, fmt.Sprintf("kind %q is not part of the proposal lifecycle", d.OrigKind)+h.Detail
+		h.Effect, h.Detail = api.EffectIgnored, fmt.Sprintf("kind %q is not part of the proposal lifecycle", d.OrigKind)+h.Detail
 		return a.file(space, key, h)
 	}
 	switch {
@@ -395,18 +395,18 @@ func (a *applier) arrive(ev Event) error {
 			return err
 		}
 		if dup != 0 {
-			h.Effect, h.Detail = model.EffectDuplicate, fmt.Sprintf("same envelope as seq %d", dup)
+			h.Effect, h.Detail = api.EffectDuplicate, fmt.Sprintf("same envelope as seq %d", dup)
 			return a.file(space, key, h)
 		}
 		if d.Type == ledger.TypeProposal || d.Type == ledger.TypeGap {
-			h.Effect, h.Code = model.EffectInvalid, CodeIDConflict
+			h.Effect, h.Code = api.EffectInvalid, CodeIDConflict
 			h.Detail = fmt.Sprintf("id %q already used by a different envelope at seq %d", d.Env.ID, ref.Seq)
 			p, err := a.st.Proposal(space, key)
 			if err != nil {
 				return err
 			}
 			if p != nil {
-				h.Anomalies = []string{model.AnomalyIDConflict}
+				h.Anomalies = []string{api.AnomalyIDConflict}
 			}
 			return a.file(space, key, h)
 		}
@@ -471,7 +471,7 @@ func reserved(d *ledger.Decoded) (code, detail string) {
 // proposal's event, filed under its own id (reserved: no proposal has it).
 func (a *applier) gap(c *evctx) error {
 	g := c.d.Gap
-	rec := &model.Gap{
+	rec := &api.Gap{
 		Seq: c.ev.Seq, At: c.ev.Time.UTC(), ID: c.d.Env.ID, Bridge: g.Bridge, MEWSpace: g.MEWSpace,
 		Gateway: g.Gateway, LastEnvelope: g.LastEnvelope, LastSeq: g.LastSeq, DisconnectedAt: g.DisconnectedAt, Reason: g.Reason,
 		Session: g.Session, Dropped: g.Dropped,
@@ -494,12 +494,12 @@ func (a *applier) gap(c *evctx) error {
 	if err != nil {
 		return err
 	}
-	b := model.BridgeSession{Bridge: g.Bridge, MEWSpace: g.MEWSpace, Session: g.Session, State: model.BridgeGap}
+	b := api.BridgeSession{Bridge: g.Bridge, MEWSpace: g.MEWSpace, Session: g.Session, State: api.BridgeGap}
 	if bs != nil {
 		b = *bs
 	}
 	if bs == nil || g.LastSeq >= b.LastSeq {
-		b.State, b.GapSeq = model.BridgeGap, c.ev.Seq
+		b.State, b.GapSeq = api.BridgeGap, c.ev.Seq
 		if g.Session != "" {
 			b.Session = g.Session
 		}
@@ -517,7 +517,7 @@ func (a *applier) gap(c *evctx) error {
 	if g.Reason != "" {
 		detail += ": " + g.Reason
 	}
-	return a.record(c.space, c.d.Env.ID, a.entryFor(c, model.EffectApplied, detail))
+	return a.record(c.space, c.d.Env.ID, a.entryFor(c, api.EffectApplied, detail))
 }
 
 // BridgeKey is the key of a bridge's session record in its ledger space:
@@ -541,11 +541,11 @@ func (a *applier) bridgeStored(ev Event) error {
 	if err != nil {
 		return err
 	}
-	r := model.BridgeSession{Bridge: m.Bridge, MEWSpace: m.MEWSpace}
+	r := api.BridgeSession{Bridge: m.Bridge, MEWSpace: m.MEWSpace}
 	if rec != nil {
 		r = *rec
 	}
-	r.Session, r.State, r.GapSeq = m.Session, model.BridgeRecording, 0
+	r.Session, r.State, r.GapSeq = m.Session, api.BridgeRecording, 0
 	r.LastSeq = ev.Seq
 	if pr.d != nil {
 		r.LastEnvelope = pr.d.Env.ID
@@ -604,10 +604,10 @@ func (a *applier) drain() error {
 			return err
 		}
 		s.OrphansWaiting--
-		s.Effects[string(model.EffectOrphan)]--
+		s.Effects[string(api.EffectOrphan)]--
 		c := &evctx{
 			ev: Event{Seq: o.Seq, Time: pk.Time, Subject: pk.Subject, Raw: pk.Raw, MsgIDClash: pk.Flags&FlagMsgIDClash != 0}, space: space, d: d, resolved: true, flags: pk.Flags,
-			entry: model.HistoryEntry{Seq: o.Seq, At: at, ID: d.Env.ID, Type: string(d.Type), Kind: d.OrigKind, From: d.Env.From, Reason: d.Reason, Form: d.Form},
+			entry: api.HistoryEntry{Seq: o.Seq, At: at, ID: d.Env.ID, Type: string(d.Type), Kind: d.OrigKind, From: d.Env.From, Reason: d.Reason, Form: d.Form},
 		}
 		if n := d.Note; n != nil {
 			c.entry.Note, c.entry.Status = n.Kind, n.Status
@@ -620,7 +620,7 @@ func (a *applier) drain() error {
 }
 
 // entry returns a fresh history entry for c.
-func (a *applier) entryFor(c *evctx, eff model.Effect, detail string) model.HistoryEntry {
+func (a *applier) entryFor(c *evctx, eff api.Effect, detail string) api.HistoryEntry {
 	h := c.entry
 	h.Effect, h.Detail = eff, detail
 	if c.resolved {
@@ -630,12 +630,12 @@ func (a *applier) entryFor(c *evctx, eff model.Effect, detail string) model.Hist
 }
 
 // touch stamps p as changed by the arriving event.
-func (a *applier) touch(p *model.Proposal) {
+func (a *applier) touch(p *api.Proposal) {
 	p.UpdatedSeq = a.trigger.Seq
 	p.UpdatedAt = a.trigger.Time.UTC()
 }
 
-func (a *applier) addAnomaly(space string, p *model.Proposal, an string) error {
+func (a *applier) addAnomaly(space string, p *api.Proposal, an string) error {
 	if p.HasAnomaly(an) {
 		return nil
 	}
@@ -648,7 +648,7 @@ func (a *applier) addAnomaly(space string, p *model.Proposal, an string) error {
 	return nil
 }
 
-func (a *applier) setState(space string, p *model.Proposal, to model.ProposalState) error {
+func (a *applier) setState(space string, p *api.Proposal, to api.ProposalState) error {
 	s, err := a.statsFor(space)
 	if err != nil {
 		return err
@@ -659,7 +659,7 @@ func (a *applier) setState(space string, p *model.Proposal, to model.ProposalSta
 	return nil
 }
 
-func (a *applier) decide(c *evctx, p *model.Proposal, to model.ProposalState, reason string) error {
+func (a *applier) decide(c *evctx, p *api.Proposal, to api.ProposalState, reason string) error {
 	if err := a.setState(c.space, p, to); err != nil {
 		return err
 	}
@@ -670,12 +670,12 @@ func (a *applier) decide(c *evctx, p *model.Proposal, to model.ProposalState, re
 // create folds a proposal.
 func (a *applier) create(c *evctx) error {
 	d, at := c.d, c.ev.Time.UTC()
-	p := &model.Proposal{
-		ID: d.Env.ID, Space: c.space, State: model.StatePending, Proposer: d.Env.From,
+	p := &api.Proposal{
+		ID: d.Env.ID, Space: c.space, State: api.StatePending, Proposer: d.Env.From,
 		To: append([]string{}, d.Env.To...), Method: d.Method, Params: d.Params,
 		Dialect: d.Dialect, Kind: d.Env.Kind, Context: d.Env.Context,
 		CreatedSeq: c.ev.Seq, CreatedAt: at,
-		Rejections: []model.Rejection{}, Fulfillments: []model.Fulfillment{}, Anomalies: []string{},
+		Rejections: []api.Rejection{}, Fulfillments: []api.Fulfillment{}, Anomalies: []string{},
 		Digest: d.Digest,
 	}
 	var deadline *time.Time
@@ -686,14 +686,14 @@ func (a *applier) create(c *evctx) error {
 	if k := d.Kernel; k != nil {
 		// contract §12. d.Method/d.Params are "kernel/<action_type>" and the
 		// parameters, so fulfilment checks compare against them.
-		kr := &model.Kernel{ActionType: k.ActionType, Target: k.Target, ApprovalClass: k.ApprovalClass, Form: model.KernelFormProposal}
+		kr := &api.Kernel{ActionType: k.ActionType, Target: k.Target, ApprovalClass: k.ApprovalClass, Form: api.KernelFormProposal}
 		kr.Required, kr.Approvers = k.RequiredApprovals()
 		kr.Approvers = slices.Clone(kr.Approvers)
 		if kr.ApprovalClass == "" {
-			kr.ApprovalClass = model.ApprovalNone
+			kr.ApprovalClass = api.ApprovalNone
 		}
 		if k.Request != nil {
-			kr.Form, kr.Intent = model.KernelFormRequest, k.Request.Intent
+			kr.Form, kr.Intent = api.KernelFormRequest, k.Request.Intent
 		}
 		// time_window.valid_until_ms is the deadline (exclusive: the permit
 		// is valid before it), which the expirer turns into ledger/expire.
@@ -707,12 +707,12 @@ func (a *applier) create(c *evctx) error {
 			}
 		}
 		approved := kr.Required == 0
-		p.Kernel, p.Approved, p.Approvals = kr, &approved, []model.Approval{}
+		p.Kernel, p.Approved, p.Approvals = kr, &approved, []api.Approval{}
 	}
 	p.ExpiresAt = deadline
 	p.Targets = targetsOf(d.TargetSources)
 	if t := d.Targeting; t != nil && t.Exclusive {
-		x := &model.ExclusiveWindow{TimeoutMs: t.WindowMs, FallbackToBroadcast: t.FallbackToBroadcast, QuickReject: t.QuickReject}
+		x := &api.ExclusiveWindow{TimeoutMs: t.WindowMs, FallbackToBroadcast: t.FallbackToBroadcast, QuickReject: t.QuickReject}
 		if t.WindowMs > 0 {
 			u := at.Add(time.Duration(t.WindowMs) * time.Millisecond)
 			x.Until = &u
@@ -740,11 +740,11 @@ func (a *applier) create(c *evctx) error {
 		return err
 	}
 	s.Proposals++
-	s.ByState[string(model.StatePending)]++
-	h := a.entryFor(c, model.EffectApplied, "")
+	s.ByState[string(api.StatePending)]++
+	h := a.entryFor(c, api.EffectApplied, "")
 	if c.flags&FlagMsgIDClash != 0 {
-		h.Anomalies = []string{model.AnomalyMsgIDClash}
-		if err := a.addAnomaly(c.space, p, model.AnomalyMsgIDClash); err != nil {
+		h.Anomalies = []string{api.AnomalyMsgIDClash}
+		if err := a.addAnomaly(c.space, p, api.AnomalyMsgIDClash); err != nil {
 			return err
 		}
 	}
@@ -852,7 +852,7 @@ func (a *applier) orphan(c *evctx, target, detail string) error {
 		return err
 	}
 	s.OrphansWaiting++
-	return a.record(c.space, target, a.entryFor(c, model.EffectOrphan, detail))
+	return a.record(c.space, target, a.entryFor(c, api.EffectOrphan, detail))
 }
 
 func cmpUint(x, y uint64) int {
@@ -883,7 +883,7 @@ func (a *applier) applyTo(c *evctx, target string) error {
 			return err
 		}
 		if ref != nil && ref.Type != ledger.TypeProposal {
-			h := a.entryFor(c, model.EffectInvalid, fmt.Sprintf("%q is a %s event (seq %d), not a proposal", target, ref.Type, ref.Seq))
+			h := a.entryFor(c, api.EffectInvalid, fmt.Sprintf("%q is a %s event (seq %d), not a proposal", target, ref.Type, ref.Seq))
 			h.Code = CodeNotAProposal
 			if err := a.markRefused(c); err != nil {
 				return err
@@ -893,10 +893,10 @@ func (a *applier) applyTo(c *evctx, target string) error {
 		return a.orphan(c, target, fmt.Sprintf("waiting for proposal %q", target))
 	}
 	p = p.Clone()
-	var h model.HistoryEntry
+	var h api.HistoryEntry
 	if c.d.Type == ledger.TypeExpire {
 		h, err = a.expire(c, p)
-		if err == nil && h.Effect == model.EffectInvalid {
+		if err == nil && h.Effect == api.EffectInvalid {
 			// Not applied: file it under the proposal, and mark it refused in
 			// the event index so that a later retry is judged afresh.
 			if err := a.markRefused(c); err != nil {
@@ -938,17 +938,17 @@ func (a *applier) applyTo(c *evctx, target string) error {
 
 // commitTo writes p and its new history entry, and marks the event applied.
 // The event's flags add their anomalies (id_reused, msg_id_clash).
-func (a *applier) commitTo(c *evctx, p *model.Proposal, h model.HistoryEntry) error {
+func (a *applier) commitTo(c *evctx, p *api.Proposal, h api.HistoryEntry) error {
 	if c.flags != 0 {
 		h.Anomalies = slices.Clone(h.Anomalies)
 		if c.flags&FlagIDReused != 0 {
-			h.Anomalies = append(h.Anomalies, model.AnomalyIDReused)
+			h.Anomalies = append(h.Anomalies, api.AnomalyIDReused)
 			if c.reusedSeq != 0 {
 				h.Detail = strings.TrimPrefix(h.Detail+fmt.Sprintf("; id %q reused (an earlier, different event had it at seq %d)", c.d.Env.ID, c.reusedSeq), "; ")
 			}
 		}
 		if c.flags&FlagMsgIDClash != 0 {
-			h.Anomalies = append(h.Anomalies, model.AnomalyMsgIDClash)
+			h.Anomalies = append(h.Anomalies, api.AnomalyMsgIDClash)
 		}
 	}
 	for _, an := range h.Anomalies {
@@ -975,87 +975,87 @@ func (a *applier) commitTo(c *evctx, p *model.Proposal, h model.HistoryEntry) er
 // event after the deadline is judged against the expired state even when the
 // ledger/expire event has not been appended yet. It returns a detail for the
 // event's history entry, or "".
-func (a *applier) expireIfDue(c *evctx, p *model.Proposal) (string, error) {
-	if p.State != model.StatePending || p.ExpiresAt == nil || c.ev.Time.Before(*p.ExpiresAt) {
+func (a *applier) expireIfDue(c *evctx, p *api.Proposal) (string, error) {
+	if p.State != api.StatePending || p.ExpiresAt == nil || c.ev.Time.Before(*p.ExpiresAt) {
 		return "", nil
 	}
-	if err := a.setState(c.space, p, model.StateExpired); err != nil {
+	if err := a.setState(c.space, p, api.StateExpired); err != nil {
 		return "", err
 	}
 	p.DecidedBy, p.DecidedEvent, p.DecidedSeq, p.Reason = ledger.LedgerSender, "", 0, "deadline"
 	return fmt.Sprintf("the proposal expired at its deadline %s, before this event", p.ExpiresAt.Format(time.RFC3339Nano)), nil
 }
 
-func (a *applier) expire(c *evctx, p *model.Proposal) (model.HistoryEntry, error) {
+func (a *applier) expire(c *evctx, p *api.Proposal) (api.HistoryEntry, error) {
 	switch {
 	case c.d.Env.From != ledger.LedgerSender:
-		h := a.entryFor(c, model.EffectInvalid, fmt.Sprintf("ledger/expire is written only by %q", ledger.LedgerSender))
+		h := a.entryFor(c, api.EffectInvalid, fmt.Sprintf("ledger/expire is written only by %q", ledger.LedgerSender))
 		h.Code = CodeBadExpiry
 		return h, nil
 	case p.ExpiresAt == nil:
-		h := a.entryFor(c, model.EffectInvalid, "the proposal has no deadline")
+		h := a.entryFor(c, api.EffectInvalid, "the proposal has no deadline")
 		h.Code = CodeBadExpiry
 		return h, nil
 	case c.ev.Time.Before(*p.ExpiresAt):
-		h := a.entryFor(c, model.EffectInvalid, fmt.Sprintf("appended before the deadline %s", p.ExpiresAt.Format(time.RFC3339Nano)))
+		h := a.entryFor(c, api.EffectInvalid, fmt.Sprintf("appended before the deadline %s", p.ExpiresAt.Format(time.RFC3339Nano)))
 		h.Code = CodeBadExpiry
 		return h, nil
-	case p.State == model.StatePending:
-		if err := a.decide(c, p, model.StateExpired, "deadline"); err != nil {
-			return model.HistoryEntry{}, err
+	case p.State == api.StatePending:
+		if err := a.decide(c, p, api.StateExpired, "deadline"); err != nil {
+			return api.HistoryEntry{}, err
 		}
-		return a.entryFor(c, model.EffectApplied, ""), nil
-	case p.State == model.StateExpired && p.DecidedEvent == "":
+		return a.entryFor(c, api.EffectApplied, ""), nil
+	case p.State == api.StateExpired && p.DecidedEvent == "":
 		// Expired at its deadline by an earlier event; this records it.
 		p.DecidedEvent, p.DecidedSeq = c.d.Env.ID, c.ev.Seq
-		return a.entryFor(c, model.EffectRecorded, "records the expiry that took effect at the deadline"), nil
+		return a.entryFor(c, api.EffectRecorded, "records the expiry that took effect at the deadline"), nil
 	default:
-		return a.entryFor(c, model.EffectLate, "proposal already "+string(p.State)), nil
+		return a.entryFor(c, api.EffectLate, "proposal already "+string(p.State)), nil
 	}
 }
 
-func (a *applier) withdraw(c *evctx, p *model.Proposal) (model.HistoryEntry, error) {
+func (a *applier) withdraw(c *evctx, p *api.Proposal) (api.HistoryEntry, error) {
 	d := c.d
 	if d.Env.From != p.Proposer {
-		h := a.entryFor(c, model.EffectUnauthorized, fmt.Sprintf("only the proposer %q may withdraw", p.Proposer))
-		h.Anomalies = []string{model.AnomalyUnauthorizedWithdraw}
+		h := a.entryFor(c, api.EffectUnauthorized, fmt.Sprintf("only the proposer %q may withdraw", p.Proposer))
+		h.Anomalies = []string{api.AnomalyUnauthorizedWithdraw}
 		return h, nil
 	}
-	if p.State != model.StatePending {
-		return a.entryFor(c, model.EffectLate, "proposal already "+string(p.State)), nil
+	if p.State != api.StatePending {
+		return a.entryFor(c, api.EffectLate, "proposal already "+string(p.State)), nil
 	}
-	if err := a.decide(c, p, model.StateWithdrawn, d.Reason); err != nil {
-		return model.HistoryEntry{}, err
+	if err := a.decide(c, p, api.StateWithdrawn, d.Reason); err != nil {
+		return api.HistoryEntry{}, err
 	}
-	p.Withdrawal = &model.Withdrawal{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Reason: d.Reason}
+	p.Withdrawal = &api.Withdrawal{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Reason: d.Reason}
 	s, err := a.statsFor(c.space)
 	if err != nil {
-		return model.HistoryEntry{}, err
+		return api.HistoryEntry{}, err
 	}
 	s.WithdrawalReasons[ReasonBucket(d.Reason)]++
-	return a.entryFor(c, model.EffectApplied, ""), nil
+	return a.entryFor(c, api.EffectApplied, ""), nil
 }
 
-func (a *applier) reject(c *evctx, p *model.Proposal) (model.HistoryEntry, error) {
+func (a *applier) reject(c *evctx, p *api.Proposal) (api.HistoryEntry, error) {
 	d := c.d
-	r := model.Rejection{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Reason: d.Reason}
-	var h model.HistoryEntry
+	r := api.Rejection{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Reason: d.Reason}
+	var h api.HistoryEntry
 	switch p.State {
-	case model.StatePending:
-		if err := a.decide(c, p, model.StateRejected, d.Reason); err != nil {
-			return model.HistoryEntry{}, err
+	case api.StatePending:
+		if err := a.decide(c, p, api.StateRejected, d.Reason); err != nil {
+			return api.HistoryEntry{}, err
 		}
 		s, err := a.statsFor(c.space)
 		if err != nil {
-			return model.HistoryEntry{}, err
+			return api.HistoryEntry{}, err
 		}
 		s.RejectionReasons[ReasonBucket(d.Reason)]++
-		h = a.entryFor(c, model.EffectApplied, "")
-	case model.StateRejected:
-		h = a.entryFor(c, model.EffectRecorded, "proposal already rejected")
+		h = a.entryFor(c, api.EffectApplied, "")
+	case api.StateRejected:
+		h = a.entryFor(c, api.EffectRecorded, "proposal already rejected")
 	default:
 		r.Late = true
-		h = a.entryFor(c, model.EffectLate, "proposal already "+string(p.State))
+		h = a.entryFor(c, api.EffectLate, "proposal already "+string(p.State))
 	}
 	p.Rejections = append(p.Rejections, r)
 	return h, nil
@@ -1072,43 +1072,43 @@ func (a *applier) reject(c *evctx, p *model.Proposal) (model.HistoryEntry, error
 // when the fulfilment was folded. fulfilled_before_window: its stream time
 // is before time_window.valid_from_ms (a fulfilment at or after
 // valid_until_ms finds the proposal expired: fulfilled_after_expired).
-func fulfilmentChecks(c *evctx, p *model.Proposal) []string {
+func fulfilmentChecks(c *evctx, p *api.Proposal) []string {
 	d := c.d
 	var an []string
 	if d.Method != p.Method || !canon.Equal(nullIfEmpty(d.Params), nullIfEmpty(p.Params)) {
-		an = append(an, model.AnomalyFulfillmentMismatch)
+		an = append(an, api.AnomalyFulfillmentMismatch)
 	}
 	switch {
 	case len(p.To) > 0:
 		if !sameSet(p.To, d.Env.To) {
-			an = append(an, model.AnomalyTargetMismatch)
+			an = append(an, api.AnomalyTargetMismatch)
 		}
 	case len(p.Targets) > 0:
 		// Targets only from the seeds' fields: the fulfilment must come
 		// from one of them or name one in its to.
 		if !honoursTargets(p, d) {
-			an = append(an, model.AnomalyTargetMismatch)
+			an = append(an, api.AnomalyTargetMismatch)
 		}
 	}
 	if x := p.Exclusive; x != nil && !honoursTargets(p, d) &&
 		(!x.FallbackToBroadcast || x.Until == nil || c.ev.Time.Before(*x.Until)) {
-		an = append(an, model.AnomalyExclusiveViolation)
+		an = append(an, api.AnomalyExclusiveViolation)
 	}
 	if d.Env.From == p.Proposer {
-		an = append(an, model.AnomalySelfFulfilled)
+		an = append(an, api.AnomalySelfFulfilled)
 	}
 	if p.Approved != nil && !*p.Approved {
-		an = append(an, model.AnomalyUnapprovedFulfillment)
+		an = append(an, api.AnomalyUnapprovedFulfillment)
 	}
 	if p.Kernel != nil && p.Kernel.ValidFromMs > 0 && c.ev.Time.UnixMilli() < p.Kernel.ValidFromMs {
-		an = append(an, model.AnomalyFulfilledBeforeWindow)
+		an = append(an, api.AnomalyFulfilledBeforeWindow)
 	}
 	return an
 }
 
 // honoursTargets reports whether fulfilment d honours p's targeting: its
 // from is a target, or its to names one.
-func honoursTargets(p *model.Proposal, d *ledger.Decoded) bool {
+func honoursTargets(p *api.Proposal, d *ledger.Decoded) bool {
 	for _, t := range p.Targets {
 		if t.ID == d.Env.From || slices.Contains(d.Env.To, t.ID) {
 			return true
@@ -1119,15 +1119,15 @@ func honoursTargets(p *model.Proposal, d *ledger.Decoded) bool {
 
 // targetsOf merges a proposal's target sources by id, in order of first
 // appearance.
-func targetsOf(srcs []ledger.TargetSource) []model.Target {
+func targetsOf(srcs []ledger.TargetSource) []api.Target {
 	if len(srcs) == 0 {
 		return nil
 	}
-	out := make([]model.Target, 0, len(srcs))
+	out := make([]api.Target, 0, len(srcs))
 	for _, s := range srcs {
-		i := slices.IndexFunc(out, func(t model.Target) bool { return t.ID == s.ID })
+		i := slices.IndexFunc(out, func(t api.Target) bool { return t.ID == s.ID })
 		if i < 0 {
-			out = append(out, model.Target{ID: s.ID, Sources: sourceList(s.Source)})
+			out = append(out, api.Target{ID: s.ID, Sources: sourceList(s.Source)})
 		} else if !slices.Contains(out[i].Sources, s.Source) {
 			out[i].Sources = append(slices.Clip(out[i].Sources), s.Source)
 		}
@@ -1168,24 +1168,24 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(slices.Compact(x), slices.Compact(y))
 }
 
-func (a *applier) fulfil(c *evctx, p *model.Proposal) (model.HistoryEntry, error) {
+func (a *applier) fulfil(c *evctx, p *api.Proposal) (api.HistoryEntry, error) {
 	d := c.d
-	f := model.Fulfillment{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, To: slices.Clip(d.Env.To)} // never changed: shared with the decoded event
+	f := api.Fulfillment{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, To: slices.Clip(d.Env.To)} // never changed: shared with the decoded event
 	an := fulfilmentChecks(c, p)
-	var h model.HistoryEntry
+	var h api.HistoryEntry
 	switch p.State {
-	case model.StatePending:
-		if err := a.decide(c, p, model.StateFulfilled, ""); err != nil {
-			return model.HistoryEntry{}, err
+	case api.StatePending:
+		if err := a.decide(c, p, api.StateFulfilled, ""); err != nil {
+			return api.HistoryEntry{}, err
 		}
-		h = a.entryFor(c, model.EffectApplied, "")
-	case model.StateFulfilled:
-		an = append(an, model.AnomalyMultipleFulfillments)
-		h = a.entryFor(c, model.EffectRecorded, "proposal already fulfilled by "+p.DecidedEvent)
+		h = a.entryFor(c, api.EffectApplied, "")
+	case api.StateFulfilled:
+		an = append(an, api.AnomalyMultipleFulfillments)
+		h = a.entryFor(c, api.EffectRecorded, "proposal already fulfilled by "+p.DecidedEvent)
 	default:
 		f.Late = true
 		an = append(an, "fulfilled_after_"+string(p.State))
-		h = a.entryFor(c, model.EffectLate, "proposal already "+string(p.State)+"; the operation ran anyway")
+		h = a.entryFor(c, api.EffectLate, "proposal already "+string(p.State)+"; the operation ran anyway")
 	}
 	f.Anomalies = an
 	h.Anomalies = an
@@ -1202,19 +1202,19 @@ func (a *applier) fulfil(c *evctx, p *model.Proposal) (model.HistoryEntry, error
 // threshold), and has not already been counted. A counted approval is
 // applied and Approved turns true once Counted reaches Required; one that
 // does not count is recorded (late after a terminal state), with Why.
-func (a *applier) approve(c *evctx, p *model.Proposal) (model.HistoryEntry, error) {
+func (a *applier) approve(c *evctx, p *api.Proposal) (api.HistoryEntry, error) {
 	d := c.d
 	if p.Kernel == nil {
-		if p.State != model.StatePending {
-			return a.entryFor(c, model.EffectLate, "proposal already "+string(p.State)+"; it has no approval class (not a kernel proposal)"), nil
+		if p.State != api.StatePending {
+			return a.entryFor(c, api.EffectLate, "proposal already "+string(p.State)+"; it has no approval class (not a kernel proposal)"), nil
 		}
-		return a.entryFor(c, model.EffectRecorded, "the proposal has no approval class (not a kernel proposal)"), nil
+		return a.entryFor(c, api.EffectRecorded, "the proposal has no approval class (not a kernel proposal)"), nil
 	}
 	k := p.Kernel
-	ap := model.Approval{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Reason: d.Reason}
-	first := slices.IndexFunc(p.Approvals, func(x model.Approval) bool { return x.Counted && x.From == d.Env.From })
+	ap := api.Approval{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Reason: d.Reason}
+	first := slices.IndexFunc(p.Approvals, func(x api.Approval) bool { return x.Counted && x.From == d.Env.From })
 	switch {
-	case p.State != model.StatePending:
+	case p.State != api.StatePending:
 		ap.Late, ap.Why = true, "proposal already "+string(p.State)
 	case k.Required == 0:
 		ap.Why = "approval class " + string(k.ApprovalClass) + " needs no approval"
@@ -1230,9 +1230,9 @@ func (a *applier) approve(c *evctx, p *model.Proposal) (model.HistoryEntry, erro
 	p.Approvals = append(p.Approvals, ap)
 	switch {
 	case ap.Late:
-		return a.entryFor(c, model.EffectLate, ap.Why), nil
+		return a.entryFor(c, api.EffectLate, ap.Why), nil
 	case !ap.Counted:
-		return a.entryFor(c, model.EffectRecorded, ap.Why), nil
+		return a.entryFor(c, api.EffectRecorded, ap.Why), nil
 	}
 	k.Counted++
 	detail := fmt.Sprintf("%d of %d approvals", k.Counted, k.Required)
@@ -1241,7 +1241,7 @@ func (a *applier) approve(c *evctx, p *model.Proposal) (model.HistoryEntry, erro
 		p.Approved = &t
 		detail += "; approved"
 	}
-	return a.entryFor(c, model.EffectApplied, detail), nil
+	return a.entryFor(c, api.EffectApplied, detail), nil
 }
 
 // response records a fulfilment's outcome (contract §5.4).
@@ -1254,7 +1254,7 @@ func (a *applier) response(c *evctx, target string) error {
 		return a.orphan(c, target, fmt.Sprintf("waiting for fulfilment %q", target))
 	}
 	if ref.Type != ledger.TypeFulfil {
-		h := a.entryFor(c, model.EffectIgnored, fmt.Sprintf("%q is not a fulfilment (its type is %s)", target, ref.Type))
+		h := a.entryFor(c, api.EffectIgnored, fmt.Sprintf("%q is not a fulfilment (its type is %s)", target, ref.Type))
 		h.Target = target
 		return a.file(c.space, firstOr(ref.Proposals, target), h)
 	}
@@ -1269,14 +1269,14 @@ func (a *applier) response(c *evctx, target string) error {
 		return fmt.Errorf("projections: proposal %q of event %q missing", ref.Proposals[0], target)
 	}
 	p = p.Clone()
-	h := a.entryFor(c, model.EffectRecorded, "")
+	h := a.entryFor(c, api.EffectRecorded, "")
 	h.Target, h.Outcome = target, c.d.Outcome
-	i := slices.IndexFunc(p.Fulfillments, func(f model.Fulfillment) bool { return f.Event == target })
+	i := slices.IndexFunc(p.Fulfillments, func(f api.Fulfillment) bool { return f.Event == target })
 	if i < 0 {
 		return fmt.Errorf("projections: fulfilment %q missing from proposal %q", target, p.ID)
 	}
 	f := &p.Fulfillments[i]
-	f.Responses = append(slices.Clip(f.Responses), model.Response{Event: c.d.Env.ID, Seq: c.ev.Seq, From: c.d.Env.From, Outcome: c.d.Outcome})
+	f.Responses = append(slices.Clip(f.Responses), api.Response{Event: c.d.Env.ID, Seq: c.ev.Seq, From: c.d.Env.From, Outcome: c.d.Outcome})
 	prev := f.Response
 	j, why := pickOutcome(f, p.Proposer)
 	if j >= 0 {
@@ -1286,7 +1286,7 @@ func (a *applier) response(c *evctx, target string) error {
 	case c.d.Outcome == "":
 		h.Detail = "response has neither result nor error"
 	case j == len(f.Responses)-1:
-		h.Effect = model.EffectApplied
+		h.Effect = api.EffectApplied
 		if prev != "" {
 			h.Detail = why + "; replaces the outcome of " + prev
 		}
@@ -1302,7 +1302,7 @@ func (a *applier) response(c *evctx, target string) error {
 // from a participant other than the fulfiller and the proposer; failing
 // both, the first. It returns its index in f.Responses (-1 when none has an
 // outcome) and which rule chose it.
-func pickOutcome(f *model.Fulfillment, proposer string) (int, string) {
+func pickOutcome(f *api.Fulfillment, proposer string) (int, string) {
 	first := -1
 	for i, r := range f.Responses {
 		if r.Outcome == "" {
@@ -1341,7 +1341,7 @@ func (a *applier) note(c *evctx, target string) error {
 		if c.d.Note != nil {
 			return a.formNote(c, p.Clone())
 		}
-		h := a.entryFor(c, model.EffectRecorded, "note")
+		h := a.entryFor(c, api.EffectRecorded, "note")
 		h.Text = c.d.Text
 		return a.commitTo(c, p.Clone(), h)
 	}
@@ -1353,7 +1353,7 @@ func (a *applier) note(c *evctx, target string) error {
 		return a.orphan(c, target, fmt.Sprintf("waiting for %q", target))
 	}
 	if ref.Status == EventIgnored || ref.Status == EventInvalid || ref.Status == EventRecorded {
-		h := a.entryFor(c, model.EffectIgnored, fmt.Sprintf("%q is not part of a proposal's life", target))
+		h := a.entryFor(c, api.EffectIgnored, fmt.Sprintf("%q is not part of a proposal's life", target))
 		h.Target = target
 		return a.file(c.space, target, h)
 	}
@@ -1388,27 +1388,27 @@ func noteKindBucket(kind string) string {
 // acceptance, deferral or bid (kept on p whatever its effect, late after a
 // terminal state), or any other operation or status value, kept as given
 // in the history and never refused.
-func (a *applier) formNote(c *evctx, p *model.Proposal) error {
+func (a *applier) formNote(c *evctx, p *api.Proposal) error {
 	d, n := c.d, c.d.Note
 	s, err := a.statsFor(c.space)
 	if err != nil {
 		return err
 	}
 	s.NoteKinds[noteKindBucket(n.Kind)]++
-	late := p.State != model.StatePending
-	h := a.entryFor(c, model.EffectApplied, "")
-	fn := model.FormNote{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Form: d.Form, Reason: d.Reason,
+	late := p.State != api.StatePending
+	h := a.entryFor(c, api.EffectApplied, "")
+	fn := api.FormNote{Event: d.Env.ID, Seq: c.ev.Seq, From: d.Env.From, Form: d.Form, Reason: d.Reason,
 		Confidence: n.Confidence, EstimatedTime: n.EstimatedTime, Late: late}
 	switch n.Kind {
 	case ledger.NoteStatus:
 		switch {
 		case !slices.Contains(ledger.Statuses, n.Status):
-			h.Effect, h.Detail = model.EffectRecorded, fmt.Sprintf("status %q kept as given (not one of %s)", n.Status, strings.Join(ledger.Statuses, ", "))
+			h.Effect, h.Detail = api.EffectRecorded, fmt.Sprintf("status %q kept as given (not one of %s)", n.Status, strings.Join(ledger.Statuses, ", "))
 		case late:
-			h.Effect, h.Detail = model.EffectLate, "proposal already "+string(p.State)+"; statuses are kept while pending"
+			h.Effect, h.Detail = api.EffectLate, "proposal already "+string(p.State)+"; statuses are kept while pending"
 		default:
-			st := model.ParticipantStatus{From: d.Env.From, Status: n.Status, Event: d.Env.ID, Seq: c.ev.Seq}
-			if i := slices.IndexFunc(p.Statuses, func(x model.ParticipantStatus) bool { return x.From == st.From }); i >= 0 {
+			st := api.ParticipantStatus{From: d.Env.From, Status: n.Status, Event: d.Env.ID, Seq: c.ev.Seq}
+			if i := slices.IndexFunc(p.Statuses, func(x api.ParticipantStatus) bool { return x.From == st.From }); i >= 0 {
 				h.Detail = fmt.Sprintf("%s: %s → %s", st.From, p.Statuses[i].Status, st.Status)
 				p.Statuses[i] = st
 			} else {
@@ -1423,10 +1423,10 @@ func (a *applier) formNote(c *evctx, p *model.Proposal) error {
 	case ledger.NoteBid:
 		p.Bids = append(p.Bids, fn)
 	default:
-		h.Effect, h.Detail = model.EffectRecorded, fmt.Sprintf("%s %q kept as a note", noteWhat(d), n.Kind)
+		h.Effect, h.Detail = api.EffectRecorded, fmt.Sprintf("%s %q kept as a note", noteWhat(d), n.Kind)
 	}
-	if late && h.Effect == model.EffectApplied {
-		h.Effect, h.Detail = model.EffectLate, "proposal already "+string(p.State)
+	if late && h.Effect == api.EffectApplied {
+		h.Effect, h.Detail = api.EffectLate, "proposal already "+string(p.State)
 	}
 	return a.commitTo(c, p, h)
 }
@@ -1449,22 +1449,22 @@ func (a *applier) noteOn(c *evctx, ref *EventRef, target, pid string) error {
 		return fmt.Errorf("projections: proposal %q of event %q missing", pid, target)
 	}
 	p = p.Clone()
-	h := a.entryFor(c, model.EffectRecorded, "note")
+	h := a.entryFor(c, api.EffectRecorded, "note")
 	h.Target, h.Text = target, c.d.Text
 	from := c.d.Env.From
 	switch ref.Type {
 	case ledger.TypeReject:
-		i := slices.IndexFunc(p.Rejections, func(r model.Rejection) bool { return r.Event == target })
+		i := slices.IndexFunc(p.Rejections, func(r api.Rejection) bool { return r.Event == target })
 		if i >= 0 && p.Rejections[i].From == from && p.Rejections[i].Explanation == "" {
 			p.Rejections[i].Explanation = c.d.Text
-			h.Effect, h.Detail = model.EffectApplied, "explains rejection "+target
+			h.Effect, h.Detail = api.EffectApplied, "explains rejection "+target
 		} else if i >= 0 {
 			h.Detail = "note on rejection " + target + " (not its explanation: other sender or already explained)"
 		}
 	case ledger.TypeWithdraw:
 		if w := p.Withdrawal; w != nil && w.Event == target && w.From == from && w.Explanation == "" {
 			w.Explanation = c.d.Text
-			h.Effect, h.Detail = model.EffectApplied, "explains withdrawal "+target
+			h.Effect, h.Detail = api.EffectApplied, "explains withdrawal "+target
 		} else {
 			h.Detail = "note on withdrawal " + target
 		}

@@ -7,37 +7,37 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // MemState is an in-memory State: the fold's reference store, which the
 // tests and the fold scripts fold into. It is not safe for concurrent use. Records it returns
 // must not be mutated by callers (the fold clones before changing).
 type MemState struct {
-	proposals map[string]*model.Proposal
+	proposals map[string]*api.Proposal
 	refs      map[string]*EventRef
 	orphans   map[string][]Orphan
 	parked    map[string]*ParkedEvent
 	filed     map[string]int
-	history   map[string]map[uint64]model.HistoryEntry
-	stats     map[string]*model.Stats
-	gaps      map[string][]model.Gap // by space, in the order written (stream order)
-	bridges   map[string]*model.BridgeSession
+	history   map[string]map[uint64]api.HistoryEntry
+	stats     map[string]*api.Stats
+	gaps      map[string][]api.Gap // by space, in the order written (stream order)
+	bridges   map[string]*api.BridgeSession
 	versions  map[string]uint64
 }
 
 // NewMemState returns an empty MemState.
 func NewMemState() *MemState {
 	return &MemState{
-		proposals: map[string]*model.Proposal{},
+		proposals: map[string]*api.Proposal{},
 		refs:      map[string]*EventRef{},
 		orphans:   map[string][]Orphan{},
 		parked:    map[string]*ParkedEvent{},
 		filed:     map[string]int{},
-		history:   map[string]map[uint64]model.HistoryEntry{},
-		stats:     map[string]*model.Stats{},
-		gaps:      map[string][]model.Gap{},
-		bridges:   map[string]*model.BridgeSession{},
+		history:   map[string]map[uint64]api.HistoryEntry{},
+		stats:     map[string]*api.Stats{},
+		gaps:      map[string][]api.Gap{},
+		bridges:   map[string]*api.BridgeSession{},
 		versions:  map[string]uint64{},
 	}
 }
@@ -45,12 +45,12 @@ func NewMemState() *MemState {
 func mk(space, id string) string { return space + "\x00" + id }
 
 // Proposal implements State.
-func (m *MemState) Proposal(space, id string) (*model.Proposal, error) {
+func (m *MemState) Proposal(space, id string) (*api.Proposal, error) {
 	return m.proposals[mk(space, id)], nil
 }
 
 // PutProposal implements State.
-func (m *MemState) PutProposal(p *model.Proposal) error {
+func (m *MemState) PutProposal(p *api.Proposal) error {
 	m.proposals[mk(p.Space, p.ID)] = p
 	return nil
 }
@@ -110,10 +110,10 @@ func (m *MemState) PutFiled(space, key string, n int) error {
 }
 
 // PutHistory implements State.
-func (m *MemState) PutHistory(space, key string, h *model.HistoryEntry) error {
+func (m *MemState) PutHistory(space, key string, h *api.HistoryEntry) error {
 	k := mk(space, key)
 	if m.history[k] == nil {
-		m.history[k] = map[uint64]model.HistoryEntry{}
+		m.history[k] = map[uint64]api.HistoryEntry{}
 	}
 	m.history[k][h.Seq] = *h
 	return nil
@@ -130,27 +130,27 @@ func (m *MemState) DeleteHistory(space, key string, seq uint64) error {
 }
 
 // Stats implements State.
-func (m *MemState) Stats(space string) (*model.Stats, error) { return m.stats[space], nil }
+func (m *MemState) Stats(space string) (*api.Stats, error) { return m.stats[space], nil }
 
 // PutStats implements State.
-func (m *MemState) PutStats(space string, s *model.Stats) error {
+func (m *MemState) PutStats(space string, s *api.Stats) error {
 	m.stats[space] = s
 	return nil
 }
 
 // PutGap implements State.
-func (m *MemState) PutGap(space string, g *model.Gap) error {
+func (m *MemState) PutGap(space string, g *api.Gap) error {
 	m.gaps[space] = append(m.gaps[space], *g)
 	return nil
 }
 
 // BridgeSession implements State.
-func (m *MemState) BridgeSession(space, key string) (*model.BridgeSession, error) {
+func (m *MemState) BridgeSession(space, key string) (*api.BridgeSession, error) {
 	return m.bridges[mk(space, key)], nil
 }
 
 // PutBridgeSession implements State.
-func (m *MemState) PutBridgeSession(space, key string, s *model.BridgeSession) error {
+func (m *MemState) PutBridgeSession(space, key string, s *api.BridgeSession) error {
 	m.bridges[mk(space, key)] = s
 	return nil
 }
@@ -167,32 +167,32 @@ func (m *MemState) PutVersion(space, id, digest string, seq uint64) error {
 }
 
 // Gaps returns the recording gaps of a space, oldest first.
-func (m *MemState) Gaps(space string) []model.Gap {
+func (m *MemState) Gaps(space string) []api.Gap {
 	out := slices.Clone(m.gaps[space])
-	slices.SortFunc(out, func(a, b model.Gap) int { return cmpUint(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b api.Gap) int { return cmpUint(a.Seq, b.Seq) })
 	return out
 }
 
 // History returns the entries filed under key, in sequence order.
-func (m *MemState) History(space, key string) []model.HistoryEntry {
+func (m *MemState) History(space, key string) []api.HistoryEntry {
 	hs := m.history[mk(space, key)]
-	out := make([]model.HistoryEntry, 0, len(hs))
+	out := make([]api.HistoryEntry, 0, len(hs))
 	for _, h := range hs {
 		out = append(out, h)
 	}
-	slices.SortFunc(out, func(a, b model.HistoryEntry) int { return cmpUint(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b api.HistoryEntry) int { return cmpUint(a.Seq, b.Seq) })
 	return out
 }
 
 // Proposals returns every proposal of a space ordered by CreatedSeq.
-func (m *MemState) Proposals(space string) []*model.Proposal {
-	var out []*model.Proposal
+func (m *MemState) Proposals(space string) []*api.Proposal {
+	var out []*api.Proposal
 	for k, p := range m.proposals {
 		if strings.HasPrefix(k, space+"\x00") {
 			out = append(out, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b *model.Proposal) int { return cmpUint(a.CreatedSeq, b.CreatedSeq) })
+	slices.SortFunc(out, func(a, b *api.Proposal) int { return cmpUint(a.CreatedSeq, b.CreatedSeq) })
 	return out
 }
 

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/testkit/foldscript"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -74,7 +74,7 @@ func TestBridgeSessions(t *testing.T) {
 		}
 		return s.ParseLine(t, "default", "subject=ledger.default.rec.gap.ledger "+string(raw))
 	}
-	rec := func() *model.BridgeSession {
+	rec := func() *api.BridgeSession {
 		r, err := s.State.BridgeSession("default", fold.BridgeKey("rec", "m"))
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +88,7 @@ func TestBridgeSessions(t *testing.T) {
 	ev.Bridge = mark
 	apply(ev)
 	r := rec()
-	if r == nil || r.State != model.BridgeRecording || r.LastEnvelope != "p2" || r.LastSeq != ev.Seq || r.Session != "s1" ||
+	if r == nil || r.State != api.BridgeRecording || r.LastEnvelope != "p2" || r.LastSeq != ev.Seq || r.Session != "s1" ||
 		r.LastReceivedAt == nil || !r.LastReceivedAt.Equal(recv) || r.Envelopes != 2 {
 		t.Fatalf("after two marked envelopes: %+v", r)
 	}
@@ -96,18 +96,18 @@ func TestBridgeSessions(t *testing.T) {
 	bad.Bridge = "b=&s="
 	apply(bad)
 	apply(gap("p1", 1, "s1")) // starts before the last stored: not the hole since it
-	if r := rec(); r.State != model.BridgeRecording || r.LastEnvelope != "p2" || r.Gaps != 1 {
+	if r := rec(); r.State != api.BridgeRecording || r.LastEnvelope != "p2" || r.Gaps != 1 {
 		t.Fatalf("after an older gap and a bad mark: %+v", r)
 	}
 	g := gap("p2", ev.Seq, "s1")
 	apply(g)
-	if r := rec(); r.State != model.BridgeGap || r.GapSeq != g.Seq || r.Gaps != 2 {
+	if r := rec(); r.State != api.BridgeGap || r.GapSeq != g.Seq || r.Gaps != 2 {
 		t.Fatalf("after the gap from the last stored: %+v", r)
 	}
 	ev = s.ParseLine(t, "default", env("p4"))
 	ev.Bridge = ledger.BridgeMark{Bridge: "rec", MEWSpace: "m", Session: "s2"}.String()
 	apply(ev)
-	if r := rec(); r.State != model.BridgeRecording || r.Session != "s2" || r.LastEnvelope != "p4" || r.LastReceivedAt != nil || r.GapSeq != 0 {
+	if r := rec(); r.State != api.BridgeRecording || r.Session != "s2" || r.LastEnvelope != "p4" || r.LastReceivedAt != nil || r.GapSeq != 0 {
 		t.Fatalf("after the next session's envelope: %+v", r)
 	}
 	again := foldscript.New()

@@ -3,7 +3,7 @@ package fold
 import (
 	"time"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 
 	"github.com/mewledger/ledger/ledger"
 )
@@ -68,8 +68,8 @@ type ParkedEvent struct {
 // after cloning (the fold always Puts a modified copy). Errors are storage
 // failures only; the fold aborts the batch on any error.
 type State interface {
-	Proposal(space, id string) (*model.Proposal, error)
-	PutProposal(p *model.Proposal) error
+	Proposal(space, id string) (*api.Proposal, error)
+	PutProposal(p *api.Proposal) error
 	EventRef(space, id string) (*EventRef, error)
 	PutEventRef(space, id string, r *EventRef) error
 	// Orphans returns the events waiting for target, in sequence order.
@@ -86,17 +86,17 @@ type State interface {
 	// under key while it named no proposal; PutFiled sets it (0 deletes).
 	Filed(space, key string) (int, error)
 	PutFiled(space, key string, n int) error
-	PutHistory(space, key string, h *model.HistoryEntry) error
+	PutHistory(space, key string, h *api.HistoryEntry) error
 	DeleteHistory(space, key string, seq uint64) error
-	Stats(space string) (*model.Stats, error)
-	PutStats(space string, s *model.Stats) error
+	Stats(space string) (*api.Stats, error)
+	PutStats(space string, s *api.Stats) error
 	// PutGap records a recording gap of a bridge under (space, g.Seq).
-	PutGap(space string, g *model.Gap) error
+	PutGap(space string, g *api.Gap) error
 	// BridgeSession returns what the log says of one bridge (key
 	// BridgeKey(bridge, mew space)), nil if nothing; PutBridgeSession
 	// stores it.
-	BridgeSession(space, key string) (*model.BridgeSession, error)
-	PutBridgeSession(space, key string, s *model.BridgeSession) error
+	BridgeSession(space, key string) (*api.BridgeSession, error)
+	PutBridgeSession(space, key string, s *api.BridgeSession) error
 	// Version returns the sequence of an earlier event of the space that
 	// had id and digest and was since superseded in the event index by a
 	// different event reusing its id (contract §5.2), 0 when none; PutVersion

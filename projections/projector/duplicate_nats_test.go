@@ -10,10 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/projector"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -119,7 +119,7 @@ func TestRetryAfterDuplicateWindowFoldedAsDuplicate(t *testing.T) {
 	}
 	for i, id := range []string{"dw-1", "dw-1-reject"} {
 		e := h[2+i]
-		if e.ID != id || e.Effect != model.EffectDuplicate || !strings.Contains(e.Detail, "same envelope as seq") {
+		if e.ID != id || e.Effect != api.EffectDuplicate || !strings.Contains(e.Detail, "same envelope as seq") {
 			t.Errorf("retry of %s folded as %+v, want duplicate", id, e)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections/projector"
 )
 
@@ -58,7 +58,7 @@ func TestExpirerPagesThroughEveryDueDeadline(t *testing.T) {
 	for k := range want {
 		space, id, _ := strings.Cut(k, "/")
 		p, err := s.Get(space, id)
-		if err != nil || p.State != model.StateExpired {
+		if err != nil || p.State != api.StateExpired {
 			t.Fatalf("%s: %+v (%v), want expired", k, p, err)
 		}
 	}

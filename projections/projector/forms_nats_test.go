@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/projections/projector"
 )
@@ -59,12 +59,12 @@ func TestLiveFoldRealTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, an := range []string{model.AnomalyIDReused, model.AnomalyMsgIDClash, model.AnomalyExclusiveViolation} {
+	for _, an := range []string{api.AnomalyIDReused, api.AnomalyMsgIDClash, api.AnomalyExclusiveViolation} {
 		if !p2.HasAnomaly(an) {
 			t.Errorf("p2 lacks %s: %v", an, p2.Anomalies)
 		}
 	}
-	if len(p2.Statuses) != 1 || p2.Statuses[0].Status != "queued" || p2.State != model.StateFulfilled {
+	if len(p2.Statuses) != 1 || p2.Statuses[0].Status != "queued" || p2.State != api.StateFulfilled {
 		t.Errorf("p2 %+v", p2)
 	}
 	gaps, _, err := s.Gaps("default", 0, 0)

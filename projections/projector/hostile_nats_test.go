@@ -12,13 +12,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/projections/projector"
@@ -192,7 +192,7 @@ func publishInterleaved(t *testing.T, r *rig, valid [][]byte, plan []hostileMsg)
 // essence is a proposal without what depends on where its events sit in
 // the log (sequences, times) or on events filed under it that did not
 // apply (events, updated_*).
-func essence(p *model.Proposal) *model.Proposal {
+func essence(p *api.Proposal) *api.Proposal {
 	c := p.Clone()
 	c.CreatedSeq, c.UpdatedSeq, c.DecidedSeq, c.Events = 0, 0, 0, 0
 	c.CreatedAt, c.UpdatedAt, c.ExpiresAt = time.Time{}, time.Time{}, nil
@@ -216,7 +216,7 @@ func essence(p *model.Proposal) *model.Proposal {
 
 type histLine struct {
 	ID, Type, From string
-	Effect         model.Effect
+	Effect         api.Effect
 	Code           string
 	Anomalies      []string
 	Outcome        string
@@ -234,7 +234,7 @@ func validHistory(t *testing.T, s *projections.Store, key string, ids map[string
 	}
 	var out []histLine
 	for _, e := range h {
-		if ids[e.ID] && e.Effect != model.EffectInvalid {
+		if ids[e.ID] && e.Effect != api.EffectInvalid {
 			out = append(out, histLine{e.ID, e.Type, e.From, e.Effect, e.Code, e.Anomalies, e.Outcome})
 		}
 	}
@@ -319,8 +319,8 @@ func TestHostileRawPublishes(t *testing.T) {
 
 	// Every hostile message is filed where its subject says, as invalid or
 	// ignored (or as a duplicate of an ignored one with the same id).
-	byEffect := map[model.Effect]int{}
-	histories := map[string][]model.HistoryEntry{}
+	byEffect := map[api.Effect]int{}
+	histories := map[string][]api.HistoryEntry{}
 	for _, h := range plan {
 		d, derr := ledger.Decode(h.c.Data, ledger.DecodeOptions{Now: time.Now()})
 		if h.shape == "own" && derr == nil {
@@ -336,7 +336,7 @@ func TestHostileRawPublishes(t *testing.T) {
 			}
 			histories[hk] = hist
 		}
-		var e *model.HistoryEntry
+		var e *api.HistoryEntry
 		for i := range hist {
 			if hist[i].Seq == h.seq {
 				e = &hist[i]
@@ -350,25 +350,25 @@ func TestHostileRawPublishes(t *testing.T) {
 		subj, perr := subjects.ParseEvent(h.subject)
 		switch {
 		case perr != nil:
-			if e.Effect != model.EffectInvalid || e.Code != fold.CodeBadSubject {
+			if e.Effect != api.EffectInvalid || e.Code != fold.CodeBadSubject {
 				t.Errorf("%s under %q: %s/%s, want invalid/%s", h.c.Name, h.subject, e.Effect, e.Code, fold.CodeBadSubject)
 			}
 		case derr != nil:
 			want, _ := ledger.AsRefusal(derr)
-			if e.Effect != model.EffectInvalid || e.Code != want.Code {
+			if e.Effect != api.EffectInvalid || e.Code != want.Code {
 				t.Errorf("%s (%s): %s/%s, want invalid/%s", h.c.Name, h.shape, e.Effect, e.Code, want.Code)
 			}
 		case d.Type == ledger.TypeIgnored && subj.Sender != d.Env.From:
 			// The sender check holds for every kind: not ignored, spoofed.
-			if e.Effect != model.EffectInvalid || e.Code != fold.CodeSpoofedSender {
+			if e.Effect != api.EffectInvalid || e.Code != fold.CodeSpoofedSender {
 				t.Errorf("%s (%s, %q): %s/%s, want invalid/%s", h.c.Name, h.shape, h.subject, e.Effect, e.Code, fold.CodeSpoofedSender)
 			}
 		case d.Type == ledger.TypeIgnored:
-			if e.Effect != model.EffectIgnored && e.Effect != model.EffectDuplicate {
+			if e.Effect != api.EffectIgnored && e.Effect != api.EffectDuplicate {
 				t.Errorf("%s (%s): %s, want ignored", h.c.Name, h.shape, e.Effect)
 			}
 		default:
-			if e.Effect != model.EffectInvalid {
+			if e.Effect != api.EffectInvalid {
 				t.Errorf("%s (%s, %q): %s (%s), want invalid", h.c.Name, h.shape, h.subject, e.Effect, e.Detail)
 			}
 		}

@@ -14,8 +14,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/workload"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 )
@@ -119,7 +119,7 @@ func TestPebbleWriteErrorStopsProjectorCleanly(t *testing.T) {
 
 			// The store refuses further commits rather than pretend.
 			b := s.NewBatch()
-			_ = b.PutStats("probe", model.NewStats())
+			_ = b.PutStats("probe", api.NewStats())
 			if err := b.Commit(good + 1); err == nil {
 				t.Fatal("a commit on the failed store succeeded")
 			} else if !errors.Is(err, projections.ErrStoreFailed) {

@@ -11,11 +11,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 	"github.com/mewledger/ledger/subjects"
@@ -163,11 +163,11 @@ func TestProjectorPublishToState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != model.StateFulfilled || p.DecidedEvent != "env-fulfill-1" || p.Fulfillments[0].Outcome != "succeeded" || p.Events != 3 {
+	if p.State != api.StateFulfilled || p.DecidedEvent != "env-fulfill-1" || p.Fulfillments[0].Outcome != "succeeded" || p.Events != 3 {
 		t.Fatalf("golden proposal: %+v", p)
 	}
 	h, err := live.History("default", "env-req-1")
-	if err != nil || len(h) != 3 || h[2].Effect != model.EffectApplied {
+	if err != nil || len(h) != 3 || h[2].Effect != api.EffectApplied {
 		t.Fatalf("golden history: %v %+v", err, h)
 	}
 	// The fold is a pure function of the log: a rebuild in a fresh store
@@ -289,10 +289,10 @@ func TestExpirerExpiresPendingProposal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.State != model.StateExpired || p.DecidedEvent != ledger.ExpireID("default", "short") || p.DecidedBy != ledger.LedgerSender {
+	if p.State != api.StateExpired || p.DecidedEvent != ledger.ExpireID("default", "short") || p.DecidedBy != ledger.LedgerSender {
 		t.Fatalf("short: %+v", p)
 	}
-	if p, _ := s.Get("default", "long"); p.State != model.StatePending {
+	if p, _ := s.Get("default", "long"); p.State != api.StatePending {
 		t.Fatalf("long: %s", p.State)
 	}
 	// A second expirer (another ledger process) writes nothing new: the
@@ -317,7 +317,7 @@ func TestRebuildBeyondLog(t *testing.T) {
 	if err != nil || n != 2 || s.AppliedSeq() != 2 {
 		t.Fatalf("rebuild to 2: n=%d err=%v applied=%d", n, err, s.AppliedSeq())
 	}
-	if p, _ := s.Get("default", "env-req-1"); p.State != model.StateFulfilled || p.Fulfillments[0].Outcome != "" {
+	if p, _ := s.Get("default", "env-req-1"); p.State != api.StateFulfilled || p.Fulfillments[0].Outcome != "" {
 		t.Fatalf("as of seq 2: %+v", p)
 	}
 }

@@ -17,11 +17,11 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nkeys"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/auth/authcfg"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger/appendlog"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/projections/projector"
@@ -298,27 +298,27 @@ func TestAgentsConfinedToTheirSubjects(t *testing.T) {
 	if err != nil || p == nil {
 		t.Fatalf("p-bob: %v %v", p, err)
 	}
-	if p.State != model.StatePending {
+	if p.State != api.StatePending {
 		t.Fatalf("p-bob is %s after alice's attempts, want pending", p.State)
 	}
-	if !p.HasAnomaly(model.AnomalyUnauthorizedWithdraw) {
+	if !p.HasAnomaly(api.AnomalyUnauthorizedWithdraw) {
 		t.Errorf("p-bob anomalies %v, want unauthorized_withdraw", p.Anomalies)
 	}
 	hist, err := r.store.History(space, "p-bob")
 	if err != nil {
 		t.Fatal(err)
 	}
-	effects := map[uint64]model.HistoryEntry{}
+	effects := map[uint64]api.HistoryEntry{}
 	for _, h := range hist {
 		effects[h.Seq] = h
 	}
-	if h := effects[pSeq]; h.Effect != model.EffectApplied {
+	if h := effects[pSeq]; h.Effect != api.EffectApplied {
 		t.Errorf("proposal: %+v", h)
 	}
-	if h := effects[spoofSeq]; h.Effect != model.EffectInvalid || h.Code != fold.CodeSpoofedSender {
+	if h := effects[spoofSeq]; h.Effect != api.EffectInvalid || h.Code != fold.CodeSpoofedSender {
 		t.Errorf("spoofed withdraw: effect %s code %q (%s), want invalid spoofed_sender", h.Effect, h.Code, h.Detail)
 	}
-	if h := effects[ownSeq]; h.Effect != model.EffectUnauthorized {
+	if h := effects[ownSeq]; h.Effect != api.EffectUnauthorized {
 		t.Errorf("alice's own withdraw: effect %s, want unauthorized", h.Effect)
 	}
 	if len(hist) != 3 {
@@ -331,7 +331,7 @@ func TestAgentsConfinedToTheirSubjects(t *testing.T) {
 	// Bob may withdraw his own proposal.
 	bob.mustPublish(t, evSubject(space, "p-bob", "withdraw", "bob"), env("w-5", "bob", "mcp/withdraw", "p-bob"))
 	r.waitProjected(t)
-	if p, _ := r.store.Get(space, "p-bob"); p == nil || p.State != model.StateWithdrawn || p.DecidedBy != "bob" {
+	if p, _ := r.store.Get(space, "p-bob"); p == nil || p.State != api.StateWithdrawn || p.DecidedBy != "bob" {
 		t.Fatalf("bob's own withdrawal: %+v", p)
 	}
 	for _, c := range []*client{alice, bob, carol} {

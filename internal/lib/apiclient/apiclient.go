@@ -22,8 +22,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/mewledger/ledger/api"
 	pub "github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/lib/wire"
 )
 
 // DefaultAPI is the API address of a default `ledger serve`.
@@ -53,8 +53,8 @@ func (e *APIError) Error() string {
 }
 
 // Wire returns the error object as the API sent it.
-func (e *APIError) Wire() *wire.Error {
-	return &wire.Error{Code: e.Code, Message: e.Message, Field: e.Field}
+func (e *APIError) Wire() *api.Error {
+	return &api.Error{Code: e.Code, Message: e.Message, Field: e.Field}
 }
 
 // ConvertError converts the public client's *Error into an *APIError;
@@ -114,19 +114,19 @@ func (c *Client) API() string { return c.pc.API() }
 
 // AppendResult converts a result of the public client's bulk append into
 // the wire's per-line answer.
-func AppendResult(r pub.Result) wire.AppendResult {
-	out := wire.AppendResult{Line: r.Line, ID: r.Ack.ID, Seq: r.Ack.Seq, Duplicate: r.Ack.Duplicate}
+func AppendResult(r pub.Result) api.AppendResult {
+	out := api.AppendResult{Line: r.Line, ID: r.Ack.ID, Seq: r.Ack.Seq, Duplicate: r.Ack.Duplicate}
 	if r.Err != nil {
-		out.Error = &wire.Error{Code: r.Err.Code, Message: r.Err.Message, Field: r.Err.Field}
+		out.Error = &api.Error{Code: r.Err.Code, Message: r.Err.Message, Field: r.Err.Field}
 	}
 	return out
 }
 
 // Publish appends one envelope (POST /v1/events). A refusal is an
 // *APIError with status 400 or 413.
-func (c *Client) Publish(ctx context.Context, space string, envelope []byte) (wire.AppendResult, error) {
+func (c *Client) Publish(ctx context.Context, space string, envelope []byte) (api.AppendResult, error) {
 	a, err := c.pc.Append(ctx, envelope, pub.AppendOptions{Space: space})
-	return wire.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, ConvertError(err)
+	return api.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, ConvertError(err)
 }
 
 // PublishStream appends the envelopes read from body (NDJSON, one per
@@ -134,7 +134,7 @@ func (c *Client) Publish(ctx context.Context, space string, envelope []byte) (wi
 // as the ledger sends them back: the public client's AppendStream. The
 // answers' line numbers are the body's (blank lines counted). An error
 // from each stops reading the answers and ends the request.
-func (c *Client) PublishStream(ctx context.Context, space string, kernel bool, body io.Reader, each func(wire.AppendResult) error) error {
+func (c *Client) PublishStream(ctx context.Context, space string, kernel bool, body io.Reader, each func(api.AppendResult) error) error {
 	return ConvertError(c.pc.AppendStream(ctx, body, func(r pub.Result) error {
 		return each(AppendResult(r))
 	}, pub.AppendOptions{Space: space, Kernel: kernel}))
@@ -143,8 +143,8 @@ func (c *Client) PublishStream(ctx context.Context, space string, kernel bool, b
 // StartRebuild starts an online rebuild (POST /v1/ops/rebuild, role ops)
 // and returns its status. Another operation running is an *APIError with
 // status 409 (code busy).
-func (c *Client) StartRebuild(ctx context.Context) (*wire.RebuildStatus, error) {
-	var st wire.RebuildStatus
+func (c *Client) StartRebuild(ctx context.Context) (*api.RebuildStatus, error) {
+	var st api.RebuildStatus
 	if err := c.pc.Do(ctx, http.MethodPost, "/v1/ops/rebuild", nil, nil, "", false, &st); err != nil {
 		return nil, ConvertError(err)
 	}
@@ -153,8 +153,8 @@ func (c *Client) StartRebuild(ctx context.Context) (*wire.RebuildStatus, error) 
 
 // RebuildStatus returns the running or last online rebuild's status (GET
 // /v1/ops/rebuild).
-func (c *Client) RebuildStatus(ctx context.Context) (*wire.RebuildStatus, error) {
-	var st wire.RebuildStatus
+func (c *Client) RebuildStatus(ctx context.Context) (*api.RebuildStatus, error) {
+	var st api.RebuildStatus
 	if err := c.pc.Do(ctx, http.MethodGet, "/v1/ops/rebuild", nil, nil, "", false, &st); err != nil {
 		return nil, ConvertError(err)
 	}
@@ -165,8 +165,8 @@ func (c *Client) RebuildStatus(ctx context.Context) (*wire.RebuildStatus, error)
 // projection compared with a fold of the log. A difference is a result
 // with OK false, not an error. It may take as long as a rebuild: ctx
 // bounds it, not the client's timeout.
-func (c *Client) Verify(ctx context.Context) (*wire.VerifyResult, error) {
-	var res wire.VerifyResult
+func (c *Client) Verify(ctx context.Context) (*api.VerifyResult, error) {
+	var res api.VerifyResult
 	if err := c.pc.Do(ctx, http.MethodPost, "/v1/ops/verify", nil, nil, "", true, &res); err != nil {
 		return nil, ConvertError(err)
 	}

@@ -12,10 +12,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/ops/archive"
 	"github.com/mewledger/ledger/internal/testkit/opsrig"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/projector"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -258,7 +258,7 @@ func TestImportAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.CreatedAt.Equal(orig.CreatedAt) || !p.ExpiresAt.Equal(*orig.ExpiresAt) || p.CreatedSeq != orig.CreatedSeq+2 || p.State != model.StateFulfilled {
+	if !p.CreatedAt.Equal(orig.CreatedAt) || !p.ExpiresAt.Equal(*orig.ExpiresAt) || p.CreatedSeq != orig.CreatedSeq+2 || p.State != api.StateFulfilled {
 		t.Fatalf("appended a1: %+v\noriginal: %+v", p, orig)
 	}
 	if b1, err := s.Get("default", "b1"); err != nil || b1.CreatedSeq != 1 {

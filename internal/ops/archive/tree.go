@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/ledger"
 )
 

@@ -24,7 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 )
@@ -163,7 +163,7 @@ type VerifyResult struct {
 	// Seq leaves names the same root.
 	TreeRoot string `json:"tree_root,omitempty"`
 	// Difference is the first difference (nil when they match).
-	Difference *model.Difference `json:"difference,omitempty"`
+	Difference *api.Difference `json:"difference,omitempty"`
 }
 
 // Verify folds the log into a temporary store up to live's checkpoint and

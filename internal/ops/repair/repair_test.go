@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/internal/ops/replay"
 	"github.com/mewledger/ledger/internal/testkit/opsrig"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/projections/projector"
@@ -32,9 +32,9 @@ var queried = []string{"ttl-exp", "ttl-late", "ttl-open", "chained", "chained-2"
 // answers records what a reader answers: Get of each queried proposal,
 // its history length, the stats of both spaces and a List page.
 func answers(t *testing.T, r interface {
-	Get(space, id string) (*model.Proposal, error)
-	History(space, key string) ([]model.HistoryEntry, error)
-	Stats(space string) (*model.Stats, error)
+	Get(space, id string) (*api.Proposal, error)
+	History(space, key string) ([]api.HistoryEntry, error)
+	Stats(space string) (*api.Stats, error)
 	List(q projections.ListQuery) (projections.ListPage, error)
 }) string {
 	out := map[string]any{}
@@ -60,7 +60,7 @@ func answers(t *testing.T, r interface {
 		}
 		out["stats "+sp] = st
 	}
-	page, err := r.List(projections.ListQuery{Space: "default", State: model.StatePending, Limit: 25})
+	page, err := r.List(projections.ListQuery{Space: "default", State: api.StatePending, Limit: 25})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/ops/archive"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -37,7 +37,7 @@ var ErrFilter = errors.New("replay: bad filter")
 // HistorySource gives a proposal's history: *projections.Store, or a
 // client of the API's history route.
 type HistorySource interface {
-	History(space, key string) ([]model.HistoryEntry, error)
+	History(space, key string) ([]api.HistoryEntry, error)
 }
 
 // Filter selects messages. Zero fields do not filter; all given filters

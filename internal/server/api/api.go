@@ -55,13 +55,12 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -78,10 +77,10 @@ const (
 // Reader is what the read routes need from the projection.
 // *projections.Store implements it; a point-in-time view can too.
 type Reader interface {
-	Get(space, id string) (*model.Proposal, error)
-	History(space, key string) ([]model.HistoryEntry, error)
+	Get(space, id string) (*api.Proposal, error)
+	History(space, key string) ([]api.HistoryEntry, error)
 	List(q projections.ListQuery) (projections.ListPage, error)
-	Stats(space string) (*model.Stats, error)
+	Stats(space string) (*api.Stats, error)
 	AppliedSeq() uint64
 	WaitApplied(ctx context.Context, seq uint64) error
 }
@@ -141,7 +140,7 @@ type Options struct {
 	// AsOf, if set, answers reads as of a past point (as_of_seq, as_of).
 	AsOf AsOfFunc
 	// Consumers, if set, lists the stream's consumers for GET /v1/status.
-	Consumers func(ctx context.Context) ([]wire.Consumer, error)
+	Consumers func(ctx context.Context) ([]api.Consumer, error)
 	// RawEvent reads one stored message by sequence for
 	// GET /v1/events/{seq} (eventlog.go); nil answers that route 500.
 	RawEvent RawEventFunc
@@ -303,7 +302,7 @@ func (a *API) Handler() http.Handler {
 				}
 				a.log.Error().Str(logging.KeyRoute, route).Interface("panic", p).Msg("handler panicked")
 				if !rec.wrote {
-					writeError(rec, http.StatusInternalServerError, &wire.Error{Code: wire.CodeInternal, Message: "internal error; see the server log"})
+					writeError(rec, http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: "internal error; see the server log"})
 				}
 			}
 			took := time.Since(start)
@@ -339,11 +338,11 @@ func (a *API) unmatched(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
 	}
 	if probe.status == http.StatusMethodNotAllowed {
-		writeError(w, http.StatusMethodNotAllowed, &wire.Error{Code: wire.CodeMethodNotAllowed,
+		writeError(w, http.StatusMethodNotAllowed, &api.Error{Code: api.CodeMethodNotAllowed,
 			Message: fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.header.Get("Allow"))})
 		return
 	}
-	writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+	writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 }
 
 // probeWriter captures what the mux's own 404/405 handler would answer.
@@ -402,14 +401,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeError writes {"error":e} with status.
-func writeError(w http.ResponseWriter, status int, e *wire.Error) {
-	writeJSON(w, status, wire.ErrorBody{Error: e})
+func writeError(w http.ResponseWriter, status int, e *api.Error) {
+	writeJSON(w, status, api.ErrorBody{Error: e})
 }
 
 // internal logs err and answers 500.
 func (a *API) internal(w http.ResponseWriter, r *http.Request, err error) {
 	a.log.Error().Err(err).Str(logging.KeyMethod, r.Method).Str(logging.KeyPath, r.URL.Path).Msg("request failed")
-	writeError(w, http.StatusInternalServerError, &wire.Error{Code: wire.CodeInternal, Message: "internal error; see the server log"})
+	writeError(w, http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: "internal error; see the server log"})
 }
 
 // storageFull answers 503 storage_full when the ledger cannot write, and
@@ -423,7 +422,7 @@ func (a *API) storageFull(w http.ResponseWriter) bool {
 		return false
 	}
 	w.Header().Set("Retry-After", "5")
-	writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeStorageFull, Message: p})
+	writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeStorageFull, Message: p})
 	return true
 }
 

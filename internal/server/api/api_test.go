@@ -13,12 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/internal/server/api"
+	"github.com/mewledger/ledger/api"
+	httpapi "github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger/appendlog"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 	"github.com/mewledger/ledger/subjects"
@@ -33,9 +32,9 @@ func TestGoldenSequence(t *testing.T) {
 		t.Fatalf("append results %+v %+v %+v", r1, r2, r3)
 	}
 
-	var p model.Proposal
+	var p api.Proposal
 	l.get(fmt.Sprintf("/v1/proposals/env-req-1?min_seq=%d", r3.Seq), http.StatusOK, &p)
-	if p.State != model.StateFulfilled || p.Proposer != "untrusted-agent" || p.DecidedBy != "human-user" ||
+	if p.State != api.StateFulfilled || p.Proposer != "untrusted-agent" || p.DecidedBy != "human-user" ||
 		p.DecidedEvent != "env-fulfill-1" || p.Events != 3 || p.CreatedSeq != r1.Seq || p.UpdatedSeq != r3.Seq ||
 		len(p.Fulfillments) != 1 || p.Fulfillments[0].Outcome != "succeeded" || p.Method != "tools/call" ||
 		p.Dialect != "mew/v0.4" || !slices.Equal(p.To, []string{"target-agent"}) || len(p.Anomalies) != 0 {
@@ -61,24 +60,24 @@ func TestGoldenSequence(t *testing.T) {
 		}
 	}
 
-	var h wire.History
+	var h api.History
 	l.get("/v1/proposals/env-req-1/history", http.StatusOK, &h)
 	if h.ID != "env-req-1" || h.Space != "default" || len(h.Events) != 3 {
 		t.Fatalf("history %+v", h)
 	}
 	for i, want := range []struct{ id, typ string }{{"env-req-1", "proposal"}, {"env-fulfill-1", "fulfil"}, {"env-resp-1", "response"}} {
 		e := h.Events[i]
-		if e.ID != want.id || e.Type != want.typ || e.Effect != model.EffectApplied || e.At.IsZero() {
+		if e.ID != want.id || e.Type != want.typ || e.Effect != api.EffectApplied || e.At.IsZero() {
 			t.Errorf("history[%d] = %+v, want %s %s applied", i, e, want.id, want.typ)
 		}
 	}
 
-	var st model.Stats
+	var st api.Stats
 	l.get("/v1/stats", http.StatusOK, &st)
 	if st.Proposals != 1 || st.ByState["fulfilled"] != 1 || st.Events != 3 {
 		t.Fatalf("stats %+v", st)
 	}
-	var status wire.Status
+	var status api.Status
 	l.get("/v1/status", http.StatusOK, &status)
 	if status.StreamSeq != r3.Seq || status.ProjectedSeq != r3.Seq || status.Lag != 0 {
 		t.Fatalf("status %+v, want stream and projected at %d", status, r3.Seq)
@@ -100,18 +99,18 @@ func TestWithdrawRejectExplain(t *testing.T) {
 	l.post(reject("r-1", "fs-agent", "p-r", "unsafe"))
 	last := l.post(chat("c-2", "fs-agent", "r-1", "it would overwrite the config"))
 
-	var w model.Proposal
+	var w api.Proposal
 	l.get(fmt.Sprintf("/v1/proposals/p-w?min_seq=%d", last.Seq), http.StatusOK, &w)
-	if w.State != model.StateWithdrawn || w.Withdrawal == nil || w.Withdrawal.Explanation != "found another way" || w.Reason != "no_longer_needed" {
+	if w.State != api.StateWithdrawn || w.Withdrawal == nil || w.Withdrawal.Explanation != "found another way" || w.Reason != "no_longer_needed" {
 		t.Fatalf("withdrawn proposal %+v (withdrawal %+v)", w, w.Withdrawal)
 	}
-	var r model.Proposal
+	var r api.Proposal
 	l.get("/v1/proposals/p-r", http.StatusOK, &r)
-	if r.State != model.StateRejected || len(r.Rejections) != 1 || r.Rejections[0].Reason != "unsafe" ||
+	if r.State != api.StateRejected || len(r.Rejections) != 1 || r.Rejections[0].Reason != "unsafe" ||
 		r.Rejections[0].Explanation != "it would overwrite the config" {
 		t.Fatalf("rejected proposal %+v", r)
 	}
-	var st model.Stats
+	var st api.Stats
 	l.get("/v1/stats", http.StatusOK, &st)
 	if st.ByState["withdrawn"] != 1 || st.ByState["rejected"] != 1 || st.RejectionReasons["unsafe"] != 1 || st.WithdrawalReasons["no_longer_needed"] != 1 {
 		t.Fatalf("stats %+v", st)
@@ -135,12 +134,12 @@ func TestPostRefusals(t *testing.T) {
 	post("/v1/events", `{"protocol":"mew/v0.4","id":"x","from":["a"],"kind":"mcp/proposal","payload":{"method":"m"}}`, 400, "wrong_type", "from")
 	post("/v1/events", `{"protocol":"mew/v0.4","id":"`+strings.Repeat("i", 257)+`","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`, 400, "too_long", "id")
 	post("/v1/events?space="+strings.Repeat("s", 300), goldenProposal, 400, "too_long", "space")
-	post("/v1/events?spaec=x", goldenProposal, 400, wire.CodeUnknownParameter, "spaec")
+	post("/v1/events?spaec=x", goldenProposal, 400, api.CodeUnknownParameter, "spaec")
 	// Over the 1 MiB envelope limit: 413, nothing stored.
 	big := `{"protocol":"mew/v0.4","id":"big","from":"a","kind":"mcp/proposal","payload":{"method":"m","params":{"x":"` + strings.Repeat("x", 1<<20) + `"}}}`
 	post("/v1/events", big, 413, "oversize", "")
 
-	var st wire.Status
+	var st api.Status
 	l.get("/v1/status", http.StatusOK, &st)
 	if st.StreamSeq != 0 {
 		t.Fatalf("refused envelopes changed the stream: %+v", st)
@@ -167,10 +166,10 @@ func TestNDJSON(t *testing.T) {
 	if status != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "application/x-ndjson") {
 		t.Fatalf("status %d content type %q: %s", status, h.Get("Content-Type"), data)
 	}
-	var got []wire.AppendResult
+	var got []api.AppendResult
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for dec.More() {
-		var r wire.AppendResult
+		var r api.AppendResult
 		if err := dec.Decode(&r); err != nil {
 			t.Fatal(err)
 		}
@@ -213,18 +212,18 @@ func TestNDJSON(t *testing.T) {
 	if got[0].Seq != got[6].Seq {
 		t.Errorf("duplicate line stored at %d, first at %d", got[6].Seq, got[0].Seq)
 	}
-	var p model.Proposal
+	var p api.Proposal
 	l.get(fmt.Sprintf("/v1/proposals/env-req-1?min_seq=%d", got[5].Seq), http.StatusOK, &p)
-	if p.State != model.StateFulfilled {
+	if p.State != api.StateFulfilled {
 		t.Fatalf("state %s", p.State)
 	}
 
 	// A body over MaxBatchBytes: 413, nothing appended.
-	var before wire.Status
+	var before api.Status
 	l.get("/v1/status", http.StatusOK, &before)
 	huge := strings.Repeat(proposal("p-many", "a", nil, "m")+"\n", (3<<20)/100)
 	l.wantError(http.MethodPost, "/v1/events", "application/x-ndjson", []byte(huge), 413, "oversize", "")
-	var after wire.Status
+	var after api.Status
 	l.get("/v1/status", http.StatusOK, &after)
 	if after.StreamSeq != before.StreamSeq {
 		t.Fatalf("an oversize batch appended events: %d -> %d", before.StreamSeq, after.StreamSeq)
@@ -274,9 +273,9 @@ func TestHistoryOfOrphansAndGarbage(t *testing.T) {
 	l := start(t)
 	// A rejection of a proposal that does not exist yet: an orphan.
 	r := l.post(reject("r-early", "fs-agent", "p-later", "unsafe"))
-	var h wire.History
+	var h api.History
 	l.get(fmt.Sprintf("/v1/proposals/p-later/history?min_seq=%d", r.Seq), http.StatusOK, &h)
-	if len(h.Events) != 1 || h.Events[0].Effect != model.EffectOrphan {
+	if len(h.Events) != 1 || h.Events[0].Effect != api.EffectOrphan {
 		t.Fatalf("history %+v", h)
 	}
 	l.wantError(http.MethodGet, "/v1/proposals/p-later", "", nil, 404, "not_found", "id")
@@ -289,13 +288,13 @@ func TestHistoryOfOrphansAndGarbage(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.get(fmt.Sprintf("/v1/proposals/junk-key/history?min_seq=%d", ack.Sequence), http.StatusOK, &h)
-	if len(h.Events) != 1 || h.Events[0].Effect != model.EffectInvalid || h.Events[0].Seq != ack.Sequence {
+	if len(h.Events) != 1 || h.Events[0].Effect != api.EffectInvalid || h.Events[0].Seq != ack.Sequence {
 		t.Fatalf("garbage history %+v", h)
 	}
 	after := l.post(proposal("p-later", "agent", nil, "m"))
-	var p model.Proposal
+	var p api.Proposal
 	l.get(fmt.Sprintf("/v1/proposals/p-later?min_seq=%d", after.Seq), http.StatusOK, &p)
-	if p.State != model.StateRejected {
+	if p.State != api.StateRejected {
 		t.Fatalf("orphan rejection not applied: %+v", p)
 	}
 }
@@ -315,7 +314,7 @@ func TestListFiltersAndPagination(t *testing.T) {
 
 	ids := func(query string) []string {
 		t.Helper()
-		var lr wire.List
+		var lr api.List
 		l.get("/v1/proposals?min_seq="+fmt.Sprint(last.Seq)+"&"+query, http.StatusOK, &lr)
 		if lr.NextCursor != "" {
 			t.Fatalf("%s: unexpected next_cursor", query)
@@ -353,7 +352,7 @@ func TestListFiltersAndPagination(t *testing.T) {
 	}
 
 	// since/until bound created_at: compare with what the records say.
-	var all wire.List
+	var all api.List
 	l.get("/v1/proposals", http.StatusOK, &all)
 	pivot := all.Proposals[3].CreatedAt // p4
 	var wantSince, wantUntil []string
@@ -379,7 +378,7 @@ func TestListFiltersAndPagination(t *testing.T) {
 		if pages > 10 {
 			t.Fatal("cursor does not end")
 		}
-		var lr wire.List
+		var lr api.List
 		q := "/v1/proposals?limit=2"
 		if cursor != "" {
 			q += "&cursor=" + url.QueryEscape(cursor)
@@ -410,12 +409,12 @@ func TestSpaces(t *testing.T) {
 	l := start(t)
 	r := l.postTo("team-b", proposal("p1", "alice", nil, "m"))
 	l.wantError(http.MethodGet, fmt.Sprintf("/v1/proposals/p1?min_seq=%d", r.Seq), "", nil, 404, "not_found", "id")
-	var p model.Proposal
+	var p api.Proposal
 	l.get("/v1/proposals/p1?space=team-b", http.StatusOK, &p)
 	if p.Space != "team-b" {
 		t.Fatalf("space %q", p.Space)
 	}
-	var st model.Stats
+	var st api.Stats
 	l.get("/v1/stats?space=team-b", http.StatusOK, &st)
 	if st.Proposals != 1 {
 		t.Fatalf("team-b stats %+v", st)
@@ -448,7 +447,7 @@ func TestStatusReadyzMinSeq(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	serve := func(minSeqWait time.Duration) *ledgerT {
-		a, err := api.New(api.Options{
+		a, err := httpapi.New(httpapi.Options{
 			Reader:   store,
 			Appender: appender,
 			StreamSeq: func(ctx context.Context) (uint64, error) {
@@ -472,12 +471,12 @@ func TestStatusReadyzMinSeq(t *testing.T) {
 	l := serve(300 * time.Millisecond) // for the reads that must give up
 	patient := serve(60 * time.Second) // for the read that must wait
 
-	var h wire.Health
+	var h api.Health
 	l.get("/healthz", http.StatusOK, &h)
 	if h.Status != "ok" {
 		t.Fatalf("healthz %+v", h)
 	}
-	var ready wire.Ready
+	var ready api.Ready
 	l.get("/readyz", http.StatusOK, &ready)
 	if !ready.Ready || ready.Lag != 0 || ready.Bound != 1 {
 		t.Fatalf("readyz %+v", ready)
@@ -490,18 +489,18 @@ func TestStatusReadyzMinSeq(t *testing.T) {
 	l.post(proposal("p2", "a", nil, "m"))
 	third := l.post(proposal("p3", "a", nil, "m"))
 
-	var st wire.Status
+	var st api.Status
 	l.get("/v1/status", http.StatusOK, &st)
 	if st.StreamSeq != third.Seq || st.ProjectedSeq != 0 || st.Lag != 3 {
 		t.Fatalf("status %+v", st)
 	}
 	status, _, body := l.do(http.MethodGet, "/readyz", "", nil)
-	if err := json.Unmarshal(body, &ready); err != nil || status != 503 || ready.Ready || ready.Lag != 3 || ready.Error == nil || ready.Error.Code != wire.CodeNotReady {
+	if err := json.Unmarshal(body, &ready); err != nil || status != 503 || ready.Ready || ready.Lag != 3 || ready.Error == nil || ready.Error.Code != api.CodeNotReady {
 		t.Fatalf("readyz while lagging: %d %s", status, body)
 	}
-	l.wantError(http.MethodGet, fmt.Sprintf("/v1/proposals/p3?min_seq=%d", third.Seq), "", nil, 503, wire.CodeNotCaughtUp, "min_seq")
-	l.wantError(http.MethodGet, fmt.Sprintf("/v1/proposals?min_seq=%d", third.Seq), "", nil, 503, wire.CodeNotCaughtUp, "min_seq")
-	l.wantError(http.MethodGet, fmt.Sprintf("/v1/stats?min_seq=%d", third.Seq), "", nil, 503, wire.CodeNotCaughtUp, "min_seq")
+	l.wantError(http.MethodGet, fmt.Sprintf("/v1/proposals/p3?min_seq=%d", third.Seq), "", nil, 503, api.CodeNotCaughtUp, "min_seq")
+	l.wantError(http.MethodGet, fmt.Sprintf("/v1/proposals?min_seq=%d", third.Seq), "", nil, 503, api.CodeNotCaughtUp, "min_seq")
+	l.wantError(http.MethodGet, fmt.Sprintf("/v1/stats?min_seq=%d", third.Seq), "", nil, 503, api.CodeNotCaughtUp, "min_seq")
 	// Without min_seq a read answers at once from the projection as it is.
 	l.wantError(http.MethodGet, "/v1/proposals/p3", "", nil, 404, "not_found", "id")
 
@@ -538,7 +537,7 @@ func TestStatusReadyzMinSeq(t *testing.T) {
 		}
 	})
 	r := <-got
-	var p model.Proposal
+	var p api.Proposal
 	if err := json.Unmarshal(r.body, &p); r.status != http.StatusOK || err != nil || p.ID != "p3" {
 		t.Fatalf("min_seq read: %d %s", r.status, r.body)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections/projector"
 )
 
@@ -51,7 +51,7 @@ type readCtx struct {
 
 // asOfPoint parses ?as_of_seq= / ?as_of=; ok is false when neither is
 // given.
-func asOfPoint(q url.Values) (AsOfPoint, bool, *wire.Error) {
+func asOfPoint(q url.Values) (AsOfPoint, bool, *api.Error) {
 	seqV, timeV := q.Get(paramAsOfSeq), q.Get(paramAsOf)
 	switch {
 	case seqV == "" && timeV == "":
@@ -91,10 +91,10 @@ func (a *API) asOfReader(w http.ResponseWriter, r *http.Request, p AsOfPoint) (R
 		if i := strings.Index(detail, ErrBeyondLog.Error()+": "); i >= 0 {
 			detail = detail[i+len(ErrBeyondLog.Error())+2:]
 		}
-		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBeyondLog, Field: field,
+		writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBeyondLog, Field: field,
 			Message: "the point is beyond the end of the log: " + detail})
 	case r.Context().Err() != nil:
-		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeUnavailable,
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable,
 			Message: "the request ended before the log was folded to the point asked for"})
 	default:
 		a.internal(w, r, err)

@@ -13,8 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -88,9 +87,9 @@ func (s *swapReader) Event(seq uint64) (*projections.EventRecord, error) {
 	return nil, errNoEvents
 }
 
-var knownEffects = []string{string(model.EffectApplied), string(model.EffectRecorded), string(model.EffectDuplicate),
-	string(model.EffectLate), string(model.EffectUnauthorized), string(model.EffectInvalid), string(model.EffectOrphan),
-	string(model.EffectIgnored)}
+var knownEffects = []string{string(api.EffectApplied), string(api.EffectRecorded), string(api.EffectDuplicate),
+	string(api.EffectLate), string(api.EffectUnauthorized), string(api.EffectInvalid), string(api.EffectOrphan),
+	string(api.EffectIgnored)}
 
 // AllSpaces as ?space= of the event routes means every space (a token
 // limited to spaces is refused it by the route guard, which checks the
@@ -99,7 +98,7 @@ const AllSpaces = "*"
 
 // eventSpace returns the space filter of an event route: ?space=, else the
 // default space; "" for AllSpaces.
-func (a *API) eventSpace(q url.Values) (string, *wire.Error) {
+func (a *API) eventSpace(q url.Values) (string, *api.Error) {
 	if q.Get(paramSpace) == AllSpaces {
 		return "", nil
 	}
@@ -109,17 +108,17 @@ func (a *API) eventSpace(q url.Values) (string, *wire.Error) {
 // eventQuery parses the query of GET /v1/events. Without ?space= it lists
 // the default space (as every read does); space=* lists every space. An as-of point caps the range (until_seq, until): the list
 // of the past is the events stored by then, shown as the fold sees them now.
-func (a *API) eventQuery(q url.Values) (projections.EventQuery, *wire.Error) {
+func (a *API) eventQuery(q url.Values) (projections.EventQuery, *api.Error) {
 	var eq projections.EventQuery
-	var e *wire.Error
+	var e *api.Error
 	if eq.Space, e = a.eventSpace(q); e != nil {
 		return eq, e
 	}
 	if v := q.Get(paramEffect); v != "" && !slices.Contains(knownEffects, v) {
 		return eq, badParam(paramEffect, "effect %q is not one of %v", v, knownEffects)
 	}
-	if v := q.Get(paramAnomaly); v != "" && !slices.Contains(model.AnomalyNames, v) {
-		return eq, badParam(paramAnomaly, "anomaly %q is not one of %v", v, model.AnomalyNames)
+	if v := q.Get(paramAnomaly); v != "" && !slices.Contains(api.AnomalyNames, v) {
+		return eq, badParam(paramAnomaly, "anomaly %q is not one of %v", v, api.AnomalyNames)
 	}
 	eq.Effect, eq.Type, eq.Kind, eq.Form = q.Get(paramEffect), q.Get(paramType), q.Get(paramKind), q.Get(paramForm)
 	eq.From, eq.Proposal, eq.Anomaly, eq.Tool = q.Get(paramFrom), q.Get(paramProposal), q.Get(paramAnomaly), q.Get(paramTool)
@@ -134,7 +133,7 @@ func (a *API) eventQuery(q url.Values) (projections.EventQuery, *wire.Error) {
 			return eq, e
 		}
 	}
-	seqParam := func(name string) (uint64, *wire.Error) {
+	seqParam := func(name string) (uint64, *api.Error) {
 		v := q.Get(name)
 		if v == "" {
 			return 0, nil
@@ -209,7 +208,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 	page, err := a.reader.EventsRaw(eq)
 	switch {
 	case errors.Is(err, projections.ErrBadQuery):
-		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBadQuery, Field: paramCursor, Message: err.Error()})
+		writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadQuery, Field: paramCursor, Message: err.Error()})
 		return
 	case err != nil:
 		a.internal(w, r, err)
@@ -273,7 +272,7 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 	m, err := a.opts.RawEvent(r.Context(), seq)
 	switch {
 	case errors.Is(err, ErrNoMessage):
-		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Field: "seq",
+		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "seq",
 			Message: "the stream holds no message at seq " + v})
 		return
 	case err != nil:
@@ -281,12 +280,12 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sp, _ := subjects.FiledUnder(m.Subject); space != "" && sp != space {
-		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Field: "seq",
+		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "seq",
 			Message: fmt.Sprintf("the message at seq %s is not in space %q (give space=* for any space)", v, space)})
 		return
 	}
 	sum := sha256.Sum256(m.Data)
-	out := model.RawEvent{Seq: seq, Subject: m.Subject, Time: m.Time.UTC(), Headers: m.Header, Data: m.Data,
+	out := api.RawEvent{Seq: seq, Subject: m.Subject, Time: m.Time.UTC(), Headers: m.Header, Data: m.Data,
 		SHA256: hex.EncodeToString(sum[:])}
 	if out.Data == nil {
 		out.Data = []byte{}

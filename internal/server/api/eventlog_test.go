@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -111,13 +110,13 @@ func TestEventsList(t *testing.T) {
 
 func TestEventRaw(t *testing.T) {
 	l, garbageSeq, garbage := eventsLedger(t)
-	var raw model.RawEvent
+	var raw api.RawEvent
 	l.get(fmt.Sprintf("/v1/events/%d", garbageSeq), http.StatusOK, &raw)
 	sum := sha256.Sum256(garbage)
 	if !bytes.Equal(raw.Data, garbage) || raw.SHA256 != hex.EncodeToString(sum[:]) || raw.Text != "" {
 		t.Errorf("raw bytes: %q sha %s text %q", raw.Data, raw.SHA256, raw.Text)
 	}
-	if raw.Subject != "ledger.default.env-req-6.proposal.mallory" || raw.Time.IsZero() || raw.Event == nil || raw.Event.Effect != model.EffectInvalid {
+	if raw.Subject != "ledger.default.env-req-6.proposal.mallory" || raw.Time.IsZero() || raw.Event == nil || raw.Event.Effect != api.EffectInvalid {
 		t.Errorf("raw: %+v", raw)
 	}
 	// A posted envelope: its Nats-Msg-Id and text.
@@ -137,7 +136,7 @@ func TestEventRaw(t *testing.T) {
 func TestStatusConsumers(t *testing.T) {
 	l := start(t)
 	last := l.post(proposal("p1", "agent", nil, "tools/call"))
-	var st wire.Status
+	var st api.Status
 	l.get(fmt.Sprintf("/v1/status?min_seq=%d", last.Seq), http.StatusOK, &st)
 	durable := false
 	for _, c := range st.Consumers {

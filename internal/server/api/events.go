@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/auth/httpauth"
 	"github.com/mewledger/ledger/internal/lib/ndjson"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
@@ -72,7 +72,7 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) tooLarge(w http.ResponseWriter, limit int64, what string) {
-	writeError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: ledger.CodeOversize,
+	writeError(w, http.StatusRequestEntityTooLarge, &api.Error{Code: ledger.CodeOversize,
 		Message: fmt.Sprintf("%s is over the limit of %d bytes", what, limit)})
 }
 
@@ -87,7 +87,7 @@ func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string, kern
 		a.tooLarge(w, a.opts.MaxBodyBytes, "the envelope")
 		return
 	case err != nil:
-		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBadRequest, Message: "reading the body: " + err.Error()})
+		writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Message: "reading the body: " + err.Error()})
 		return
 	}
 	var res ledger.Result
@@ -99,7 +99,7 @@ func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string, kern
 	} else {
 		res, err = pd.Result(wctx)
 	}
-	out := wire.FromResult(res)
+	out := ledger.WireResult(res)
 	a.count(metrics.PathHTTP, res)
 	switch {
 	case err != nil && wctx.Err() != nil && r.Context().Err() == nil && a.storageFull(w):
@@ -155,7 +155,7 @@ const (
 type ndjsonEntry struct {
 	no      int
 	size    int64
-	refusal *wire.Error
+	refusal *api.Error
 	pending *appendlog.Pending
 }
 
@@ -231,7 +231,7 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 			w.WriteHeader(http.StatusOK)
 		}
 	}
-	write := func(res wire.AppendResult) {
+	write := func(res api.AppendResult) {
 		line = res.AppendNDJSON(line[:0])
 		_, _ = bw.Write(line)
 	}
@@ -242,7 +242,7 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 	go func() {
 		defer close(written)
 		refused := 0
-		var run *wire.AppendResult
+		var run *api.AppendResult
 		endRun := func() {
 			if run != nil {
 				if run.LastLine == run.Line {
@@ -255,24 +255,24 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 		for e := range entries {
 			start()
 			if e.refusal != nil {
-				if e.refusal.Code != wire.CodeBadRequest {
+				if e.refusal.Code != api.CodeBadRequest {
 					a.opts.Metrics.Refused(metrics.PathHTTPNDJSON, e.refusal.Code)
 				}
 				refused++
 				switch {
 				case refused <= CompactRefusalsAfter:
-					write(wire.AppendResult{Line: e.no, Error: e.refusal})
+					write(api.AppendResult{Line: e.no, Error: e.refusal})
 				case run != nil && *run.Error == *e.refusal:
 					run.LastLine = e.no
 				default:
 					endRun()
-					run = &wire.AppendResult{Line: e.no, LastLine: e.no, Error: e.refusal}
+					run = &api.AppendResult{Line: e.no, LastLine: e.no, Error: e.refusal}
 				}
 			} else {
 				endRun()
 				res, _ := e.pending.Result(wctx)
 				a.count(metrics.PathHTTPNDJSON, res)
-				out := wire.FromResult(res)
+				out := ledger.WireResult(res)
 				out.Line = e.no
 				write(out)
 			}
@@ -302,10 +302,10 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 		}
 		first = false
 		if l.Oversize() {
-			e.refusal = &wire.Error{Code: ledger.CodeOversize,
+			e.refusal = &api.Error{Code: ledger.CodeOversize,
 				Message: fmt.Sprintf("envelope is %d bytes, over the limit of %d", l.Size, maxLine)}
 		} else if pd, err := a.opts.Appender.SubmitBody(ctx, space, l.Data, ledger.BodyOptions{Kernel: kernel, Bridge: mark}); err != nil {
-			e.refusal = wire.FromError(err)
+			e.refusal = ledger.WireError(err)
 		} else {
 			e.pending = pd
 		}
@@ -325,12 +325,12 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 			a.tooLarge(w, a.opts.MaxBatchBytes, "the NDJSON body")
 			return
 		}
-		entries <- ndjsonEntry{no: lastNo + 1, refusal: &wire.Error{Code: ledger.CodeOversize,
+		entries <- ndjsonEntry{no: lastNo + 1, refusal: &api.Error{Code: ledger.CodeOversize,
 			Message: fmt.Sprintf("the NDJSON body is over the limit of %d bytes: reading stopped here; the lines before were appended", a.opts.MaxBatchBytes)}}
 	case ctx.Err() != nil:
 		// The client is gone: nobody to answer.
 	default:
-		entries <- ndjsonEntry{no: lastNo + 1, refusal: &wire.Error{Code: wire.CodeBadRequest, Message: "reading the body: " + err.Error()}}
+		entries <- ndjsonEntry{no: lastNo + 1, refusal: &api.Error{Code: api.CodeBadRequest, Message: "reading the body: " + err.Error()}}
 	}
 	close(entries)
 	<-written

@@ -5,8 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -16,14 +15,14 @@ const RouteGaps = "GET /v1/gaps"
 // gapReader is the optional part of a Reader that lists recording gaps
 // (*projections.Store implements it).
 type gapReader interface {
-	Gaps(space string, after uint64, limit int) ([]model.Gap, uint64, error)
+	Gaps(space string, after uint64, limit int) ([]api.Gap, uint64, error)
 }
 
 // errNoGaps: the reader in place does not list gaps.
 var errNoGaps = errors.New("api: this projection does not list gaps")
 
 // Gaps is the reader in place's Gaps, or errNoGaps.
-func (s *swapReader) Gaps(space string, after uint64, limit int) ([]model.Gap, uint64, error) {
+func (s *swapReader) Gaps(space string, after uint64, limit int) ([]api.Gap, uint64, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if g, ok := s.r.(gapReader); ok {
@@ -70,9 +69,9 @@ func (a *API) gaps(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if gs == nil {
-		gs = []model.Gap{}
+		gs = []api.Gap{}
 	}
-	body := wire.Gaps{Gaps: gs}
+	body := api.Gaps{Gaps: gs}
 	if next != 0 {
 		body.NextCursor = strconv.FormatUint(next, 10)
 	}
@@ -93,14 +92,14 @@ const (
 // bridgeReader is the optional part of a Reader that lists bridge
 // sessions (*projections.Store implements it).
 type bridgeReader interface {
-	BridgeSessions(space string) ([]model.BridgeSession, error)
+	BridgeSessions(space string) ([]api.BridgeSession, error)
 }
 
 // errNoBridges: the reader in place does not list bridges.
 var errNoBridges = errors.New("api: this projection does not list bridges")
 
 // BridgeSessions is the reader in place's BridgeSessions, or errNoBridges.
-func (s *swapReader) BridgeSessions(space string) ([]model.BridgeSession, error) {
+func (s *swapReader) BridgeSessions(space string) ([]api.BridgeSession, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if g, ok := s.r.(bridgeReader); ok {
@@ -128,7 +127,7 @@ func (a *API) bridges(w http.ResponseWriter, r *http.Request) {
 		a.internal(w, r, err)
 		return
 	}
-	out := []model.BridgeSession{}
+	out := []api.BridgeSession{}
 	for _, b := range all {
 		if v := rc.q.Get(paramBridge); v != "" && b.Bridge != v {
 			continue
@@ -138,5 +137,5 @@ func (a *API) bridges(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, b)
 	}
-	writeJSON(w, http.StatusOK, wire.Bridges{Bridges: out})
+	writeJSON(w, http.StatusOK, api.Bridges{Bridges: out})
 }

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 )
 
 // TestGapsRoute: gaps the ledger appends for a bridge (AppendSystem, as the
@@ -37,7 +36,7 @@ func TestGapsRoute(t *testing.T) {
 		last = res.Seq
 		l.wantError(http.MethodPost, "/v1/events", "application/json", raw, http.StatusBadRequest, ledger.CodeReservedKind, "kind")
 	}
-	var all wire.Gaps
+	var all api.Gaps
 	l.get(fmt.Sprintf("/v1/gaps?min_seq=%d", last), http.StatusOK, &all)
 	if len(all.Gaps) != 3 || all.NextCursor != "" {
 		t.Fatalf("gaps %+v", all)
@@ -51,29 +50,29 @@ func TestGapsRoute(t *testing.T) {
 			t.Fatalf("gap %d reconnected_at %v", i, g.ReconnectedAt)
 		}
 	}
-	var page wire.Gaps
+	var page api.Gaps
 	l.get("/v1/gaps?limit=2", http.StatusOK, &page)
 	if len(page.Gaps) != 2 || page.NextCursor != fmt.Sprint(all.Gaps[1].Seq) {
 		t.Fatalf("page 1 %+v", page)
 	}
-	var page2 wire.Gaps
+	var page2 api.Gaps
 	l.get("/v1/gaps?limit=2&cursor="+page.NextCursor, http.StatusOK, &page2)
 	if len(page2.Gaps) != 1 || page2.NextCursor != "" || page2.Gaps[0].Seq != all.Gaps[2].Seq {
 		t.Fatalf("page 2 %+v", page2)
 	}
-	var other wire.Gaps
+	var other api.Gaps
 	l.get("/v1/gaps?space=elsewhere", http.StatusOK, &other)
 	if other.Gaps == nil || len(other.Gaps) != 0 {
 		t.Fatalf("other space: %+v", other)
 	}
-	var st model.Stats
+	var st api.Stats
 	l.get("/v1/stats", http.StatusOK, &st)
 	if st.Gaps != 3 {
 		t.Fatalf("stats gaps %d", st.Gaps)
 	}
-	l.wantError(http.MethodGet, "/v1/gaps?limit=0", "", nil, http.StatusBadRequest, wire.CodeBadQuery, "limit")
-	l.wantError(http.MethodGet, "/v1/gaps?cursor=x", "", nil, http.StatusBadRequest, wire.CodeBadQuery, "cursor")
-	l.wantError(http.MethodGet, "/v1/gaps?state=pending", "", nil, http.StatusBadRequest, wire.CodeUnknownParameter, "state")
+	l.wantError(http.MethodGet, "/v1/gaps?limit=0", "", nil, http.StatusBadRequest, api.CodeBadQuery, "limit")
+	l.wantError(http.MethodGet, "/v1/gaps?cursor=x", "", nil, http.StatusBadRequest, api.CodeBadQuery, "cursor")
+	l.wantError(http.MethodGet, "/v1/gaps?state=pending", "", nil, http.StatusBadRequest, api.CodeUnknownParameter, "state")
 }
 
 // TestFormsThroughAPI: the seeds' lifecycle forms go through POST
@@ -86,15 +85,15 @@ func TestFormsThroughAPI(t *testing.T) {
 	l.post(`{"protocol":"mew/v0.4","id":"b1","from":"agent-3","kind":"bid","payload":{"proposal_id":"t1","confidence":0.9,"estimated_time":500}}`)
 	l.post(`{"protocol":"meup/v0.1","id":"s1","from":"trusted-agent","correlationId":"t1","kind":"meup.lifecycle","payload":{"operation":"status","target":"proposal","status":"processing"}}`)
 	res := l.post(`{"protocol":"mew/v0.4","id":"c1","from":"coord","kind":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"t2","reason":"no longer needed"}}}`)
-	var p model.Proposal
+	var p api.Proposal
 	l.get(fmt.Sprintf("/v1/proposals/t1?min_seq=%d", res.Seq), http.StatusOK, &p)
 	if len(p.Targets) != 1 || p.Targets[0].ID != "trusted-agent" || p.Exclusive == nil || len(p.Bids) != 1 ||
 		len(p.Statuses) != 1 || p.Statuses[0].Status != "processing" {
 		t.Fatalf("t1 %+v", p)
 	}
-	var p2 model.Proposal
+	var p2 api.Proposal
 	l.get("/v1/proposals/t2", http.StatusOK, &p2)
-	if p2.State != model.StateWithdrawn {
+	if p2.State != api.StateWithdrawn {
 		t.Fatalf("t2 %+v", p2)
 	}
 	for q, want := range map[string]string{
@@ -103,18 +102,18 @@ func TestFormsThroughAPI(t *testing.T) {
 		"form=meup.lifecycle/status":       "t1",
 		"form=mcp/notifications/cancelled": "t2",
 	} {
-		var page wire.List
+		var page api.List
 		l.get("/v1/proposals?"+q, http.StatusOK, &page)
 		if len(page.Proposals) != 1 || page.Proposals[0].ID != want {
 			t.Errorf("%s: %d proposals", q, len(page.Proposals))
 		}
 	}
-	var st model.Stats
+	var st api.Stats
 	l.get("/v1/stats", http.StatusOK, &st)
 	if st.NoteKinds["bid"] != 1 || st.NoteKinds["status"] != 1 {
 		t.Fatalf("note kinds %v", st.NoteKinds)
 	}
-	var h wire.History
+	var h api.History
 	l.get("/v1/proposals/t1/history", http.StatusOK, &h)
 	if len(h.Events) != 3 || h.Events[1].Form != "bid" || h.Events[2].Form != "meup.lifecycle/status" {
 		t.Fatalf("history %+v", h.Events)

@@ -6,8 +6,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/ledger"
 )
@@ -57,19 +57,19 @@ func (a *API) postGap(w http.ResponseWriter, r *http.Request) {
 		a.tooLarge(w, maxGapBody, "the gap report")
 		return
 	case err != nil:
-		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBadRequest, Message: "reading the body: " + err.Error()})
+		writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Message: "reading the body: " + err.Error()})
 		return
 	}
 	g, err := ledger.ParseGap(body)
 	if err != nil {
-		e := wire.FromError(err)
+		e := ledger.WireError(err)
 		a.opts.Metrics.Refused(metrics.PathHTTP, e.Code)
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
 	raw, _ := ledger.GapEnvelope(g) // ParseGap checked it builds
 	res, err := sys.AppendSystem(r.Context(), space, raw)
-	out := wire.FromResult(res)
+	out := ledger.WireResult(res)
 	a.count(metrics.PathHTTP, res)
 	switch {
 	case err == nil:

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 )
@@ -74,12 +74,12 @@ func (l *ledgerT) get(path string, want int, out any) {
 }
 
 // post POSTs one envelope and expects 202.
-func (l *ledgerT) post(env string) wire.AppendResult {
+func (l *ledgerT) post(env string) api.AppendResult {
 	l.t.Helper()
 	return l.postTo("", env)
 }
 
-func (l *ledgerT) postTo(space, env string) wire.AppendResult {
+func (l *ledgerT) postTo(space, env string) api.AppendResult {
 	l.t.Helper()
 	path := "/v1/events"
 	if space != "" {
@@ -89,7 +89,7 @@ func (l *ledgerT) postTo(space, env string) wire.AppendResult {
 	if status != http.StatusAccepted {
 		l.t.Fatalf("POST %s: status %d, want 202; body %s", env, status, body)
 	}
-	var r wire.AppendResult
+	var r api.AppendResult
 	if err := json.Unmarshal(body, &r); err != nil {
 		l.t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func (l *ledgerT) postTo(space, env string) wire.AppendResult {
 }
 
 // wantError checks an error answer: status, code and field.
-func (l *ledgerT) wantError(method, path, contentType string, body []byte, status int, code, field string) *wire.Error {
+func (l *ledgerT) wantError(method, path, contentType string, body []byte, status int, code, field string) *api.Error {
 	l.t.Helper()
 	st, h, data := l.do(method, path, contentType, body)
 	if st != status {
@@ -120,7 +120,7 @@ func (l *ledgerT) wantError(method, path, contentType string, body []byte, statu
 			l.t.Errorf("%s %s: error has no %q member: %s", method, path, k, data)
 		}
 	}
-	e := &wire.Error{Code: fmt.Sprint(eb.Error["code"]), Message: fmt.Sprint(eb.Error["message"]), Field: fmt.Sprint(eb.Error["field"])}
+	e := &api.Error{Code: fmt.Sprint(eb.Error["code"]), Message: fmt.Sprint(eb.Error["message"]), Field: fmt.Sprint(eb.Error["field"])}
 	if e.Code != code || e.Field != field {
 		l.t.Fatalf("%s %s: error code %q field %q, want %q %q (%s)", method, path, e.Code, e.Field, code, field, e.Message)
 	}

@@ -9,8 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 )
 
 // exampleLines reads a file of the README's examples, one JSON value per
@@ -58,9 +57,9 @@ func TestKernelReadmeFlow(t *testing.T) {
 		last = l.post(string(env)).Seq
 	}
 
-	var p model.Proposal
+	var p api.Proposal
 	l.get("/v1/proposals/pay-inv-9001?min_seq="+itoa(last), http.StatusOK, &p)
-	if p.State != model.StateFulfilled || p.Approved == nil || !*p.Approved || len(p.Anomalies) != 0 ||
+	if p.State != api.StateFulfilled || p.Approved == nil || !*p.Approved || len(p.Anomalies) != 0 ||
 		p.Method != "kernel/transact" || p.Proposer != "agent-billing" || p.DecidedBy != "payments-gateway" {
 		t.Fatalf("pay-inv-9001: state %s approved %v anomalies %v method %s proposer %s decided by %s",
 			p.State, p.Approved, p.Anomalies, p.Method, p.Proposer, p.DecidedBy)
@@ -68,9 +67,9 @@ func TestKernelReadmeFlow(t *testing.T) {
 	if p.Kernel == nil || p.Kernel.ApprovalClass != "dual" || p.Kernel.Counted != 2 || len(p.Approvals) != 2 {
 		t.Fatalf("pay-inv-9001 approvals: %+v %+v", p.Kernel, p.Approvals)
 	}
-	var q model.Proposal
+	var q api.Proposal
 	l.get("/v1/proposals/pay-inv-9002", http.StatusOK, &q)
-	if q.State != model.StateFulfilled || q.Approved == nil || *q.Approved || !slices.Equal(q.Anomalies, []string{model.AnomalyUnapprovedFulfillment}) {
+	if q.State != api.StateFulfilled || q.Approved == nil || *q.Approved || !slices.Equal(q.Anomalies, []string{api.AnomalyUnapprovedFulfillment}) {
 		t.Fatalf("pay-inv-9002: state %s approved %v anomalies %v", q.State, q.Approved, q.Anomalies)
 	}
 
@@ -80,7 +79,7 @@ func TestKernelReadmeFlow(t *testing.T) {
 	l.wantError(http.MethodPost, "/v1/events", "application/json", bad[1], http.StatusBadRequest, "V-PROP-014", "approval.required")
 	// Forced: a bare object without proposal_id is V-PROP-001, not "no protocol".
 	l.wantError(http.MethodPost, "/v1/events?kernel=true", "application/json", []byte(`{"actor":"a"}`), http.StatusBadRequest, "V-PROP-001", "proposal_id")
-	l.wantError(http.MethodPost, "/v1/events?kernel=maybe", "application/json", props[0], http.StatusBadRequest, wire.CodeBadQuery, "kernel")
+	l.wantError(http.MethodPost, "/v1/events?kernel=maybe", "application/json", props[0], http.StatusBadRequest, api.CodeBadQuery, "kernel")
 
 	// NDJSON: bare and enveloped lines mixed; refusals per line.
 	body2 := bytes.Join([][]byte{props[0], bad[0], []byte(goldenProposal)}, []byte("\n"))
@@ -88,10 +87,10 @@ func TestKernelReadmeFlow(t *testing.T) {
 	if st != http.StatusOK {
 		t.Fatalf("NDJSON: %d %s", st, out)
 	}
-	var res []wire.AppendResult
+	var res []api.AppendResult
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
-		var r wire.AppendResult
+		var r api.AppendResult
 		if err := dec.Decode(&r); err != nil {
 			t.Fatal(err)
 		}

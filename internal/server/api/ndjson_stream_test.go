@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/internal/server/api"
+	"github.com/mewledger/ledger/api"
+	httpapi "github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/app"
 )
 
@@ -66,14 +66,14 @@ func TestNDJSONMemoryBounded(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	// One answer per line up to api.CompactRefusalsAfter, then one for
+	// One answer per line up to httpapi.CompactRefusalsAfter, then one for
 	// the run of identical refusals to the last line.
 	sc := bufio.NewScanner(resp.Body)
 	n := 0
-	var last wire.AppendResult
+	var last api.AppendResult
 	for sc.Scan() {
 		n++
-		var r wire.AppendResult
+		var r api.AppendResult
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil || r.Line != n || r.Error == nil || r.Error.Code == "" {
 			t.Fatalf("answer %d: %s (%v)", n, sc.Bytes(), err)
 		}
@@ -84,7 +84,7 @@ func TestNDJSONMemoryBounded(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if n != api.CompactRefusalsAfter+1 || last.LastLine != lines {
+	if n != httpapi.CompactRefusalsAfter+1 || last.LastLine != lines {
 		t.Fatalf("%d answers for %d lines, the last %+v", n, lines, last)
 	}
 	growth := int64(peak.Load()) - int64(base.HeapAlloc)

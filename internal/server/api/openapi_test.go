@@ -15,11 +15,10 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/mewledger/ledger/client/evidence"
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/internal/server/api"
+	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/api/evidence"
+	httpapi "github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 )
 
 var update = flag.Bool("update", false, "rewrite internal/server/api/openapi.json from the route table, the wire types and live answers")
@@ -85,8 +84,8 @@ var (
 func reads(ps ...param) []param { return append(ps, pSpace, pMinSeq, pAsOf, pAsOfSq) }
 
 func states() []string {
-	out := make([]string, len(model.States))
-	for i, s := range model.States {
+	out := make([]string, len(api.States))
+	for i, s := range api.States {
 		out[i] = string(s)
 	}
 	return out
@@ -251,23 +250,23 @@ var operations = []op{
 
 // schemaTypes are the component schemas reflected from Go types.
 var schemaTypes = map[string]reflect.Type{
-	"Proposal":      reflect.TypeFor[model.Proposal](),
-	"History":       reflect.TypeFor[wire.History](),
-	"List":          reflect.TypeFor[wire.List](),
-	"Stats":         reflect.TypeFor[model.Stats](),
-	"Status":        reflect.TypeFor[wire.Status](),
-	"Ready":         reflect.TypeFor[wire.Ready](),
-	"Health":        reflect.TypeFor[wire.Health](),
-	"ErrorBody":     reflect.TypeFor[wire.ErrorBody](),
-	"RebuildStatus": reflect.TypeFor[wire.RebuildStatus](),
-	"VerifyResult":  reflect.TypeFor[wire.VerifyResult](),
-	"Gaps":          reflect.TypeFor[wire.Gaps](),
-	"Bridges":       reflect.TypeFor[wire.Bridges](),
+	"Proposal":      reflect.TypeFor[api.Proposal](),
+	"History":       reflect.TypeFor[api.History](),
+	"List":          reflect.TypeFor[api.List](),
+	"Stats":         reflect.TypeFor[api.Stats](),
+	"Status":        reflect.TypeFor[api.Status](),
+	"Ready":         reflect.TypeFor[api.Ready](),
+	"Health":        reflect.TypeFor[api.Health](),
+	"ErrorBody":     reflect.TypeFor[api.ErrorBody](),
+	"RebuildStatus": reflect.TypeFor[api.RebuildStatus](),
+	"VerifyResult":  reflect.TypeFor[api.VerifyResult](),
+	"Gaps":          reflect.TypeFor[api.Gaps](),
+	"Bridges":       reflect.TypeFor[api.Bridges](),
 	"GapReport":     reflect.TypeFor[ledger.Gap](),
-	"Change":        reflect.TypeFor[model.Change](),
-	"EventPage":     reflect.TypeFor[model.EventPage](),
-	"RawEvent":      reflect.TypeFor[model.RawEvent](),
-	"ChangesPage":   reflect.TypeFor[api.ChangesPage](),
+	"Change":        reflect.TypeFor[api.Change](),
+	"EventPage":     reflect.TypeFor[api.EventPage](),
+	"RawEvent":      reflect.TypeFor[api.RawEvent](),
+	"ChangesPage":   reflect.TypeFor[httpapi.ChangesPage](),
 	// contract §16 (client/evidence's types).
 	"Bundle":           reflect.TypeFor[evidence.Bundle](),
 	"ConsistencyProof": reflect.TypeFor[evidence.ConsistencyProof](),
@@ -280,9 +279,9 @@ var schemaNames = map[reflect.Type]string{reflect.TypeFor[ledger.Gap](): "GapRep
 
 // enums of named string types.
 var enums = map[reflect.Type][]string{
-	reflect.TypeFor[model.ProposalState](): states(),
-	reflect.TypeFor[model.Effect](): {string(model.EffectApplied), string(model.EffectRecorded), string(model.EffectDuplicate),
-		string(model.EffectLate), string(model.EffectUnauthorized), string(model.EffectInvalid), string(model.EffectOrphan), string(model.EffectIgnored)},
+	reflect.TypeFor[api.ProposalState](): states(),
+	reflect.TypeFor[api.Effect](): {string(api.EffectApplied), string(api.EffectRecorded), string(api.EffectDuplicate),
+		string(api.EffectLate), string(api.EffectUnauthorized), string(api.EffectInvalid), string(api.EffectOrphan), string(api.EffectIgnored)},
 }
 
 // reflector turns Go types into JSON Schema 2020-12 (OpenAPI 3.1) the way
@@ -519,7 +518,7 @@ func liveAnswers(t *testing.T) (map[string]any, map[string][]byte, []string) {
 		`"last_envelope":"env-resp-1","disconnected_at":"2026-01-02T03:04:05Z","reconnected_at":"2026-01-02T03:04:09Z","reason":"read: EOF"}`)); st != http.StatusAccepted {
 		t.Fatalf("POST /v1/gaps: %d %s", st, body)
 	} else {
-		var r wire.AppendResult
+		var r api.AppendResult
 		if err := json.Unmarshal(body, &r); err != nil {
 			t.Fatal(err)
 		}
@@ -580,7 +579,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 		t.Logf("wrote openapi.json (%d bytes)", len(out))
 	}
-	committedRaw := api.OpenAPI()
+	committedRaw := httpapi.OpenAPI()
 	var committed map[string]any
 	if err := json.Unmarshal(committedRaw, &committed); err != nil {
 		t.Fatalf("openapi.json: %v", err)
@@ -661,7 +660,7 @@ func TestOpenAPIServed(t *testing.T) {
 	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
 		t.Fatalf("GET /openapi.json: %d %s", status, h.Get("Content-Type"))
 	}
-	if !bytes.Equal(body, api.OpenAPI()) {
+	if !bytes.Equal(body, httpapi.OpenAPI()) {
 		t.Fatal("GET /openapi.json is not the embedded document")
 	}
 	var d struct {
@@ -763,7 +762,7 @@ func TestOpenAPIMethodsConflictsLicense(t *testing.T) {
 			Responses map[string]any
 		}
 	}
-	if err := json.Unmarshal(api.OpenAPI(), &doc); err != nil {
+	if err := json.Unmarshal(httpapi.OpenAPI(), &doc); err != nil {
 		t.Fatal(err)
 	}
 	lic, err := os.ReadFile("../../../LICENSE")

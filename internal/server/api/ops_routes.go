@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 )
 
 // Routes of the online operations (contract §9). They need the ops role when
@@ -36,9 +36,9 @@ var ErrCannotOperate = errors.New("api: the ledger cannot run the operation")
 func opsRefusal(w http.ResponseWriter, err error) bool {
 	switch {
 	case errors.Is(err, ErrCannotOperate):
-		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNotReady, Message: err.Error()})
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeNotReady, Message: err.Error()})
 	case errors.Is(err, ErrBusy):
-		writeError(w, http.StatusConflict, &wire.Error{Code: wire.CodeBusy, Message: err.Error()})
+		writeError(w, http.StatusConflict, &api.Error{Code: api.CodeBusy, Message: err.Error()})
 	default:
 		return false
 	}
@@ -50,17 +50,17 @@ func opsRefusal(w http.ResponseWriter, err error) bool {
 type Ops interface {
 	// StartRebuild starts an online rebuild in the background and returns
 	// its status, or an error wrapping ErrBusy or ErrCannotOperate.
-	StartRebuild() (wire.RebuildStatus, error)
+	StartRebuild() (api.RebuildStatus, error)
 	// RebuildStatus is the running (or the last) rebuild's status.
-	RebuildStatus() wire.RebuildStatus
+	RebuildStatus() api.RebuildStatus
 	// WaitRebuild waits until no rebuild runs (or ctx ends) and returns
 	// the status.
-	WaitRebuild(ctx context.Context) (wire.RebuildStatus, error)
+	WaitRebuild(ctx context.Context) (api.RebuildStatus, error)
 	// Verify compares the live projection with a rebuild of the log up to
 	// its checkpoint (the projector paused meanwhile). A difference is a
 	// result with OK false, not an error; ErrBusy when another operation
 	// runs, ErrCannotOperate when the ledger cannot verify.
-	Verify(ctx context.Context) (wire.VerifyResult, error)
+	Verify(ctx context.Context) (api.VerifyResult, error)
 }
 
 const paramWait = "wait"
@@ -99,11 +99,11 @@ func (a *API) postRebuild(w http.ResponseWriter, r *http.Request) {
 	st, err = a.opts.Ops.WaitRebuild(r.Context())
 	if err != nil {
 		// The client went away; the rebuild goes on.
-		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeUnavailable, Message: "stopped waiting: " + err.Error()})
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: "stopped waiting: " + err.Error()})
 		return
 	}
-	if st.Phase == wire.RebuildFailed {
-		writeError(w, http.StatusInternalServerError, &wire.Error{Code: CodeRebuildFailed, Message: "the rebuild failed; the old projection still serves: " + st.Error})
+	if st.Phase == api.RebuildFailed {
+		writeError(w, http.StatusInternalServerError, &api.Error{Code: CodeRebuildFailed, Message: "the rebuild failed; the old projection still serves: " + st.Error})
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
@@ -133,7 +133,7 @@ func (a *API) postVerify(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case opsRefusal(w, err):
 	case err != nil && r.Context().Err() != nil:
-		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeUnavailable, Message: fmt.Sprintf("verify stopped: %v", err)})
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: fmt.Sprintf("verify stopped: %v", err)})
 	case err != nil:
 		a.internal(w, r, err)
 	default:

@@ -8,8 +8,8 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/mewledger/ledger/client/evidence"
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/projections"
 )
@@ -81,7 +81,7 @@ func writeText(w http.ResponseWriter, status int, cache string, body []byte) {
 }
 
 // int64Param parses a non-negative integer parameter; def when absent.
-func int64Param(q url.Values, name string, def int64) (int64, *wire.Error) {
+func int64Param(q url.Values, name string, def int64) (int64, *api.Error) {
 	v := q.Get(name)
 	if v == "" {
 		return def, nil
@@ -97,14 +97,14 @@ func int64Param(q url.Values, name string, def int64) (int64, *wire.Error) {
 func (a *API) proofError(w http.ResponseWriter, r *http.Request, field string, err error) {
 	switch {
 	case errors.Is(err, proofs.ErrNotFound), errors.Is(err, projections.ErrNotFound):
-		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Field: field, Message: err.Error()})
+		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: field, Message: err.Error()})
 	case errors.Is(err, proofs.ErrBeyondTree), errors.Is(err, projections.ErrBeyondTree):
-		writeError(w, http.StatusNotFound, &wire.Error{Code: CodeBeyondTree, Field: field, Message: err.Error()})
+		writeError(w, http.StatusNotFound, &api.Error{Code: CodeBeyondTree, Field: field, Message: err.Error()})
 	case errors.Is(err, proofs.ErrNotCovered):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: CodeNoCheckpoint, Message: err.Error()})
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: CodeNoCheckpoint, Message: err.Error()})
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeUnavailable, Message: err.Error()})
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: err.Error()})
 	default:
 		a.internal(w, r, err)
 	}
@@ -119,7 +119,7 @@ func (a *API) getCheckpoint(w http.ResponseWriter, r *http.Request) {
 	e, ok := a.opts.Proofs.Log().Latest()
 	if !ok {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: CodeNoCheckpoint, Message: "the ledger has signed no checkpoint yet"})
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: CodeNoCheckpoint, Message: "the ledger has signed no checkpoint yet"})
 		return
 	}
 	writeText(w, http.StatusOK, "no-cache", e.Note)
@@ -179,7 +179,7 @@ func (a *API) getTile(w http.ResponseWriter, r *http.Request) {
 	path := "tile/" + r.PathValue("path")
 	t, err := evidence.ParseTilePath(path)
 	if err != nil {
-		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Field: "path",
+		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "path",
 			Message: fmt.Sprintf("%q is not a hash tile path (tile/<L>/<N>[.p/<W>]); entry bundles are not served", path)})
 		return
 	}
@@ -230,7 +230,7 @@ func (a *API) getProposalProof(w http.ResponseWriter, r *http.Request) {
 			field = paramSize
 		}
 		if errors.Is(err, proofs.ErrNotFound) && size < 0 {
-			writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Field: "id", Message: fmt.Sprintf("no events filed under %q in space %q", id, space)})
+			writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "id", Message: fmt.Sprintf("no events filed under %q in space %q", id, space)})
 			return
 		}
 		a.proofError(w, r, field, err)
@@ -247,7 +247,7 @@ func (a *API) getConsistency(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var from, to int64
-	var e *wire.Error
+	var e *api.Error
 	for _, p := range []struct {
 		name string
 		v    *int64

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -34,7 +34,7 @@ func utfStart(b byte) bool { return b&0xC0 != 0x80 }
 // would otherwise be read as no space at all: the default space (issue 29,
 // item 6). The refusal names the parameter of the first pair that does
 // not parse.
-func checkQuery(raw string) *wire.Error {
+func checkQuery(raw string) *api.Error {
 	if _, err := url.ParseQuery(raw); err == nil {
 		return nil
 	}
@@ -60,7 +60,7 @@ func checkQuery(raw string) *wire.Error {
 // absent. A space given empty is a refusal naming the field: only a
 // missing parameter means the default. (Its length and encoding are
 // checked by the caller: the appender on writes, validSpace on reads.)
-func spaceParam(q url.Values, def string) (string, *wire.Error) {
+func spaceParam(q url.Values, def string) (string, *api.Error) {
 	v, ok := q[paramSpace]
 	if !ok {
 		return def, nil

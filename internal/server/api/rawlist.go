@@ -6,8 +6,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -33,7 +32,7 @@ type rawLister interface {
 // cannot.
 var errNoRawList = errors.New("api: reader has no raw list")
 
-// rawListBody returns the body writeJSON(wire.List{...}) writes for page,
+// rawListBody returns the body writeJSON(api.List{...}) writes for page,
 // normalized as the decoding path normalizes.
 func rawListBody(page projections.RawPage) ([]byte, error) {
 	n := 64 + len(page.NextCursor)
@@ -50,7 +49,7 @@ func rawListBody(page projections.RawPage) ([]byte, error) {
 			b = out
 			continue
 		}
-		var p model.Proposal
+		var p api.Proposal
 		if err := json.Unmarshal(rec, &p); err != nil {
 			return nil, err
 		}
@@ -267,7 +266,7 @@ func (a *API) writeList(w http.ResponseWriter, r *http.Request, lq projections.L
 		if lq.Cursor != "" {
 			field = paramCursor
 		}
-		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBadQuery, Field: field, Message: err.Error()})
+		writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadQuery, Field: field, Message: err.Error()})
 		return
 	case err != nil:
 		a.internal(w, r, err)

@@ -13,11 +13,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
@@ -26,9 +25,9 @@ import (
 // decodedListBody is what the decoding path writes for the stored records.
 func decodedListBody(t *testing.T, page projections.RawPage) []byte {
 	t.Helper()
-	l := wire.List{Proposals: []*model.Proposal{}, NextCursor: page.NextCursor}
+	l := api.List{Proposals: []*api.Proposal{}, NextCursor: page.NextCursor}
 	for _, rec := range page.Proposals {
-		var p model.Proposal
+		var p api.Proposal
 		if err := json.Unmarshal(rec, &p); err != nil {
 			t.Fatal(err)
 		}
@@ -59,26 +58,26 @@ func TestRawListBodyMatchesDecodingPath(t *testing.T) {
 	for range 3000 {
 		var page projections.RawPage
 		for range rng.IntN(6) {
-			p := &model.Proposal{ID: s(), Space: s(), State: model.StatePending, Proposer: s(), Method: s(),
+			p := &api.Proposal{ID: s(), Space: s(), State: api.StatePending, Proposer: s(), Method: s(),
 				Params: params[rng.IntN(len(params))], Dialect: s(), Context: s(), Reason: s(), Digest: s(),
 				CreatedAt: time.Unix(rng.Int64N(1<<33), rng.Int64N(1e9)).UTC()}
 			if rng.IntN(4) > 0 {
 				p.To = []string{s(), s()}
 			}
 			if rng.IntN(4) > 0 {
-				p.Rejections = []model.Rejection{{Event: s(), From: s(), Reason: s(), Explanation: s()}}
+				p.Rejections = []api.Rejection{{Event: s(), From: s(), Reason: s(), Explanation: s()}}
 			}
 			if rng.IntN(4) > 0 {
-				p.Fulfillments = []model.Fulfillment{{Event: s(), Anomalies: []string{s()}}}
+				p.Fulfillments = []api.Fulfillment{{Event: s(), Anomalies: []string{s()}}}
 			}
 			if rng.IntN(4) > 0 {
 				p.Anomalies = []string{s()}
 			}
 			if rng.IntN(3) == 0 {
-				p.Withdrawal = &model.Withdrawal{Event: s(), Reason: s(), Explanation: s()}
+				p.Withdrawal = &api.Withdrawal{Event: s(), Reason: s(), Explanation: s()}
 			}
 			if rng.IntN(10) == 0 {
-				p.Kernel = &model.Kernel{ActionType: model.ActionWrite, Target: &model.KernelTarget{ResourceID: s(), Constraints: json.RawMessage(`{"x":"<y>"}`)}}
+				p.Kernel = &api.Kernel{ActionType: api.ActionWrite, Target: &api.KernelTarget{ResourceID: s(), Constraints: json.RawMessage(`{"x":"<y>"}`)}}
 			}
 			b, err := json.Marshal(p)
 			if err != nil {

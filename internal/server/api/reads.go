@@ -11,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -36,15 +35,15 @@ const (
 )
 
 // badParam is a 400 about one query parameter.
-func badParam(param, format string, args ...any) *wire.Error {
-	return &wire.Error{Code: wire.CodeBadQuery, Field: param, Message: fmt.Sprintf(format, args...)}
+func badParam(param, format string, args ...any) *api.Error {
+	return &api.Error{Code: api.CodeBadQuery, Field: param, Message: fmt.Sprintf(format, args...)}
 }
 
 // params checks that q holds only allowed parameters, each at most once.
-func params(q url.Values, allowed ...string) *wire.Error {
+func params(q url.Values, allowed ...string) *api.Error {
 	for k, v := range q {
 		if !slices.Contains(allowed, k) {
-			return &wire.Error{Code: wire.CodeUnknownParameter, Field: k,
+			return &api.Error{Code: api.CodeUnknownParameter, Field: k,
 				Message: fmt.Sprintf("unknown query parameter %q (this route takes: %s)", k, strings.Join(allowed, ", "))}
 		}
 		if len(v) > 1 {
@@ -55,7 +54,7 @@ func params(q url.Values, allowed ...string) *wire.Error {
 }
 
 // space returns ?space= or the default space.
-func (a *API) space(q url.Values) (string, *wire.Error) {
+func (a *API) space(q url.Values) (string, *api.Error) {
 	s, e := spaceParam(q, a.opts.Space)
 	if e == nil && !validSpace(s) {
 		e = badParam(paramSpace, "space must be 1..%d bytes of UTF-8", ledger.MaxSpaceBytes)
@@ -117,7 +116,7 @@ func (a *API) waitMinSeq(w http.ResponseWriter, r *http.Request, q url.Values) b
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.MinSeqWait)
 	defer cancel()
 	if err := a.reader.WaitApplied(ctx, seq); err != nil {
-		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNotCaughtUp, Field: paramMinSeq,
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeNotCaughtUp, Field: paramMinSeq,
 			Message: fmt.Sprintf("the projection has applied seq %d, not %d, after waiting %v; retry later", a.reader.AppliedSeq(), seq, a.opts.MinSeqWait)})
 		return false
 	}
@@ -135,7 +134,7 @@ func (a *API) getProposal(w http.ResponseWriter, r *http.Request) {
 	p, err := rc.r.Get(space, id)
 	switch {
 	case errors.Is(err, projections.ErrNotFound):
-		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Field: "id",
+		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "id",
 			Message: fmt.Sprintf("no proposal %q in space %q", id, space)})
 	case err != nil:
 		a.internal(w, r, err)
@@ -146,15 +145,15 @@ func (a *API) getProposal(w http.ResponseWriter, r *http.Request) {
 
 // normalize gives the list members of the proposal object their contract §7
 // shape: [] rather than null when empty.
-func normalize(p *model.Proposal) *model.Proposal {
+func normalize(p *api.Proposal) *api.Proposal {
 	if p.To == nil {
 		p.To = []string{}
 	}
 	if p.Rejections == nil {
-		p.Rejections = []model.Rejection{}
+		p.Rejections = []api.Rejection{}
 	}
 	if p.Fulfillments == nil {
-		p.Fulfillments = []model.Fulfillment{}
+		p.Fulfillments = []api.Fulfillment{}
 	}
 	if p.Anomalies == nil {
 		p.Anomalies = []string{}
@@ -173,18 +172,18 @@ func (a *API) getHistory(w http.ResponseWriter, r *http.Request) {
 	h, err := rc.r.History(space, id)
 	switch {
 	case errors.Is(err, projections.ErrNotFound):
-		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Field: "id",
+		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "id",
 			Message: fmt.Sprintf("no events filed under %q in space %q", id, space)})
 	case err != nil:
 		a.internal(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, wire.History{ID: id, Space: space, Events: h})
+		writeJSON(w, http.StatusOK, api.History{ID: id, Space: space, Events: h})
 	}
 }
 
 // parseTime accepts RFC 3339 (with or without fractional seconds) or a
 // date (YYYY-MM-DD, midnight UTC).
-func parseTime(param, v string) (time.Time, *wire.Error) {
+func parseTime(param, v string) (time.Time, *api.Error) {
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 		return t, nil
 	}
@@ -196,10 +195,10 @@ func parseTime(param, v string) (time.Time, *wire.Error) {
 
 // ListQuery parses the list filters of q into a projections.ListQuery for
 // space. Exported so ops routes (as-of queries) parse filters the same way.
-func ListQuery(q url.Values, space string) (projections.ListQuery, *wire.Error) {
+func ListQuery(q url.Values, space string) (projections.ListQuery, *api.Error) {
 	lq := projections.ListQuery{
 		Space:        space,
-		State:        model.ProposalState(q.Get(paramState)),
+		State:        api.ProposalState(q.Get(paramState)),
 		Proposer:     q.Get(paramProposer),
 		Target:       q.Get(paramTarget),
 		Anomaly:      q.Get(paramAnomaly),
@@ -209,13 +208,13 @@ func ListQuery(q url.Values, space string) (projections.ListQuery, *wire.Error) 
 		Form:         q.Get(paramForm),
 		Cursor:       q.Get(paramCursor),
 	}
-	if lq.State != "" && !slices.Contains(model.States, lq.State) {
+	if lq.State != "" && !slices.Contains(api.States, lq.State) {
 		return lq, badParam(paramState, "unknown state %q (states: %s)", lq.State, joinStates())
 	}
-	if lq.Anomaly != "" && !slices.Contains(model.AnomalyNames, lq.Anomaly) {
-		return lq, badParam(paramAnomaly, "unknown anomaly %q (anomalies: %s)", lq.Anomaly, strings.Join(model.AnomalyNames, ", "))
+	if lq.Anomaly != "" && !slices.Contains(api.AnomalyNames, lq.Anomaly) {
+		return lq, badParam(paramAnomaly, "unknown anomaly %q (anomalies: %s)", lq.Anomaly, strings.Join(api.AnomalyNames, ", "))
 	}
-	if lq.ActionType != "" && !slices.Contains(model.ActionTypes, model.ActionType(lq.ActionType)) {
+	if lq.ActionType != "" && !slices.Contains(api.ActionTypes, api.ActionType(lq.ActionType)) {
 		return lq, badParam(paramActionType, "unknown action_type %q (types: %s)", lq.ActionType, joinActionTypes())
 	}
 	if v := q.Get(paramSince); v != "" {
@@ -246,16 +245,16 @@ func ListQuery(q url.Values, space string) (projections.ListQuery, *wire.Error) 
 }
 
 func joinStates() string {
-	s := make([]string, len(model.States))
-	for i, st := range model.States {
+	s := make([]string, len(api.States))
+	for i, st := range api.States {
 		s[i] = string(st)
 	}
 	return strings.Join(s, ", ")
 }
 
 func joinActionTypes() string {
-	s := make([]string, len(model.ActionTypes))
-	for i, t := range model.ActionTypes {
+	s := make([]string, len(api.ActionTypes))
+	for i, t := range api.ActionTypes {
 		s[i] = string(t)
 	}
 	return strings.Join(s, ", ")
@@ -288,17 +287,17 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		if lq.Cursor != "" {
 			field = paramCursor
 		}
-		writeError(w, http.StatusBadRequest, &wire.Error{Code: wire.CodeBadQuery, Field: field, Message: err.Error()})
+		writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadQuery, Field: field, Message: err.Error()})
 	case err != nil:
 		a.internal(w, r, err)
 	default:
 		if page.Proposals == nil {
-			page.Proposals = []*model.Proposal{}
+			page.Proposals = []*api.Proposal{}
 		}
 		for _, p := range page.Proposals {
 			normalize(p)
 		}
-		writeJSON(w, http.StatusOK, wire.List{Proposals: page.Proposals, NextCursor: page.NextCursor})
+		writeJSON(w, http.StatusOK, api.List{Proposals: page.Proposals, NextCursor: page.NextCursor})
 	}
 }
 
@@ -318,7 +317,7 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 
 // currentStatus reads both sides of the lag. The projected side is read
 // after the stream side, so lag never counts an event the projection has.
-func (a *API) currentStatus(ctx context.Context) (wire.Status, error) {
+func (a *API) currentStatus(ctx context.Context) (api.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.MinSeqWait)
 	defer cancel()
 	problem := ""
@@ -327,9 +326,9 @@ func (a *API) currentStatus(ctx context.Context) (wire.Status, error) {
 	}
 	last, err := a.opts.StreamSeq(ctx)
 	if err != nil && problem == "" {
-		return wire.Status{}, err
+		return api.Status{}, err
 	}
-	st := wire.Status{StreamSeq: last, ProjectedSeq: a.reader.AppliedSeq(), LogProblem: problem}
+	st := api.Status{StreamSeq: last, ProjectedSeq: a.reader.AppliedSeq(), LogProblem: problem}
 	if st.StreamSeq > st.ProjectedSeq {
 		st.Lag = st.StreamSeq - st.ProjectedSeq
 	}
@@ -338,7 +337,7 @@ func (a *API) currentStatus(ctx context.Context) (wire.Status, error) {
 
 func (a *API) unavailable(w http.ResponseWriter, err error) {
 	a.log.Warn().Err(err).Msg("stream unavailable")
-	writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeUnavailable, Message: "the LEDGER stream did not answer: " + err.Error()})
+	writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: "the LEDGER stream did not answer: " + err.Error()})
 }
 
 func (a *API) status(w http.ResponseWriter, r *http.Request) {
@@ -373,15 +372,15 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, wire.Health{Status: "ok"})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	if a.opts.StorageProblem != nil {
 		if p := a.opts.StorageProblem(); p != "" {
-			writeJSON(w, http.StatusServiceUnavailable, wire.Ready{Bound: a.opts.readyBound(),
-				Status: wire.Status{ProjectedSeq: a.reader.AppliedSeq(), LogProblem: p},
-				Error:  &wire.Error{Code: wire.CodeStorageFull, Message: p}})
+			writeJSON(w, http.StatusServiceUnavailable, api.Ready{Bound: a.opts.readyBound(),
+				Status: api.Status{ProjectedSeq: a.reader.AppliedSeq(), LogProblem: p},
+				Error:  &api.Error{Code: api.CodeStorageFull, Message: p}})
 			return
 		}
 	}
@@ -391,12 +390,12 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	bound := a.opts.readyBound()
-	res := wire.Ready{Ready: st.Lag <= bound && st.LogProblem == "", Bound: bound, Status: st}
+	res := api.Ready{Ready: st.Lag <= bound && st.LogProblem == "", Bound: bound, Status: st}
 	if res.Ready {
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
-	res.Error = &wire.Error{Code: wire.CodeNotReady,
+	res.Error = &api.Error{Code: api.CodeNotReady,
 		Message: fmt.Sprintf("the projection is %d events behind the stream (ready at %d or fewer)", st.Lag, bound)}
 	if st.LogProblem != "" {
 		res.Error.Message = "log and projection disagree: " + st.LogProblem

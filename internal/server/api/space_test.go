@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 )
 
 // TestSpaceNeverGuessed: a ?space= that does not parse — a ';' separator
@@ -17,7 +17,7 @@ func TestSpaceNeverGuessed(t *testing.T) {
 	l := start(t)
 	bad := []string{"ops;research", "ops%zz", "", strings.Repeat("s", 2000)}
 	for _, read := range []string{"/v1/proposals", "/v1/stats", "/v1/changes", "/v1/gaps"} {
-		l.wantError(http.MethodGet, read+"?space="+bad[3], "", nil, http.StatusBadRequest, wire.CodeBadQuery, "space")
+		l.wantError(http.MethodGet, read+"?space="+bad[3], "", nil, http.StatusBadRequest, api.CodeBadQuery, "space")
 	}
 	for _, sp := range bad {
 		q := "?space=" + sp
@@ -25,15 +25,15 @@ func TestSpaceNeverGuessed(t *testing.T) {
 			l.wantError(http.MethodPost, "/v1/events"+q, "application/json", []byte(goldenProposal), http.StatusBadRequest, "too_long", "space")
 			continue
 		}
-		l.wantError(http.MethodPost, "/v1/events"+q, "application/json", []byte(goldenProposal), http.StatusBadRequest, wire.CodeBadQuery, "space")
-		l.wantError(http.MethodPost, "/v1/events"+q, "application/x-ndjson", []byte(goldenProposal+"\n"+goldenFulfil+"\n"), http.StatusBadRequest, wire.CodeBadQuery, "space")
-		l.wantError(http.MethodPost, "/v1/gaps"+q, "application/json", []byte(`{"bridge":"b","disconnected_at":"2026-01-01T00:00:00Z","reconnected_at":"2026-01-01T00:00:01Z"}`), http.StatusBadRequest, wire.CodeBadQuery, "space")
+		l.wantError(http.MethodPost, "/v1/events"+q, "application/json", []byte(goldenProposal), http.StatusBadRequest, api.CodeBadQuery, "space")
+		l.wantError(http.MethodPost, "/v1/events"+q, "application/x-ndjson", []byte(goldenProposal+"\n"+goldenFulfil+"\n"), http.StatusBadRequest, api.CodeBadQuery, "space")
+		l.wantError(http.MethodPost, "/v1/gaps"+q, "application/json", []byte(`{"bridge":"b","disconnected_at":"2026-01-01T00:00:00Z","reconnected_at":"2026-01-01T00:00:01Z"}`), http.StatusBadRequest, api.CodeBadQuery, "space")
 		for _, read := range []string{"/v1/proposals", "/v1/stats", "/v1/changes", "/v1/watch", "/v1/gaps", "/v1/proposals/env-req-1"} {
-			l.wantError(http.MethodGet, read+q, "", nil, http.StatusBadRequest, wire.CodeBadQuery, "space")
+			l.wantError(http.MethodGet, read+q, "", nil, http.StatusBadRequest, api.CodeBadQuery, "space")
 		}
 	}
 	// A ';' anywhere in the query names the parameter it is in.
-	l.wantError(http.MethodPost, "/v1/events?kernel=0;space=x", "application/json", []byte(goldenProposal), http.StatusBadRequest, wire.CodeBadQuery, "kernel")
+	l.wantError(http.MethodPost, "/v1/events?kernel=0;space=x", "application/json", []byte(goldenProposal), http.StatusBadRequest, api.CodeBadQuery, "kernel")
 	var st struct {
 		StreamSeq uint64 `json:"stream_seq"`
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -27,13 +27,13 @@ type swapReader struct {
 
 func newSwapReader(r Reader) *swapReader { return &swapReader{r: r, ch: make(chan struct{})} }
 
-func (s *swapReader) Get(space, id string) (*model.Proposal, error) {
+func (s *swapReader) Get(space, id string) (*api.Proposal, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.r.Get(space, id)
 }
 
-func (s *swapReader) History(space, key string) ([]model.HistoryEntry, error) {
+func (s *swapReader) History(space, key string) ([]api.HistoryEntry, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.r.History(space, key)
@@ -56,7 +56,7 @@ func (s *swapReader) ListRaw(q projections.ListQuery) (projections.RawPage, erro
 	return projections.RawPage{}, errNoRawList
 }
 
-func (s *swapReader) Stats(space string) (*model.Stats, error) {
+func (s *swapReader) Stats(space string) (*api.Stats, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.r.Stats(space)

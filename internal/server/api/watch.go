@@ -11,9 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/model"
 )
 
 // GET /v1/watch (contract §7): Server-Sent Events, one per change of a
@@ -63,14 +62,14 @@ const (
 // ChangeReader is what /v1/watch needs from the live projection.
 // *projections.Store implements it.
 type ChangeReader interface {
-	Changes(after uint64, limit, scan int, keep func(*model.Change) bool) ([]model.Change, uint64, bool, error)
+	Changes(after uint64, limit, scan int, keep func(*api.Change) bool) ([]api.Change, uint64, bool, error)
 }
 
 // errNoChanges: the reader keeps no change index.
 var errNoChanges = errors.New("api: the projection keeps no change index")
 
 // Changes reads the live reader's change index.
-func (s *swapReader) Changes(after uint64, limit, scan int, keep func(*model.Change) bool) ([]model.Change, uint64, bool, error) {
+func (s *swapReader) Changes(after uint64, limit, scan int, keep func(*api.Change) bool) ([]api.Change, uint64, bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	cr, ok := s.r.(ChangeReader)
@@ -96,7 +95,7 @@ func (a *API) StopWatches() { a.watch.once.Do(func() { close(a.watch.stop) }) }
 // watchFilter is a watch's parsed query.
 type watchFilter struct {
 	space, proposal string
-	state           model.ProposalState
+	state           api.ProposalState
 	after           uint64
 	fromNow         bool
 	afterField      string // the parameter or header after came from
@@ -105,10 +104,10 @@ type watchFilter struct {
 // firstChanges reads the first page of changes of a watch or changes
 // request; on an error it answers it as JSON (501 when the projection
 // keeps no change index) and returns ok false.
-func (a *API) firstChanges(w http.ResponseWriter, r *http.Request, f *watchFilter, limit int) (cs []model.Change, through uint64, more, ok bool) {
+func (a *API) firstChanges(w http.ResponseWriter, r *http.Request, f *watchFilter, limit int) (cs []api.Change, through uint64, more, ok bool) {
 	cs, through, more, err := a.reader.Changes(f.after, limit, watchScan, f.keep)
 	if errors.Is(err, errNoChanges) {
-		writeError(w, http.StatusNotImplemented, &wire.Error{Code: wire.CodeUnavailable, Message: "this server's projection keeps no change index"})
+		writeError(w, http.StatusNotImplemented, &api.Error{Code: api.CodeUnavailable, Message: "this server's projection keeps no change index"})
 		return nil, 0, false, false
 	}
 	if err != nil {
@@ -118,11 +117,11 @@ func (a *API) firstChanges(w http.ResponseWriter, r *http.Request, f *watchFilte
 	return cs, through, more, true
 }
 
-func (f *watchFilter) keep(c *model.Change) bool {
+func (f *watchFilter) keep(c *api.Change) bool {
 	return c.Space == f.space && (f.proposal == "" || c.ID == f.proposal) && (f.state == "" || c.State == f.state)
 }
 
-func (a *API) parseWatch(r *http.Request) (*watchFilter, *wire.Error) {
+func (a *API) parseWatch(r *http.Request) (*watchFilter, *api.Error) {
 	q := r.URL.Query()
 	if e := params(q, paramSpace, paramProposal, paramState, paramSinceSeq, paramMinSeq); e != nil {
 		return nil, e
@@ -133,7 +132,7 @@ func (a *API) parseWatch(r *http.Request) (*watchFilter, *wire.Error) {
 	}
 	f := &watchFilter{space: space, proposal: q.Get(paramProposal), fromNow: true}
 	if v := q.Get(paramState); v != "" {
-		st := model.ProposalState(v)
+		st := api.ProposalState(v)
 		if !validState(st) {
 			return nil, badParam(paramState, "unknown state %q (want one of %s)", v, joinStates())
 		}
@@ -149,7 +148,7 @@ func (a *API) parseWatch(r *http.Request) (*watchFilter, *wire.Error) {
 	if v := r.Header.Get(headerLastEventID); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return nil, &wire.Error{Code: wire.CodeBadRequest, Field: headerLastEventID,
+			return nil, &api.Error{Code: api.CodeBadRequest, Field: headerLastEventID,
 				Message: fmt.Sprintf("Last-Event-ID must be a stream sequence, not %q", echo(v))}
 		}
 		f.after, f.fromNow, f.afterField = n, false, headerLastEventID
@@ -174,11 +173,11 @@ func (a *API) watchPrologue(w http.ResponseWriter, r *http.Request) (*watchFilte
 	if !f.fromNow && f.after > a.reader.AppliedSeq() {
 		last, err := a.opts.StreamSeq(r.Context())
 		if err == nil && f.after > last {
-			code := wire.CodeBadQuery
+			code := api.CodeBadQuery
 			if f.afterField == headerLastEventID {
-				code = wire.CodeBadRequest
+				code = api.CodeBadRequest
 			}
-			writeError(w, http.StatusBadRequest, &wire.Error{Code: code, Field: f.afterField,
+			writeError(w, http.StatusBadRequest, &api.Error{Code: code, Field: f.afterField,
 				Message: fmt.Sprintf("%s %d is past the end of the log (its last sequence is %d): a sequence of another ledger, or of a log that was reset; start again without it", f.afterField, f.after, last)})
 			return nil, false
 		}
@@ -186,8 +185,8 @@ func (a *API) watchPrologue(w http.ResponseWriter, r *http.Request) (*watchFilte
 	return f, true
 }
 
-func validState(st model.ProposalState) bool {
-	for _, s := range model.States {
+func validState(st api.ProposalState) bool {
+	for _, s := range api.States {
 		if s == st {
 			return true
 		}
@@ -313,9 +312,9 @@ const (
 
 // ChangesPage is the body of GET /v1/changes.
 type ChangesPage struct {
-	Changes []model.Change `json:"changes"`
-	Through uint64         `json:"through"`
-	More    bool           `json:"more"`
+	Changes []api.Change `json:"changes"`
+	Through uint64       `json:"through"`
+	More    bool         `json:"more"`
 }
 
 func (a *API) listChanges(w http.ResponseWriter, r *http.Request) {
@@ -340,7 +339,7 @@ func (a *API) listChanges(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cs == nil {
-		cs = []model.Change{}
+		cs = []api.Change{}
 	}
 	writeJSON(w, http.StatusOK, ChangesPage{Changes: cs, Through: through, More: more})
 }

@@ -17,15 +17,15 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/internal/server/api"
-	"github.com/mewledger/ledger/model"
+	"github.com/mewledger/ledger/api"
+	httpapi "github.com/mewledger/ledger/internal/server/api"
 )
 
 // sseEvent is one SSE message as a client sees it.
 type sseEvent struct {
 	id, event string
 	hasID     bool
-	change    model.Change
+	change    api.Change
 }
 
 // sseStream reads SSE messages from a /v1/watch response.
@@ -192,7 +192,7 @@ func TestWatchOrderResumeAndFilters(t *testing.T) {
 	l.wantError("GET", "/v1/watch?limit=3", "", nil, 400, "unknown_parameter", "limit")
 
 	// The JSON pages of the same index.
-	var page api.ChangesPage
+	var page httpapi.ChangesPage
 	l.get("/v1/changes?since_seq=5&limit=1", 200, &page)
 	if len(page.Changes) != 2 || page.Changes[1].ID != "b" || page.Through != 6 || !page.More {
 		t.Fatalf("/v1/changes since 5 limit 1: %+v (a sequence is never split)", page)
@@ -210,7 +210,7 @@ func TestWatchOrderResumeAndFilters(t *testing.T) {
 func TestWatchHeartbeatMovesPosition(t *testing.T) {
 	l := start(t)
 	l.post(proposal("a", "ann", nil, "tools/call"))
-	srv := watchServer(t, l, api.Options{HeartbeatInterval: 50 * time.Millisecond}, nil)
+	srv := watchServer(t, l, httpapi.Options{HeartbeatInterval: 50 * time.Millisecond}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s := openWatch(t, ctx, srv.URL+"/v1/watch?since_seq=0&proposal=zzz", "")
@@ -231,11 +231,11 @@ func TestWatchHeartbeatMovesPosition(t *testing.T) {
 // watchServer serves a second API over the ledger's live store with o
 // (for its watch settings) on a real HTTP server; wrap, when set, wraps
 // every accepted connection.
-func watchServer(t *testing.T, l *ledgerT, o api.Options, wrap func(net.Conn) net.Conn) *httptest.Server {
+func watchServer(t *testing.T, l *ledgerT, o httpapi.Options, wrap func(net.Conn) net.Conn) *httptest.Server {
 	t.Helper()
 	o.Reader = l.app.Store()
 	o.StreamSeq = func(context.Context) (uint64, error) { return l.app.Store().AppliedSeq(), nil }
-	a, err := api.New(o)
+	a, err := httpapi.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestWatchSlowClientDropped(t *testing.T) {
 		}
 		return c
 	}
-	srv := watchServer(t, l, api.Options{WatchWriteTimeout: 200 * time.Millisecond, WatchPage: 64,
+	srv := watchServer(t, l, httpapi.Options{WatchWriteTimeout: 200 * time.Millisecond, WatchPage: 64,
 		Logger: zerolog.New(lw)}, small)
 
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())

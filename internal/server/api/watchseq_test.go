@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 )
 
 // TestWatchSequencePastTheEnd (issue 29 item 8): since_seq or
@@ -18,8 +18,8 @@ func TestWatchSequencePastTheEnd(t *testing.T) {
 	l := start(t)
 	r := l.post(goldenProposal)
 
-	l.wantError(http.MethodGet, "/v1/changes?since_seq=99", "", nil, http.StatusBadRequest, wire.CodeBadQuery, "since_seq")
-	l.wantError(http.MethodGet, "/v1/watch?since_seq=99", "", nil, http.StatusBadRequest, wire.CodeBadQuery, "since_seq")
+	l.wantError(http.MethodGet, "/v1/changes?since_seq=99", "", nil, http.StatusBadRequest, api.CodeBadQuery, "since_seq")
+	l.wantError(http.MethodGet, "/v1/watch?since_seq=99", "", nil, http.StatusBadRequest, api.CodeBadQuery, "since_seq")
 	// The end itself is fine: nothing after it yet.
 	var page struct {
 		Changes []any  `json:"changes"`
@@ -34,8 +34,8 @@ func TestWatchSequencePastTheEnd(t *testing.T) {
 		t.Fatalf("changes after min_seq: %+v", page)
 	}
 	// min_seq not reached: 503 not_caught_up, on both.
-	l.wantError(http.MethodGet, "/v1/changes?min_seq=1000", "", nil, http.StatusServiceUnavailable, wire.CodeNotCaughtUp, "min_seq")
-	l.wantError(http.MethodGet, "/v1/watch?min_seq=1000", "", nil, http.StatusServiceUnavailable, wire.CodeNotCaughtUp, "min_seq")
+	l.wantError(http.MethodGet, "/v1/changes?min_seq=1000", "", nil, http.StatusServiceUnavailable, api.CodeNotCaughtUp, "min_seq")
+	l.wantError(http.MethodGet, "/v1/watch?min_seq=1000", "", nil, http.StatusServiceUnavailable, api.CodeNotCaughtUp, "min_seq")
 
 	for _, id := range []string{"99", strings.Repeat("7", 100_000)} {
 		req, _ := http.NewRequest(http.MethodGet, l.url+"/v1/watch", nil)

@@ -46,12 +46,12 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/auth/httpauth"
 	"github.com/mewledger/ledger/internal/lib/datalock"
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/internal/server/api"
+	httpapi "github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/console"
 	"github.com/mewledger/ledger/internal/server/mcp"
@@ -84,7 +84,7 @@ type App struct {
 	appender *appendlog.Appender
 	metrics  *metrics.Metrics
 	asOf     *asOfCache
-	api      *api.API
+	api      *httpapi.API
 	httpSrv  *http.Server
 	inner    http.Handler // the API's handler inside the middleware, without the body deadlines
 	mcp      *mcp.Server  // mounted at /mcp (mcp.go)
@@ -107,7 +107,7 @@ type App struct {
 	opsMu     sync.Mutex
 	opsBusy   string // the operation running ("rebuild", "verify"), or ""
 	opsClosed bool   // shutting down: no new operation
-	rebuild   wire.RebuildStatus
+	rebuild   api.RebuildStatus
 	rebuildCh chan struct{} // closed when the running rebuild ends
 	opsCtx    context.Context
 	opsCancel context.CancelFunc
@@ -193,12 +193,12 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	}
 	a.asOf = newAsOfCache(a.js, o.TmpDir(), o.Logger.With().Str(logging.KeyComponent, "as-of").Logger())
 	a.opsCtx, a.opsCancel = context.WithCancel(context.Background())
-	a.rebuild = wire.RebuildStatus{Phase: wire.RebuildIdle}
+	a.rebuild = api.RebuildStatus{Phase: api.RebuildIdle}
 	maxBody := int64(0)
 	if o.Limits.MaxBytes > 0 {
 		maxBody = int64(o.Limits.MaxBytes)
 	}
-	if a.api, err = api.New(api.Options{
+	if a.api, err = httpapi.New(httpapi.Options{
 		Reader:         store,
 		Appender:       a.appender,
 		StreamSeq:      a.streamSeq,
@@ -385,7 +385,7 @@ func (a *App) Appender() *appendlog.Appender   { return a.appender }
 func (a *App) Conn() *nats.Conn                { return a.nc }
 func (a *App) JetStream() jetstream.JetStream  { return a.js }
 func (a *App) Metrics() *metrics.Metrics       { return a.metrics }
-func (a *App) API() *api.API                   { return a.api }
+func (a *App) API() *httpapi.API               { return a.api }
 func (a *App) Submit() *submit.Service         { return a.submit }
 func (a *App) NATSServer() *natsserver.Server  { return a.srv }
 func (a *App) Ready() <-chan struct{}          { return a.ready }
@@ -562,7 +562,7 @@ func (a *App) syncString() string {
 
 // writeAddrFile writes <data>/serve.addr.json atomically.
 func (a *App) writeAddrFile() error {
-	addr := wire.Addr{HTTP: a.HTTPAddr(), NATS: a.natsURL}
+	addr := api.Addr{HTTP: a.HTTPAddr(), NATS: a.natsURL}
 	if a.srv != nil {
 		addr.NATSMonitor = a.srv.MonitorURL()
 	}

@@ -9,14 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
-	"github.com/mewledger/ledger/model"
 )
 
 const (
@@ -90,7 +89,7 @@ func TestRunStopsOnContextAndRestartKeepsState(t *testing.T) {
 	<-a.Ready()
 
 	// The address file names the real addresses while serving.
-	var addr wire.Addr
+	var addr api.Addr
 	data, err := os.ReadFile(a.Options().AddrFile())
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +128,7 @@ func TestRunStopsOnContextAndRestartKeepsState(t *testing.T) {
 	}
 	c = newClient(t, b)
 	p, _, err := c.Get(context.Background(), "env-req-1", apitest.ReadOptions{})
-	if err != nil || p.State != model.StateFulfilled || p.CreatedSeq != r1.Seq {
+	if err != nil || p.State != api.StateFulfilled || p.CreatedSeq != r1.Seq {
 		t.Fatalf("after restart: %+v, %v", p, err)
 	}
 	dup, err := c.Publish(context.Background(), "", []byte(proposal))
@@ -155,7 +154,7 @@ func TestSubmitThroughNATS(t *testing.T) {
 		t.Fatalf("refused submit: %+v (%+v) %v", bad, bad.Error, err)
 	}
 	p, _, err := newClient(t, a).Get(ctx, "env-req-1", apitest.ReadOptions{MinSeq: r.Seq})
-	if err != nil || p.State != model.StatePending {
+	if err != nil || p.State != api.StatePending {
 		t.Fatalf("get: %+v %v", p, err)
 	}
 }

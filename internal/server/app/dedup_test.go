@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
@@ -83,7 +83,7 @@ func forget(t *testing.T, a *app.App) {
 	}
 }
 
-func wantDup(t *testing.T, what string, r wire.AppendResult, seq uint64) {
+func wantDup(t *testing.T, what string, r api.AppendResult, seq uint64) {
 	t.Helper()
 	if r.Error != nil || !r.Duplicate || r.Seq != seq {
 		t.Errorf("%s: %+v (error %v), want duplicate:true at seq %d", what, r, r.Error, seq)
@@ -102,7 +102,7 @@ func dialSubmit(t *testing.T, a *app.App) *submit.Submitter {
 
 // submitBatch sends lines as one NDJSON batch request to the submit
 // service and returns its results.
-func submitBatch(t *testing.T, a *app.App, lines ...[]byte) []wire.AppendResult {
+func submitBatch(t *testing.T, a *app.App, lines ...[]byte) []api.AppendResult {
 	t.Helper()
 	nc, _ := natstest.ConnectURL(t, a.NATSURL())
 	m := nats.NewMsg(subjects.Submit(app.DefaultSpace))
@@ -112,10 +112,10 @@ func submitBatch(t *testing.T, a *app.App, lines ...[]byte) []wire.AppendResult 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []wire.AppendResult
+	var out []api.AppendResult
 	dec := json.NewDecoder(bytes.NewReader(msg.Data))
 	for dec.More() {
-		var r wire.AppendResult
+		var r api.AppendResult
 		if err := dec.Decode(&r); err != nil {
 			t.Fatalf("batch reply %q: %v", msg.Data, err)
 		}
@@ -346,7 +346,7 @@ func TestConcurrentRetriesStoredOnce(t *testing.T) {
 			forget(t, a)
 		}
 		var wg sync.WaitGroup
-		out := make([]wire.AppendResult, 16)
+		out := make([]api.AppendResult, 16)
 		errs := make([]error, len(out))
 		for i := range out {
 			wg.Add(1)

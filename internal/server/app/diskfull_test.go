@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 )
@@ -85,7 +85,7 @@ func TestDiskFull(t *testing.T) {
 	hc := &http.Client{Timeout: 10 * time.Second}
 	acked := map[string]uint64{}
 	n := 0
-	appendOne := func() (int, wire.AppendResult) {
+	appendOne := func() (int, api.AppendResult) {
 		t.Helper()
 		n++
 		id := fmt.Sprintf("disk-%d", n)
@@ -95,7 +95,7 @@ func TestDiskFull(t *testing.T) {
 			t.Fatalf("append %s not answered within 10 s: %v", id, err)
 		}
 		defer resp.Body.Close()
-		var r wire.AppendResult
+		var r api.AppendResult
 		b, _ := io.ReadAll(resp.Body)
 		_ = json.Unmarshal(b, &r)
 		if resp.StatusCode == http.StatusAccepted {
@@ -116,7 +116,7 @@ func TestDiskFull(t *testing.T) {
 	full := false
 	for i := 0; i < 200 && !full; i++ {
 		_, r := appendOne()
-		full = r.Error != nil && r.Error.Code == wire.CodeStorageFull
+		full = r.Error != nil && r.Error.Code == api.CodeStorageFull
 	}
 	if !full {
 		t.Fatalf("200 appends on a full disk, none refused storage_full (acked %d)", len(acked))
@@ -127,7 +127,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !bytes.Contains(body, []byte(wire.CodeStorageFull)) || !bytes.Contains(body, []byte(mnt)) {
+	if resp.StatusCode != http.StatusServiceUnavailable || !bytes.Contains(body, []byte(api.CodeStorageFull)) || !bytes.Contains(body, []byte(mnt)) {
 		t.Fatalf("/readyz on a full disk: %d %s, want 503 storage_full naming %s", resp.StatusCode, body, mnt)
 	}
 

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
@@ -89,11 +89,11 @@ func TestStreamDeletedWhileServing(t *testing.T) {
 	// problem, not 409 busy (issue 29 item 8).
 	var ae *apiclient.APIError
 	if _, err := newClient(t, a).Verify(context.Background()); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable ||
-		ae.Code != wire.CodeNotReady || !strings.Contains(err.Error(), "is missing") {
+		ae.Code != api.CodeNotReady || !strings.Contains(err.Error(), "is missing") {
 		t.Fatalf("online verify: %v, want 503 not_ready with the log problem at once", err)
 	}
 	if _, err := newClient(t, a).StartRebuild(context.Background()); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable ||
-		ae.Code != wire.CodeNotReady || !strings.Contains(err.Error(), "is missing") {
+		ae.Code != api.CodeNotReady || !strings.Contains(err.Error(), "is missing") {
 		t.Fatalf("online rebuild: %v, want 503 not_ready with the log problem at once", err)
 	}
 	cancel()

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 )
@@ -145,7 +145,7 @@ func TestNATSMonitor(t *testing.T) {
 			t.Errorf("%s: %d %.200s", path, resp.StatusCode, b)
 		}
 	}
-	var addr wire.Addr
+	var addr api.Addr
 	if b, err := os.ReadFile(a.Options().AddrFile()); err != nil || json.Unmarshal(b, &addr) != nil || addr.NATSMonitor != mon {
 		t.Errorf("address file: %+v (%v), want nats_monitor %s", addr, err, mon)
 	}

@@ -8,16 +8,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/ops/repair"
-	"github.com/mewledger/ledger/internal/server/api"
+	httpapi "github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 )
 
 // Online operations (contract §9) on the running ledger: the App implements
-// api.Ops. One operation runs at a time (a second is api.ErrBusy).
+// httpapi.Ops. One operation runs at a time (a second is httpapi.ErrBusy).
 //
 // Online rebuild, in the background:
 //
@@ -55,13 +55,13 @@ const (
 	opVerify  = "verify"
 )
 
-// acquireOp marks op as running, or returns api.ErrBusy (another runs)
-// or api.ErrCannotOperate (with the reason).
+// acquireOp marks op as running, or returns httpapi.ErrBusy (another runs)
+// or httpapi.ErrCannotOperate (with the reason).
 func (a *App) acquireOp(op string) error {
 	select {
 	case <-a.ready:
 	default:
-		return fmt.Errorf("%w: the ledger is not serving yet", api.ErrCannotOperate)
+		return fmt.Errorf("%w: the ledger is not serving yet", httpapi.ErrCannotOperate)
 	}
 	// A log that no longer matches the projection: fail at once, saying
 	// why (a verify or rebuild would wait for history that is gone).
@@ -70,17 +70,17 @@ func (a *App) acquireOp(op string) error {
 	cancel()
 	switch {
 	case problem != "":
-		return fmt.Errorf("%w: %w: %s", api.ErrCannotOperate, ErrLogProblem, problem)
+		return fmt.Errorf("%w: %w: %s", httpapi.ErrCannotOperate, ErrLogProblem, problem)
 	case err != nil:
-		return fmt.Errorf("%w: cannot check the log: %w", api.ErrCannotOperate, err)
+		return fmt.Errorf("%w: cannot check the log: %w", httpapi.ErrCannotOperate, err)
 	}
 	a.opsMu.Lock()
 	defer a.opsMu.Unlock()
 	switch {
 	case a.opsClosed:
-		return fmt.Errorf("%w: the ledger is shutting down", api.ErrCannotOperate)
+		return fmt.Errorf("%w: the ledger is shutting down", httpapi.ErrCannotOperate)
 	case a.opsBusy != "":
-		return fmt.Errorf("%w: a %s is running", api.ErrBusy, a.opsBusy)
+		return fmt.Errorf("%w: a %s is running", httpapi.ErrBusy, a.opsBusy)
 	}
 	a.opsBusy = op
 	a.opsWG.Add(1)
@@ -104,14 +104,14 @@ func (a *App) stopOps() {
 	a.opsWG.Wait()
 }
 
-// StartRebuild starts an online rebuild in the background (api.Ops).
-func (a *App) StartRebuild() (wire.RebuildStatus, error) {
+// StartRebuild starts an online rebuild in the background (httpapi.Ops).
+func (a *App) StartRebuild() (api.RebuildStatus, error) {
 	if err := a.acquireOp(opRebuild); err != nil {
 		return a.RebuildStatus(), err
 	}
 	now := time.Now().UTC()
 	a.opsMu.Lock()
-	a.rebuild = wire.RebuildStatus{Running: true, Phase: wire.RebuildFold, StartedAt: &now}
+	a.rebuild = api.RebuildStatus{Running: true, Phase: api.RebuildFold, StartedAt: &now}
 	a.rebuildCh = make(chan struct{})
 	done := a.rebuildCh
 	st := a.rebuild
@@ -128,9 +128,9 @@ func (a *App) StartRebuild() (wire.RebuildStatus, error) {
 		a.opsMu.Lock()
 		a.rebuild.Running, a.rebuild.FinishedAt = false, &end
 		if err != nil {
-			a.rebuild.Phase, a.rebuild.Error = wire.RebuildFailed, err.Error()
+			a.rebuild.Phase, a.rebuild.Error = api.RebuildFailed, err.Error()
 		} else {
-			a.rebuild.Phase = wire.RebuildDone
+			a.rebuild.Phase = api.RebuildDone
 		}
 		st := a.rebuild
 		a.opsMu.Unlock()
@@ -147,15 +147,15 @@ func (a *App) StartRebuild() (wire.RebuildStatus, error) {
 	return st, nil
 }
 
-// RebuildStatus returns the running or last rebuild's status (api.Ops).
-func (a *App) RebuildStatus() wire.RebuildStatus {
+// RebuildStatus returns the running or last rebuild's status (httpapi.Ops).
+func (a *App) RebuildStatus() api.RebuildStatus {
 	a.opsMu.Lock()
 	defer a.opsMu.Unlock()
 	return a.rebuild
 }
 
-// WaitRebuild waits for the running rebuild, if any, to end (api.Ops).
-func (a *App) WaitRebuild(ctx context.Context) (wire.RebuildStatus, error) {
+// WaitRebuild waits for the running rebuild, if any, to end (httpapi.Ops).
+func (a *App) WaitRebuild(ctx context.Context) (api.RebuildStatus, error) {
 	a.opsMu.Lock()
 	ch := a.rebuildCh
 	a.opsMu.Unlock()
@@ -170,12 +170,12 @@ func (a *App) WaitRebuild(ctx context.Context) (wire.RebuildStatus, error) {
 }
 
 // Rebuild runs an online rebuild and waits for it.
-func (a *App) Rebuild(ctx context.Context) (wire.RebuildStatus, error) {
+func (a *App) Rebuild(ctx context.Context) (api.RebuildStatus, error) {
 	if _, err := a.StartRebuild(); err != nil {
 		return a.RebuildStatus(), err
 	}
 	st, err := a.WaitRebuild(ctx)
-	if err == nil && st.Phase == wire.RebuildFailed {
+	if err == nil && st.Phase == api.RebuildFailed {
 		err = errors.New(st.Error)
 	}
 	return st, err
@@ -236,7 +236,7 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 	}
 	prog.update(ns.AppliedSeq(), ns.AppliedSeq())
 	// 2. catch up
-	a.setPhase(wire.RebuildCatchUp)
+	a.setPhase(api.RebuildCatchUp)
 	for range rebuildMaxPasses {
 		last, err := a.streamSeq(ctx)
 		if err != nil {
@@ -253,7 +253,7 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 		return discard(fmt.Errorf("app: rebuild: %w", err))
 	}
 	// 3. swap: from here on shutdown waits for it.
-	a.setPhase(wire.RebuildSwap)
+	a.setPhase(api.RebuildSwap)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), swapTimeout)
 	defer cancel()
 	old := a.current()
@@ -273,7 +273,7 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 		}
 	}
 	var opened *projections.Store
-	swapErr := a.api.SwapReader(func(api.Reader) (api.Reader, error) {
+	swapErr := a.api.SwapReader(func(httpapi.Reader) (httpapi.Reader, error) {
 		var errs []error
 		if err := ns.Close(); err != nil {
 			errs = append(errs, err)
@@ -329,10 +329,10 @@ func (a *App) restart(old *pipeline) {
 
 // Verify compares the live projection with a fold of the log up to its
 // checkpoint (repair.Verify), with the projector paused meanwhile (appends
-// go on; reads answer from the paused projection) (api.Ops).
-func (a *App) Verify(ctx context.Context) (wire.VerifyResult, error) {
+// go on; reads answer from the paused projection) (httpapi.Ops).
+func (a *App) Verify(ctx context.Context) (api.VerifyResult, error) {
 	if err := a.acquireOp(opVerify); err != nil {
-		return wire.VerifyResult{}, err
+		return api.VerifyResult{}, err
 	}
 	defer a.releaseOp()
 	ctx, cancel := context.WithCancel(ctx)
@@ -358,7 +358,7 @@ func (a *App) Verify(ctx context.Context) (wire.VerifyResult, error) {
 			break
 		}
 	}
-	out := wire.VerifyResult{OK: err == nil, Seq: res.Seq, Digest: res.Digest, TreeRoot: res.TreeRoot, Difference: res.Difference}
+	out := api.VerifyResult{OK: err == nil, Seq: res.Seq, Digest: res.Digest, TreeRoot: res.TreeRoot, Difference: res.Difference}
 	ev := a.log.Info()
 	switch {
 	case errors.Is(err, repair.ErrMismatch):

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/internal/server/app"
@@ -178,11 +178,11 @@ func TestOnlineRebuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Running || st.Phase != wire.RebuildFold || st.StartedAt == nil {
+	if !st.Running || st.Phase != api.RebuildFold || st.StartedAt == nil {
 		t.Fatalf("start: %+v", st)
 	}
 	var busy *apiclient.APIError
-	if _, err := c.StartRebuild(ctx); !errors.As(err, &busy) || busy.Status != http.StatusConflict || busy.Code != wire.CodeBusy {
+	if _, err := c.StartRebuild(ctx); !errors.As(err, &busy) || busy.Status != http.StatusConflict || busy.Code != api.CodeBusy {
 		if s, _ := c.RebuildStatus(ctx); s != nil && s.Running {
 			t.Errorf("a second rebuild while one runs: %v, want 409 busy", err)
 		}
@@ -204,7 +204,7 @@ func TestOnlineRebuild(t *testing.T) {
 	for err := range readErrs {
 		t.Error(err)
 	}
-	if st.Phase != wire.RebuildDone || st.Error != "" || st.FinishedAt == nil || st.Events < first || st.EventsPerSecond <= 0 || st.Seq < first {
+	if st.Phase != api.RebuildDone || st.Error != "" || st.FinishedAt == nil || st.Events < first || st.EventsPerSecond <= 0 || st.Seq < first {
 		t.Fatalf("rebuild status %+v", st)
 	}
 	if appendedDuring.Load() == 0 || readsDuring.Load() == 0 {
@@ -262,7 +262,7 @@ func TestOnlineRebuildStoppedByShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := a.RebuildStatus()
-	if st.Running || (st.Phase != wire.RebuildFailed && st.Phase != wire.RebuildDone) {
+	if st.Running || (st.Phase != api.RebuildFailed && st.Phase != api.RebuildDone) {
 		t.Fatalf("after Close: %+v", st)
 	}
 	b := apptest.StartWith(t, o)
@@ -381,12 +381,12 @@ func TestAsOfQueries(t *testing.T) {
 
 	// Errors.
 	for _, tc := range []struct{ q, code, field string }{
-		{fmt.Sprintf("?as_of_seq=%d", last+5), wire.CodeBeyondLog, "as_of_seq"},
-		{"?as_of=" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339), wire.CodeBeyondLog, "as_of"},
-		{"?as_of_seq=0", wire.CodeBadQuery, "as_of_seq"},
-		{"?as_of_seq=1&as_of=2026-01-01", wire.CodeBadQuery, "as_of"},
-		{"?as_of_seq=1&min_seq=1", wire.CodeBadQuery, "min_seq"},
-		{"?as_of=yesterday", wire.CodeBadQuery, "as_of"},
+		{fmt.Sprintf("?as_of_seq=%d", last+5), api.CodeBeyondLog, "as_of_seq"},
+		{"?as_of=" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339), api.CodeBeyondLog, "as_of"},
+		{"?as_of_seq=0", api.CodeBadQuery, "as_of_seq"},
+		{"?as_of_seq=1&as_of=2026-01-01", api.CodeBadQuery, "as_of"},
+		{"?as_of_seq=1&min_seq=1", api.CodeBadQuery, "min_seq"},
+		{"?as_of=yesterday", api.CodeBadQuery, "as_of"},
 	} {
 		status, _, body := httpGet(t, u+"/v1/stats"+tc.q)
 		if status != http.StatusBadRequest || !strings.Contains(body, `"code":"`+tc.code+`"`) || !strings.Contains(body, `"field":"`+tc.field+`"`) {

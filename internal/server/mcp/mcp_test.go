@@ -22,8 +22,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/client/evidence"
 	"github.com/mewledger/ledger/internal/auth/httpauth"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/mcp"

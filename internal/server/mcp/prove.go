@@ -12,8 +12,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/client/evidence"
 )
 
 // --- prove_proposal

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/model"
 )
 
 // tools are the server's tools, in the order tools/list shows them: one
@@ -512,7 +512,7 @@ func (s *Server) toolWaitForDecision() {
 			if err != nil {
 				return nil, "", err
 			}
-			if p.State == model.StatePending {
+			if p.State == api.StatePending {
 				p, err = s.waitDecided(ctx, p, timeout)
 				if err != nil {
 					return nil, "", err
@@ -554,7 +554,7 @@ func (s *Server) waitDecided(ctx context.Context, p *client.Proposal, timeout ti
 	var decided uint64
 	err := s.c.WatchFunc(wctx, client.WatchOptions{Space: p.Space, Proposal: p.ID, SinceSeq: p.UpdatedSeq, Retry: s.opts.WatchRetry},
 		func(ch client.Change, _ []byte) error {
-			if ch.State != model.StatePending {
+			if ch.State != api.StatePending {
 				decided = ch.Seq
 				return errDecided
 			}
@@ -574,14 +574,14 @@ func (s *Server) waitDecided(ctx context.Context, p *client.Proposal, timeout ti
 
 func waitOut(p *client.Proposal) *WaitOut {
 	out := &WaitOut{ID: p.ID, Space: p.Space, State: string(p.State), Proposal: p,
-		Decided: p.State != model.StatePending, DecidedBy: p.DecidedBy, DecidedEvent: p.DecidedEvent, Reason: p.Reason}
+		Decided: p.State != api.StatePending, DecidedBy: p.DecidedBy, DecidedEvent: p.DecidedEvent, Reason: p.Reason}
 	out.TimedOut = !out.Decided
 	for _, r := range p.Rejections {
 		if r.Event == p.DecidedEvent && r.Explanation != "" {
 			out.Explanation = r.Explanation
 		}
 	}
-	if p.Withdrawal != nil && p.State == model.StateWithdrawn && p.Withdrawal.Explanation != "" {
+	if p.Withdrawal != nil && p.State == api.StateWithdrawn && p.Withdrawal.Explanation != "" {
 		out.Explanation = p.Withdrawal.Explanation
 	}
 	return out

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/testkit/apptest"

@@ -13,9 +13,9 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/lib/logging"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -51,7 +51,7 @@ type Tree interface {
 	TreeSize() int64
 	TreeHash(n int64) (tlog.Hash, error)
 	LeafHash(index int64) (tlog.Hash, error)
-	History(space, key string) ([]model.HistoryEntry, error)
+	History(space, key string) ([]api.HistoryEntry, error)
 }
 
 // Options configures a Service.

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/lib/ndjson"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
@@ -93,7 +93,7 @@ func (s *Service) acceptBatch(req micro.Request, space string, items []batchItem
 		if errors.Is(err, errTooMany) {
 			code = ledger.CodeTooMany
 		}
-		s.refuse(req, &wire.Error{Code: code, Message: err.Error()})
+		s.refuse(req, &api.Error{Code: code, Message: err.Error()})
 		return nil
 	}
 	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))
@@ -126,7 +126,7 @@ func (s *Service) replyBatch(req micro.Request, items []batchItem, results []led
 		default:
 			s.opts.Metrics.AppendError(metrics.PathSubmit)
 		}
-		w := wire.FromResult(res)
+		w := ledger.WireResult(res)
 		w.Line = it.no
 		_ = enc.Encode(w)
 	}

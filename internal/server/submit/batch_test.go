@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -20,12 +20,12 @@ func batchEnv(id string) string {
 	return fmt.Sprintf(`{"protocol":"mew/v0.4","id":%q,"from":"agent-b","to":["t"],"kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"x"}}}`, id)
 }
 
-func batchReply(t *testing.T, msg *nats.Msg) []wire.AppendResult {
+func batchReply(t *testing.T, msg *nats.Msg) []api.AppendResult {
 	t.Helper()
-	var out []wire.AppendResult
+	var out []api.AppendResult
 	sc := bufio.NewScanner(bytes.NewReader(msg.Data))
 	for sc.Scan() {
-		var r wire.AppendResult
+		var r api.AppendResult
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("reply line %q: %v", sc.Bytes(), err)
 		}

@@ -7,7 +7,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mewledger/ledger/internal/lib/logging"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
@@ -68,7 +67,7 @@ func (s *Service) acceptGap(req micro.Request) func() {
 	}
 	g, err := ledger.ParseGap(req.Data())
 	if err != nil {
-		s.refuse(req, wire.FromError(err))
+		s.refuse(req, ledger.WireError(err))
 		return nil
 	}
 	raw, _ := ledger.GapEnvelope(g) // ParseGap checked it builds

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
@@ -38,7 +38,7 @@ func TestConcurrentRepliesDoNotRace(t *testing.T) {
 				errs <- err
 				return
 			}
-			var res wire.AppendResult
+			var res api.AppendResult
 			if err := json.Unmarshal(msg.Data, &res); err != nil {
 				errs <- err
 				return

@@ -53,8 +53,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
@@ -230,7 +230,7 @@ func (s *Service) handle(req micro.Request) { s.dispatch(req, s.accept) }
 // limits as backpressure) until the request is answered; a stopping
 // service answers shutting_down.
 func (s *Service) dispatch(req micro.Request, accept func(micro.Request) func()) {
-	shuttingDown := wire.AppendResult{Error: &wire.Error{Code: wire.CodeShuttingDown, Message: "the submit service is stopping; retry"}}
+	shuttingDown := api.AppendResult{Error: &api.Error{Code: api.CodeShuttingDown, Message: "the submit service is stopping; retry"}}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -291,8 +291,8 @@ func (s *Service) accept(req micro.Request) func() {
 
 // outcome counts an append's result and answers it with send (answer in
 // the first stage, reply in the second).
-func (s *Service) outcome(req micro.Request, res ledger.Result, send func(micro.Request, wire.AppendResult, string)) {
-	out := wire.FromResult(res)
+func (s *Service) outcome(req micro.Request, res ledger.Result, send func(micro.Request, api.AppendResult, string)) {
+	out := ledger.WireResult(res)
 	switch r, refused := ledger.AsRefusal(res.Err); {
 	case res.Err == nil:
 		s.opts.Metrics.Appended(metrics.PathSubmit, res.Duplicate)
@@ -312,9 +312,9 @@ func (s *Service) outcome(req micro.Request, res ledger.Result, send func(micro.
 
 // refuse counts and answers a request refused before anything was
 // appended (a bad subject or body): an error reply micro counts.
-func (s *Service) refuse(req micro.Request, e *wire.Error) {
+func (s *Service) refuse(req micro.Request, e *api.Error) {
 	s.opts.Metrics.Refused(metrics.PathSubmit, e.Code)
-	s.answer(req, wire.AppendResult{Error: e}, StatusRefused)
+	s.answer(req, api.AppendResult{Error: e}, StatusRefused)
 }
 
 // storageFull answers req when the ledger cannot write, and reports
@@ -328,13 +328,13 @@ func (s *Service) storageFull(req micro.Request) bool {
 		return false
 	}
 	s.opts.Metrics.AppendError(metrics.PathSubmit)
-	s.answer(req, wire.AppendResult{Error: &wire.Error{Code: wire.CodeStorageFull, Message: p}}, StatusUnavailable)
+	s.answer(req, api.AppendResult{Error: &api.Error{Code: api.CodeStorageFull, Message: p}}, StatusUnavailable)
 	return true
 }
 
 // badSpace is the refusal of a subject whose space token does not decode.
-func badSpace(err error) *wire.Error {
-	return &wire.Error{Code: ledger.CodeBadValue, Field: "space",
+func badSpace(err error) *api.Error {
+	return &api.Error{Code: ledger.CodeBadValue, Field: "space",
 		Message: fmt.Sprintf("the subject's space token does not name a space (nothing is guessed): %v", err)}
 }
 
@@ -342,7 +342,7 @@ func badSpace(err error) *wire.Error {
 // through req.Error when status is set (the micro error headers
 // Nats-Service-Error-Code and Nats-Service-Error, and micro counts the
 // error), else req.Respond. Only inboxes are answered (see replyTo).
-func (s *Service) answer(req micro.Request, body wire.AppendResult, status string) {
+func (s *Service) answer(req micro.Request, body api.AppendResult, status string) {
 	data, ok := s.replyTo(req, body)
 	if !ok {
 		return
@@ -363,7 +363,7 @@ func (s *Service) answer(req micro.Request, body wire.AppendResult, status strin
 // rather than through req.Respond or req.Error: those write the request,
 // which micro reads once the handler has returned, and it returned before
 // the second stage began (a data race otherwise).
-func (s *Service) reply(req micro.Request, body wire.AppendResult, status string) {
+func (s *Service) reply(req micro.Request, body api.AppendResult, status string) {
 	data, ok := s.replyTo(req, body)
 	if !ok {
 		return
@@ -385,7 +385,7 @@ func (s *Service) reply(req micro.Request, body wire.AppendResult, status string
 // to be answered: a publish (no reply subject: nobody to answer) or a
 // reply subject that is not an inbox (the service publishes with its own
 // rights, which reach the event subjects; issue 15, item 7).
-func (s *Service) replyTo(req micro.Request, body wire.AppendResult) ([]byte, bool) {
+func (s *Service) replyTo(req micro.Request, body api.AppendResult) ([]byte, bool) {
 	if req.Reply() == "" {
 		return nil, false
 	}
@@ -427,8 +427,8 @@ func (s *Service) Stop(ctx context.Context) error {
 }
 
 // ParseReply decodes a submit-service reply body; it is what clients use.
-func ParseReply(data []byte) (wire.AppendResult, error) {
-	var r wire.AppendResult
+func ParseReply(data []byte) (api.AppendResult, error) {
+	var r api.AppendResult
 	if err := json.Unmarshal(data, &r); err != nil {
 		return r, fmt.Errorf("submit: reply is not JSON: %w (%q)", err, truncate(data))
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -42,18 +42,18 @@ func DialSubmitter(ctx context.Context, url string, opts ...nats.Option) (*Submi
 // Submit sends one envelope to ledger.submit.<space> and returns the
 // reply. A refusal is a result with Error set, not an error; the error is
 // for transport failures (ErrNoService, timeouts).
-func (s *Submitter) Submit(ctx context.Context, space string, envelope []byte) (wire.AppendResult, error) {
+func (s *Submitter) Submit(ctx context.Context, space string, envelope []byte) (api.AppendResult, error) {
 	return s.submit(ctx, space, envelope, false)
 }
 
 // SubmitKernel sends one bare kernel submission (header Ledger-Kernel: 1):
 // the service wraps it in its kernel/proposal envelope. A refusal's code
 // is the V-PROP rule id.
-func (s *Submitter) SubmitKernel(ctx context.Context, space string, bare []byte) (wire.AppendResult, error) {
+func (s *Submitter) SubmitKernel(ctx context.Context, space string, bare []byte) (api.AppendResult, error) {
 	return s.submit(ctx, space, bare, true)
 }
 
-func (s *Submitter) submit(ctx context.Context, space string, envelope []byte, kernel bool) (wire.AppendResult, error) {
+func (s *Submitter) submit(ctx context.Context, space string, envelope []byte, kernel bool) (api.AppendResult, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
@@ -70,10 +70,10 @@ func (s *Submitter) submit(ctx context.Context, space string, envelope []byte, k
 	}
 	msg, err := s.nc.RequestMsgWithContext(ctx, req)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return wire.AppendResult{}, fmt.Errorf("%w on %s (is `ledger serve` running against this NATS?)", ErrNoService, subj)
+		return api.AppendResult{}, fmt.Errorf("%w on %s (is `ledger serve` running against this NATS?)", ErrNoService, subj)
 	}
 	if err != nil {
-		return wire.AppendResult{}, fmt.Errorf("submit: submit to %s: %w", subj, err)
+		return api.AppendResult{}, fmt.Errorf("submit: submit to %s: %w", subj, err)
 	}
 	return ParseReply(msg.Data)
 }

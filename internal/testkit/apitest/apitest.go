@@ -14,10 +14,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
-	"github.com/mewledger/ledger/model"
 )
 
 // Client is an apiclient.Client with the tests' reads and publishes. It
@@ -58,12 +57,12 @@ func decode(what string, raw []byte, out any) error {
 }
 
 // Get returns a proposal and its JSON exactly as the API sent it.
-func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*model.Proposal, []byte, error) {
+func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*api.Proposal, []byte, error) {
 	raw, err := c.Public().GetRaw(ctx, id, ro.public())
 	if err != nil {
 		return nil, nil, apiclient.ConvertError(err)
 	}
-	var p model.Proposal
+	var p api.Proposal
 	if err := decode("proposal", raw, &p); err != nil {
 		return nil, nil, err
 	}
@@ -71,12 +70,12 @@ func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*model.Pro
 }
 
 // History returns a history and its JSON as sent.
-func (c *Client) History(ctx context.Context, id string, ro ReadOptions) (*wire.History, []byte, error) {
+func (c *Client) History(ctx context.Context, id string, ro ReadOptions) (*api.History, []byte, error) {
 	raw, err := c.Public().HistoryRaw(ctx, id, ro.public())
 	if err != nil {
 		return nil, nil, apiclient.ConvertError(err)
 	}
-	var h wire.History
+	var h api.History
 	if err := decode("history", raw, &h); err != nil {
 		return nil, nil, err
 	}
@@ -94,7 +93,7 @@ type ListFilter struct {
 }
 
 // List returns one page of proposals and its JSON as sent.
-func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*wire.List, []byte, error) {
+func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*api.List, []byte, error) {
 	pf := client.ListFilter{State: f.State, Proposer: f.Proposer, Target: f.Target, Anomaly: f.Anomaly,
 		Since: f.Since, Until: f.Until, ActionType: f.ActionType, ResourceType: f.ResourceType, Domain: f.Domain,
 		Form: f.Form, Limit: f.Limit}
@@ -102,7 +101,7 @@ func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*wire.
 	if err != nil {
 		return nil, nil, apiclient.ConvertError(err)
 	}
-	var l wire.List
+	var l api.List
 	if err := decode("list", raw, &l); err != nil {
 		return nil, nil, err
 	}
@@ -110,12 +109,12 @@ func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*wire.
 }
 
 // Stats returns the statistics of a space and their JSON as sent.
-func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*model.Stats, []byte, error) {
+func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*api.Stats, []byte, error) {
 	raw, err := c.Public().StatsRaw(ctx, ro.public())
 	if err != nil {
 		return nil, nil, apiclient.ConvertError(err)
 	}
-	st := model.NewStats()
+	st := api.NewStats()
 	if err := decode("stats", raw, st); err != nil {
 		return nil, nil, err
 	}
@@ -123,44 +122,44 @@ func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*model.Stats, []byt
 }
 
 // Status returns /v1/status.
-func (c *Client) Status(ctx context.Context) (*wire.Status, error) {
+func (c *Client) Status(ctx context.Context) (*api.Status, error) {
 	st, err := c.Public().Status(ctx)
 	if err != nil {
 		return nil, apiclient.ConvertError(err)
 	}
-	return &wire.Status{StreamSeq: st.StreamSeq, ProjectedSeq: st.ProjectedSeq, Lag: st.Lag, LogProblem: st.LogProblem}, nil
+	return &api.Status{StreamSeq: st.StreamSeq, ProjectedSeq: st.ProjectedSeq, Lag: st.Lag, LogProblem: st.LogProblem}, nil
 }
 
 // PublishKernel appends one bare kernel submission (a Proposal or
 // KernelRequest object, POST /v1/events?kernel=1): the ledger wraps it in
 // its kernel/proposal envelope. A refusal is an *APIError whose code is
 // the V-PROP rule id.
-func (c *Client) PublishKernel(ctx context.Context, space string, bare []byte) (wire.AppendResult, error) {
+func (c *Client) PublishKernel(ctx context.Context, space string, bare []byte) (api.AppendResult, error) {
 	a, err := c.Public().Append(ctx, bare, client.WithSpace(space), client.WithKernel())
-	return wire.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, apiclient.ConvertError(err)
+	return api.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, apiclient.ConvertError(err)
 }
 
 // PublishLines appends envelopes as one NDJSON POST and returns the
 // per-line results, in order. The line numbers of the results are those
 // the server saw (1-based positions in lines, blank lines counted).
-func (c *Client) PublishLines(ctx context.Context, space string, lines [][]byte) ([]wire.AppendResult, error) {
+func (c *Client) PublishLines(ctx context.Context, space string, lines [][]byte) ([]api.AppendResult, error) {
 	return c.publishLines(ctx, space, lines, false)
 }
 
 // PublishKernelLines is PublishLines for bare kernel submissions, one per
 // line (?kernel=1).
-func (c *Client) PublishKernelLines(ctx context.Context, space string, lines [][]byte) ([]wire.AppendResult, error) {
+func (c *Client) PublishKernelLines(ctx context.Context, space string, lines [][]byte) ([]api.AppendResult, error) {
 	return c.publishLines(ctx, space, lines, true)
 }
 
-func (c *Client) publishLines(ctx context.Context, space string, lines [][]byte, kernel bool) ([]wire.AppendResult, error) {
+func (c *Client) publishLines(ctx context.Context, space string, lines [][]byte, kernel bool) ([]api.AppendResult, error) {
 	var body bytes.Buffer
 	for _, l := range lines {
 		body.Write(l)
 		body.WriteByte('\n')
 	}
-	var out []wire.AppendResult
-	err := c.PublishStream(ctx, space, kernel, &body, func(r wire.AppendResult) error {
+	var out []api.AppendResult
+	err := c.PublishStream(ctx, space, kernel, &body, func(r api.AppendResult) error {
 		out = append(out, r)
 		return nil
 	})
@@ -169,7 +168,7 @@ func (c *Client) publishLines(ctx context.Context, space string, lines [][]byte,
 
 // Gaps returns one page of a space's recording gaps, oldest first (GET
 // /v1/gaps; limit 0 = the server's default, cursor "" = from the first).
-func (c *Client) Gaps(ctx context.Context, limit int, cursor string, ro ReadOptions) (*wire.Gaps, error) {
+func (c *Client) Gaps(ctx context.Context, limit int, cursor string, ro ReadOptions) (*api.Gaps, error) {
 	q := url.Values{}
 	if ro.Space != "" {
 		q.Set("space", ro.Space)
@@ -183,7 +182,7 @@ func (c *Client) Gaps(ctx context.Context, limit int, cursor string, ro ReadOpti
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	var g wire.Gaps
+	var g api.Gaps
 	if err := c.Public().Do(ctx, http.MethodGet, "/v1/gaps", q, nil, "", false, &g); err != nil {
 		return nil, apiclient.ConvertError(err)
 	}

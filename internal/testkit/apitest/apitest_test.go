@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
-	"github.com/mewledger/ledger/model"
 )
 
 const (
@@ -37,7 +37,7 @@ func TestClient(t *testing.T) {
 	ro := apitest.ReadOptions{MinSeq: res[0].Seq}
 	// An id with a space, a slash and unicode survives the URL path.
 	p, raw, err := c.Get(ctx, "p 1/ü", ro)
-	if err != nil || p.State != model.StateRejected || len(raw) == 0 {
+	if err != nil || p.State != api.StateRejected || len(raw) == 0 {
 		t.Fatalf("get: %+v %v", p, err)
 	}
 	h, _, err := c.History(ctx, "p 1/ü", ro)

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
-	"github.com/mewledger/ledger/internal/lib/wire"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
@@ -25,7 +25,6 @@ import (
 	"github.com/mewledger/ledger/internal/testkit/crashrig"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -35,7 +34,7 @@ import (
 var fieldless = map[string]bool{ledger.CodeNotJSON: true, ledger.CodeInvalidUTF8: true, ledger.CodeOversize: true}
 
 // checkRefusal checks one path's answer to a case.
-func checkRefusal(t *testing.T, path string, c badinput.Case, e *wire.Error) {
+func checkRefusal(t *testing.T, path string, c badinput.Case, e *api.Error) {
 	t.Helper()
 	switch {
 	case e == nil:
@@ -49,9 +48,9 @@ func checkRefusal(t *testing.T, path string, c badinput.Case, e *wire.Error) {
 	}
 }
 
-func postJSON(t *testing.T, api, path, contentType string, body []byte) (int, []byte) {
+func postJSON(t *testing.T, apiURL, path, contentType string, body []byte) (int, []byte) {
 	t.Helper()
-	resp, err := http.Post(api+path, contentType, bytes.NewReader(body))
+	resp, err := http.Post(apiURL+path, contentType, bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("POST %s: %v", path, err)
 	}
@@ -63,9 +62,9 @@ func postJSON(t *testing.T, api, path, contentType string, body []byte) (int, []
 	return resp.StatusCode, b
 }
 
-func getJSON(t *testing.T, api, path string, v any) int {
+func getJSON(t *testing.T, apiURL, path string, v any) int {
 	t.Helper()
-	resp, err := http.Get(api + path)
+	resp, err := http.Get(apiURL + path)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -90,7 +89,7 @@ func validTraffic() ([][]byte, []string) {
 
 // essence is a proposal without sequences, times and counts of events
 // filed under it: what hostile input must never change.
-func essence(p *model.Proposal) *model.Proposal {
+func essence(p *api.Proposal) *api.Proposal {
 	c := p.Clone()
 	c.CreatedSeq, c.UpdatedSeq, c.DecidedSeq, c.Events = 0, 0, 0, 0
 	c.CreatedAt, c.UpdatedAt, c.ExpiresAt = time.Time{}, time.Time{}, nil
@@ -116,7 +115,7 @@ func waitCaughtUp(t *testing.T, a *app.App) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var st wire.Status
+		var st api.Status
 		if getJSON(t, a.HTTPURL(), "/v1/status", &st) == http.StatusOK && st.Lag == 0 {
 			return
 		}
@@ -153,13 +152,13 @@ func TestHostileThroughServicePaths(t *testing.T) {
 	waitCaughtUp(t, ctl)
 
 	a := apptest.Start(t, fastSync)
-	api := a.HTTPURL()
+	apiURL := a.HTTPURL()
 	nc, _ := natstest.ConnectURL(t, a.NATSURL())
 	per := len(cases)/len(valid) + 1
 	next := 0
 	counts := map[string]int{}
 	for _, raw := range valid {
-		if code, b := postJSON(t, api, "/v1/events", "application/json", raw); code != http.StatusAccepted {
+		if code, b := postJSON(t, apiURL, "/v1/events", "application/json", raw); code != http.StatusAccepted {
 			t.Fatalf("valid envelope: %d %s", code, b)
 		}
 		for k := 0; k < per && next < len(cases); k++ {
@@ -167,13 +166,13 @@ func TestHostileThroughServicePaths(t *testing.T) {
 			next++
 
 			// HTTP, one envelope.
-			code, b := postJSON(t, api, "/v1/events", "application/json", c.Data)
+			code, b := postJSON(t, apiURL, "/v1/events", "application/json", c.Data)
 			if c.Refused() {
 				want := http.StatusBadRequest
 				if c.Want == ledger.CodeOversize {
 					want = http.StatusRequestEntityTooLarge
 				}
-				var body wire.ErrorBody
+				var body api.ErrorBody
 				if err := json.Unmarshal(b, &body); err != nil {
 					t.Errorf("HTTP %s: body %q: %v", c.Name, b, err)
 				}
@@ -183,7 +182,7 @@ func TestHostileThroughServicePaths(t *testing.T) {
 				checkRefusal(t, "HTTP", c, body.Error)
 				counts["http refused"]++
 			} else {
-				var res wire.AppendResult
+				var res api.AppendResult
 				if code != http.StatusAccepted || json.Unmarshal(b, &res) != nil || res.Seq == 0 {
 					t.Errorf("HTTP %s: %d %s, want 202", c.Name, code, b)
 				}
@@ -198,7 +197,7 @@ func TestHostileThroughServicePaths(t *testing.T) {
 				if err != nil {
 					t.Fatalf("submit %s: %v", c.Name, err)
 				}
-				var res wire.AppendResult
+				var res api.AppendResult
 				if err := json.Unmarshal(msg.Data, &res); err != nil {
 					t.Errorf("submit %s: reply %q: %v", c.Name, msg.Data, err)
 				}
@@ -226,13 +225,13 @@ func TestHostileThroughServicePaths(t *testing.T) {
 		body.WriteByte('\n')
 		lines = append(lines, c)
 	}
-	code, b := postJSON(t, api, "/v1/events", "application/x-ndjson", body.Bytes())
+	code, b := postJSON(t, apiURL, "/v1/events", "application/x-ndjson", body.Bytes())
 	if code != http.StatusOK {
 		t.Fatalf("NDJSON: %d %s", code, b)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	for i, c := range lines {
-		var res wire.AppendResult
+		var res api.AppendResult
 		if err := dec.Decode(&res); err != nil {
 			t.Fatalf("NDJSON result %d: %v", i+1, err)
 		}
@@ -252,7 +251,7 @@ func TestHostileThroughServicePaths(t *testing.T) {
 	if err := os.WriteFile(file, body.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "publish", "--api", api, "-f", file)
+	cmd := exec.Command(bin, "publish", "--api", apiURL, "-f", file)
 	cmd.Env = crashrig.CleanEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -263,7 +262,7 @@ func TestHostileThroughServicePaths(t *testing.T) {
 	}
 	dec = json.NewDecoder(&stdout)
 	for i, c := range lines {
-		var res wire.AppendResult
+		var res api.AppendResult
 		if err := dec.Decode(&res); err != nil {
 			t.Fatalf("ledger publish result %d: %v", i+1, err)
 		}
@@ -282,8 +281,8 @@ func TestHostileThroughServicePaths(t *testing.T) {
 		{strings.Repeat("s", ledger.MaxSpaceBytes+1), ledger.CodeTooLong},
 		{"\xff", ledger.CodeInvalidUTF8},
 	} {
-		code, b := postJSON(t, api, "/v1/events?space="+url.QueryEscape(sp.space), "application/json", valid[0])
-		var eb wire.ErrorBody
+		code, b := postJSON(t, apiURL, "/v1/events?space="+url.QueryEscape(sp.space), "application/json", valid[0])
+		var eb api.ErrorBody
 		_ = json.Unmarshal(b, &eb)
 		if code != http.StatusBadRequest || eb.Error == nil || eb.Error.Code != sp.code || eb.Error.Field != "space" {
 			t.Errorf("space %q: %d %s, want 400 %s field space", sp.space, code, b, sp.code)
@@ -291,7 +290,7 @@ func TestHostileThroughServicePaths(t *testing.T) {
 	}
 
 	// Still serving, caught up, valid proposals unchanged.
-	if code := getJSON(t, api, "/healthz", nil); code != http.StatusOK {
+	if code := getJSON(t, apiURL, "/healthz", nil); code != http.StatusOK {
 		t.Fatalf("/healthz %d after the hostile corpus", code)
 	}
 	waitCaughtUp(t, a)
@@ -330,7 +329,7 @@ func oneLine(b []byte) bool {
 func TestStatusAndReadyzWhileProjectorPaused(t *testing.T) {
 	const bound = 100
 	a := apptest.Start(t, fastSync, func(o *app.Options) { o.ReadyLag = bound })
-	api := a.HTTPURL()
+	apiURL := a.HTTPURL()
 	valid, ids := validTraffic()
 	post := func(raws ...[]byte) uint64 {
 		t.Helper()
@@ -339,14 +338,14 @@ func TestStatusAndReadyzWhileProjectorPaused(t *testing.T) {
 			body.Write(r)
 			body.WriteByte('\n')
 		}
-		code, b := postJSON(t, api, "/v1/events", "application/x-ndjson", body.Bytes())
+		code, b := postJSON(t, apiURL, "/v1/events", "application/x-ndjson", body.Bytes())
 		if code != http.StatusOK {
 			t.Fatalf("NDJSON: %d %s", code, b)
 		}
 		var last uint64
 		dec := json.NewDecoder(bytes.NewReader(b))
 		for dec.More() {
-			var res wire.AppendResult
+			var res api.AppendResult
 			if err := dec.Decode(&res); err != nil || res.Error != nil {
 				t.Fatalf("append: %v %+v", err, res.Error)
 			}
@@ -362,24 +361,24 @@ func TestStatusAndReadyzWhileProjectorPaused(t *testing.T) {
 	// Caught up and paused: nothing moves the checkpoint until Resume.
 	held := a.Store().AppliedSeq()
 	last := post(valid[50:]...)
-	var st wire.Status
-	if code := getJSON(t, api, "/v1/status", &st); code != http.StatusOK {
+	var st api.Status
+	if code := getJSON(t, apiURL, "/v1/status", &st); code != http.StatusOK {
 		t.Fatalf("/v1/status %d", code)
 	}
 	if st.StreamSeq != last || st.ProjectedSeq != held || st.Lag != last-held {
 		t.Fatalf("status while paused %+v, want stream %d projected %d", st, last, held)
 	}
-	var rd wire.Ready
-	if code := getJSON(t, api, "/readyz", &rd); code != http.StatusServiceUnavailable || rd.Ready || rd.Error == nil || rd.Error.Code != wire.CodeNotReady || rd.Bound != bound {
+	var rd api.Ready
+	if code := getJSON(t, apiURL, "/readyz", &rd); code != http.StatusServiceUnavailable || rd.Ready || rd.Error == nil || rd.Error.Code != api.CodeNotReady || rd.Bound != bound {
 		t.Fatalf("/readyz while %d behind (bound %d): %d %+v", st.Lag, bound, code, rd)
 	}
 	// Reads answer from the last commit.
-	var prop model.Proposal
-	if code := getJSON(t, api, "/v1/proposals/"+url.PathEscape(ids[0]), &prop); code != http.StatusOK {
+	var prop api.Proposal
+	if code := getJSON(t, apiURL, "/v1/proposals/"+url.PathEscape(ids[0]), &prop); code != http.StatusOK {
 		t.Fatalf("read while paused: %d", code)
 	}
 	// A read that asks for the unfolded tail waits (bounded) and says so.
-	resp, err := http.Get(api + "/v1/proposals/" + url.PathEscape(ids[0]) + fmt.Sprintf("?min_seq=%d", last))
+	resp, err := http.Get(apiURL + "/v1/proposals/" + url.PathEscape(ids[0]) + fmt.Sprintf("?min_seq=%d", last))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +389,7 @@ func TestStatusAndReadyzWhileProjectorPaused(t *testing.T) {
 
 	p.Resume()
 	deadline := time.Now().Add(30 * time.Second)
-	for getJSON(t, api, "/readyz", &rd) != http.StatusOK {
+	for getJSON(t, apiURL, "/readyz", &rd) != http.StatusOK {
 		if time.Now().After(deadline) {
 			t.Fatalf("/readyz not ready 30s after resume: %+v", rd)
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/crashrig"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
@@ -97,9 +97,9 @@ func (p *publisher) run(ctx context.Context, a *appendlog.Appender) {
 }
 
 // status reads /v1/status.
-func status(api string) (wire.Status, error) {
-	var st wire.Status
-	resp, err := http.Get(api + "/v1/status")
+func status(apiURL string) (api.Status, error) {
+	var st api.Status
+	resp, err := http.Get(apiURL + "/v1/status")
 	if err != nil {
 		return st, err
 	}
@@ -202,7 +202,7 @@ func runCrash(t *testing.T, publishers, perPublisher, kills int, syncInterval st
 	publishedIn := time.Since(start)
 
 	// Wait for the projection to catch up, then stop cleanly.
-	var st wire.Status
+	var st api.Status
 	for {
 		var err error
 		if st, err = status(srv.API()); err == nil && st.Lag == 0 && st.ProjectedSeq == st.StreamSeq {

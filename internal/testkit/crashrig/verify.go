@@ -17,9 +17,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/projections/projector"
@@ -201,7 +201,7 @@ func counts(s *projections.Store, rep *Report) error {
 		ki := projections.DecodeKey([]byte(k))
 		key := sk{ki.Space, ki.ID}
 		switch ki.Table {
-		case model.TableProposal:
+		case api.TableProposal:
 			var p struct {
 				Events int `json:"events"`
 			}
@@ -209,9 +209,9 @@ func counts(s *projections.Store, rep *Report) error {
 				return fmt.Errorf("%s: %w", ki, err)
 			}
 			events[key] = p.Events
-		case model.TableHistory:
+		case api.TableHistory:
 			history[key]++
-		case model.TableEventRef:
+		case api.TableEventRef:
 			var r struct {
 				Status fold.EventStatus `json:"status"`
 			}
@@ -219,13 +219,13 @@ func counts(s *projections.Store, rep *Report) error {
 				return fmt.Errorf("%s: %w", ki, err)
 			}
 			refs[key] = r.Status
-		case model.TableOrphans:
+		case api.TableOrphans:
 			orphans = append(orphans, key)
-		case model.TableStats:
+		case api.TableStats:
 			spaces = append(spaces, ki.Space)
 		case projections.TableTree:
 			rep.TreeHashes++
-		case model.TableUnknown:
+		case api.TableUnknown:
 			rep.UnknownKeys++
 		}
 	}
@@ -238,7 +238,7 @@ func counts(s *projections.Store, rep *Report) error {
 			return err
 		}
 		rep.StatsEvents += st.Events
-		rep.Duplicates += st.Effects[string(model.EffectDuplicate)]
+		rep.Duplicates += st.Effects[string(api.EffectDuplicate)]
 	}
 	rep.Proposals, rep.OrphanLists = len(events), len(orphans)
 	for key, n := range events {

@@ -22,8 +22,8 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -234,7 +234,7 @@ func DefaultSubject(space string, raw []byte, at time.Time) string {
 	return subjects.Event{Space: space, Key: d.Key, Type: typ, Sender: d.Env.From}.String()
 }
 
-func formatProposal(p *model.Proposal) string {
+func formatProposal(p *api.Proposal) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "state=%s proposer=%s events=%d created=%d updated=%d\n", p.State, p.Proposer, p.Events, p.CreatedSeq, p.UpdatedSeq)
 	if p.DecidedBy != "" || p.DecidedEvent != "" {
@@ -299,7 +299,7 @@ func formatProposal(p *model.Proposal) string {
 	}
 	for _, l := range []struct {
 		name string
-		ns   []model.FormNote
+		ns   []api.FormNote
 	}{{"acceptance", p.Acceptances}, {"deferral", p.Deferrals}, {"bid", p.Bids}} {
 		for _, n := range l.ns {
 			fmt.Fprintf(&b, "%s: %s from=%s form=%s", l.name, n.Event, n.From, n.Form)
@@ -351,7 +351,7 @@ func formatProposal(p *model.Proposal) string {
 	return b.String()
 }
 
-func formatEntry(h model.HistoryEntry) string {
+func formatEntry(h api.HistoryEntry) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s %s from=%s %s", h.Seq, h.ID, h.Type, h.From, h.Effect)
 	if h.Reason != "" {
@@ -391,7 +391,7 @@ func formatEntry(h model.HistoryEntry) string {
 	return b.String()
 }
 
-func formatStats(s *model.Stats) string {
+func formatStats(s *api.Stats) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "proposals=%d events=%d orphans_waiting=%d", s.Proposals, s.Events, s.OrphansWaiting)
 	if s.Gaps != 0 {

@@ -16,11 +16,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger/appendlog"
-	"github.com/mewledger/ledger/model"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 )
@@ -196,10 +196,10 @@ func (l *Ledger) Traffic(t testing.TB, seed int64, n int) uint64 {
 		t.Fatal(err)
 	}
 	check := s
-	if p, err := check.Get("default", "ttl-exp"); err != nil || p.State != model.StateExpired {
+	if p, err := check.Get("default", "ttl-exp"); err != nil || p.State != api.StateExpired {
 		t.Fatalf("ttl-exp: %+v %v", p, err)
 	}
-	if p, err := check.Get("default", "ttl-late"); err != nil || p.State != model.StateExpired || !p.HasAnomaly(model.AnomalyFulfilledAfterExpired) {
+	if p, err := check.Get("default", "ttl-late"); err != nil || p.State != api.StateExpired || !p.HasAnomaly(api.AnomalyFulfilledAfterExpired) {
 		t.Fatalf("ttl-late: %+v %v", p, err)
 	}
 	return last

@@ -3,7 +3,7 @@
 // space's statistics. It imports nothing of Pebble or NATS, so that
 // clients (package client) and the pure fold can use the types without
 // the store.
-package model
+package api
 
 import (
 	"encoding/json"

@@ -9,7 +9,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 )
 
 // mth is RFC 6962's Merkle Tree Hash by its definition, with

@@ -10,7 +10,7 @@ import (
 	"github.com/transparency-dev/formats/log"
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 )
 
 // TestCheckpointRoundTrip: a signed checkpoint opens with the verifier key,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/transparency-dev/merkle/rfc6962"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 )
 
 // TestLeafBytes pins the version 1 encoding byte by byte (docs/proofs.md

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mewledger/ledger/client/evidence"
+	"github.com/mewledger/ledger/api/evidence"
 )
 
 func TestTilePath(t *testing.T) {

@@ -6,17 +6,13 @@
 // Read responses embed the projection's own records (model:
 // Proposal, HistoryEntry, Stats): the proposal object of the
 // API is exactly the projection's record.
-package wire
+package api
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
-
-	"github.com/mewledger/ledger/ledger"
-	"github.com/mewledger/ledger/model"
 )
 
 // Error codes of the API and the submit service, besides the refusal codes
@@ -54,18 +50,6 @@ func (e *Error) Error() string {
 // ErrorBody is every error response: {"error":{...}}.
 type ErrorBody struct {
 	Error *Error `json:"error"`
-}
-
-// FromError maps an append error to the wire: a refusal keeps its code,
-// message and field; anything else (not acknowledged) is unavailable.
-func FromError(err error) *Error {
-	if r, ok := ledger.AsRefusal(err); ok {
-		return &Error{Code: r.Code, Message: r.Message, Field: r.Field}
-	}
-	if errors.Is(err, ledger.ErrPublish) {
-		return &Error{Code: CodeUnavailable, Message: "the envelope was not acknowledged by the stream; appending it again is safe: " + err.Error()}
-	}
-	return &Error{Code: CodeInternal, Message: err.Error()}
 }
 
 // AppendResult is the answer to one appended envelope: POST /v1/events
@@ -146,25 +130,17 @@ func plainJSONString(s string) bool {
 	return true
 }
 
-// FromResult converts an Appender result.
-func FromResult(r ledger.Result) AppendResult {
-	if r.Err != nil {
-		return AppendResult{Error: FromError(r.Err)}
-	}
-	return AppendResult{ID: r.ID, Seq: r.Seq, Duplicate: r.Duplicate}
-}
-
 // History is GET /v1/proposals/{id}/history.
 type History struct {
-	ID     string               `json:"id"`
-	Space  string               `json:"space"`
-	Events []model.HistoryEntry `json:"events"`
+	ID     string         `json:"id"`
+	Space  string         `json:"space"`
+	Events []HistoryEntry `json:"events"`
 }
 
 // List is GET /v1/proposals.
 type List struct {
-	Proposals  []*model.Proposal `json:"proposals"`
-	NextCursor string            `json:"next_cursor"`
+	Proposals  []*Proposal `json:"proposals"`
+	NextCursor string      `json:"next_cursor"`
 }
 
 // Status is GET /v1/status.

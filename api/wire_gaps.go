@@ -1,16 +1,14 @@
-package wire
-
-import "github.com/mewledger/ledger/model"
+package api
 
 // Gaps is the body of GET /v1/gaps: the recording gaps of a space's
 // bridges, oldest first (contract §7, §14). NextCursor is "" on the last page.
 type Gaps struct {
-	Gaps       []model.Gap `json:"gaps"`
-	NextCursor string      `json:"next_cursor,omitempty"`
+	Gaps       []Gap  `json:"gaps"`
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // Bridges is the body of GET /v1/bridges: what the ledger knows of each
 // bridge recording into a space (contract §14).
 type Bridges struct {
-	Bridges []model.BridgeSession `json:"bridges"`
+	Bridges []BridgeSession `json:"bridges"`
 }

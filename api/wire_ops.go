@@ -1,9 +1,7 @@
-package wire
+package api
 
 import (
 	"time"
-
-	"github.com/mewledger/ledger/model"
 )
 
 // Error codes of the online operations (contract §9) and as-of reads.
@@ -56,7 +54,7 @@ type VerifyResult struct {
 	// TreeRoot is the root hash of the Merkle tree of Seq leaves when OK.
 	TreeRoot string `json:"tree_root,omitempty"`
 	// Difference is the first difference when not OK.
-	Difference *model.Difference `json:"difference,omitempty"`
+	Difference *Difference `json:"difference,omitempty"`
 	// Message describes the difference for a person.
 	Message string `json:"message,omitempty"`
 }

@@ -1,3 +1,0 @@
-module github.com/mewledger/ledger/model
-
-go 1.26.8

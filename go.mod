@@ -10,8 +10,8 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/google/jsonschema-go v0.4.3
+	github.com/mewledger/ledger/api v0.1.0
 	github.com/mewledger/ledger/client v0.0.0
-	github.com/mewledger/ledger/api v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
@@ -104,6 +104,6 @@ require (
 // importing the client gets none of the server's dependencies); in this
 // repository the server builds against the copies beside it.
 replace (
-	github.com/mewledger/ledger/client => ./client
 	github.com/mewledger/ledger/api => ./api
+	github.com/mewledger/ledger/client => ./client
 )

@@ -1,56 +1,15 @@
-// Package wire defines the JSON bodies the ledger exchanges with its
-// clients: the HTTP API (contract §7, §8) and the submit service (contract §8).
-// The server packages (api, submit) and the client package share these
-// types, so both ends of every exchange agree on field names.
-//
-// Read responses embed the projection's own records (model:
-// Proposal, HistoryEntry, Stats): the proposal object of the
-// API is exactly the projection's record.
 package api
+
+// The JSON bodies the ledger exchanges with its clients: the HTTP API
+// (contract §7, §8) and the submit service (contract §8). Read responses
+// embed the records of records.go: the proposal object of the API is
+// exactly the projection's record.
 
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strconv"
 )
-
-// Error codes of the API and the submit service, besides the refusal codes
-// of the ledger package (ledger.Code*), which are passed through as they
-// are.
-const (
-	CodeNotFound         = "not_found"          // no such proposal / history / route
-	CodeBadQuery         = "bad_query"          // a query parameter has a bad value
-	CodeUnknownParameter = "unknown_parameter"  // a query parameter the route does not take
-	CodeNotCaughtUp      = "not_caught_up"      // min_seq not applied within the bound
-	CodeNotReady         = "not_ready"          // /readyz: the projection lags too far
-	CodeUnavailable      = "unavailable"        // NATS or the stream did not answer; retry
-	CodeStorageFull      = "storage_full"       // the disk is full: nothing is appended until space is freed
-	CodeMethodNotAllowed = "method_not_allowed" // route exists, method does not
-	CodeShuttingDown     = "shutting_down"      // the service is stopping; retry elsewhere
-	CodeInternal         = "internal"           // a bug or a storage failure; see the server log
-	CodeBadRequest       = "bad_request"        // the request itself is malformed (not an envelope)
-)
-
-// Error is the error object: {"code":..,"message":..,"field":..}. Field is
-// always present ("" when the error is not about one field).
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field"`
-}
-
-func (e *Error) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("%s: %s (field %s)", e.Code, e.Message, e.Field)
-	}
-	return fmt.Sprintf("%s: %s", e.Code, e.Message)
-}
-
-// ErrorBody is every error response: {"error":{...}}.
-type ErrorBody struct {
-	Error *Error `json:"error"`
-}
 
 // AppendResult is the answer to one appended envelope: POST /v1/events
 // (202), each line of an NDJSON POST, and a submit-service reply. On

@@ -10,26 +10,9 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+
+	"github.com/mewledger/ledger/api"
 )
-
-// Ack is the acknowledgement of one stored envelope: its id, the stream
-// sequence it is stored at (its position in the ledger; pass it as
-// WithMinSeq to read your own write), and whether it was a retry
-// of an envelope already stored (then Seq is where the first one is).
-type Ack struct {
-	ID        string `json:"id"`
-	Seq       uint64 `json:"seq"`
-	Duplicate bool   `json:"duplicate"`
-}
-
-// Result is the answer for one line of a bulk append: an Ack, or the
-// *Error refusing that line (Err.Line is the line number, from 1, blank
-// lines counted).
-type Result struct {
-	Line int
-	Ack  Ack
-	Err  *Error
-}
 
 // AppendOptions are the options of an append, set by its AppendOption
 // arguments (WithSpace, WithKernel).
@@ -85,26 +68,30 @@ func (c *Client) appendValues(opts []AppendOption) url.Values {
 
 // Append stores one envelope (any dialect the ledger reads) and returns
 // its acknowledgement once the ledger has stored it durably. A refusal is
-// an *Error matching ErrRefused; ErrUnavailable means the ledger could not
-// confirm the append, and sending the same envelope again is safe.
-func (c *Client) Append(ctx context.Context, envelope []byte, opts ...AppendOption) (Ack, error) {
-	var a Ack
+// an *api.Error matching api.ErrRefused; api.ErrUnavailable means the ledger
+// could not confirm the append, and sending the same envelope again is safe.
+// The answer's ID, Seq (the stream sequence it is stored at: pass it as
+// WithMinSeq to read your own write) and Duplicate (a retry of an envelope
+// already stored; Seq is then where the first one is) are set.
+func (c *Client) Append(ctx context.Context, envelope []byte, opts ...AppendOption) (api.AppendResult, error) {
+	var a api.AppendResult
 	err := c.do(ctx, c.opts.HTTP, http.MethodPost, "/v1/events", c.appendValues(opts), bytes.NewReader(envelope), "application/json", &a)
 	return a, err
 }
 
-// AppendMany stores envelopes in one request and returns one Result per
-// envelope, in order. The ledger commits concurrent and bulk appends
+// AppendMany stores envelopes in one request and returns one answer per
+// envelope, in order: its ack, or the *api.Error refusing it in Error
+// (Error.Line is the line number, from 1). The ledger commits concurrent and bulk appends
 // together, so this is the fast way to load many. A refused envelope does
 // not stop the others. The error is for the request as a whole.
-func (c *Client) AppendMany(ctx context.Context, envelopes [][]byte, opts ...AppendOption) ([]Result, error) {
+func (c *Client) AppendMany(ctx context.Context, envelopes [][]byte, opts ...AppendOption) ([]api.AppendResult, error) {
 	var body bytes.Buffer
 	for _, e := range envelopes {
 		body.Write(bytes.TrimRight(e, "\r\n"))
 		body.WriteByte('\n')
 	}
-	out := make([]Result, 0, len(envelopes))
-	err := c.AppendStream(ctx, &body, func(r Result) error {
+	out := make([]api.AppendResult, 0, len(envelopes))
+	err := c.AppendStream(ctx, &body, func(r api.AppendResult) error {
 		out = append(out, r)
 		return nil
 	}, opts...)
@@ -112,12 +99,12 @@ func (c *Client) AppendMany(ctx context.Context, envelopes [][]byte, opts ...App
 }
 
 // AppendStream sends r, JSON lines of envelopes, as one streamed request
-// and calls fn with each line's Result as the ledger answers it, in input
+// and calls fn with each line's answer as the ledger answers it, in input
 // order, while the rest is still being sent: memory stays bounded however
 // much r holds. Blank lines are counted in line numbers but get no
 // result. fn returning an error stops the call with that error (lines
 // already sent may still be stored). ctx alone bounds the call.
-func (c *Client) AppendStream(ctx context.Context, r io.Reader, fn func(Result) error, opts ...AppendOption) error {
+func (c *Client) AppendStream(ctx context.Context, r io.Reader, fn func(api.AppendResult) error, opts ...AppendOption) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -142,24 +129,16 @@ func (c *Client) AppendStream(ctx context.Context, r io.Reader, fn func(Result) 
 		n++
 		res, ok := parseAckLine(line)
 		if !ok {
-			var w struct {
-				Line      int    `json:"line"`
-				ID        string `json:"id"`
-				Seq       uint64 `json:"seq"`
-				Duplicate bool   `json:"duplicate"`
-				Error     *Error `json:"error"`
-			}
-			if err := json.Unmarshal(line, &w); err != nil {
+			res = api.AppendResult{}
+			if err := json.Unmarshal(line, &res); err != nil {
 				pr.CloseWithError(err)
 				return fmt.Errorf("client: NDJSON answer %d: %w", n, err)
 			}
-			res = Result{Line: w.Line, Ack: Ack{ID: w.ID, Seq: w.Seq, Duplicate: w.Duplicate}}
-			if w.Error != nil {
-				w.Error.Status, w.Error.Line = http.StatusBadRequest, w.Line
-				if w.Error.Code == "unavailable" {
-					w.Error.Status = http.StatusServiceUnavailable
+			if res.Error != nil {
+				res.Error.Status, res.Error.Line = http.StatusBadRequest, res.Line
+				if res.Error.Code == api.CodeUnavailable {
+					res.Error.Status = http.StatusServiceUnavailable
 				}
-				res.Err = w.Error
 			}
 		}
 		if err := fn(res); err != nil {
@@ -180,7 +159,7 @@ func (c *Client) AppendStream(ctx context.Context, r io.Reader, fn func(Result) 
 // reflection; ok is false for anything else (a refusal, another layout),
 // which json.Unmarshal then reads. It accepts only what json.Unmarshal
 // would read the same way.
-func parseAckLine(b []byte) (r Result, ok bool) {
+func parseAckLine(b []byte) (r api.AppendResult, ok bool) {
 	rest, ok := cutPrefix(b, `{"line":`)
 	if !ok {
 		return r, false
@@ -217,7 +196,7 @@ func parseAckLine(b []byte) (r Result, ok bool) {
 	default:
 		return r, false
 	}
-	return Result{Line: int(line), Ack: Ack{ID: string(id), Seq: seq, Duplicate: dup}}, true
+	return api.AppendResult{Line: int(line), ID: string(id), Seq: seq, Duplicate: dup}, true
 }
 
 func cutPrefix(b []byte, prefix string) ([]byte, bool) {

@@ -3,42 +3,44 @@ package client
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/mewledger/ledger/api"
 )
 
 // ackLineUnmarshal is what AppendStream reads an answer line with when
 // parseAckLine declines it.
-func ackLineUnmarshal(b []byte) (Result, bool) {
+func ackLineUnmarshal(b []byte) (api.AppendResult, bool) {
 	var w struct {
-		Line      int    `json:"line"`
-		ID        string `json:"id"`
-		Seq       uint64 `json:"seq"`
-		Duplicate bool   `json:"duplicate"`
-		Error     *Error `json:"error"`
+		Line      int        `json:"line"`
+		ID        string     `json:"id"`
+		Seq       uint64     `json:"seq"`
+		Duplicate bool       `json:"duplicate"`
+		Error     *api.Error `json:"error"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil || w.Error != nil {
-		return Result{}, false
+		return api.AppendResult{}, false
 	}
-	return Result{Line: w.Line, Ack: Ack{ID: w.ID, Seq: w.Seq, Duplicate: w.Duplicate}}, true
+	return api.AppendResult{Line: w.Line, ID: w.ID, Seq: w.Seq, Duplicate: w.Duplicate}, true
 }
 
 func TestParseAckLine(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want Result
+		want api.AppendResult
 		ok   bool
 	}{
-		{`{"line":1,"id":"env-req-1","seq":7,"duplicate":false}`, Result{Line: 1, Ack: Ack{ID: "env-req-1", Seq: 7}}, true},
-		{`{"line":12,"id":"a b","seq":18446744073709551615,"duplicate":true}`, Result{Line: 12, Ack: Ack{ID: "a b", Seq: 18446744073709551615, Duplicate: true}}, true},
-		{`{"line":1,"id":"x","seq":18446744073709551616,"duplicate":false}`, Result{}, false}, // over uint64
-		{`{"line":01,"id":"x","seq":1,"duplicate":false}`, Result{}, false},                   // leading zero
-		{`{"line":1,"id":"x\"y","seq":1,"duplicate":false}`, Result{}, false},                 // escape
-		{`{"line":1,"id":"é","seq":1,"duplicate":false}`, Result{}, false},                    // non-ASCII
-		{`{"line":1,"id":"x","seq":1,"duplicate":false,"more":1}`, Result{}, false},
-		{`{"line":1,"id":"x","seq":1,"duplicate":false} `, Result{}, false},
-		{`{"line":1,"error":{"code":"missing_field","message":"m","field":"id"}}`, Result{}, false},
-		{`{"line":1,"id":"x","duplicate":false}`, Result{}, false}, // no seq
-		{`{"line":-1,"id":"x","seq":1,"duplicate":false}`, Result{}, false},
-		{``, Result{}, false},
+		{`{"line":1,"id":"env-req-1","seq":7,"duplicate":false}`, api.AppendResult{Line: 1, ID: "env-req-1", Seq: 7}, true},
+		{`{"line":12,"id":"a b","seq":18446744073709551615,"duplicate":true}`, api.AppendResult{Line: 12, ID: "a b", Seq: 18446744073709551615, Duplicate: true}, true},
+		{`{"line":1,"id":"x","seq":18446744073709551616,"duplicate":false}`, api.AppendResult{}, false}, // over uint64
+		{`{"line":01,"id":"x","seq":1,"duplicate":false}`, api.AppendResult{}, false},                   // leading zero
+		{`{"line":1,"id":"x\"y","seq":1,"duplicate":false}`, api.AppendResult{}, false},                 // escape
+		{`{"line":1,"id":"é","seq":1,"duplicate":false}`, api.AppendResult{}, false},                    // non-ASCII
+		{`{"line":1,"id":"x","seq":1,"duplicate":false,"more":1}`, api.AppendResult{}, false},
+		{`{"line":1,"id":"x","seq":1,"duplicate":false} `, api.AppendResult{}, false},
+		{`{"line":1,"error":{"code":"missing_field","message":"m","field":"id"}}`, api.AppendResult{}, false},
+		{`{"line":1,"id":"x","duplicate":false}`, api.AppendResult{}, false}, // no seq
+		{`{"line":-1,"id":"x","seq":1,"duplicate":false}`, api.AppendResult{}, false},
+		{``, api.AppendResult{}, false},
 	} {
 		got, ok := parseAckLine([]byte(tc.in))
 		if ok != tc.ok || got != tc.want {

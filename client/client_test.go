@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 )
 
@@ -27,7 +28,7 @@ func TestUnreachable(t *testing.T) {
 	if !errors.Is(err, client.ErrUnreachable) {
 		t.Fatalf("status of nothing: %v, want ErrUnreachable", err)
 	}
-	var e *client.Error
+	var e *api.Error
 	if errors.As(err, &e) {
 		t.Fatalf("unreachable reported as a ledger answer: %v", e)
 	}
@@ -63,9 +64,9 @@ func TestAppendStreamOrder(t *testing.T) {
 	}
 	next := 1
 	got := 0
-	err = c.AppendStream(context.Background(), strings.NewReader(b.String()), func(r client.Result) error {
-		if r.Err != nil {
-			return r.Err
+	err = c.AppendStream(context.Background(), strings.NewReader(b.String()), func(r api.AppendResult) error {
+		if r.Error != nil {
+			return r.Error
 		}
 		if r.Line < next {
 			t.Errorf("line %d after line %d", r.Line, next)
@@ -98,12 +99,12 @@ func TestRawAndDo(t *testing.T) {
 		t.Fatalf("history raw: %s %v", raw, err)
 	}
 	raw, err = c.ListPageRaw(ctx, client.ListFilter{Proposer: "agent"}, "", ro)
-	var page client.Page
+	var page api.List
 	if err != nil || json.Unmarshal(raw, &page) != nil || len(page.Proposals) != 1 || page.Proposals[0].ID != "raw-1" {
 		t.Fatalf("list raw: %s %v", raw, err)
 	}
 	raw, err = c.StatsRaw(ctx, ro)
-	var st client.Stats
+	var st api.Stats
 	if err != nil || json.Unmarshal(raw, &st) != nil || st.ByState["pending"] != 1 {
 		t.Fatalf("stats raw: %s %v", raw, err)
 	}
@@ -121,7 +122,7 @@ func TestRawAndDo(t *testing.T) {
 		t.Fatalf("do verify: %+v %v", verify, err)
 	}
 	err = c.Do(ctx, "GET", "/v1/no-such-route", nil, nil, "", false, nil)
-	if !errors.Is(err, client.ErrNotFound) {
-		t.Fatalf("do on a missing route: %v, want ErrNotFound", err)
+	if !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("do on a missing route: %v, want api.ErrNotFound", err)
 	}
 }

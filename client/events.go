@@ -9,16 +9,6 @@ import (
 	"github.com/mewledger/ledger/api"
 )
 
-// Event is one stored message as the event index keeps it (GET /v1/events).
-type Event = api.EventRecord
-
-// EventPage is one page of events: NextCursor is "" on the last page.
-type EventPage = api.EventPage
-
-// RawEvent is one stored message, raw, beside its record
-// (GET /v1/events/{seq}).
-type RawEvent = api.RawEvent
-
 // AllSpaces as EventFilter.Space lists the events of every space.
 const AllSpaces = "*"
 
@@ -69,8 +59,8 @@ func (c *Client) eventValues(f EventFilter, cursor string) map[string][]string {
 
 // EventsPage returns one page of events in stream order (newest first with
 // Desc), starting at cursor ("" for the first page).
-func (c *Client) EventsPage(ctx context.Context, f EventFilter, cursor string) (*EventPage, error) {
-	var p EventPage
+func (c *Client) EventsPage(ctx context.Context, f EventFilter, cursor string) (*api.EventPage, error) {
+	var p api.EventPage
 	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/events", c.eventValues(f, cursor), nil, "", &p); err != nil {
 		return nil, err
 	}
@@ -79,8 +69,8 @@ func (c *Client) EventsPage(ctx context.Context, f EventFilter, cursor string) (
 
 // Events iterates over every event the filter selects, a page at a time.
 // An error ends the iteration after it is yielded.
-func (c *Client) Events(ctx context.Context, f EventFilter) iter.Seq2[*Event, error] {
-	return func(yield func(*Event, error) bool) {
+func (c *Client) Events(ctx context.Context, f EventFilter) iter.Seq2[*api.EventRecord, error] {
+	return func(yield func(*api.EventRecord, error) bool) {
 		cursor := ""
 		for {
 			page, err := c.EventsPage(ctx, f, cursor)
@@ -105,8 +95,8 @@ func (c *Client) Events(ctx context.Context, f EventFilter) iter.Seq2[*Event, er
 // is the space it must be in ("" the client's, AllSpaces any); a sequence
 // the stream does not hold, or of another space, is an *Error matching
 // ErrNotFound.
-func (c *Client) RawEventAt(ctx context.Context, seq uint64, space string) (*RawEvent, error) {
-	var r RawEvent
+func (c *Client) RawEventAt(ctx context.Context, seq uint64, space string) (*api.RawEvent, error) {
+	var r api.RawEvent
 	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/events/"+strconv.FormatUint(seq, 10), c.spaceValues(space), nil, "", &r); err != nil {
 		return nil, err
 	}

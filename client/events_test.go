@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 )
 
@@ -51,7 +52,7 @@ func TestEvents(t *testing.T) {
 	if err != nil || string(raw.Data) != envs[0] || raw.Event == nil || raw.Event.ID != "ev-p1" {
 		t.Fatalf("raw: %+v %v", raw, err)
 	}
-	if _, err := c.RawEventAt(ctx, page.Events[0].Seq, "another-space"); !errors.Is(err, client.ErrNotFound) {
+	if _, err := c.RawEventAt(ctx, page.Events[0].Seq, "another-space"); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("raw from another space: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 )
 
@@ -157,11 +158,11 @@ func ExampleClient_AppendMany() {
 		log.Fatal(err)
 	}
 	for _, r := range results {
-		if r.Err != nil {
-			fmt.Printf("line %d: refused %s (field %s)\n", r.Line, r.Err.Code, r.Err.Field)
+		if r.Error != nil {
+			fmt.Printf("line %d: refused %s (field %s)\n", r.Line, r.Error.Code, r.Error.Field)
 			continue
 		}
-		fmt.Printf("line %d: stored %s, duplicate %v\n", r.Line, r.Ack.ID, r.Ack.Duplicate)
+		fmt.Printf("line %d: stored %s, duplicate %v\n", r.Line, r.ID, r.Duplicate)
 	}
 	// Output:
 	// line 1: stored b-1, duplicate false
@@ -176,12 +177,12 @@ func ExampleError() {
 		log.Fatal(err)
 	}
 	_, err = c.Append(context.Background(), []byte(`{"protocol":"mew/v0.4","id":"x","from":"agent","kind":"mcp/withdraw"}`))
-	var refusal *client.Error
+	var refusal *api.Error
 	if errors.As(err, &refusal) {
-		fmt.Println(refusal.Status, refusal.Code, refusal.Field, errors.Is(err, client.ErrRefused))
+		fmt.Println(refusal.Status, refusal.Code, refusal.Field, errors.Is(err, api.ErrRefused))
 	}
 	_, err = c.Get(context.Background(), "no-such-proposal")
-	fmt.Println(errors.Is(err, client.ErrNotFound))
+	fmt.Println(errors.Is(err, api.ErrNotFound))
 	// Output:
 	// 400 missing_correlation correlation_id true
 	// true

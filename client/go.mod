@@ -3,7 +3,7 @@ module github.com/mewledger/ledger/client
 go 1.26.8
 
 require (
-	github.com/mewledger/ledger/api v0.0.0
+	github.com/mewledger/ledger/api v0.1.0
 	golang.org/x/mod v0.43.0
 )
 

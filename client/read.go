@@ -10,43 +10,10 @@ import (
 	"github.com/mewledger/ledger/api"
 )
 
-// Proposal is a proposal's projected state (the API's proposal object).
-type Proposal = api.Proposal
-
-// HistoryEntry is one event's effect on a proposal.
-type HistoryEntry = api.HistoryEntry
-
-// Stats are a space's statistics.
-type Stats = api.Stats
-
-// History is every event filed under one id, in stream order.
-type History struct {
-	ID     string         `json:"id"`
-	Space  string         `json:"space"`
-	Events []HistoryEntry `json:"events"`
-}
-
-// Page is one page of a list: NextCursor is "" on the last page.
-type Page struct {
-	Proposals  []*Proposal `json:"proposals"`
-	NextCursor string      `json:"next_cursor"`
-}
-
-// Status is both sides of the projection's lag.
-type Status struct {
-	StreamSeq    uint64 `json:"stream_seq"`
-	ProjectedSeq uint64 `json:"projected_seq"`
-	Lag          uint64 `json:"lag"`
-	// LogProblem says what is wrong between the log and the projection
-	// (the stream deleted or recreated, history removed, ...); while it
-	// is set the ledger is not ready and folds nothing.
-	LogProblem string `json:"log_problem,omitempty"`
-}
-
 // Get returns one proposal. A proposal that does not exist is an *Error
 // matching ErrNotFound.
-func (c *Client) Get(ctx context.Context, id string, opts ...ReadOption) (*Proposal, error) {
-	var p Proposal
+func (c *Client) Get(ctx context.Context, id string, opts ...ReadOption) (*api.Proposal, error) {
+	var p api.Proposal
 	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id), c.readValues(opts), nil, "", &p); err != nil {
 		return nil, err
 	}
@@ -69,8 +36,8 @@ func (c *Client) HistoryRaw(ctx context.Context, id string, opts ...ReadOption) 
 
 // History returns every event filed under id, in stream order, with its
 // effect.
-func (c *Client) History(ctx context.Context, id string, opts ...ReadOption) (*History, error) {
-	var h History
+func (c *Client) History(ctx context.Context, id string, opts ...ReadOption) (*api.History, error) {
+	var h api.History
 	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals/"+url.PathEscape(id)+"/history", c.readValues(opts), nil, "", &h); err != nil {
 		return nil, err
 	}
@@ -111,8 +78,8 @@ func (c *Client) listValues(f ListFilter, cursor string, opts []ReadOption) url.
 
 // ListPage returns one page of proposals, newest first, starting at
 // cursor ("" for the first page).
-func (c *Client) ListPage(ctx context.Context, f ListFilter, cursor string, opts ...ReadOption) (*Page, error) {
-	var p Page
+func (c *Client) ListPage(ctx context.Context, f ListFilter, cursor string, opts ...ReadOption) (*api.List, error) {
+	var p api.List
 	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/proposals", c.listValues(f, cursor, opts), nil, "", &p); err != nil {
 		return nil, err
 	}
@@ -129,8 +96,8 @@ func (c *Client) ListPageRaw(ctx context.Context, f ListFilter, cursor string, o
 // List iterates over every proposal the filter selects, newest first,
 // fetching one page at a time as the loop goes on (it never holds more
 // than a page). An error ends the iteration after it is yielded.
-func (c *Client) List(ctx context.Context, f ListFilter, opts ...ReadOption) iter.Seq2[*Proposal, error] {
-	return func(yield func(*Proposal, error) bool) {
+func (c *Client) List(ctx context.Context, f ListFilter, opts ...ReadOption) iter.Seq2[*api.Proposal, error] {
+	return func(yield func(*api.Proposal, error) bool) {
 		cursor := ""
 		for {
 			page, err := c.ListPage(ctx, f, cursor, opts...)
@@ -152,7 +119,7 @@ func (c *Client) List(ctx context.Context, f ListFilter, opts ...ReadOption) ite
 }
 
 // Stats returns the statistics of a space.
-func (c *Client) Stats(ctx context.Context, opts ...ReadOption) (*Stats, error) {
+func (c *Client) Stats(ctx context.Context, opts ...ReadOption) (*api.Stats, error) {
 	st := api.NewStats()
 	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/stats", c.readValues(opts), nil, "", st); err != nil {
 		return nil, err
@@ -169,8 +136,8 @@ func (c *Client) StatsRaw(ctx context.Context, opts ...ReadOption) ([]byte, erro
 
 // Status returns the stream's last sequence, the projection's, and the
 // lag between them.
-func (c *Client) Status(ctx context.Context) (*Status, error) {
-	var st Status
+func (c *Client) Status(ctx context.Context) (*api.Status, error) {
+	var st api.Status
 	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/status", nil, nil, "", &st); err != nil {
 		return nil, err
 	}

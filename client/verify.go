@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
 	"golang.org/x/mod/sumdb/note"
 )
@@ -77,9 +78,9 @@ func WithVerifier(verifierKey, stateFile string) Option {
 type VerifiedProposal struct {
 	// Proposal is the proposal's projected state as the ledger answered
 	// it (not itself proven: the fold of the proven events).
-	Proposal *Proposal
+	Proposal *api.Proposal
 	// History is the proposal's history; each entry is a proven event.
-	History *History
+	History *api.History
 	// Checkpoint is the signed tree head the events are proven against,
 	// and which extends every checkpoint accepted before.
 	Checkpoint evidence.Checkpoint
@@ -274,7 +275,7 @@ func writeFileAtomic(name string, data []byte) error {
 // leaves are ls, in b's order): every entry is a proven event with the
 // leaf's time and the envelope's id, kind and sender; every proven event
 // up to the history's last sequence is in it.
-func matchHistory(h *History, b *evidence.Bundle, ls []*evidence.Leaf) error {
+func matchHistory(h *api.History, b *evidence.Bundle, ls []*evidence.Leaf) error {
 	bySeq := make(map[uint64]*evidence.Leaf, len(ls))
 	for _, l := range ls {
 		bySeq[l.Seq] = l

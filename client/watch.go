@@ -17,27 +17,14 @@ import (
 	"github.com/mewledger/ledger/api"
 )
 
-// Change is one change of a proposal's state or anomalies, as /v1/watch
-// streams it.
-type Change = api.Change
-
-// Gap is one recording gap of a bridge (GET /v1/gaps).
-type Gap = api.Gap
-
-// GapsPage is a page of gaps, oldest first; NextCursor is "" on the last.
-type GapsPage struct {
-	Gaps       []Gap  `json:"gaps"`
-	NextCursor string `json:"next_cursor,omitempty"`
-}
-
 // Gaps returns a page of the recording gaps of the bridges of a space,
 // oldest first, starting at cursor ("" for the first page).
-func (c *Client) Gaps(ctx context.Context, cursor string, opts ...ReadOption) (*GapsPage, error) {
+func (c *Client) Gaps(ctx context.Context, cursor string, opts ...ReadOption) (*api.Gaps, error) {
 	q := c.readValues(opts)
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	var p GapsPage
+	var p api.Gaps
 	if err := c.do(ctx, c.opts.HTTP, http.MethodGet, "/v1/gaps", q, nil, "", &p); err != nil {
 		return nil, err
 	}
@@ -73,7 +60,7 @@ type WatchOptions struct {
 // bad filter, a missing token) is returned as *Error, and a first
 // connection that finds no ledger as an error wrapping ErrUnreachable.
 // ctx alone bounds it.
-func (c *Client) WatchFunc(ctx context.Context, o WatchOptions, fn func(ch Change, raw []byte) error) error {
+func (c *Client) WatchFunc(ctx context.Context, o WatchOptions, fn func(ch api.Change, raw []byte) error) error {
 	if o.Retry <= 0 {
 		o.Retry = DefaultWatchRetry
 	}
@@ -100,7 +87,7 @@ func (c *Client) WatchFunc(ctx context.Context, o WatchOptions, fn func(ch Chang
 		if attempt == 0 && errors.Is(err, ErrUnreachable) {
 			return err // never connected: no ledger there
 		}
-		var le *Error
+		var le *api.Error
 		if errors.As(err, &le) {
 			return le
 		}
@@ -118,17 +105,17 @@ func (c *Client) WatchFunc(ctx context.Context, o WatchOptions, fn func(ch Chang
 
 // Watch is WatchFunc as an iterator: the loop gets each change, and ends
 // when ctx ends, when the caller breaks out, or after an error is yielded.
-func (c *Client) Watch(ctx context.Context, o WatchOptions) iter.Seq2[Change, error] {
-	return func(yield func(Change, error) bool) {
+func (c *Client) Watch(ctx context.Context, o WatchOptions) iter.Seq2[api.Change, error] {
+	return func(yield func(api.Change, error) bool) {
 		stopped := errors.New("stopped")
-		err := c.WatchFunc(ctx, o, func(ch Change, _ []byte) error {
+		err := c.WatchFunc(ctx, o, func(ch api.Change, _ []byte) error {
 			if !yield(ch, nil) {
 				return stopped
 			}
 			return nil
 		})
 		if err != nil && err != stopped {
-			yield(Change{}, err)
+			yield(api.Change{}, err)
 		}
 	}
 }
@@ -138,7 +125,7 @@ type callbackError struct{ err error }
 
 func (c callbackError) Error() string { return c.err.Error() }
 
-func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, last *string, fn func(Change, []byte) error) error {
+func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, last *string, fn func(api.Change, []byte) error) error {
 	u := c.opts.API + "/v1/watch"
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -149,7 +136,7 @@ func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, l
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if *last != "" {
-		req.Header.Set("Last-Event-ID", *last)
+		req.Header.Set("Last-api.EventRecord-ID", *last)
 	}
 	if c.opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
@@ -177,7 +164,7 @@ func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, l
 // moves *last (after fn: a change it did not take is sent again). It
 // returns nil at the end of r, a callbackError from fn, or the error of a
 // malformed change or of reading.
-func readSSE(r io.Reader, last *string, fn func(Change, []byte) error) error {
+func readSSE(r io.Reader, last *string, fn func(api.Change, []byte) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	var data []string
@@ -188,7 +175,7 @@ func readSSE(r io.Reader, last *string, fn func(Change, []byte) error) error {
 		case line == "":
 			if len(data) > 0 {
 				raw := []byte(strings.Join(data, "\n"))
-				var ch Change
+				var ch api.Change
 				if err := json.Unmarshal(raw, &ch); err != nil {
 					return fmt.Errorf("client: watch: bad change %.200q: %w", raw, err)
 				}

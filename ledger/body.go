@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -88,12 +89,12 @@ func PrepareBodyStandalone(space string, body []byte, o BodyOptions, limits Subm
 // an id.
 func checkSender(sender string) error {
 	if sender == LedgerSender {
-		return &RefusalError{Code: CodeReservedSender, Field: "from",
+		return &RefusalError{Code: api.CodeReservedSender, Field: "from",
 			Message: fmt.Sprintf("sender %q is the ledger's own: no participant may publish as it", LedgerSender)}
 	}
 	if len(sender) > MaxIDBytes || !utf8.ValidString(sender) ||
 		strings.ContainsFunc(sender, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return &RefusalError{Code: CodeBadValue, Field: "from",
+		return &RefusalError{Code: api.CodeBadValue, Field: "from",
 			Message: fmt.Sprintf("sender %q is not 1..%d bytes of UTF-8 without control characters", sender, MaxIDBytes)}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -82,12 +83,12 @@ func TestPrepareBodyRefusals(t *testing.T) {
 		field      string
 	}{
 		{"bare kernel rule", mutate(t, kBase, set("target.domain", `""`)), BodyOptions{}, RuleTarget, "target.domain"},
-		{"forced kernel, not JSON", `{"proposal_id":`, BodyOptions{Kernel: true}, CodeNotJSON, "proposal_id"},
-		{"forced kernel, an envelope", string(kernelEnvelope("p-1", "agent-1", kBase)), BodyOptions{Kernel: true}, CodeUnknownField, "from"},
-		{"envelope without id", `{"protocol":"mew/v0.4","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`, BodyOptions{}, CodeMissingField, "id"},
-		{"not lifecycle", `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"presence"}`, BodyOptions{}, CodeNotLifecycle, "kind"},
-		{"ledger as sender", `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`, BodyOptions{Sender: LedgerSender}, CodeReservedSender, "from"},
-		{"sender with a control character", `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`, BodyOptions{Sender: "a\x01"}, CodeBadValue, "from"},
+		{"forced kernel, not JSON", `{"proposal_id":`, BodyOptions{Kernel: true}, api.CodeNotJSON, "proposal_id"},
+		{"forced kernel, an envelope", string(kernelEnvelope("p-1", "agent-1", kBase)), BodyOptions{Kernel: true}, api.CodeUnknownField, "from"},
+		{"envelope without id", `{"protocol":"mew/v0.4","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`, BodyOptions{}, api.CodeMissingField, "id"},
+		{"not lifecycle", `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"presence"}`, BodyOptions{}, api.CodeNotLifecycle, "kind"},
+		{"ledger as sender", `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`, BodyOptions{Sender: LedgerSender}, api.CodeReservedSender, "from"},
+		{"sender with a control character", `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`, BodyOptions{Sender: "a\x01"}, api.CodeBadValue, "from"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

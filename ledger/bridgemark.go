@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/mewledger/ledger/api"
 )
 
 // HeaderBridge is the header a bridge sets on its appends (an HTTP
@@ -43,7 +45,7 @@ func (m BridgeMark) String() string {
 // *RefusalError naming the header.
 func ParseBridgeMark(s string) (BridgeMark, error) {
 	bad := func(format string, args ...any) (BridgeMark, error) {
-		return BridgeMark{}, refuse(CodeBadValue, HeaderBridge, "%s: %s", HeaderBridge, fmt.Sprintf(format, args...))
+		return BridgeMark{}, refuse(api.CodeBadValue, HeaderBridge, "%s: %s", HeaderBridge, fmt.Sprintf(format, args...))
 	}
 	if len(s) > MaxBridgeMarkBytes {
 		return bad("%d bytes, over the limit of %d", len(s), MaxBridgeMarkBytes)

@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger/canon"
 )
 
@@ -101,24 +102,24 @@ func Submittable(d *Decoded) error {
 	case TypeIgnored:
 		switch d.Env.Kind {
 		case KindRequest:
-			return refuse(CodeMissingCorrelation, corrField(d.Dialect),
+			return refuse(api.CodeMissingCorrelation, corrField(d.Dialect),
 				"an %s without correlation_id is not part of a proposal's lifecycle: set correlation_id to the proposal it fulfils", d.OrigKind)
 		case KindChat:
-			return refuse(CodeMissingCorrelation, corrField(d.Dialect),
+			return refuse(api.CodeMissingCorrelation, corrField(d.Dialect),
 				"a chat without correlation_id is not part of a proposal's lifecycle: set correlation_id to the proposal, rejection or withdrawal it explains")
 		}
-		return refuse(CodeNotLifecycle, "kind",
+		return refuse(api.CodeNotLifecycle, "kind",
 			"kind %q is not part of the proposal lifecycle (accepted: proposal, withdraw, reject, request, response, chat, kernel/proposal, kernel/approve, and the design records' forms meup.lifecycle, proposal/status, proposal-response, bid, mcp notifications/cancelled)", d.OrigKind)
 	case TypeExpire, TypeGap:
-		return refuse(CodeReservedKind, "kind", "kind %q is written only by the ledger itself", d.OrigKind)
+		return refuse(api.CodeReservedKind, "kind", "kind %q is written only by the ledger itself", d.OrigKind)
 	}
 	for _, prefix := range ReservedIDPrefixes {
 		if strings.HasPrefix(d.Env.ID, prefix) {
-			return refuse(CodeReservedID, "id", "ids beginning %q are reserved for events the ledger writes itself", prefix)
+			return refuse(api.CodeReservedID, "id", "ids beginning %q are reserved for events the ledger writes itself", prefix)
 		}
 	}
 	if d.Env.From == LedgerSender {
-		return refuse(CodeReservedSender, "from", "from %q is reserved for events the ledger writes itself", LedgerSender)
+		return refuse(api.CodeReservedSender, "from", "from %q is reserved for events the ledger writes itself", LedgerSender)
 	}
 	return nil
 }
@@ -168,16 +169,16 @@ func (l SubmitLimits) WithDefaults() SubmitLimits {
 func (l SubmitLimits) Check(raw []byte, d *Decoded) error {
 	l = l.WithDefaults()
 	if len(raw) > l.MaxBytes {
-		return refuse(CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), l.MaxBytes)
+		return refuse(api.CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), l.MaxBytes)
 	}
 	if d == nil {
 		return nil
 	}
 	if len(d.Env.To) > l.MaxTo {
-		return refuse(CodeTooMany, "to", "to has %d entries, over the limit of %d", len(d.Env.To), l.MaxTo)
+		return refuse(api.CodeTooMany, "to", "to has %d entries, over the limit of %d", len(d.Env.To), l.MaxTo)
 	}
 	if len(d.Env.CorrelationID) > l.MaxCorrelation {
-		return refuse(CodeTooMany, "correlation_id", "correlation_id has %d entries, over the limit of %d", len(d.Env.CorrelationID), l.MaxCorrelation)
+		return refuse(api.CodeTooMany, "correlation_id", "correlation_id has %d entries, over the limit of %d", len(d.Env.CorrelationID), l.MaxCorrelation)
 	}
 	return nil
 }
@@ -263,7 +264,7 @@ func (f fields) str(name, path string) (s string, present bool, r *RefusalError)
 		return "", false, nil
 	}
 	if v[0] != '"' {
-		return "", false, refuse(CodeWrongType, path, "%s must be a string, not %s", path, jsonKind(v))
+		return "", false, refuse(api.CodeWrongType, path, "%s must be a string, not %s", path, jsonKind(v))
 	}
 	if s, ok := knownValue(v[1 : len(v)-1]); ok {
 		return s, true, nil
@@ -278,7 +279,7 @@ func (f fields) required(name string) (string, *RefusalError) {
 		return "", r
 	}
 	if !ok || s == "" {
-		return "", refuse(CodeMissingField, name, "%s is required and must be a non-empty string", name)
+		return "", refuse(api.CodeMissingField, name, "%s is required and must be a non-empty string", name)
 	}
 	return s, nil
 }
@@ -286,14 +287,14 @@ func (f fields) required(name string) (string, *RefusalError) {
 // checkID checks an id-like value (id, from, to entry, correlation id).
 func checkID(s, path string, max int) *RefusalError {
 	if s == "" {
-		return refuse(CodeBadValue, path, "%s must not be empty", path)
+		return refuse(api.CodeBadValue, path, "%s must not be empty", path)
 	}
 	if len(s) > max {
-		return refuse(CodeTooLong, path, "%s is %d bytes, over the limit of %d", path, len(s), max)
+		return refuse(api.CodeTooLong, path, "%s is %d bytes, over the limit of %d", path, len(s), max)
 	}
 	for i, r := range s {
 		if unicode.IsControl(r) {
-			return refuse(CodeBadValue, path, "%s contains the control character U+%04X at byte %d", path, r, i)
+			return refuse(api.CodeBadValue, path, "%s contains the control character U+%04X at byte %d", path, r, i)
 		}
 	}
 	return nil
@@ -307,7 +308,7 @@ func idList(v json.RawMessage, path string, allowString, dedup bool) ([]string, 
 	switch v[0] {
 	case '"':
 		if !allowString {
-			return nil, refuse(CodeWrongType, path, "%s must be an array of strings, not a string", path)
+			return nil, refuse(api.CodeWrongType, path, "%s must be an array of strings, not a string", path)
 		}
 		s := decodeString(v)
 		list = []string{s}
@@ -324,7 +325,7 @@ func idList(v json.RawMessage, path string, allowString, dedup bool) ([]string, 
 			// allocation per item of every envelope's list).
 			if len(it) == 0 || it[0] != '"' {
 				ip := path + "[" + strconv.Itoa(i) + "]"
-				return nil, refuse(CodeWrongType, ip, "%s must be a string, not %s", ip, jsonKind(it))
+				return nil, refuse(api.CodeWrongType, ip, "%s must be a string, not %s", ip, jsonKind(it))
 			}
 			s := decodeString(it)
 			if r := checkID(s, path, MaxIDBytes); r != nil {
@@ -340,7 +341,7 @@ func idList(v json.RawMessage, path string, allowString, dedup bool) ([]string, 
 		if allowString {
 			what = "a string or an array of strings"
 		}
-		return nil, refuse(CodeWrongType, path, "%s must be %s, not %s", path, what, jsonKind(v))
+		return nil, refuse(api.CodeWrongType, path, "%s must be %s, not %s", path, what, jsonKind(v))
 	}
 }
 
@@ -391,7 +392,7 @@ func normKind(dialect, kind string) (kindInfo, *RefusalError) {
 		return kindInfo{kind: k}, nil
 	}
 	mismatch := func(form string) *RefusalError {
-		return refuse(CodeDialectMismatch, "kind", "kind %q is the %s spelling, not valid under protocol %s", kind, form, dialect)
+		return refuse(api.CodeDialectMismatch, "kind", "kind %q is the %s spelling, not valid under protocol %s", kind, form, dialect)
 	}
 	switch dialect {
 	case DialectMEUP01:
@@ -415,10 +416,10 @@ func normKind(dialect, kind string) (kindInfo, *RefusalError) {
 				var hasCtx bool
 				ki.method, ki.ctx, hasCtx = strings.Cut(rest, ":")
 				if ki.method == "" {
-					return kindInfo{}, refuse(CodeBadValue, "kind", "kind %q has an empty METHOD after ':'", kind)
+					return kindInfo{}, refuse(api.CodeBadValue, "kind", "kind %q has an empty METHOD after ':'", kind)
 				}
 				if hasCtx && ki.ctx == "" {
-					return kindInfo{}, refuse(CodeBadValue, "kind", "kind %q has an empty context after the method", kind)
+					return kindInfo{}, refuse(api.CodeBadValue, "kind", "kind %q has an empty context after the method", kind)
 				}
 			}
 			return ki, nil
@@ -447,15 +448,15 @@ func normKind(dialect, kind string) (kindInfo, *RefusalError) {
 func refusalFromCanon(err error) *RefusalError {
 	var ce *canon.Error
 	if !errors.As(err, &ce) {
-		return refuse(CodeNotJSON, "", "not valid JSON: %v", err)
+		return refuse(api.CodeNotJSON, "", "not valid JSON: %v", err)
 	}
 	switch {
 	case errors.Is(err, canon.ErrEncoding):
-		return refuse(CodeInvalidUTF8, ce.Path, "%s at byte %d", ce.Msg, ce.Offset)
+		return refuse(api.CodeInvalidUTF8, ce.Path, "%s at byte %d", ce.Msg, ce.Offset)
 	case errors.Is(err, canon.ErrDuplicateKey):
-		return refuse(CodeNotJSON, ce.Path, "%s at byte %d: an envelope must not repeat a key", ce.Msg, ce.Offset)
+		return refuse(api.CodeNotJSON, ce.Path, "%s at byte %d: an envelope must not repeat a key", ce.Msg, ce.Offset)
 	default:
-		return refuse(CodeNotJSON, ce.Path, "not valid JSON: %s at byte %d", ce.Msg, ce.Offset)
+		return refuse(api.CodeNotJSON, ce.Path, "not valid JSON: %s at byte %d", ce.Msg, ce.Offset)
 	}
 }
 
@@ -464,10 +465,10 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 		testOnlyOnDecode()
 	}
 	if len(raw) > MaxEnvelopeBytes {
-		return nil, refuse(CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), MaxEnvelopeBytes)
+		return nil, refuse(api.CodeOversize, "", "envelope is %d bytes, over the limit of %d", len(raw), MaxEnvelopeBytes)
 	}
 	if !utf8.Valid(raw) {
-		return nil, refuse(CodeInvalidUTF8, "", "envelope is not valid UTF-8")
+		return nil, refuse(api.CodeInvalidUTF8, "", "envelope is not valid UTF-8")
 	}
 	// The canonical form is only looked at here (it never outlives the
 	// call), so its buffer is recycled.
@@ -483,7 +484,7 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 		return nil, refusalFromCanon(err)
 	}
 	if c[0] != '{' {
-		return nil, refuse(CodeNotJSON, "", "envelope must be a JSON object, not %s", jsonKind(c))
+		return nil, refuse(api.CodeNotJSON, "", "envelope must be a JSON object, not %s", jsonKind(c))
 	}
 	// canon accepted raw: the light scanner splits it (see jsonscan.go).
 	var topBuf, plBuf [16]jsonMember // envelopes have a handful of members
@@ -512,7 +513,7 @@ func decode(raw []byte, opts DecodeOptions) (*Decoded, *RefusalError) {
 	if v, ok := top.get("payload"); ok {
 		sent = v
 		if v[0] != '{' {
-			return nil, refuse(CodeWrongType, "payload", "payload must be an object, not %s", jsonKind(v))
+			return nil, refuse(api.CodeWrongType, "payload", "payload must be an object, not %s", jsonKind(v))
 		}
 		env.Payload = v
 		pl = splitObjectInto(plBuf[:0], v)
@@ -569,10 +570,10 @@ func decodeProtocol(d *Decoded, top fields) (string, *RefusalError) {
 		return "", r
 	}
 	if !ok || proto == "" {
-		return "", refuse(CodeMissingField, "protocol", "protocol is required (one of %s)", strings.Join(Dialects, ", "))
+		return "", refuse(api.CodeMissingField, "protocol", "protocol is required (one of %s)", strings.Join(Dialects, ", "))
 	}
 	if !slices.Contains(Dialects, proto) {
-		return "", refuse(CodeUnknownProtocol, "protocol", "protocol %q is not accepted (accepted: %s)", proto, strings.Join(Dialects, ", "))
+		return "", refuse(api.CodeUnknownProtocol, "protocol", "protocol %q is not accepted (accepted: %s)", proto, strings.Join(Dialects, ", "))
 	}
 	d.Dialect = proto
 	d.Env.Protocol = DialectMEW04
@@ -631,7 +632,7 @@ func decodeHeader(env *Envelope, top fields, ki kindInfo) *RefusalError {
 		return r
 	} else if ok {
 		if _, err := time.Parse(time.RFC3339, ts); err != nil {
-			return refuse(CodeBadValue, "ts", "ts %q is not an RFC 3339 time", ts)
+			return refuse(api.CodeBadValue, "ts", "ts %q is not an RFC 3339 time", ts)
 		}
 		env.TS = ts
 	}
@@ -655,9 +656,9 @@ func decodeCorrelation(env *Envelope, top fields, proto string) *RefusalError {
 	}
 	if _, ok := top.get(foreign); ok {
 		if _, both := top.get(native); both {
-			return refuse(CodeDialectMismatch, foreign, "both correlation_id and correlationId are set; protocol %s uses %s", proto, native)
+			return refuse(api.CodeDialectMismatch, foreign, "both correlation_id and correlationId are set; protocol %s uses %s", proto, native)
 		}
-		return refuse(CodeDialectMismatch, foreign, "%s is not a field of protocol %s; it uses %s", foreign, proto, native)
+		return refuse(api.CodeDialectMismatch, foreign, "%s is not a field of protocol %s; it uses %s", foreign, proto, native)
 	}
 	if v, ok := top.get(native); ok {
 		var r *RefusalError
@@ -788,7 +789,7 @@ func classify(d *Decoded, ki kindInfo, pl fields, opts DecodeOptions) *RefusalEr
 func needCorrelation(d *Decoded) *RefusalError {
 	if len(d.Env.CorrelationID) == 0 {
 		cf := corrField(d.Dialect)
-		return refuse(CodeMissingCorrelation, cf, "kind %q requires %s naming what it refers to", d.OrigKind, cf)
+		return refuse(api.CodeMissingCorrelation, cf, "kind %q requires %s naming what it refers to", d.OrigKind, cf)
 	}
 	return nil
 }
@@ -798,7 +799,7 @@ func needCorrelation(d *Decoded) *RefusalError {
 func classifyProposal(d *Decoded, ki kindInfo, pl fields) *RefusalError {
 	d.Type = TypeProposal
 	if pl == nil {
-		return refuse(CodeMissingField, "payload", "a proposal requires a payload object with a method")
+		return refuse(api.CodeMissingField, "payload", "a proposal requires a payload object with a method")
 	}
 	if r := methodParams(d, ki, pl, true); r != nil {
 		return r
@@ -806,7 +807,7 @@ func classifyProposal(d *Decoded, ki kindInfo, pl fields) *RefusalError {
 	if v, ok := pl.get("ttl_ms"); ok {
 		n, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil || n <= 0 || n > MaxTTLms {
-			return refuse(CodeBadValue, "payload.ttl_ms", "payload.ttl_ms must be a positive integer number of milliseconds, at most %d (one year), not %s", MaxTTLms, truncate(string(v), 40))
+			return refuse(api.CodeBadValue, "payload.ttl_ms", "payload.ttl_ms must be a positive integer number of milliseconds, at most %d (one year), not %s", MaxTTLms, truncate(string(v), 40))
 		}
 		d.TTLms = n
 	}
@@ -818,13 +819,13 @@ func classifyProposal(d *Decoded, ki kindInfo, pl fields) *RefusalError {
 func classifyKernelProposal(d *Decoded, opts DecodeOptions) *RefusalError {
 	d.Type = TypeProposal
 	if d.Env.Payload == nil {
-		return refuse(CodeMissingField, "payload", "a kernel/proposal requires a payload object (the typed Proposal)")
+		return refuse(api.CodeMissingField, "payload", "a kernel/proposal requires a payload object (the typed Proposal)")
 	}
 	if err := decodeKernel(d, d.Env.Payload, opts); err != nil {
 		if r, ok := AsRefusal(err); ok {
 			return r
 		}
-		return refuse(CodeBadValue, "payload", "%v", err)
+		return refuse(api.CodeBadValue, "payload", "%v", err)
 	}
 	return nil
 }
@@ -871,7 +872,7 @@ func mcpxProposalID(d *Decoded, pl fields) *RefusalError {
 	if len(corr) == 0 {
 		d.Env.CorrelationID = []string{pid}
 	} else if !slices.Contains(corr, pid) {
-		return refuse(CodeBadValue, "payload."+name, "payload.%s %q is not among correlation_id %q", name, pid, corr)
+		return refuse(api.CodeBadValue, "payload."+name, "payload.%s %q is not among correlation_id %q", name, pid, corr)
 	}
 	return nil
 }
@@ -958,7 +959,7 @@ func classifyExpire(d *Decoded, pl fields) *RefusalError {
 		return r
 	} else if ok {
 		if _, err := time.Parse(time.RFC3339, dl); err != nil {
-			return refuse(CodeBadValue, "payload.deadline", "payload.deadline %q is not an RFC 3339 time", dl)
+			return refuse(api.CodeBadValue, "payload.deadline", "payload.deadline %q is not an RFC 3339 time", dl)
 		}
 	}
 	return nil
@@ -968,7 +969,7 @@ func classifyExpire(d *Decoded, pl fields) *RefusalError {
 func classifyGap(d *Decoded, pl fields) *RefusalError {
 	d.Type = TypeGap
 	if pl == nil {
-		return refuse(CodeMissingField, "payload", "a ledger/gap requires a payload object with bridge and disconnected_at")
+		return refuse(api.CodeMissingField, "payload", "a ledger/gap requires a payload object with bridge and disconnected_at")
 	}
 	g, r := decodeGap(pl)
 	if r != nil {
@@ -988,7 +989,7 @@ func decodeGap(pl fields) (*Gap, *RefusalError) {
 	if g.Bridge, ok, r = pl.str("bridge", "payload.bridge"); r != nil {
 		return nil, r
 	} else if !ok || g.Bridge == "" {
-		return nil, refuse(CodeMissingField, "payload.bridge", "a ledger/gap requires payload.bridge, the bridge's participant name")
+		return nil, refuse(api.CodeMissingField, "payload.bridge", "a ledger/gap requires payload.bridge, the bridge's participant name")
 	}
 	if r := checkID(g.Bridge, "payload.bridge", MaxIDBytes); r != nil {
 		return nil, r
@@ -1005,13 +1006,13 @@ func decodeGap(pl fields) (*Gap, *RefusalError) {
 		}
 		if !ok || s == "" {
 			if t.required {
-				return nil, refuse(CodeMissingField, "payload."+t.name, "a ledger/gap requires payload.%s (RFC 3339)", t.name)
+				return nil, refuse(api.CodeMissingField, "payload."+t.name, "a ledger/gap requires payload.%s (RFC 3339)", t.name)
 			}
 			continue
 		}
 		v, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return nil, refuse(CodeBadValue, "payload."+t.name, "payload.%s %q is not an RFC 3339 time", t.name, truncate(s, 40))
+			return nil, refuse(api.CodeBadValue, "payload."+t.name, "payload.%s %q is not an RFC 3339 time", t.name, truncate(s, 40))
 		}
 		*t.dst = v.UTC()
 	}
@@ -1032,7 +1033,7 @@ func decodeGap(pl fields) (*Gap, *RefusalError) {
 		return nil, r
 	}
 	if n > 1<<31 {
-		return nil, refuse(CodeBadValue, "payload.dropped", "payload.dropped %d is over %d", n, 1<<31)
+		return nil, refuse(api.CodeBadValue, "payload.dropped", "payload.dropped %d is over %d", n, 1<<31)
 	}
 	g.Dropped = int(n)
 	return g, nil
@@ -1047,7 +1048,7 @@ func (f fields) count(name, path string) (uint64, *RefusalError) {
 	}
 	n, err := strconv.ParseUint(string(v), 10, 64)
 	if err != nil {
-		return 0, refuse(CodeWrongType, path, "%s must be a non-negative integer, not %s", path, truncate(string(v), 40))
+		return 0, refuse(api.CodeWrongType, path, "%s must be a non-negative integer, not %s", path, truncate(string(v), 40))
 	}
 	return n, nil
 }
@@ -1062,12 +1063,12 @@ func methodParams(d *Decoded, ki kindInfo, pl fields, required bool) *RefusalErr
 	}
 	switch {
 	case ok && m != "" && ki.method != "" && m != ki.method:
-		return refuse(CodeBadValue, "payload.method", "payload.method %q differs from the method %q in kind %q", m, ki.method, d.OrigKind)
+		return refuse(api.CodeBadValue, "payload.method", "payload.method %q differs from the method %q in kind %q", m, ki.method, d.OrigKind)
 	case (!ok || m == "") && ki.method != "":
 		m = ki.method
 		d.Env.Payload = withMethod(pl.without("method"), m) // "method": "" or null is replaced
 	case (!ok || m == "") && required:
-		return refuse(CodeMissingField, "payload.method", "a proposal's payload.method is required and must be a non-empty string")
+		return refuse(api.CodeMissingField, "payload.method", "a proposal's payload.method is required and must be a non-empty string")
 	}
 	d.Method = m
 	if v, ok := pl.get("params"); ok {

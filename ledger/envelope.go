@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/mewledger/ledger/api"
 )
 
 // Type is the lifecycle event type of an envelope (contract §3). It is also the
@@ -160,24 +162,8 @@ func (d *Decoded) MsgID(space string) string {
 	return space + "/" + d.Env.ID + "/" + d.Digest
 }
 
-// Refusal codes. They are stable: clients and dashboards match on them.
-const (
-	CodeNotJSON            = "not_json"            // body is not a JSON object
-	CodeInvalidUTF8        = "invalid_utf8"        // bytes are not valid UTF-8
-	CodeOversize           = "oversize"            // envelope over the size limit
-	CodeUnknownProtocol    = "unknown_protocol"    // protocol not an accepted dialect
-	CodeMissingField       = "missing_field"       // a required field is absent or empty
-	CodeWrongType          = "wrong_type"          // a field has the wrong JSON type
-	CodeTooLong            = "too_long"            // an id, from, to entry or token over its limit
-	CodeTooMany            = "too_many"            // too many to / correlation_id entries
-	CodeBadValue           = "bad_value"           // a field's value is malformed (ts, ttl_ms, ...)
-	CodeNotLifecycle       = "not_lifecycle"       // kind not part of the proposal lifecycle
-	CodeMissingCorrelation = "missing_correlation" // lifecycle event without correlation_id
-	CodeReservedKind       = "reserved_kind"       // kind only the ledger itself may write
-	CodeDialectMismatch    = "dialect_mismatch"    // kind spelled in another dialect's form
-	CodeReservedID         = "reserved_id"         // id in a namespace only the ledger writes (expire:, gap:)
-	CodeReservedSender     = "reserved_sender"     // from is the ledger's own sender name
-)
+// The refusal codes (api.CodeNotJSON, ...) are in the api package with
+// every other code of the error object.
 
 // ErrRefused is the sentinel every *RefusalError matches with errors.Is.
 var ErrRefused = errors.New("ledger: envelope refused")
@@ -186,11 +172,10 @@ var ErrRefused = errors.New("ledger: envelope refused")
 // the Code* constants or a kernel rule id ("V-PROP-004"); Field names the
 // offending field as a JSON path ("payload.method", "to[3]") when there is
 // one.
-type RefusalError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-}
+//
+// It is the wire's error object (api.Error) as a Go error of this
+// package: (*api.Error)(r) is what the API answers.
+type RefusalError api.Error
 
 func (e *RefusalError) Error() string {
 	if e.Field != "" {

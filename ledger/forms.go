@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+
+	"github.com/mewledger/ledger/api"
 )
 
 // Every lifecycle form of the design records (contract §2, "Every lifecycle
@@ -105,7 +107,7 @@ func liftCorrelation(d *Decoded, id, field string) *RefusalError {
 		return nil
 	}
 	if !slices.Contains(d.Env.CorrelationID, id) {
-		return refuse(CodeBadValue, field, "%s %q is not among %s %q", field, id, corrField(d.Dialect), d.Env.CorrelationID)
+		return refuse(api.CodeBadValue, field, "%s %q is not among %s %q", field, id, corrField(d.Dialect), d.Env.CorrelationID)
 	}
 	return nil
 }
@@ -125,7 +127,7 @@ func classifyForm(d *Decoded, pl fields) (handled bool, r *RefusalError) {
 	case KindProposalStatus:
 		d.Form = FormProposalStatus
 		if pl == nil {
-			return true, refuse(CodeMissingField, "payload", "a proposal/status requires a payload with proposalId and status")
+			return true, refuse(api.CodeMissingField, "payload", "a proposal/status requires a payload with proposalId and status")
 		}
 		if pid, ok, r := optString(pl, "proposalId", "payload.proposalId"); r != nil {
 			return true, r
@@ -139,7 +141,7 @@ func classifyForm(d *Decoded, pl fields) (handled bool, r *RefusalError) {
 			return true, r
 		}
 		if !ok || status == "" {
-			return true, refuse(CodeMissingField, "payload.status", "a proposal/status requires payload.status")
+			return true, refuse(api.CodeMissingField, "payload.status", "a proposal/status requires payload.status")
 		}
 		if r := reason(d, pl); r != nil {
 			return true, r
@@ -164,12 +166,12 @@ func classifyForm(d *Decoded, pl fields) (handled bool, r *RefusalError) {
 		d.Form = FormMCPCancelled
 		params, ok := pl.get("params")
 		if !ok || params[0] != '{' {
-			return true, refuse(CodeMissingField, "payload.params", "notifications/cancelled requires payload.params with requestId")
+			return true, refuse(api.CodeMissingField, "payload.params", "notifications/cancelled requires payload.params with requestId")
 		}
 		pp := splitObject(params)
 		rid, ok := pp.get("requestId")
 		if !ok {
-			return true, refuse(CodeMissingField, "payload.params.requestId", "notifications/cancelled requires payload.params.requestId, the proposal id")
+			return true, refuse(api.CodeMissingField, "payload.params.requestId", "notifications/cancelled requires payload.params.requestId, the proposal id")
 		}
 		var id string
 		switch rid[0] {
@@ -178,7 +180,7 @@ func classifyForm(d *Decoded, pl fields) (handled bool, r *RefusalError) {
 		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 			id = string(rid) // JSON-RPC ids may be numbers
 		default:
-			return true, refuse(CodeWrongType, "payload.params.requestId", "payload.params.requestId must be a string or a number, not %s", jsonKind(rid))
+			return true, refuse(api.CodeWrongType, "payload.params.requestId", "payload.params.requestId must be a string or a number, not %s", jsonKind(rid))
 		}
 		if r := liftCorrelation(d, id, "payload.params.requestId"); r != nil {
 			return true, r
@@ -198,7 +200,7 @@ func classifyForm(d *Decoded, pl fields) (handled bool, r *RefusalError) {
 			return true, r
 		}
 		if !ok || status == "" {
-			return true, refuse(CodeMissingField, "payload.status", "a proposal-response requires payload.status (accept, reject or defer)")
+			return true, refuse(api.CodeMissingField, "payload.status", "a proposal-response requires payload.status (accept, reject or defer)")
 		}
 		if r := reason(d, pl); r != nil {
 			return true, r
@@ -225,7 +227,7 @@ func classifyForm(d *Decoded, pl fields) (handled bool, r *RefusalError) {
 			}
 			f, err := strconv.ParseFloat(string(v), 64)
 			if err != nil || v[0] == '"' {
-				return true, refuse(CodeWrongType, "payload."+m.name, "payload.%s must be a number, not %s", m.name, jsonKind(v))
+				return true, refuse(api.CodeWrongType, "payload."+m.name, "payload.%s must be a number, not %s", m.name, jsonKind(v))
 			}
 			*m.dst = &f
 		}
@@ -234,7 +236,7 @@ func classifyForm(d *Decoded, pl fields) (handled bool, r *RefusalError) {
 		return false, nil
 	}
 	if len(env.CorrelationID) == 0 {
-		return true, refuse(CodeMissingCorrelation, corrField(d.Dialect), "kind %q requires %s (or its payload's proposal id) naming the proposal", d.OrigKind, corrField(d.Dialect))
+		return true, refuse(api.CodeMissingCorrelation, corrField(d.Dialect), "kind %q requires %s (or its payload's proposal id) naming the proposal", d.OrigKind, corrField(d.Dialect))
 	}
 	d.Targets = slices.Clone(env.CorrelationID)
 	if d.Type == TypeNote {
@@ -246,7 +248,7 @@ func classifyForm(d *Decoded, pl fields) (handled bool, r *RefusalError) {
 // proposalIDMember lifts payload.proposal_id (proposal-response, bid).
 func proposalIDMember(d *Decoded, pl fields, kind string) *RefusalError {
 	if pl == nil {
-		return refuse(CodeMissingField, "payload", "a %s requires a payload with proposal_id", kind)
+		return refuse(api.CodeMissingField, "payload", "a %s requires a payload with proposal_id", kind)
 	}
 	pid, ok, r := optString(pl, "proposal_id", "payload.proposal_id")
 	if r != nil {
@@ -260,14 +262,14 @@ func proposalIDMember(d *Decoded, pl fields, kind string) *RefusalError {
 
 func classifyMEUPLifecycle(d *Decoded, pl fields) *RefusalError {
 	if pl == nil {
-		return refuse(CodeMissingField, "payload", "a meup.lifecycle requires a payload with an operation")
+		return refuse(api.CodeMissingField, "payload", "a meup.lifecycle requires a payload with an operation")
 	}
 	op, ok, r := optString(pl, "operation", "payload.operation")
 	if r != nil {
 		return r
 	}
 	if !ok || op == "" {
-		return refuse(CodeMissingField, "payload.operation", "a meup.lifecycle requires payload.operation (withdraw, reject, status, ...)")
+		return refuse(api.CodeMissingField, "payload.operation", "a meup.lifecycle requires payload.operation (withdraw, reject, status, ...)")
 	}
 	if _, _, r := optString(pl, "target", "payload.target"); r != nil {
 		return r
@@ -299,7 +301,7 @@ func classifyMEUPLifecycle(d *Decoded, pl fields) *RefusalError {
 	}
 	if len(d.Env.CorrelationID) == 0 {
 		cf := corrField(d.Dialect)
-		return refuse(CodeMissingCorrelation, cf, "a meup.lifecycle %s requires %s naming the proposal", op, cf)
+		return refuse(api.CodeMissingCorrelation, cf, "a meup.lifecycle %s requires %s naming the proposal", op, cf)
 	}
 	d.Targets = slices.Clone(d.Env.CorrelationID)
 	if d.Type == TypeNote {
@@ -325,7 +327,7 @@ func proposalForms(d *Decoded, pl fields) *RefusalError {
 		if v, ok := pl.get("ttl"); ok {
 			n, err := strconv.ParseInt(string(v), 10, 64)
 			if err != nil || n <= 0 || n > MaxTTLms {
-				return refuse(CodeBadValue, "payload.ttl", "payload.ttl must be a positive integer number of milliseconds, at most %d (one year), not %s", MaxTTLms, truncate(string(v), 40))
+				return refuse(api.CodeBadValue, "payload.ttl", "payload.ttl must be a positive integer number of milliseconds, at most %d (one year), not %s", MaxTTLms, truncate(string(v), 40))
 			}
 			d.TTLms = n
 		}
@@ -355,7 +357,7 @@ func proposalForms(d *Decoded, pl fields) *RefusalError {
 		return nil
 	}
 	if v[0] != '{' {
-		return refuse(CodeWrongType, "payload.targeting", "payload.targeting must be an object, not %s", jsonKind(v))
+		return refuse(api.CodeWrongType, "payload.targeting", "payload.targeting must be an object, not %s", jsonKind(v))
 	}
 	tg := splitObject(v)
 	if pv, ok := tg.get("preferred"); ok {
@@ -378,7 +380,7 @@ func proposalForms(d *Decoded, pl fields) *RefusalError {
 		case "false":
 			*b.dst = false
 		default:
-			return refuse(CodeWrongType, "payload.targeting."+b.name, "payload.targeting.%s must be a boolean, not %s", b.name, jsonKind(bv))
+			return refuse(api.CodeWrongType, "payload.targeting."+b.name, "payload.targeting.%s must be a boolean, not %s", b.name, jsonKind(bv))
 		}
 	}
 	for _, name := range []string{"exclusive_timeout", "fallback_timeout"} {
@@ -388,7 +390,7 @@ func proposalForms(d *Decoded, pl fields) *RefusalError {
 		}
 		n, err := strconv.ParseInt(string(tv), 10, 64)
 		if err != nil || n < 0 || n > MaxTTLms {
-			return refuse(CodeBadValue, "payload.targeting."+name, "payload.targeting.%s must be a non-negative integer number of milliseconds, at most %d, not %s", name, MaxTTLms, truncate(string(tv), 40))
+			return refuse(api.CodeBadValue, "payload.targeting."+name, "payload.targeting.%s must be a non-negative integer number of milliseconds, at most %d, not %s", name, MaxTTLms, truncate(string(tv), 40))
 		}
 		if t.WindowMs == 0 {
 			t.WindowMs = n

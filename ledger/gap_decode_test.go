@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mewledger/ledger/api"
 )
 
 // TestDecodeGap: the ledger's gap envelope decodes to TypeGap keyed by the
@@ -26,8 +28,8 @@ func TestDecodeGap(t *testing.T) {
 	}
 	if _, err := PrepareStandalone("default", raw, SubmitLimits{}, at); err == nil {
 		t.Fatal("submit path accepted ledger/gap")
-	} else if r, _ := AsRefusal(err); r.Code != CodeReservedKind {
-		t.Fatalf("submit refusal %v, want %s", err, CodeReservedKind)
+	} else if r, _ := AsRefusal(err); r.Code != api.CodeReservedKind {
+		t.Fatalf("submit refusal %v, want %s", err, api.CodeReservedKind)
 	}
 	p, _, err := PrepareEnvelope("default", raw, SubmitLimits{}, at, false)
 	if err != nil {
@@ -46,12 +48,12 @@ func TestDecodeGap(t *testing.T) {
 	}
 
 	for _, c := range []struct{ payload, code, field string }{
-		{`{}`, CodeMissingField, "payload.bridge"},
-		{`{"bridge":"b"}`, CodeMissingField, "payload.disconnected_at"},
-		{`{"bridge":7,"disconnected_at":"2026-11-24T06:00:00Z"}`, CodeWrongType, "payload.bridge"},
-		{`{"bridge":"b","disconnected_at":"yesterday"}`, CodeBadValue, "payload.disconnected_at"},
-		{`{"bridge":"b","disconnected_at":"2026-11-24T06:00:00Z","reconnected_at":"soon"}`, CodeBadValue, "payload.reconnected_at"},
-		{`{"bridge":"b","disconnected_at":"2026-11-24T06:00:00Z","reason":1}`, CodeWrongType, "payload.reason"},
+		{`{}`, api.CodeMissingField, "payload.bridge"},
+		{`{"bridge":"b"}`, api.CodeMissingField, "payload.disconnected_at"},
+		{`{"bridge":7,"disconnected_at":"2026-11-24T06:00:00Z"}`, api.CodeWrongType, "payload.bridge"},
+		{`{"bridge":"b","disconnected_at":"yesterday"}`, api.CodeBadValue, "payload.disconnected_at"},
+		{`{"bridge":"b","disconnected_at":"2026-11-24T06:00:00Z","reconnected_at":"soon"}`, api.CodeBadValue, "payload.reconnected_at"},
+		{`{"bridge":"b","disconnected_at":"2026-11-24T06:00:00Z","reason":1}`, api.CodeWrongType, "payload.reason"},
 	} {
 		raw := `{"protocol":"mew/v0.4","id":"gap:b/1","from":"ledger","kind":"ledger/gap","payload":` + c.payload + `}`
 		_, err := Decode([]byte(raw), DecodeOptions{})
@@ -71,12 +73,12 @@ func TestDecodeGap(t *testing.T) {
 func TestSubmitReserved(t *testing.T) {
 	now := time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
 	for _, c := range []struct{ raw, code, field string }{
-		{`{"protocol":"mew/v0.4","id":"expire:default/p1","from":"mallory","kind":"mcp/reject","correlation_id":["p1"]}`, CodeReservedID, "id"},
-		{`{"protocol":"mew/v0.4","id":"gap:rec/1","from":"mallory","kind":"chat","correlation_id":["p1"],"payload":{"text":"x"}}`, CodeReservedID, "id"},
-		{`{"protocol":"meup/v0.1","id":"expire:x","from":"a","kind":"mcp.proposal","payload":{"method":"m"}}`, CodeReservedID, "id"},
-		{`{"protocol":"mew/v0.4","id":"p1","from":"ledger","kind":"mcp/proposal","payload":{"method":"m"}}`, CodeReservedSender, "from"},
-		{`{"protocol":"mew/v0.4","id":"w1","from":"ledger","kind":"mcp/withdraw","correlation_id":["p1"]}`, CodeReservedSender, "from"},
-		{string(ExpireEnvelope("default", "p1", now)), CodeReservedKind, "kind"},
+		{`{"protocol":"mew/v0.4","id":"expire:default/p1","from":"mallory","kind":"mcp/reject","correlation_id":["p1"]}`, api.CodeReservedID, "id"},
+		{`{"protocol":"mew/v0.4","id":"gap:rec/1","from":"mallory","kind":"chat","correlation_id":["p1"],"payload":{"text":"x"}}`, api.CodeReservedID, "id"},
+		{`{"protocol":"meup/v0.1","id":"expire:x","from":"a","kind":"mcp.proposal","payload":{"method":"m"}}`, api.CodeReservedID, "id"},
+		{`{"protocol":"mew/v0.4","id":"p1","from":"ledger","kind":"mcp/proposal","payload":{"method":"m"}}`, api.CodeReservedSender, "from"},
+		{`{"protocol":"mew/v0.4","id":"w1","from":"ledger","kind":"mcp/withdraw","correlation_id":["p1"]}`, api.CodeReservedSender, "from"},
+		{string(ExpireEnvelope("default", "p1", now)), api.CodeReservedKind, "kind"},
 	} {
 		_, err := PrepareStandalone("default", []byte(c.raw), SubmitLimits{}, now)
 		r, ok := AsRefusal(err)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/mewledger/ledger/api"
 )
 
 func TestParseGap(t *testing.T) {
@@ -16,19 +18,19 @@ func TestParseGap(t *testing.T) {
 		long[i] = 'a'
 	}
 	for _, tc := range []struct{ body, code, field string }{
-		{`[]`, CodeNotJSON, ""},
-		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z"} {}`, CodeNotJSON, ""},
-		{`{"bridge":"rec","disconnected_at":"yesterday"}`, CodeNotJSON, ""},
-		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","seq":1}`, CodeNotJSON, ""},
-		{`{"disconnected_at":"2026-11-24T05:00:00Z"}`, CodeMissingField, "bridge"},
-		{`{"bridge":"` + string(long) + `","disconnected_at":"2026-11-24T05:00:00Z"}`, CodeTooLong, "bridge"},
-		{`{"bridge":"ledger","disconnected_at":"2026-11-24T05:00:00Z"}`, CodeBadValue, "bridge"},
-		{`{"bridge":"rec"}`, CodeMissingField, "disconnected_at"},
-		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","reconnected_at":"2026-11-24T04:59:59Z"}`, CodeBadValue, "reconnected_at"},
+		{`[]`, api.CodeNotJSON, ""},
+		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z"} {}`, api.CodeNotJSON, ""},
+		{`{"bridge":"rec","disconnected_at":"yesterday"}`, api.CodeNotJSON, ""},
+		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","seq":1}`, api.CodeNotJSON, ""},
+		{`{"disconnected_at":"2026-11-24T05:00:00Z"}`, api.CodeMissingField, "bridge"},
+		{`{"bridge":"` + string(long) + `","disconnected_at":"2026-11-24T05:00:00Z"}`, api.CodeTooLong, "bridge"},
+		{`{"bridge":"ledger","disconnected_at":"2026-11-24T05:00:00Z"}`, api.CodeBadValue, "bridge"},
+		{`{"bridge":"rec"}`, api.CodeMissingField, "disconnected_at"},
+		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","reconnected_at":"2026-11-24T04:59:59Z"}`, api.CodeBadValue, "reconnected_at"},
 		// Past 2262 (issue 29 item 8): Unix nanoseconds overflow.
-		{`{"bridge":"rec","disconnected_at":"2263-01-01T00:00:00Z"}`, CodeBadValue, "disconnected_at"},
-		{`{"bridge":"rec","disconnected_at":"1600-01-01T00:00:00Z"}`, CodeBadValue, "disconnected_at"},
-		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","reconnected_at":"9999-01-01T00:00:00Z"}`, CodeBadValue, "reconnected_at"},
+		{`{"bridge":"rec","disconnected_at":"2263-01-01T00:00:00Z"}`, api.CodeBadValue, "disconnected_at"},
+		{`{"bridge":"rec","disconnected_at":"1600-01-01T00:00:00Z"}`, api.CodeBadValue, "disconnected_at"},
+		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","reconnected_at":"9999-01-01T00:00:00Z"}`, api.CodeBadValue, "reconnected_at"},
 	} {
 		_, err := ParseGap([]byte(tc.body))
 		r, ok := AsRefusal(err)

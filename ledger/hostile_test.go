@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/subjects"
@@ -15,11 +16,11 @@ import (
 
 // knownCodes are the refusal codes a corpus directory may be named after.
 var knownCodes = map[string]bool{
-	ledger.CodeNotJSON: true, ledger.CodeInvalidUTF8: true, ledger.CodeOversize: true,
-	ledger.CodeUnknownProtocol: true, ledger.CodeMissingField: true, ledger.CodeWrongType: true,
-	ledger.CodeTooLong: true, ledger.CodeTooMany: true, ledger.CodeBadValue: true,
-	ledger.CodeNotLifecycle: true, ledger.CodeMissingCorrelation: true, ledger.CodeReservedKind: true,
-	ledger.CodeDialectMismatch: true, ledger.CodeUnknownField: true, badinput.Accepted: true,
+	api.CodeNotJSON: true, api.CodeInvalidUTF8: true, api.CodeOversize: true,
+	api.CodeUnknownProtocol: true, api.CodeMissingField: true, api.CodeWrongType: true,
+	api.CodeTooLong: true, api.CodeTooMany: true, api.CodeBadValue: true,
+	api.CodeNotLifecycle: true, api.CodeMissingCorrelation: true, api.CodeReservedKind: true,
+	api.CodeDialectMismatch: true, api.CodeUnknownField: true, badinput.Accepted: true,
 }
 
 var vpropRule = regexp.MustCompile(`^V-PROP-0[01][0-9]$`)
@@ -48,8 +49,8 @@ func TestHostileCorpusShape(t *testing.T) {
 	}
 	for _, want := range []string{"V-PROP-001", "V-PROP-002", "V-PROP-003", "V-PROP-004", "V-PROP-005", "V-PROP-006",
 		"V-PROP-010", "V-PROP-011", "V-PROP-012", "V-PROP-013", "V-PROP-014",
-		ledger.CodeNotJSON, ledger.CodeInvalidUTF8, ledger.CodeOversize, ledger.CodeTooMany, ledger.CodeTooLong,
-		ledger.CodeDialectMismatch, ledger.CodeReservedKind, ledger.CodeNotLifecycle, badinput.Accepted} {
+		api.CodeNotJSON, api.CodeInvalidUTF8, api.CodeOversize, api.CodeTooMany, api.CodeTooLong,
+		api.CodeDialectMismatch, api.CodeReservedKind, api.CodeNotLifecycle, badinput.Accepted} {
 		if byWant[want] == 0 {
 			t.Errorf("no case expects %s", want)
 		}
@@ -68,7 +69,7 @@ func TestHostileCorpusShape(t *testing.T) {
 
 // fieldless are the codes whose refusal may have no field: the whole body
 // is at fault.
-var fieldless = map[string]bool{ledger.CodeNotJSON: true, ledger.CodeInvalidUTF8: true, ledger.CodeOversize: true}
+var fieldless = map[string]bool{api.CodeNotJSON: true, api.CodeInvalidUTF8: true, api.CodeOversize: true}
 
 // submitCheck is what every submit path runs: Decode, Submittable, limits.
 // It returns the refusal, or nil and the decoded envelope.

@@ -32,12 +32,6 @@ const (
 	RuleApproval   = "V-PROP-014" // approval_class and approval: the requirement can be met
 )
 
-// CodeUnknownField refuses a member that is not part of the kernel schema
-// (at the top level of a Proposal or KernelRequest, or inside one of its
-// schema-defined objects): the kernel fails closed rather than ignore what
-// it does not understand.
-const CodeUnknownField = "unknown_field"
-
 // Limits of a kernel proposal beyond the envelope's own.
 const (
 	// MaxApprovers is the most entries approval.approvers may list.

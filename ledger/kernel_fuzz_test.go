@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/mewledger/ledger/api"
 )
 
 // FuzzKernel feeds arbitrary bytes to the kernel validation as a bare
@@ -45,13 +47,13 @@ func FuzzKernel(f *testing.F) {
 			if !ok || env != nil {
 				t.Fatalf("ValidateKernel refused (%v) but WrapKernel gave %q, %v", err, env, werr)
 			}
-			if wr.Code != r.Code && wr.Code != CodeOversize {
+			if wr.Code != r.Code && wr.Code != api.CodeOversize {
 				t.Fatalf("ValidateKernel refused with %v, WrapKernel with %v", r, wr)
 			}
 			return
 		}
 		if werr != nil {
-			if r, ok := AsRefusal(werr); ok && r.Code == CodeOversize {
+			if r, ok := AsRefusal(werr); ok && r.Code == api.CodeOversize {
 				return // valid, but too big once wrapped
 			}
 			t.Fatalf("ValidateKernel accepted, WrapKernel refused: %v", werr)

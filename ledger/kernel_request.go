@@ -108,12 +108,12 @@ func mapKernelRequest(top fields, opts KernelOptions) (*KernelProposal, *Refusal
 		return nil, r
 	}
 
-	intent, ok, r := kString(top, "intent", "intent", CodeWrongType)
+	intent, ok, r := kString(top, "intent", "intent", api.CodeWrongType)
 	if r != nil {
 		return nil, r
 	}
 	if !ok || intent == "" {
-		return nil, refuse(CodeMissingField, "intent", "intent is required in a KernelRequest and must be a non-empty string")
+		return nil, refuse(api.CodeMissingField, "intent", "intent is required in a KernelRequest and must be a non-empty string")
 	}
 	req.Intent = intent
 
@@ -129,7 +129,7 @@ func mapKernelRequest(top fields, opts KernelOptions) (*KernelProposal, *Refusal
 	}
 	b, err := json.Marshal(mapped)
 	if err != nil { // unreachable: every member is valid JSON
-		return nil, refuse(CodeBadValue, "", "the Proposal mapped from this KernelRequest does not marshal: %v", err)
+		return nil, refuse(api.CodeBadValue, "", "the Proposal mapped from this KernelRequest does not marshal: %v", err)
 	}
 	k, r := validateProposal(splitObject(b), opts)
 	if r != nil { // unreachable: the checks above cover every mapped member

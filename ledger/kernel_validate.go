@@ -134,12 +134,12 @@ func validateKernel(payload []byte, opts KernelOptions) (*KernelProposal, *Refus
 	}
 	payload = bytes.TrimSpace(payload)
 	if !utf8.Valid(payload) {
-		return nil, refuse(CodeInvalidUTF8, "", "the kernel payload is not valid UTF-8")
+		return nil, refuse(api.CodeInvalidUTF8, "", "the kernel payload is not valid UTF-8")
 	}
 	if _, err := canon.Canonical(payload); err != nil {
 		return nil, kernelCanonRefusal(err)
 	}
-	top, r := kObject(payload, "", CodeWrongType)
+	top, r := kObject(payload, "", api.CodeWrongType)
 	if r != nil {
 		return nil, r
 	}
@@ -625,7 +625,7 @@ func kRollback(top fields) (*RollbackSpec, *RefusalError) {
 	if !ok {
 		return nil, nil
 	}
-	o, r := kObject(raw, "rollback_semantics", CodeWrongType)
+	o, r := kObject(raw, "rollback_semantics", api.CodeWrongType)
 	if r != nil {
 		return nil, r
 	}
@@ -634,26 +634,26 @@ func kRollback(top fields) (*RollbackSpec, *RefusalError) {
 	}
 	rs := &RollbackSpec{}
 	const sp = "rollback_semantics.strategy"
-	s, ok, r := kString(o, "strategy", sp, CodeWrongType)
+	s, ok, r := kString(o, "strategy", sp, api.CodeWrongType)
 	if r != nil {
 		return nil, r
 	}
 	if !ok {
-		return nil, refuse(CodeMissingField, sp, "%s is required: one of %s", sp, strings.Join(RollbackStrategies, ", "))
+		return nil, refuse(api.CodeMissingField, sp, "%s is required: one of %s", sp, strings.Join(RollbackStrategies, ", "))
 	}
 	if !slices.Contains(RollbackStrategies, s) {
-		return nil, refuse(CodeBadValue, sp, "%s %q is not one of %s", sp, s, strings.Join(RollbackStrategies, ", "))
+		return nil, refuse(api.CodeBadValue, sp, "%s %q is not one of %s", sp, s, strings.Join(RollbackStrategies, ", "))
 	}
 	rs.Strategy = s
 	if raw, ok := o.get("action"); ok {
 		if raw[0] != '{' {
-			return nil, refuse(CodeWrongType, "rollback_semantics.action", "rollback_semantics.action must be an object, not %s", kJSONKind(raw))
+			return nil, refuse(api.CodeWrongType, "rollback_semantics.action", "rollback_semantics.action must be an object, not %s", kJSONKind(raw))
 		}
 		if rs.Action, r = kCanon(raw, "rollback_semantics.action"); r != nil {
 			return nil, r
 		}
 	}
-	if rs.Notes, _, r = kString(o, "notes", "rollback_semantics.notes", CodeWrongType); r != nil {
+	if rs.Notes, _, r = kString(o, "notes", "rollback_semantics.notes", api.CodeWrongType); r != nil {
 		return nil, r
 	}
 	return rs, nil
@@ -693,7 +693,7 @@ func kUnknownIn(o fields, allowed []string, prefix, where string) *RefusalError 
 		where = prefix
 	}
 	p := kPath(prefix, unknown[0])
-	return refuse(CodeUnknownField, p, "%q is not a member of %s (the schema has %s); unknown members are refused, not ignored",
+	return refuse(api.CodeUnknownField, p, "%q is not a member of %s (the schema has %s); unknown members are refused, not ignored",
 		unknown[0], where, strings.Join(allowed, ", "))
 }
 
@@ -802,7 +802,7 @@ func kInt(raw json.RawMessage, path, code string) (int64, *RefusalError) {
 func kCanon(raw json.RawMessage, path string) (json.RawMessage, *RefusalError) {
 	c, err := canon.Canonical(raw)
 	if err != nil { // unreachable: the whole payload was canonicalised first
-		return nil, refuse(CodeNotJSON, path, "%s: %v", path, err)
+		return nil, refuse(api.CodeNotJSON, path, "%s: %v", path, err)
 	}
 	return c, nil
 }
@@ -811,12 +811,12 @@ func kCanon(raw json.RawMessage, path string) (json.RawMessage, *RefusalError) {
 func kernelCanonRefusal(err error) *RefusalError {
 	var ce *canon.Error
 	if !errors.As(err, &ce) {
-		return refuse(CodeNotJSON, "", "the kernel payload is not valid JSON: %v", err)
+		return refuse(api.CodeNotJSON, "", "the kernel payload is not valid JSON: %v", err)
 	}
 	if errors.Is(err, canon.ErrEncoding) {
-		return refuse(CodeInvalidUTF8, ce.Path, "%s at byte %d", ce.Msg, ce.Offset)
+		return refuse(api.CodeInvalidUTF8, ce.Path, "%s at byte %d", ce.Msg, ce.Offset)
 	}
-	return refuse(CodeNotJSON, ce.Path, "the kernel payload is not valid JSON: %s at byte %d", ce.Msg, ce.Offset)
+	return refuse(api.CodeNotJSON, ce.Path, "the kernel payload is not valid JSON: %s at byte %d", ce.Msg, ce.Offset)
 }
 
 func kJSONKind(v json.RawMessage) string {

@@ -144,12 +144,12 @@ var ruleCases = []ruleCase{
 	{"base", "every member", nil, "", ""},
 	{"base", "required members only", []edit{del("preconditions"), del("evidence_bindings"), del("risk_envelope"), del("rollback_semantics"), del("time_window"), del("approval_class"), del("approval"), del("target.constraints")}, "", ""},
 	{"base", "optional members null", []edit{set("preconditions", "null"), set("evidence_bindings", "null"), set("risk_envelope", "null"), set("rollback_semantics", "null"), set("time_window", "null"), set("approval_class", "null"), set("approval", "null"), set("target.constraints", "null")}, "", ""},
-	{"unknown", "top-level member", []edit{set("zeta", "1"), set("extra", "2")}, CodeUnknownField, "extra"},
-	{"unknown", "in target", []edit{set("target.owner", `"x"`)}, CodeUnknownField, "target.owner"},
-	{"unknown", "in time_window (a typo must not drop a deadline)", []edit{set("time_window.valid_untill_ms", "1")}, CodeUnknownField, "time_window.valid_untill_ms"},
-	{"unknown", "in a precondition", []edit{set("preconditions[0].note", `"x"`)}, CodeUnknownField, "preconditions[0].note"},
+	{"unknown", "top-level member", []edit{set("zeta", "1"), set("extra", "2")}, api.CodeUnknownField, "extra"},
+	{"unknown", "in target", []edit{set("target.owner", `"x"`)}, api.CodeUnknownField, "target.owner"},
+	{"unknown", "in time_window (a typo must not drop a deadline)", []edit{set("time_window.valid_untill_ms", "1")}, api.CodeUnknownField, "time_window.valid_untill_ms"},
+	{"unknown", "in a precondition", []edit{set("preconditions[0].note", `"x"`)}, api.CodeUnknownField, "preconditions[0].note"},
 	{"unknown", "free-form parameters may have anything", []edit{set("parameters", `{"zeta":{"anything":[1,"two",null]}}`)}, "", ""},
-	{"unknown", "case matters", []edit{set("Proposal_ID", `"p-1"`)}, CodeUnknownField, "Proposal_ID"},
+	{"unknown", "case matters", []edit{set("Proposal_ID", `"p-1"`)}, api.CodeUnknownField, "Proposal_ID"},
 
 	{RuleProposalID, "unicode id", []edit{set("proposal_id", `"提案-1 ✓"`)}, "", ""},
 	{RuleProposalID, "256-byte id", []edit{set("proposal_id", `"`+strings.Repeat("a", MaxIDBytes)+`"`)}, "", ""},
@@ -256,10 +256,10 @@ var ruleCases = []ruleCase{
 	{RuleApproval, "absent class with approval parameters", []edit{del("approval_class")}, RuleApproval, "approval"},
 
 	{"rollback", "strategy only", []edit{set("rollback_semantics", `{"strategy":"manual"}`)}, "", ""},
-	{"rollback", "unknown strategy", []edit{set("rollback_semantics.strategy", `"undo"`)}, CodeBadValue, "rollback_semantics.strategy"},
-	{"rollback", "no strategy", []edit{del("rollback_semantics.strategy")}, CodeMissingField, "rollback_semantics.strategy"},
-	{"rollback", "action a string", []edit{set("rollback_semantics.action", `"restore"`)}, CodeWrongType, "rollback_semantics.action"},
-	{"rollback", "not an object", []edit{set("rollback_semantics", `"none"`)}, CodeWrongType, "rollback_semantics"},
+	{"rollback", "unknown strategy", []edit{set("rollback_semantics.strategy", `"undo"`)}, api.CodeBadValue, "rollback_semantics.strategy"},
+	{"rollback", "no strategy", []edit{del("rollback_semantics.strategy")}, api.CodeMissingField, "rollback_semantics.strategy"},
+	{"rollback", "action a string", []edit{set("rollback_semantics.action", `"restore"`)}, api.CodeWrongType, "rollback_semantics.action"},
+	{"rollback", "not an object", []edit{set("rollback_semantics", `"none"`)}, api.CodeWrongType, "rollback_semantics"},
 }
 
 // TestKernelRules runs every rule case through the three ways a payload is
@@ -377,12 +377,12 @@ func TestKernelNoCurrentTime(t *testing.T) {
 // TestKernelNotAnObject covers payloads that are not a JSON object at all.
 func TestKernelNotAnObject(t *testing.T) {
 	tests := []struct{ raw, code, field string }{
-		{`[]`, CodeWrongType, ""},
-		{`"p-1"`, CodeWrongType, ""},
-		{`{"proposal_id":"p-1","proposal_id":"p-2"}`, CodeNotJSON, "proposal_id"},
-		{`{"proposal_id":`, CodeNotJSON, "proposal_id"},
-		{"{\"proposal_id\":\"\xff\"}", CodeInvalidUTF8, ""},
-		{``, CodeNotJSON, ""},
+		{`[]`, api.CodeWrongType, ""},
+		{`"p-1"`, api.CodeWrongType, ""},
+		{`{"proposal_id":"p-1","proposal_id":"p-2"}`, api.CodeNotJSON, "proposal_id"},
+		{`{"proposal_id":`, api.CodeNotJSON, "proposal_id"},
+		{"{\"proposal_id\":\"\xff\"}", api.CodeInvalidUTF8, ""},
+		{``, api.CodeNotJSON, ""},
 	}
 	for _, tc := range tests {
 		_, err := ValidateKernel([]byte(tc.raw), KernelOptions{Now: kernelNow})
@@ -499,7 +499,7 @@ func TestKernelDeterministic(t *testing.T) {
 			t.Fatalf("refusal differs between runs: %v vs %v", r, first)
 		}
 	}
-	if first.Field != "a1" || first.Code != CodeUnknownField {
+	if first.Field != "a1" || first.Code != api.CodeUnknownField {
 		t.Fatalf("refusal %v, want the first unknown member in key order", first)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/ledger/canon"
 )
 
@@ -51,7 +52,7 @@ func WrapKernel(bare []byte, opts WrapOptions) ([]byte, error) {
 func wrapKernel(bare []byte, opts WrapOptions) ([]byte, *Decoded, error) {
 	b := bytes.TrimSpace(bare)
 	if len(b) > MaxEnvelopeBytes {
-		return nil, nil, refuse(CodeOversize, "", "the kernel proposal is %d bytes, over the envelope limit of %d", len(b), MaxEnvelopeBytes)
+		return nil, nil, refuse(api.CodeOversize, "", "the kernel proposal is %d bytes, over the envelope limit of %d", len(b), MaxEnvelopeBytes)
 	}
 	k, r := validateKernel(b, KernelOptions{Now: opts.Now, From: opts.Sender})
 	if r != nil {

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/mewledger/ledger/api"
 )
 
 func TestWrapKernel(t *testing.T) {
@@ -66,13 +68,13 @@ func TestWrapKernelRefusals(t *testing.T) {
 	tests := []struct {
 		name, bare, code, field string
 	}{
-		{"not JSON", `{"proposal_id":`, CodeNotJSON, "proposal_id"},
-		{"empty", "  ", CodeNotJSON, ""},
-		{"array", `[1]`, CodeWrongType, ""},
-		{"an envelope, not a bare proposal", string(kernelEnvelope("p-1", "agent-1", kBase)), CodeUnknownField, "from"},
+		{"not JSON", `{"proposal_id":`, api.CodeNotJSON, "proposal_id"},
+		{"empty", "  ", api.CodeNotJSON, ""},
+		{"array", `[1]`, api.CodeWrongType, ""},
+		{"an envelope, not a bare proposal", string(kernelEnvelope("p-1", "agent-1", kBase)), api.CodeUnknownField, "from"},
 		{"nested rule: path relative to the bare object", mutate(t, kBase, set("target.domain", `""`)), RuleTarget, "target.domain"},
-		{"oversize", `{"proposal_id":"p","pad":"` + strings.Repeat("x", MaxEnvelopeBytes) + `"}`, CodeOversize, ""},
-		{"just under the limit, but the envelope is over", mutate(t, kBase, set("parameters", `{"pad":"`+strings.Repeat("x", MaxEnvelopeBytes-len(kBase))+`"}`)), CodeOversize, ""},
+		{"oversize", `{"proposal_id":"p","pad":"` + strings.Repeat("x", MaxEnvelopeBytes) + `"}`, api.CodeOversize, ""},
+		{"just under the limit, but the envelope is over", mutate(t, kBase, set("parameters", `{"pad":"`+strings.Repeat("x", MaxEnvelopeBytes-len(kBase))+`"}`)), api.CodeOversize, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

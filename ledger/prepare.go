@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -96,11 +97,11 @@ type Result struct {
 func CheckSpace(space string) error {
 	switch {
 	case space == "":
-		return &RefusalError{Code: CodeMissingField, Field: "space", Message: "space is empty"}
+		return &RefusalError{Code: api.CodeMissingField, Field: "space", Message: "space is empty"}
 	case !utf8.ValidString(space):
-		return &RefusalError{Code: CodeInvalidUTF8, Field: "space", Message: "space is not valid UTF-8"}
+		return &RefusalError{Code: api.CodeInvalidUTF8, Field: "space", Message: "space is not valid UTF-8"}
 	case len(space) > MaxSpaceBytes:
-		return &RefusalError{Code: CodeTooLong, Field: "space",
+		return &RefusalError{Code: api.CodeTooLong, Field: "space",
 			Message: fmt.Sprintf("space is %d bytes, over the limit of %d", len(space), MaxSpaceBytes)}
 	}
 	return nil
@@ -159,7 +160,7 @@ func prepareDecoded(space string, raw []byte, limits SubmitLimits, now time.Time
 			return nil, d.Env.ID, err
 		}
 	} else if !d.Type.Valid() {
-		return nil, d.Env.ID, &RefusalError{Code: CodeNotLifecycle, Field: "kind",
+		return nil, d.Env.ID, &RefusalError{Code: api.CodeNotLifecycle, Field: "kind",
 			Message: fmt.Sprintf("kind %q is not part of the proposal lifecycle", d.OrigKind)}
 	}
 	if err := limits.Check(raw, d); err != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mewledger/ledger/api"
 )
 
 func TestPrepareStandalone(t *testing.T) {
@@ -26,10 +28,10 @@ func TestPrepareStandalone(t *testing.T) {
 		code   string
 		field  string
 	}{
-		"too many to":     {"", `{"protocol":"mew/v0.4","id":"x","from":"a","to":["b","c","d"],"kind":"mcp/proposal","payload":{"method":"m"}}`, SubmitLimits{MaxTo: 2}, CodeTooMany, "to"},
-		"oversize":        {"", `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{}}`, SubmitLimits{MaxBytes: 20}, CodeOversize, ""},
-		"not submittable": {"", `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"ledger/expire","correlation_id":["y"],"payload":{}}`, SubmitLimits{}, CodeReservedKind, "kind"},
-		"bad space":       {strings.Repeat("s", MaxSpaceBytes+1), `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{}}`, SubmitLimits{}, CodeTooLong, "space"},
+		"too many to":     {"", `{"protocol":"mew/v0.4","id":"x","from":"a","to":["b","c","d"],"kind":"mcp/proposal","payload":{"method":"m"}}`, SubmitLimits{MaxTo: 2}, api.CodeTooMany, "to"},
+		"oversize":        {"", `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{}}`, SubmitLimits{MaxBytes: 20}, api.CodeOversize, ""},
+		"not submittable": {"", `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"ledger/expire","correlation_id":["y"],"payload":{}}`, SubmitLimits{}, api.CodeReservedKind, "kind"},
+		"bad space":       {strings.Repeat("s", MaxSpaceBytes+1), `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{}}`, SubmitLimits{}, api.CodeTooLong, "space"},
 	} {
 		_, err := PrepareStandalone(tc.space, []byte(tc.raw), tc.limits, time.Now())
 		r, ok := AsRefusal(err)

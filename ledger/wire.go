@@ -10,7 +10,8 @@ import (
 // message and field; anything else (not acknowledged) is unavailable.
 func WireError(err error) *api.Error {
 	if r, ok := AsRefusal(err); ok {
-		return &api.Error{Code: r.Code, Message: r.Message, Field: r.Field}
+		e := api.Error(*r)
+		return &e
 	}
 	if errors.Is(err, ErrPublish) {
 		return &api.Error{Code: api.CodeUnavailable, Message: "the envelope was not acknowledged by the stream; appending it again is safe: " + err.Error()}

@@ -49,11 +49,7 @@ import (
 // from those entries. A filtered page is a seek-driven intersection (zigzag
 // join) of the 'J' lists of its filters, bounded by the sequence range the
 // time filters map to through 'K'; only the page's records are read.
-const (
-	tagEvent      = 'L'
-	tagEventIndex = 'J'
-	tagEventTime  = 'K'
-)
+// Its tags ('L', 'J', 'K') are in store_keys.go with the others.
 
 // Event index fields ('J' keys).
 const (

@@ -59,6 +59,8 @@ import (
 // what makes a List cursor valid across indexes and lets List intersect
 // several indexes by seeking (a zigzag join) instead of loading records.
 //
+// Every key tag of the store is in the block below, and nowhere else.
+//
 // Times in index values and in the deadline key are clamped to the int64
 // unix-nanosecond range (years 1677..2262).
 const (
@@ -71,6 +73,10 @@ const (
 	tagGap        = 'G'
 	tagHistory    = 'H'
 	tagIndex      = 'I'
+	tagEventIndex = 'J' // the event index (store_events.go)
+	tagEventTime  = 'K' // stream time → sequence (store_events.go)
+	tagEvent      = 'L' // the event record (store_events.go)
+	tagTree       = 'M' // the Merkle tree's stored hashes (tree.go)
 	tagOrphans    = 'O'
 	tagProposal   = 'P'
 	tagSpace      = 'S'

@@ -31,8 +31,7 @@ import (
 // written by this pipeline and perhaps not committed yet) or else from
 // Pebble (committed before the pipeline started).
 
-// tagTree is the key tag of the stored hashes.
-const tagTree = 'M'
+// The stored hashes' key tag, tagTree, is in store_keys.go with the others.
 
 // TableTree names the stored hashes in a KeyInfo (Compare's differences).
 const TableTree = "tree"

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/server/app"
 )
@@ -97,7 +97,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	f.str(&o.Participant, "participant", "NAME", "", "the bridge's participant id in the MEW space (unique there)", true)
 	f.str(&tokenFile, "token-file", "FILE", "", "file holding the participant's MEW token", true)
 	f.str(&o.Space, "space", "NAME", "", "ledger space the envelopes go to (default: the MEW space id)", true)
-	f.str(&apiURL, "api", "URL", apiclient.DefaultAPI, "the ledger's HTTP API", true)
+	f.str(&apiURL, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
 	f.str(&apiToken, "token", "TOKEN", "", "API bearer token with the writer role, for a ledger started with --auth (prefer the environment variable)", true)
 	f.hide("token")
 	f.str(&natsURL, "nats-url", "URL", "", "append through the ledger's NATS submit service at these servers instead of the HTTP API", true)

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
 )
@@ -94,7 +94,7 @@ func TestBridgeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, bin, filepath.Join(dir, "data"), "--bridge-mew-config", cfg)
-	cl, err := apitest.New(apiclient.Options{API: s.apiURL})
+	cl, err := apitest.New(client.Options{API: s.apiURL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/auth/authcfg"
-	"github.com/mewledger/ledger/internal/auth/httpauth"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 )
@@ -151,7 +150,7 @@ func TestCLIWithAuthAndLimits(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusTooManyRequests {
 			limited = true
-			if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || eb.Error == nil || eb.Error.Code != httpauth.CodeRateLimited {
+			if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || eb.Error == nil || eb.Error.Code != api.CodeRateLimited {
 				t.Errorf("429: Retry-After %q, body %+v", resp.Header.Get("Retry-After"), eb.Error)
 			}
 		}

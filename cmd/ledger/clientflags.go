@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 )
 
 // unreachableError: no ledger to talk to (exit status 2).
@@ -208,8 +208,8 @@ const natsBanner = "INFO {"
 // reports as a malformed response or an early answer), or another protocol.
 // It looks at the address again to be sure: a NATS server speaks first.
 func notHTTP(ctx context.Context, apiURL string, err error) error {
-	var ae *client.Error
-	var ops *apiclient.APIError
+	var ae *api.Error
+	var ops *api.Error
 	if errors.As(err, &ae) || errors.As(err, &ops) || errors.Is(err, errTimeout) {
 		return nil // an HTTP answer, or our own bound
 	}
@@ -254,8 +254,7 @@ func isNATS(ctx context.Context, apiURL string) bool {
 // (exit 1).
 func clientError(apiURL string, err error) error {
 	var (
-		ae     *client.Error
-		ops    *apiclient.APIError // the operations' calls (internal/lib/apiclient)
+		ae     *api.Error
 		status int
 	)
 	if e := notHTTP(context.Background(), apiURL, err); e != nil {
@@ -268,8 +267,6 @@ func clientError(apiURL string, err error) error {
 		return unreachable("the ledger", apiURL, err)
 	case errors.As(err, &ae):
 		status = ae.Status
-	case errors.As(err, &ops):
-		status = ops.Status
 	default:
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mewledger/ledger/client"
 	"io"
 	"net/http"
 	"os"
@@ -369,7 +368,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	lastSeq = ack.Sequence
 	// ledger events: the garbage found by its effect, and its bytes raw.
-	var evp client.EventPage
+	var evp api.EventPage
 	if err := json.Unmarshal([]byte(s.ok("", "events", "--effect", "invalid", "--from", "mallory", "-o", "json", "--min-seq", fmt.Sprint(ack.Sequence))), &evp); err != nil {
 		t.Fatal(err)
 	}

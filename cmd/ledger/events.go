@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 )
 
@@ -90,7 +91,7 @@ func runEvents(ctx context.Context, e env, args []string) error {
 		return renderRawEvent(e.stdout, raw)
 	}
 	var (
-		evs  []client.Event
+		evs  []api.EventRecord
 		next string
 	)
 	for {
@@ -107,9 +108,9 @@ func runEvents(ctx context.Context, e env, args []string) error {
 	}
 	if c.output == outputJSON {
 		if evs == nil {
-			evs = []client.Event{}
+			evs = []api.EventRecord{}
 		}
-		return encodeJSON(e.stdout, client.EventPage{Events: evs, NextCursor: next})
+		return encodeJSON(e.stdout, api.EventPage{Events: evs, NextCursor: next})
 	}
 	if err := renderEvents(e.stdout, evs); err != nil {
 		return err
@@ -126,7 +127,7 @@ func encodeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func renderEvents(w io.Writer, evs []client.Event) error {
+func renderEvents(w io.Writer, evs []api.EventRecord) error {
 	tw := table(w)
 	fmt.Fprintln(tw, "SEQ\tAT\tSPACE\tID\tTYPE\tFROM\tEFFECT\tPROPOSALS\tTOOL\tARG\tANOMALIES\tREASON")
 	for _, ev := range evs {
@@ -146,7 +147,7 @@ func renderEvents(w io.Writer, evs []client.Event) error {
 	return tw.Flush()
 }
 
-func renderRawEvent(w io.Writer, r *client.RawEvent) error {
+func renderRawEvent(w io.Writer, r *api.RawEvent) error {
 	fmt.Fprintf(w, "seq      %d\nsubject  %s\ntime     %s\nsha256   %s\n", r.Seq, r.Subject, r.Time.Format("2006-01-02T15:04:05.000000000Z07:00"), r.SHA256)
 	keys := make([]string, 0, len(r.Headers))
 	for k := range r.Headers {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/client"
 )
@@ -67,7 +68,7 @@ func runGet(ctx context.Context, e env, args []string) error {
 		_, err = fmt.Fprint(e.stdout, string(raw))
 		return err
 	}
-	var p client.Proposal
+	var p api.Proposal
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return fmt.Errorf("the proposal from %s: %w", co.apiURL, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mewledger/ledger/client"
+	"github.com/mewledger/ledger/api"
 )
 
 func init() {
@@ -44,7 +44,7 @@ func runHistory(ctx context.Context, e env, args []string) error {
 		_, err = fmt.Fprint(e.stdout, string(raw))
 		return err
 	}
-	var h client.History
+	var h api.History
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return fmt.Errorf("the history from %s: %w", c.apiURL, err)
 	}

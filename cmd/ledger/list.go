@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 )
 
@@ -55,7 +56,7 @@ func runList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	var (
-		proposals []*client.Proposal
+		proposals []*api.Proposal
 		next      string
 	)
 	for {
@@ -67,7 +68,7 @@ func runList(ctx context.Context, e env, args []string) error {
 			_, err = fmt.Fprint(e.stdout, string(raw))
 			return err
 		}
-		var page client.Page
+		var page api.List
 		if err := json.Unmarshal(raw, &page); err != nil {
 			return fmt.Errorf("the list from %s: %w", c.apiURL, err)
 		}
@@ -82,9 +83,9 @@ func runList(ctx context.Context, e env, args []string) error {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetEscapeHTML(false)
 		if proposals == nil {
-			proposals = []*client.Proposal{}
+			proposals = []*api.Proposal{}
 		}
-		return enc.Encode(client.Page{Proposals: proposals})
+		return enc.Encode(api.List{Proposals: proposals})
 	}
 	if err := renderList(e.stdout, proposals); err != nil {
 		return err

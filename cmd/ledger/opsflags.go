@@ -30,7 +30,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/lib/datalock"
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
@@ -106,7 +106,7 @@ func (o *opsFlags) register(f *flags) {
 // registerAPI adds --api and --token (rebuild and verify run online
 // through the API).
 func (o *opsFlags) registerAPI(f *flags) {
-	f.str(&o.apiURL, "api", "URL", "", "run online through this ledger's HTTP API, e.g. "+apiclient.DefaultAPI, true)
+	f.str(&o.apiURL, "api", "URL", "", "run online through this ledger's HTTP API, e.g. "+client.DefaultAPI, true)
 	f.str(&o.token, "token", "TOKEN", "", "bearer token (role ops) for an API started with --auth (prefer the environment variable: a flag shows in ps)", true)
 	f.hide("token")
 }
@@ -146,14 +146,14 @@ func (o *opsFlags) apiTarget() (string, string) {
 	}
 	given := o.f.source("data") != "default"
 	if _, err := os.Stat(filepath.Join(o.data, app.NATSDirName)); !given && err != nil {
-		return apiclient.DefaultAPI, "default: " + o.data + " holds no ledger"
+		return client.DefaultAPI, "default: " + o.data + " holds no ledger"
 	}
 	return "", ""
 }
 
 // apiClient returns the client of an online operation.
-func (o *opsFlags) apiClient(apiURL string) (*apiclient.Client, error) {
-	cl, err := apiclient.New(apiclient.Options{API: apiURL, Token: o.token})
+func (o *opsFlags) apiClient(apiURL string) (*client.Client, error) {
+	cl, err := client.New(apiURL, client.WithToken(o.token))
 	if err != nil {
 		return nil, usageError("%v", err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/lib/ndjson"
 	"github.com/mewledger/ledger/internal/lib/progress"
 	"github.com/mewledger/ledger/internal/server/submit"
@@ -124,7 +123,7 @@ func runPublish(ctx context.Context, e env, args []string) error {
 	}
 	oversize := func(l ndjson.Line) api.AppendResult {
 		// Over the envelope limit: refused here, as the ledger would.
-		return api.AppendResult{Error: &api.Error{Code: ledger.CodeOversize,
+		return api.AppendResult{Error: &api.Error{Code: api.CodeOversize,
 			Message: fmt.Sprintf("envelope is %d bytes, over the limit of %d", l.Size, ledger.MaxEnvelopeBytes)}}
 	}
 
@@ -319,8 +318,8 @@ func publishHTTP(ctx context.Context, c clientOpts, kernel bool, in io.Reader, s
 			pw.CloseWithError(bw.Flush())
 		}()
 		got := 0
-		err := cl.AppendStream(ctx, pr, func(res client.Result) error {
-			r := apiclient.AppendResult(res)
+		err := cl.AppendStream(ctx, pr, func(res api.AppendResult) error {
+			r := res
 			flushLocal()
 			en, ok := pop()
 			if !ok || en.local != nil {

@@ -53,7 +53,7 @@ func TestPublishStreamed(t *testing.T) {
 			t.Fatalf("result %d is for line %d, want %d", n, res.Line, want)
 		}
 		if want == 20 {
-			if res.Error == nil || res.Error.Code != ledger.CodeOversize {
+			if res.Error == nil || res.Error.Code != api.CodeOversize {
 				t.Fatalf("line 20: %+v", res)
 			}
 			continue

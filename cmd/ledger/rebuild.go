@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/ops/repair"
 )
 
@@ -97,7 +96,7 @@ func rebuildOnline(ctx context.Context, o *opsFlags, apiURL string, stdout, stde
 		return err
 	}
 	st, err := cl.StartRebuild(ctx)
-	var ae *apiclient.APIError
+	var ae *api.Error
 	if errors.As(err, &ae) && ae.Code == api.CodeBusy {
 		if cur, serr := cl.RebuildStatus(ctx); serr == nil && cur.Running {
 			fmt.Fprintf(stderr, "a rebuild is already running on %s (since %s); following it\n", apiURL, cur.StartedAt.Format(time.RFC3339))

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
@@ -115,7 +115,7 @@ func ingestLedgerWith(ctx context.Context, o *Options, evs []event, edits ...fun
 	}
 	defer stop()
 	defer commitProgress(o, "ingest", a.Appender())
-	cl, err := apiclient.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := client.New(a.HTTPURL())
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)
 	}
@@ -127,13 +127,13 @@ func ingestLedgerWith(ctx context.Context, o *Options, evs []event, edits ...fun
 	runtime.GC()
 	n := 0
 	start := time.Now()
-	err = cl.PublishStream(ctx, space, false, &body, func(r api.AppendResult) error {
+	err = cl.AppendStream(ctx, &body, func(r api.AppendResult) error {
 		n++
 		if r.Error != nil || r.Duplicate || r.Seq == 0 {
 			return fmt.Errorf("bench: ingest line %d: %+v", r.Line, r)
 		}
 		return nil
-	})
+	}, client.WithSpace(space))
 	took := time.Since(start)
 	if err != nil {
 		return 0, err
@@ -325,13 +325,13 @@ func agentsLedger(ctx context.Context, o *Options, evs []event) (float64, error)
 		return 0, err
 	}
 	defer stop()
-	cl, err := apiclient.New(apiclient.Options{API: a.HTTPURL(), HTTP: agentsHTTP()})
+	cl, err := client.New(a.HTTPURL(), client.WithHTTPClient(agentsHTTP()))
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)
 	}
 	defer commitProgress(o, "agents", a.Appender())
 	return runAgents(ctx, evs, func(ctx context.Context, ev event) error {
-		r, err := cl.Publish(ctx, space, ev.raw)
+		r, err := cl.Append(ctx, ev.raw, client.WithSpace(space))
 		if err != nil {
 			return fmt.Errorf("bench: agent append: %w", err)
 		}

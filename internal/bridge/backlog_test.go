@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
@@ -37,7 +37,7 @@ func (s *slowSink) AppendBatch(ctx context.Context, space string, batch []bridge
 // after it.
 func TestBacklogFullGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}

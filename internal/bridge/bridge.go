@@ -495,7 +495,7 @@ func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, g *guard, ca
 		switch kind {
 		case KindOversize:
 			b.skip(kind, "", ResultRefused)
-			b.log.Warn().Str(logging.KeyCode, ledger.CodeOversize).Msgf("a frame over %d bytes was not recorded (the ledger refuses envelopes that large)", ledger.MaxEnvelopeBytes)
+			b.log.Warn().Str(logging.KeyCode, api.CodeOversize).Msgf("a frame over %d bytes was not recorded (the ledger refuses envelopes that large)", ledger.MaxEnvelopeBytes)
 			continue
 		case KindStream:
 			b.skip(kind, "", ResultSkipped)

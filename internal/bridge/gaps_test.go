@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
@@ -58,7 +58,7 @@ func idOf(t *testing.T, line []byte) string {
 // recorded. Stopping the bridge then records an open gap.
 func TestDropGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestDropGivesGap(t *testing.T) {
 // rejoins; what the space carries next is recorded again.
 func TestEvictionGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func spoofLog(t *testing.T, lines [][]byte, id, participant string) [][]byte {
 // refused (reserved_sender).
 func TestHistorySpoofedSender(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestHistorySpoofedSender(t *testing.T) {
 // may have been cut unread are reported as a gap.
 func TestHistoryTruncationGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestHistoryTruncationGivesGap(t *testing.T) {
 // evicts the bridge at once, with the probe off.
 func TestEvictionNoticeGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/ledger"
@@ -26,7 +26,7 @@ import (
 // through the normal append paths.
 func TestGapWritePaths(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +75,12 @@ func TestGapWritePaths(t *testing.T) {
 		return resp.StatusCode, eb
 	}
 	for _, tc := range []struct{ body, code, field string }{
-		{`not json`, ledger.CodeNotJSON, ""},
-		{`{"bridge":"rec"}`, ledger.CodeMissingField, "disconnected_at"},
-		{`{"disconnected_at":"2026-11-24T05:00:00Z"}`, ledger.CodeMissingField, "bridge"},
-		{`{"bridge":"ledger","disconnected_at":"2026-11-24T05:00:00Z"}`, ledger.CodeBadValue, "bridge"},
-		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","extra":1}`, ledger.CodeNotJSON, ""},
-		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","reconnected_at":"2026-11-24T04:00:00Z"}`, ledger.CodeBadValue, "reconnected_at"},
+		{`not json`, api.CodeNotJSON, ""},
+		{`{"bridge":"rec"}`, api.CodeMissingField, "disconnected_at"},
+		{`{"disconnected_at":"2026-11-24T05:00:00Z"}`, api.CodeMissingField, "bridge"},
+		{`{"bridge":"ledger","disconnected_at":"2026-11-24T05:00:00Z"}`, api.CodeBadValue, "bridge"},
+		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","extra":1}`, api.CodeNotJSON, ""},
+		{`{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z","reconnected_at":"2026-11-24T04:00:00Z"}`, api.CodeBadValue, "reconnected_at"},
 	} {
 		code, eb := post(tc.body)
 		if code != http.StatusBadRequest || eb.Error == nil || eb.Error.Code != tc.code || eb.Error.Field != tc.field {
@@ -103,7 +103,7 @@ func TestGapWritePaths(t *testing.T) {
 	chat := []byte(`{"protocol":"mew/v0.4","id":"c1","from":"mallory","kind":"chat","correlation_id":["x"],"payload":{"text":"hi"}}`)
 	for _, s := range []bridge.Sink{ns, bridge.AppenderSink{Appender: a.Appender()}} {
 		r, err := s.Append(ctx, "gapspace", chat, ledger.LedgerSender)
-		if err != nil || r.Error == nil || r.Error.Code != ledger.CodeReservedSender {
+		if err != nil || r.Error == nil || r.Error.Code != api.CodeReservedSender {
 			t.Errorf("%T appended under the sender ledger: %+v %v", s, r, err)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
@@ -26,7 +26,7 @@ import (
 // bridge. The probe is on throughout.
 func TestHostileGatewayGivesGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}

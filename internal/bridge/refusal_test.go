@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
@@ -95,7 +95,7 @@ func TestRefusalsAndRetries(t *testing.T) {
 	if code, body := scrape(t, b, reg, "/healthz"); code != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
 		t.Errorf("/healthz %d %s", code, body)
 	}
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}

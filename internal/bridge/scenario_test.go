@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/crashrig"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
@@ -93,7 +93,7 @@ func TestScenarioGapsCoverEveryLoss(t *testing.T) {
 	dir := t.TempDir()
 	bin := crashrig.Build(t, dir, false)
 	srv := crashrig.StartServe(t, bin, filepath.Join(dir, "data"))
-	cl, err := apitest.New(apiclient.Options{API: srv.API()})
+	cl, err := apitest.New(client.Options{API: srv.API()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestScenarioLedgerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	send(200)
-	cl, err := apitest.New(apiclient.Options{API: srv.API()})
+	cl, err := apitest.New(client.Options{API: srv.API()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
@@ -133,7 +133,7 @@ func replay(t *testing.T, gw *mewgw.Gateway, b *bridge.Bridge, space string, lin
 func TestCapturesThroughServe(t *testing.T) {
 	e := loadExpected(t)
 	a := apptest.Start(t)
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
@@ -61,7 +61,7 @@ func (t markTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // session mark.
 func NewHTTPSink(api, token string) (HTTPSink, error) {
 	hc := &http.Client{Timeout: time.Minute, Transport: markTransport{base: http.DefaultTransport}}
-	cl, err := apiclient.New(apiclient.Options{API: api, Token: token, HTTP: hc})
+	cl, err := client.New(api, client.WithToken(token), client.WithHTTPClient(hc))
 	if err != nil {
 		return HTTPSink{}, err
 	}
@@ -71,7 +71,7 @@ func NewHTTPSink(api, token string) (HTTPSink, error) {
 // Session implements SessionReader: GET /v1/bridges at the stream's last
 // sequence (min_seq).
 func (s HTTPSink) Session(ctx context.Context, space, bridge, mewSpace string) (*api.BridgeSession, error) {
-	st, err := s.Client.Public().Status(ctx)
+	st, err := s.Client.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (s HTTPSink) Session(ctx context.Context, space, bridge, mewSpace string) (
 	var out struct {
 		Bridges []api.BridgeSession `json:"bridges"`
 	}
-	if err := s.Client.Public().Do(ctx, http.MethodGet, "/v1/bridges", q, nil, "", false, &out); err != nil {
+	if err := s.Client.Do(ctx, http.MethodGet, "/v1/bridges", q, nil, "", false, &out); err != nil {
 		return nil, err
 	}
 	for i := range out.Bridges {

@@ -8,7 +8,7 @@ import (
 	"net/http"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 )
@@ -62,7 +62,7 @@ var (
 
 // CodeReservedSender is the refusal code of an envelope whose real sender
 // (the history file's received participant) is the ledger's own sender.
-const CodeReservedSender = ledger.CodeReservedSender
+const CodeReservedSender = api.CodeReservedSender
 
 // AppenderSink appends through the Appender of the ledger process the
 // bridge runs in (ledger serve --bridge-mew-config): the same validation,
@@ -125,7 +125,7 @@ func appenderBatch(ctx context.Context, a *appendlog.Appender, space string, bat
 func (s AppenderSink) Gap(ctx context.Context, space string, g ledger.Gap) (api.AppendResult, error) {
 	raw, err := ledger.GapEnvelope(g)
 	if err != nil {
-		return api.AppendResult{Error: &api.Error{Code: ledger.CodeBadValue, Message: err.Error()}}, nil
+		return api.AppendResult{Error: &api.Error{Code: api.CodeBadValue, Message: err.Error()}}, nil
 	}
 	return appenderResult(s.Appender.AppendSystem(ctx, space, raw))
 }
@@ -158,7 +158,7 @@ func AppendAs(ctx context.Context, a *appendlog.Appender, space string, raw []by
 // /v1/gaps; a writer token when the API has tokens). It cannot publish
 // under a given sender.
 type HTTPSink struct {
-	Client *apiclient.Client
+	Client *client.Client
 }
 
 // Append implements Sink.
@@ -166,7 +166,7 @@ func (s HTTPSink) Append(ctx context.Context, space string, raw []byte, sender s
 	if sender != "" {
 		return api.AppendResult{}, ErrSenderUnsupported
 	}
-	return httpResult(s.Client.Publish(ctx, space, raw))
+	return httpResult(s.Client.Append(ctx, raw, client.WithSpace(space)))
 }
 
 // AppendBatch implements Sink: one NDJSON POST /v1/events, its answers
@@ -188,10 +188,10 @@ func (s HTTPSink) AppendBatch(ctx context.Context, space string, batch []Envelop
 		body.WriteByte('\n')
 	}
 	var rs []api.AppendResult
-	err := s.Client.PublishStream(ctx, space, false, &body, func(r api.AppendResult) error {
+	err := s.Client.AppendStream(ctx, &body, func(r api.AppendResult) error {
 		rs = append(rs, r)
 		return nil
-	})
+	}, client.WithSpace(space))
 	if err != nil {
 		return nil, err
 	}
@@ -230,9 +230,9 @@ func (s HTTPSink) Gap(ctx context.Context, space string, g ledger.Gap) (api.Appe
 
 // httpResult: 400 and 413 are refusals, anything else an error.
 func httpResult(r api.AppendResult, err error) (api.AppendResult, error) {
-	var ae *apiclient.APIError
+	var ae *api.Error
 	if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge) {
-		return api.AppendResult{Error: ae.Wire()}, nil
+		return api.AppendResult{Error: ae}, nil
 	}
 	return r, err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger"
@@ -200,14 +201,14 @@ func TestPrepareRefusals(t *testing.T) {
 		space string
 		code  string
 	}{
-		"not json":      {[]byte(`{"id":`), "", ledger.CodeNotJSON},
-		"no id":         {tProposal("x", "a").with("id", "").raw(), "", ledger.CodeMissingField},
-		"not lifecycle": {tenv{"protocol": "mew/v0.4", "id": "c", "from": "a", "kind": "chat", "payload": map[string]any{"text": "hi"}}.raw(), "", ledger.CodeMissingCorrelation},
-		"other kind":    {tenv{"protocol": "mew/v0.4", "id": "c", "from": "a", "kind": "presence"}.raw(), "", ledger.CodeNotLifecycle},
-		"expire":        {ledger.ExpireEnvelope("default", "p1", time.Now()), "", ledger.CodeReservedKind},
-		"too many to":   {tProposal("x", "a").with("to", []string{"a", "b", "c"}).raw(), "", ledger.CodeTooMany},
-		"long space":    {tProposal("x", "a").raw(), strings.Repeat("s", 257), ledger.CodeTooLong},
-		"bad space":     {tProposal("x", "a").raw(), "\xff", ledger.CodeInvalidUTF8},
+		"not json":      {[]byte(`{"id":`), "", api.CodeNotJSON},
+		"no id":         {tProposal("x", "a").with("id", "").raw(), "", api.CodeMissingField},
+		"not lifecycle": {tenv{"protocol": "mew/v0.4", "id": "c", "from": "a", "kind": "chat", "payload": map[string]any{"text": "hi"}}.raw(), "", api.CodeMissingCorrelation},
+		"other kind":    {tenv{"protocol": "mew/v0.4", "id": "c", "from": "a", "kind": "presence"}.raw(), "", api.CodeNotLifecycle},
+		"expire":        {ledger.ExpireEnvelope("default", "p1", time.Now()), "", api.CodeReservedKind},
+		"too many to":   {tProposal("x", "a").with("to", []string{"a", "b", "c"}).raw(), "", api.CodeTooMany},
+		"long space":    {tProposal("x", "a").raw(), strings.Repeat("s", 257), api.CodeTooLong},
+		"bad space":     {tProposal("x", "a").raw(), "\xff", api.CodeInvalidUTF8},
 	}
 	for name, c := range cases {
 		r, err := a.Append(ctxT(t), c.space, c.raw)
@@ -290,7 +291,7 @@ func TestEnvelopeSizeLimit(t *testing.T) {
 
 	over := padded(t, "big-3", ledger.MaxEnvelopeBytes+1)
 	_, err = a.Append(ctx, "", over)
-	if rf, ok := ledger.AsRefusal(err); !ok || rf.Code != ledger.CodeOversize {
+	if rf, ok := ledger.AsRefusal(err); !ok || rf.Code != api.CodeOversize {
 		t.Fatalf("1 MiB + 1: err = %v, want oversize refusal", err)
 	}
 	if n := streamMsgs(t, st); n != 2 {
@@ -312,13 +313,13 @@ func mixed(n int) ([][]byte, []expect) {
 		code string
 		raw  func(i int) []byte
 	}{
-		{ledger.CodeNotJSON, func(i int) []byte { return []byte("not json") }},
-		{ledger.CodeMissingField, func(i int) []byte { return tProposal(idf("x", i), "a").with("from", "").raw() }},
-		{ledger.CodeMissingCorrelation, func(i int) []byte {
+		{api.CodeNotJSON, func(i int) []byte { return []byte("not json") }},
+		{api.CodeMissingField, func(i int) []byte { return tProposal(idf("x", i), "a").with("from", "").raw() }},
+		{api.CodeMissingCorrelation, func(i int) []byte {
 			return tenv{"protocol": "mew/v0.4", "id": idf("r", i), "from": "a", "kind": "mcp/request", "payload": map[string]any{"method": "tools/call"}}.raw()
 		}},
-		{ledger.CodeReservedKind, func(i int) []byte { return ledger.ExpireEnvelope("default", idf("p", i), time.Unix(0, 0)) }},
-		{ledger.CodeUnknownProtocol, func(i int) []byte { return tProposal(idf("x", i), "a").with("protocol", "mew/v9").raw() }},
+		{api.CodeReservedKind, func(i int) []byte { return ledger.ExpireEnvelope("default", idf("p", i), time.Unix(0, 0)) }},
+		{api.CodeUnknownProtocol, func(i int) []byte { return tProposal(idf("x", i), "a").with("protocol", "mew/v9").raw() }},
 	}
 	for i := range n {
 		switch {

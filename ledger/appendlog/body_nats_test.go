@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
@@ -46,7 +47,7 @@ func TestPrepareBodyUsesAppenderOptions(t *testing.T) {
 	copy(big, `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`)
 	if _, err := a.PrepareBody("", big, ledger.BodyOptions{}); err == nil {
 		t.Fatal("a body over the Appender's MaxBytes was prepared")
-	} else if r, ok := ledger.AsRefusal(err); !ok || r.Code != ledger.CodeOversize {
-		t.Fatalf("over MaxBytes: %v, want %s", err, ledger.CodeOversize)
+	} else if r, ok := ledger.AsRefusal(err); !ok || r.Code != api.CodeOversize {
+		t.Fatalf("over MaxBytes: %v, want %s", err, api.CodeOversize)
 	}
 }

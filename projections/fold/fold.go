@@ -458,11 +458,11 @@ func reserved(d *ledger.Decoded) (code, detail string) {
 	fromLedger := d.Env.From == ledger.LedgerSender
 	switch {
 	case d.Type == ledger.TypeGap && !fromLedger:
-		return ledger.CodeReservedKind, fmt.Sprintf("%s is written only by %q", ledger.KindGap, ledger.LedgerSender)
+		return api.CodeReservedKind, fmt.Sprintf("%s is written only by %q", ledger.KindGap, ledger.LedgerSender)
 	case strings.HasPrefix(d.Env.ID, reservedExpirePrefix) && !(d.Type == ledger.TypeExpire && fromLedger):
-		return ledger.CodeReservedID, fmt.Sprintf("ids beginning %q are reserved for the ledger's own %s", reservedExpirePrefix, ledger.KindExpire)
+		return api.CodeReservedID, fmt.Sprintf("ids beginning %q are reserved for the ledger's own %s", reservedExpirePrefix, ledger.KindExpire)
 	case strings.HasPrefix(d.Env.ID, reservedGapPrefix) && !(d.Type == ledger.TypeGap && fromLedger):
-		return ledger.CodeReservedID, fmt.Sprintf("ids beginning %q are reserved for the ledger's own %s", reservedGapPrefix, ledger.KindGap)
+		return api.CodeReservedID, fmt.Sprintf("ids beginning %q are reserved for the ledger's own %s", reservedGapPrefix, ledger.KindGap)
 	}
 	return "", ""
 }

@@ -44,6 +44,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/server/connbudget"
 )
 
@@ -61,12 +62,8 @@ const (
 // Roles lists every role, for validation and documentation.
 var Roles = []Role{RoleAuditor, RoleWriter, RoleOps, RoleMetrics}
 
-// Error codes of the bodies this package writes.
-const (
-	CodeUnauthorized = "unauthorized"
-	CodeForbidden    = "forbidden"
-	CodeRateLimited  = "rate_limited"
-)
+// The error codes of the bodies this package writes are api.CodeUnauthorized,
+// api.CodeForbidden and api.CodeRateLimited.
 
 // Realm is the realm of the WWW-Authenticate challenge.
 const Realm = "ledger"
@@ -290,18 +287,18 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, roles []Role, spac
 	switch {
 	case errors.Is(err, ErrNoToken):
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q", Realm))
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a bearer token is required")
+		writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "a bearer token is required")
 		return nil
 	case err != nil:
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q, error=\"invalid_token\"", Realm))
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "unknown bearer token")
+		writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "unknown bearer token")
 		return nil
 	}
 	// A known token: the connection leaves the anonymous budget.
 	connbudget.Authenticated(r.Context())
 	if len(p.Spaces) > 0 && !relay {
 		if !spaced {
-			writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %q is limited to spaces %q: this route is not per space", p.Name, p.Spaces))
+			writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("token %q is limited to spaces %q: this route is not per space", p.Name, p.Spaces))
 			return nil
 		}
 		space := r.URL.Query().Get("space")
@@ -309,7 +306,7 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, roles []Role, spac
 			space = g.defaultSpace
 		}
 		if !p.MaySpace(space) {
-			writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %q may not use space %q (its spaces: %q)", p.Name, space, p.Spaces))
+			writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("token %q may not use space %q (its spaces: %q)", p.Name, space, p.Spaces))
 			return nil
 		}
 	}
@@ -320,7 +317,7 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, roles []Role, spac
 	}
 	scope := joinRoles(roles)
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q, error=\"insufficient_scope\", scope=%q", Realm, scope))
-	writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %q lacks the role this route needs (%s)", p.Name, strings.ReplaceAll(scope, " ", " or ")))
+	writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("token %q lacks the role this route needs (%s)", p.Name, strings.ReplaceAll(scope, " ", " or ")))
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/rs/zerolog"
 )
 
@@ -139,7 +140,7 @@ func TestProtectStatusCodes(t *testing.T) {
 			var b errorBody
 			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
 				t.Errorf("%s: body %q: %v", name, rec.Body, err)
-			} else if want := map[int]string{401: CodeUnauthorized, 403: CodeForbidden}[c.want]; b.Error.Code != want {
+			} else if want := map[int]string{401: api.CodeUnauthorized, 403: api.CodeForbidden}[c.want]; b.Error.Code != want {
 				t.Errorf("%s: code %q, want %q", name, b.Error.Code, want)
 			}
 			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
@@ -300,7 +301,7 @@ func TestRateLimitWrites(t *testing.T) {
 		t.Errorf("Retry-After %q, want 2 (one token at 0.5/s)", ra)
 	}
 	var b errorBody
-	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Code != CodeRateLimited {
+	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Code != api.CodeRateLimited {
 		t.Errorf("429 body %s (%v)", rec.Body, err)
 	}
 	// Another client (token) has its own budget; reads are not limited.

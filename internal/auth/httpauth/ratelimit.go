@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"golang.org/x/time/rate"
 )
 
@@ -222,7 +223,7 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 		if !ok {
 			secs := max(1, int64(math.Ceil(wait.Seconds())))
 			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-			writeError(w, http.StatusTooManyRequests, CodeRateLimited,
+			writeError(w, http.StatusTooManyRequests, api.CodeRateLimited,
 				fmt.Sprintf("write rate limit exceeded (%g/s, burst %d); retry after %ds", l.cfg.PerSecond, l.cfg.Burst, secs))
 			return
 		}

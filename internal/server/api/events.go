@@ -72,7 +72,7 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) tooLarge(w http.ResponseWriter, limit int64, what string) {
-	writeError(w, http.StatusRequestEntityTooLarge, &api.Error{Code: ledger.CodeOversize,
+	writeError(w, http.StatusRequestEntityTooLarge, &api.Error{Code: api.CodeOversize,
 		Message: fmt.Sprintf("%s is over the limit of %d bytes", what, limit)})
 }
 
@@ -83,7 +83,7 @@ func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string, kern
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		a.opts.Metrics.Refused(metrics.PathHTTP, ledger.CodeOversize)
+		a.opts.Metrics.Refused(metrics.PathHTTP, api.CodeOversize)
 		a.tooLarge(w, a.opts.MaxBodyBytes, "the envelope")
 		return
 	case err != nil:
@@ -107,7 +107,7 @@ func (a *API) postOne(w http.ResponseWriter, r *http.Request, space string, kern
 		// (retrying is safe), and said so at once.
 	case err == nil:
 		writeJSON(w, http.StatusAccepted, out)
-	case out.Error.Code == ledger.CodeOversize:
+	case out.Error.Code == api.CodeOversize:
 		writeError(w, http.StatusRequestEntityTooLarge, out.Error)
 	case errors.Is(err, ledger.ErrRefused):
 		writeError(w, http.StatusBadRequest, out.Error)
@@ -302,7 +302,7 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 		}
 		first = false
 		if l.Oversize() {
-			e.refusal = &api.Error{Code: ledger.CodeOversize,
+			e.refusal = &api.Error{Code: api.CodeOversize,
 				Message: fmt.Sprintf("envelope is %d bytes, over the limit of %d", l.Size, maxLine)}
 		} else if pd, err := a.opts.Appender.SubmitBody(ctx, space, l.Data, ledger.BodyOptions{Kernel: kernel, Bridge: mark}); err != nil {
 			e.refusal = ledger.WireError(err)
@@ -325,7 +325,7 @@ func (a *API) postNDJSON(w http.ResponseWriter, r *http.Request, space string, k
 			a.tooLarge(w, a.opts.MaxBatchBytes, "the NDJSON body")
 			return
 		}
-		entries <- ndjsonEntry{no: lastNo + 1, refusal: &api.Error{Code: ledger.CodeOversize,
+		entries <- ndjsonEntry{no: lastNo + 1, refusal: &api.Error{Code: api.CodeOversize,
 			Message: fmt.Sprintf("the NDJSON body is over the limit of %d bytes: reading stopped here; the lines before were appended", a.opts.MaxBatchBytes)}}
 	case ctx.Err() != nil:
 		// The client is gone: nobody to answer.

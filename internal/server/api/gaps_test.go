@@ -34,7 +34,7 @@ func TestGapsRoute(t *testing.T) {
 			t.Fatal(err)
 		}
 		last = res.Seq
-		l.wantError(http.MethodPost, "/v1/events", "application/json", raw, http.StatusBadRequest, ledger.CodeReservedKind, "kind")
+		l.wantError(http.MethodPost, "/v1/events", "application/json", raw, http.StatusBadRequest, api.CodeReservedKind, "kind")
 	}
 	var all api.Gaps
 	l.get(fmt.Sprintf("/v1/gaps?min_seq=%d", last), http.StatusOK, &all)

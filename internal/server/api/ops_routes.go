@@ -103,15 +103,11 @@ func (a *API) postRebuild(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if st.Phase == api.RebuildFailed {
-		writeError(w, http.StatusInternalServerError, &api.Error{Code: CodeRebuildFailed, Message: "the rebuild failed; the old projection still serves: " + st.Error})
+		writeError(w, http.StatusInternalServerError, &api.Error{Code: api.CodeRebuildFailed, Message: "the rebuild failed; the old projection still serves: " + st.Error})
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
 }
-
-// CodeRebuildFailed is the error code of POST /v1/ops/rebuild?wait=true
-// when the rebuild failed.
-const CodeRebuildFailed = "rebuild_failed"
 
 func (a *API) getRebuild(w http.ResponseWriter, r *http.Request) {
 	if e := params(r.URL.Query()); e != nil {

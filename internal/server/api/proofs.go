@@ -36,13 +36,6 @@ const (
 )
 
 // Error codes of the proof routes.
-const (
-	// CodeNoCheckpoint: the ledger has signed no checkpoint yet, or none
-	// covers what was asked yet (retry after the checkpoint interval).
-	CodeNoCheckpoint = "no_checkpoint"
-	// CodeBeyondTree: a size past the tree.
-	CodeBeyondTree = "beyond_tree"
-)
 
 // DefaultCheckpointsLimit and MaxCheckpointsLimit bound a page of
 // GET /v1/checkpoints.
@@ -99,10 +92,10 @@ func (a *API) proofError(w http.ResponseWriter, r *http.Request, field string, e
 	case errors.Is(err, proofs.ErrNotFound), errors.Is(err, projections.ErrNotFound):
 		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: field, Message: err.Error()})
 	case errors.Is(err, proofs.ErrBeyondTree), errors.Is(err, projections.ErrBeyondTree):
-		writeError(w, http.StatusNotFound, &api.Error{Code: CodeBeyondTree, Field: field, Message: err.Error()})
+		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeBeyondTree, Field: field, Message: err.Error()})
 	case errors.Is(err, proofs.ErrNotCovered):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: CodeNoCheckpoint, Message: err.Error()})
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeNoCheckpoint, Message: err.Error()})
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: err.Error()})
 	default:
@@ -119,7 +112,7 @@ func (a *API) getCheckpoint(w http.ResponseWriter, r *http.Request) {
 	e, ok := a.opts.Proofs.Log().Latest()
 	if !ok {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: CodeNoCheckpoint, Message: "the ledger has signed no checkpoint yet"})
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeNoCheckpoint, Message: "the ledger has signed no checkpoint yet"})
 		return
 	}
 	writeText(w, http.StatusOK, "no-cache", e.Note)

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
@@ -25,7 +25,7 @@ const (
 
 func newClient(t *testing.T, a *app.App) *apitest.Client {
 	t.Helper()
-	c, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	c, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}

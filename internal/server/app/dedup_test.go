@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
@@ -400,7 +399,7 @@ func TestIndexBehindRefusesRetryably(t *testing.T) {
 	msgs, _ := streamState(t, a)
 	time.Sleep(testDupWindow) // ib-2 is now older than half the window, and not projected
 	_, err := c.Publish(ctx, "", dedupProposal("ib-3"))
-	var apiErr *apiclient.APIError
+	var apiErr *api.Error
 	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || !strings.Contains(apiErr.Error(), "too far behind") {
 		t.Fatalf("append with the projection behind: %v, want 503 naming the index", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
@@ -87,7 +86,7 @@ func TestStreamDeletedWhileServing(t *testing.T) {
 	}
 	// Online verify and rebuild: a clear 503 not_ready naming the
 	// problem, not 409 busy (issue 29 item 8).
-	var ae *apiclient.APIError
+	var ae *api.Error
 	if _, err := newClient(t, a).Verify(context.Background()); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable ||
 		ae.Code != api.CodeNotReady || !strings.Contains(err.Error(), "is missing") {
 		t.Fatalf("online verify: %v, want 503 not_ready with the log problem at once", err)

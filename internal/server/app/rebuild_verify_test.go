@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/internal/server/app"
@@ -181,7 +180,7 @@ func TestOnlineRebuild(t *testing.T) {
 	if !st.Running || st.Phase != api.RebuildFold || st.StartedAt == nil {
 		t.Fatalf("start: %+v", st)
 	}
-	var busy *apiclient.APIError
+	var busy *api.Error
 	if _, err := c.StartRebuild(ctx); !errors.As(err, &busy) || busy.Status != http.StatusConflict || busy.Code != api.CodeBusy {
 		if s, _ := c.RebuildStatus(ctx); s != nil && s.Running {
 			t.Errorf("a second rebuild while one runs: %v, want 409 busy", err)

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+
+	"github.com/mewledger/ledger/api"
 )
 
 // Defaults of StreamOptions.
@@ -13,9 +15,6 @@ const (
 	DefaultMaxStreams       = 128
 	DefaultStreamsPerClient = 16
 )
-
-// CodeTooManyStreams is the error code of a stream refused over a cap.
-const CodeTooManyStreams = "too_many_streams"
 
 // StreamOptions configures Streams.
 type StreamOptions struct {
@@ -135,7 +134,7 @@ func (s *Streams) WrapIf(next http.Handler, is func(*http.Request) bool) http.Ha
 					Field   string `json:"field"`
 				} `json:"error"`
 			}
-			b.Error.Code, b.Error.Message = CodeTooManyStreams, "too many streams: "+full+"; close one or retry later"
+			b.Error.Code, b.Error.Message = api.CodeTooManyStreams, "too many streams: "+full+"; close one or retry later"
 			_ = json.NewEncoder(w).Encode(b)
 			return
 		}

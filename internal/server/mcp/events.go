@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mewledger/ledger/client"
+	"github.com/mewledger/ledger/api"
 )
 
 // EventsWhere are the space and read-your-writes arguments of the event
@@ -81,8 +81,8 @@ func (s *Server) eventsQuery(in EventsIn, n int) url.Values {
 
 // EventsOut is a page of the ledger's events.
 type EventsOut struct {
-	Events []client.Event `json:"events"`
-	Count  int            `json:"count"`
+	Events []api.EventRecord `json:"events"`
+	Count  int               `json:"count"`
 	// NextCursor is the cursor of the next page; "" on the last one.
 	NextCursor string `json:"next_cursor,omitempty"`
 	// Truncated says there is more than this page.
@@ -97,13 +97,13 @@ func (s *Server) toolListEvents() {
 			if err != nil {
 				return nil, "", err
 			}
-			var page client.EventPage
+			var page api.EventPage
 			if err := s.c.Do(ctx, http.MethodGet, "/v1/events", s.eventsQuery(in, n), nil, "", false, &page); err != nil {
 				return nil, "", err
 			}
 			out := &EventsOut{Events: page.Events, Count: len(page.Events), NextCursor: page.NextCursor, Truncated: page.NextCursor != ""}
 			if out.Events == nil {
-				out.Events = []client.Event{}
+				out.Events = []api.EventRecord{}
 			}
 			var b strings.Builder
 			fmt.Fprintf(&b, "%d events", out.Count)
@@ -119,7 +119,7 @@ func (s *Server) toolListEvents() {
 }
 
 // writeEvent writes an event's one line.
-func writeEvent(b *strings.Builder, e *client.Event) {
+func writeEvent(b *strings.Builder, e *api.EventRecord) {
 	fmt.Fprintf(b, "seq %d %s [%s] %s", e.Seq, e.At.Format(time.RFC3339), e.Space, cmpOr(e.Type, "?"))
 	if e.ID != "" {
 		fmt.Fprintf(b, " %s", e.ID)
@@ -181,7 +181,7 @@ type EventOut struct {
 	Truncated bool `json:"truncated"`
 	// Event is the message's record in the event index; absent while the
 	// projection has not folded it.
-	Event *client.Event `json:"event,omitempty"`
+	Event *api.EventRecord `json:"event,omitempty"`
 }
 
 func (s *Server) toolGetEvent() {
@@ -191,7 +191,7 @@ func (s *Server) toolGetEvent() {
 			if in.Seq == 0 {
 				return nil, "", argError("seq", "seq is required: a stream sequence (an integer ≥ 1)")
 			}
-			var r client.RawEvent
+			var r api.RawEvent
 			if err := s.c.Do(ctx, http.MethodGet, "/v1/events/"+strconv.FormatUint(in.Seq, 10), s.eventValues(in.EventsWhere), nil, "", false, &r); err != nil {
 				return nil, "", err
 			}

@@ -22,6 +22,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/auth/httpauth"
@@ -616,7 +617,7 @@ func checkResource(t *testing.T, a *app.App, w *client.Client, s *session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p client.Proposal
+	var p api.Proposal
 	if err := json.Unmarshal([]byte(rr.Contents[0].Text), &p); err != nil || p.ID != id || p.State != "pending" || rr.Contents[0].MIMEType != "application/json" {
 		t.Fatalf("read %s: %+v %v", uri, rr.Contents[0], err)
 	}

@@ -12,8 +12,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
-	"github.com/mewledger/ledger/client"
 )
 
 // --- prove_proposal
@@ -97,7 +97,7 @@ func (s *Server) toolProveProposal() {
 				return nil, nil, err
 			}
 			if len(raw) > MaxProofBytes {
-				return nil, nil, &client.Error{Status: 413, Code: "too_large", Field: "id",
+				return nil, nil, &api.Error{Status: 413, Code: "too_large", Field: "id",
 					Message: fmt.Sprintf("the bundle of %q is %d bytes, over the %d an MCP answer carries: save it with `ledger proof %s -f FILE`", in.ID, len(raw), MaxProofBytes, in.ID)}
 			}
 			b, err := evidence.ParseBundle(raw)
@@ -123,7 +123,7 @@ func (s *Server) toolProveProposal() {
 			// The ledger's own verifier key, for convenience: a token
 			// limited to spaces may not read it (a whole-log route).
 			var key []byte
-			var ae *client.Error
+			var ae *api.Error
 			switch err := s.c.Do(ctx, http.MethodGet, "/v1/checkpoint/key", nil, nil, "", false, &key); {
 			case err == nil:
 				out.VerifierKey = strings.TrimSpace(string(key))

@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/lib/logging"
 )
@@ -82,7 +83,7 @@ func (s *Server) readProposal(ctx context.Context, req *sdk.ReadResourceRequest)
 		return nil, err
 	}
 	raw, err := s.c.GetRaw(s.callerCtx(ctx, req.Extra), id, client.ReadOptions{Space: space})
-	if errors.Is(err, client.ErrNotFound) {
+	if errors.Is(err, api.ErrNotFound) {
 		return nil, sdk.ResourceNotFoundError(req.Params.URI)
 	}
 	if err != nil {
@@ -121,7 +122,7 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 	// The subscriber must be allowed to read the proposal (its token's
 	// roles and spaces, checked by the API), and it must exist.
 	p, err := s.c.Get(cctx, id, client.ReadOptions{Space: space})
-	if errors.Is(err, client.ErrNotFound) {
+	if errors.Is(err, api.ErrNotFound) {
 		return sdk.ResourceNotFoundError(req.Params.URI)
 	}
 	if err != nil {
@@ -164,12 +165,12 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 // since is where a new watcher starts: the projection's checkpoint as the
 // change index says (GET /v1/changes after the proposal's last change),
 // or the proposal's last change when that cannot be read.
-func (s *Server) since(ctx context.Context, p *client.Proposal) uint64 {
+func (s *Server) since(ctx context.Context, p *api.Proposal) uint64 {
 	q := url.Values{"space": {p.Space}, "proposal": {p.ID}, "since_seq": {strconv.FormatUint(p.UpdatedSeq, 10)}, "limit": {"1"}}
 	var page struct {
-		Changes []client.Change `json:"changes"`
-		Through uint64          `json:"through"`
-		More    bool            `json:"more"`
+		Changes []api.Change `json:"changes"`
+		Through uint64       `json:"through"`
+		More    bool         `json:"more"`
 	}
 	if err := s.c.Do(ctx, http.MethodGet, "/v1/changes", q, nil, "", false, &page); err != nil || len(page.Changes) > 0 || page.More {
 		return p.UpdatedSeq
@@ -241,7 +242,7 @@ func (s *Server) watch(ctx context.Context, key watchKey, w *watcher, since uint
 	log := s.log.With().Str(logging.KeySpace, key.space).Logger()
 	log.Debug().Uint64(logging.KeySeq, since).Msg("resource watcher started")
 	err := s.c.WatchFunc(ctx, client.WatchOptions{Space: key.space, SinceSeq: since, FromStart: true, Retry: s.opts.WatchRetry},
-		func(ch client.Change, _ []byte) error {
+		func(ch api.Change, _ []byte) error {
 			s.mu.Lock()
 			s.pruneLocked()
 			uri, ok := w.uris[ch.ID]

@@ -44,6 +44,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/lib/buildinfo"
 	"github.com/mewledger/ledger/internal/lib/logging"
@@ -223,13 +224,13 @@ func (s *Server) callerCtx(ctx context.Context, extra *sdk.RequestExtra) context
 // argError is a refusal of an argument the server checks itself, shaped
 // as the API's errors.
 func argError(field, format string, args ...any) error {
-	return &client.Error{Status: 400, Code: "bad_request", Field: field, Message: fmt.Sprintf(format, args...)}
+	return &api.Error{Status: 400, Code: "bad_request", Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // toolError is the error a tool answers for err: the API's refusal as
 // "code: message (field f)", no ledger at all as "unreachable: ...".
 func (s *Server) toolError(err error) error {
-	var ae *client.Error
+	var ae *api.Error
 	switch {
 	case errors.As(err, &ae) && ae.Status == 401 && s.opts.AuthHint != "":
 		return errors.New(ae.Error() + " (" + s.opts.AuthHint + ")")

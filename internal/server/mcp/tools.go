@@ -71,7 +71,7 @@ func limit(field string, n, def, max int) (int, error) {
 func (s *Server) toolGetProposal() {
 	addTool(s, "get_proposal", "Get a proposal",
 		"One proposal's projected state: pending, fulfilled, withdrawn, rejected or expired; who decided it (decided_by, decided_event), the reason, every rejection (with its reason and explanation), every fulfilment (with its outcome), and the anomalies an auditor must see. Refused with not_found when the ledger has no proposal with this id in the space.",
-		func(ctx context.Context, in ByID) (*client.Proposal, string, error) {
+		func(ctx context.Context, in ByID) (*api.Proposal, string, error) {
 			if err := in.check(); err != nil {
 				return nil, "", err
 			}
@@ -84,7 +84,7 @@ func (s *Server) toolGetProposal() {
 }
 
 // describe is a proposal's one-paragraph text.
-func describe(p *client.Proposal) string {
+func describe(p *api.Proposal) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Proposal %q in space %q by %s", p.ID, p.Space, p.Proposer)
 	if p.Method != "" {
@@ -131,9 +131,9 @@ type HistoryIn struct {
 
 // HistoryOut is proposal_history's result.
 type HistoryOut struct {
-	ID     string                `json:"id"`
-	Space  string                `json:"space"`
-	Events []client.HistoryEntry `json:"events"`
+	ID     string             `json:"id"`
+	Space  string             `json:"space"`
+	Events []api.HistoryEntry `json:"events"`
 	// Total is the number of events filed under the id after after_seq.
 	Total     int  `json:"total"`
 	Truncated bool `json:"truncated"`
@@ -158,7 +158,7 @@ func (s *Server) toolProposalHistory() {
 			}
 			evs := h.Events
 			if in.AfterSeq > 0 {
-				i, _ := slices.BinarySearchFunc(evs, in.AfterSeq+1, func(e client.HistoryEntry, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+				i, _ := slices.BinarySearchFunc(evs, in.AfterSeq+1, func(e api.HistoryEntry, seq uint64) int { return cmp.Compare(e.Seq, seq) })
 				evs = evs[i:]
 			}
 			out := &HistoryOut{ID: h.ID, Space: h.Space, Total: len(evs), Events: evs}
@@ -166,7 +166,7 @@ func (s *Server) toolProposalHistory() {
 				out.Events, out.Truncated, out.NextAfterSeq = evs[:n], true, evs[n-1].Seq
 			}
 			if out.Events == nil {
-				out.Events = []client.HistoryEntry{}
+				out.Events = []api.HistoryEntry{}
 			}
 			var b strings.Builder
 			fmt.Fprintf(&b, "%d events under %q in space %q", len(out.Events), h.ID, h.Space)
@@ -211,8 +211,8 @@ func (in ListIn) filter(n int) client.ListFilter {
 
 // ListOut is a page of proposals, newest first.
 type ListOut struct {
-	Proposals []*client.Proposal `json:"proposals"`
-	Count     int                `json:"count"`
+	Proposals []*api.Proposal `json:"proposals"`
+	Count     int             `json:"count"`
 	// NextCursor is the cursor of the next page; "" on the last one.
 	NextCursor string `json:"next_cursor,omitempty"`
 	// Truncated says there is more than this page.
@@ -236,14 +236,14 @@ func (s *Server) toolListProposals() {
 		})
 }
 
-func listOut(ps []*client.Proposal, next string) *ListOut {
+func listOut(ps []*api.Proposal, next string) *ListOut {
 	if ps == nil {
-		ps = []*client.Proposal{}
+		ps = []*api.Proposal{}
 	}
 	return &ListOut{Proposals: ps, Count: len(ps), NextCursor: next, Truncated: next != ""}
 }
 
-func listText(ps []*client.Proposal, more bool) string {
+func listText(ps []*api.Proposal, more bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d proposals", len(ps))
 	if more {
@@ -271,7 +271,7 @@ type StatsIn struct {
 func (s *Server) toolStats() {
 	addTool(s, "stats", "Ledger statistics",
 		"Counts of a space: proposals by state, rejection and withdrawal reasons, anomalies, events by type and by effect, orphans waiting, recording gaps.",
-		func(ctx context.Context, in StatsIn) (*client.Stats, string, error) {
+		func(ctx context.Context, in StatsIn) (*api.Stats, string, error) {
 			st, err := s.c.Stats(ctx, in.read())
 			if err != nil {
 				return nil, "", err
@@ -314,9 +314,9 @@ type AnomaliesIn struct {
 // AnomaliesOut are the proposals carrying anomalies, newest first.
 type AnomaliesOut struct {
 	// Counts are the space's anomaly counts (stats; not filtered by time).
-	Counts    map[string]int64   `json:"counts"`
-	Proposals []*client.Proposal `json:"proposals"`
-	Count     int                `json:"count"`
+	Counts    map[string]int64 `json:"counts"`
+	Proposals []*api.Proposal  `json:"proposals"`
+	Count     int              `json:"count"`
 	// NextCursor (with anomaly) is the cursor of the next page.
 	NextCursor string `json:"next_cursor,omitempty"`
 	// Truncated says there are more proposals than returned: page with
@@ -373,12 +373,12 @@ func (s *Server) toolListAnomalies() {
 				}
 			}
 			// Newest first across anomalies, then the first n.
-			slices.SortStableFunc(out.Proposals, func(a, b *client.Proposal) int { return cmp.Compare(b.CreatedSeq, a.CreatedSeq) })
+			slices.SortStableFunc(out.Proposals, func(a, b *api.Proposal) int { return cmp.Compare(b.CreatedSeq, a.CreatedSeq) })
 			if len(out.Proposals) > n {
 				out.Proposals, out.Truncated = out.Proposals[:n], true
 			}
 			if out.Proposals == nil {
-				out.Proposals = []*client.Proposal{}
+				out.Proposals = []*api.Proposal{}
 			}
 			out.Count = len(out.Proposals)
 			var b strings.Builder
@@ -404,10 +404,10 @@ type GapsIn struct {
 
 // GapsOut is a page of recording gaps, oldest first.
 type GapsOut struct {
-	Gaps       []client.Gap `json:"gaps"`
-	Count      int          `json:"count"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-	Truncated  bool         `json:"truncated"`
+	Gaps       []api.Gap `json:"gaps"`
+	Count      int       `json:"count"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+	Truncated  bool      `json:"truncated"`
 }
 
 func (s *Server) toolListGaps() {
@@ -430,13 +430,13 @@ func (s *Server) toolListGaps() {
 			if q.Get("space") == "" && s.opts.Space != "" {
 				q.Set("space", s.opts.Space)
 			}
-			var page client.GapsPage
+			var page api.Gaps
 			if err := s.c.Do(ctx, http.MethodGet, "/v1/gaps", q, nil, "", false, &page); err != nil {
 				return nil, "", err
 			}
 			out := &GapsOut{Gaps: page.Gaps, Count: len(page.Gaps), NextCursor: page.NextCursor, Truncated: page.NextCursor != ""}
 			if out.Gaps == nil {
-				out.Gaps = []client.Gap{}
+				out.Gaps = []api.Gap{}
 			}
 			var b strings.Builder
 			fmt.Fprintf(&b, "%d recording gaps", out.Count)
@@ -480,8 +480,8 @@ type WaitOut struct {
 	Reason       string `json:"reason,omitempty"`
 	// Explanation is the decider's chat explaining a rejection or a
 	// withdrawal, when one was recorded.
-	Explanation string           `json:"explanation,omitempty"`
-	Proposal    *client.Proposal `json:"proposal"`
+	Explanation string        `json:"explanation,omitempty"`
+	Proposal    *api.Proposal `json:"proposal"`
 }
 
 // progressEvery is the interval of wait_for_decision's progress
@@ -529,7 +529,7 @@ func (s *Server) toolWaitForDecision() {
 // waitDecided follows the watch stream of p (pending, as read) from its
 // last change until it leaves pending or timeout passes, and returns the
 // proposal then.
-func (s *Server) waitDecided(ctx context.Context, p *client.Proposal, timeout time.Duration) (*client.Proposal, error) {
+func (s *Server) waitDecided(ctx context.Context, p *api.Proposal, timeout time.Duration) (*api.Proposal, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// A progress notification now (the proposal was read pending: any
@@ -553,7 +553,7 @@ func (s *Server) waitDecided(ctx context.Context, p *client.Proposal, timeout ti
 	defer func() { cancel(); <-ticking }()
 	var decided uint64
 	err := s.c.WatchFunc(wctx, client.WatchOptions{Space: p.Space, Proposal: p.ID, SinceSeq: p.UpdatedSeq, Retry: s.opts.WatchRetry},
-		func(ch client.Change, _ []byte) error {
+		func(ch api.Change, _ []byte) error {
 			if ch.State != api.StatePending {
 				decided = ch.Seq
 				return errDecided
@@ -572,7 +572,7 @@ func (s *Server) waitDecided(ctx context.Context, p *client.Proposal, timeout ti
 	return s.c.Get(ctx, p.ID, client.ReadOptions{Space: p.Space, MinSeq: decided})
 }
 
-func waitOut(p *client.Proposal) *WaitOut {
+func waitOut(p *api.Proposal) *WaitOut {
 	out := &WaitOut{ID: p.ID, Space: p.Space, State: string(p.State), Proposal: p,
 		Decided: p.State != api.StatePending, DecidedBy: p.DecidedBy, DecidedEvent: p.DecidedEvent, Reason: p.Reason}
 	out.TimedOut = !out.Decided

@@ -28,8 +28,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/buildinfo"
-	"github.com/mewledger/ledger/ledger"
 )
 
 // Append paths (the path label).
@@ -119,10 +119,10 @@ var Paths = []string{PathHTTP, PathHTTPNDJSON, PathSubmit}
 // events_refused_total series exist from the start (a kernel rule's code
 // appears when first counted).
 var refusalCodes = []string{
-	ledger.CodeNotJSON, ledger.CodeOversize, ledger.CodeUnknownProtocol, ledger.CodeMissingField,
-	ledger.CodeWrongType, ledger.CodeTooLong, ledger.CodeTooMany, ledger.CodeBadValue,
-	ledger.CodeNotLifecycle, ledger.CodeMissingCorrelation, ledger.CodeReservedKind,
-	ledger.CodeDialectMismatch, ledger.CodeReservedID, ledger.CodeReservedSender, ledger.CodeUnknownField,
+	api.CodeNotJSON, api.CodeOversize, api.CodeUnknownProtocol, api.CodeMissingField,
+	api.CodeWrongType, api.CodeTooLong, api.CodeTooMany, api.CodeBadValue,
+	api.CodeNotLifecycle, api.CodeMissingCorrelation, api.CodeReservedKind,
+	api.CodeDialectMismatch, api.CodeReservedID, api.CodeReservedSender, api.CodeUnknownField,
 }
 
 // initLabels creates the label sets known in advance at zero, so that

@@ -31,15 +31,15 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/mewledger/ledger/api"
 )
 
-// Error codes of the refusals.
+// The refusals' codes are api.CodeBadHost, api.CodeCrossOrigin and
+// api.CodeUnsupportedMedia.
 const (
-	CodeBadHost          = "bad_host"
-	CodeCrossOrigin      = "cross_origin"
-	CodeUnsupportedMedia = "unsupported_media_type"
-	AnyHost              = "*" // as a Hosts entry: accept every Host (behind a proxy that checks it)
-	maxEcho              = 64
+	AnyHost = "*" // as a Hosts entry: accept every Host (behind a proxy that checks it)
+	maxEcho = 64
 )
 
 // DefaultBodyTypes are the media types of Options.BodyTypes' default:
@@ -136,13 +136,13 @@ func safe(method string) bool {
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.HostAllowed(r.Host) {
-			refuse(w, http.StatusMisdirectedRequest, CodeBadHost, "Host",
+			refuse(w, http.StatusMisdirectedRequest, api.CodeBadHost, "Host",
 				fmt.Sprintf("Host %q is not a name of this server (a page whose name was rebound to this address?); start the server with --http-host NAME to accept it", echo(r.Host)))
 			return
 		}
 		if !safe(r.Method) {
 			if field, why := crossSite(r); why != "" {
-				refuse(w, http.StatusForbidden, CodeCrossOrigin, field, why+": a browser page may not change the ledger")
+				refuse(w, http.StatusForbidden, api.CodeCrossOrigin, field, why+": a browser page may not change the ledger")
 				return
 			}
 		}
@@ -160,7 +160,7 @@ func (g *Guard) WrapBody(next http.Handler) http.Handler {
 			ct := r.Header.Get("Content-Type")
 			mt, _, err := mime.ParseMediaType(ct)
 			if err != nil || !slices.Contains(g.opts.BodyTypes, mt) {
-				refuse(w, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "Content-Type",
+				refuse(w, http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia, "Content-Type",
 					fmt.Sprintf("Content-Type %q: a body must be %s", echo(ct), strings.Join(g.opts.BodyTypes, ", ")))
 				return
 			}

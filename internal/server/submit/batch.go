@@ -89,9 +89,9 @@ var errTooMany = fmt.Errorf("a batch request takes at most %d envelopes", MaxBat
 // whole request was refused (answered at once, counted by micro).
 func (s *Service) acceptBatch(req micro.Request, space string, items []batchItem, err error) func() {
 	if err != nil {
-		code := ledger.CodeNotJSON
+		code := api.CodeNotJSON
 		if errors.Is(err, errTooMany) {
-			code = ledger.CodeTooMany
+			code = api.CodeTooMany
 		}
 		s.refuse(req, &api.Error{Code: code, Message: err.Error()})
 		return nil

@@ -46,7 +46,7 @@ func TestConcurrentRepliesDoNotRace(t *testing.T) {
 			switch {
 			case i%8 == 0 && (res.Error != nil || res.Seq == 0):
 				errs <- fmt.Errorf("request %d: %s", i, msg.Data)
-			case i%8 != 0 && (res.Error == nil || res.Error.Code != ledger.CodeMissingCorrelation || msg.Header.Get("Nats-Service-Error-Code") != "400"):
+			case i%8 != 0 && (res.Error == nil || res.Error.Code != api.CodeMissingCorrelation || msg.Header.Get("Nats-Service-Error-Code") != "400"):
 				errs <- fmt.Errorf("request %d: %s %v", i, msg.Data, msg.Header)
 			}
 		}()

@@ -2,10 +2,12 @@ package submit_test
 
 import (
 	"encoding/json"
-	"github.com/mewledger/ledger/internal/lib/buildinfo"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/internal/lib/buildinfo"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -25,11 +27,11 @@ func TestMicroStatsCountRefusals(t *testing.T) {
 	refusals := []struct {
 		subject, body, ctype, code string
 	}{
-		{subjects.Submit("default"), `{"protocol":"mew/v0.4","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`, "", ledger.CodeMissingField},
-		{subjects.Submit("default"), `garbage`, "", ledger.CodeNotJSON},
+		{subjects.Submit("default"), `{"protocol":"mew/v0.4","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`, "", api.CodeMissingField},
+		{subjects.Submit("default"), `garbage`, "", api.CodeNotJSON},
 		{subjects.Submit("default"), `{"proposal_id":"p-1","actor":"a"}`, "", ledger.RuleTSms},
-		{subjects.Submit("default"), `[1,`, "application/json", ledger.CodeNotJSON},
-		{subjects.SubmitRoot + ".~!!", proposal, "", ledger.CodeBadValue},
+		{subjects.Submit("default"), `[1,`, "application/json", api.CodeNotJSON},
+		{subjects.SubmitRoot + ".~!!", proposal, "", api.CodeBadValue},
 	}
 	for i, r := range refusals {
 		m := &nats.Msg{Subject: r.subject, Data: []byte(r.body), Header: nats.Header{}}
@@ -78,7 +80,7 @@ func TestMicroStatsCountRefusals(t *testing.T) {
 	if ep.NumErrors != len(refusals) || ep.NumRequests < len(refusals) {
 		t.Fatalf("$SRV.STATS: %d errors of %d requests, want %d errors", ep.NumErrors, ep.NumRequests, len(refusals))
 	}
-	if !strings.Contains(ep.LastError, ledger.CodeBadValue) {
+	if !strings.Contains(ep.LastError, api.CodeBadValue) {
 		t.Fatalf("last error %q, want the last refusal's", ep.LastError)
 	}
 	if got := svc.Stats(); got.Endpoints[0].NumErrors != len(refusals) {
@@ -88,8 +90,8 @@ func TestMicroStatsCountRefusals(t *testing.T) {
 	// The gap endpoint too: a gap that does not parse, and one whose
 	// space the Appender refuses; then a gap recorded.
 	gapRefusals := []struct{ space, body, code string }{
-		{"default", `{"bridge":"rec"}`, ledger.CodeMissingField},
-		{strings.Repeat("s", ledger.MaxSpaceBytes+1), `{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z"}`, ledger.CodeTooLong},
+		{"default", `{"bridge":"rec"}`, api.CodeMissingField},
+		{strings.Repeat("s", ledger.MaxSpaceBytes+1), `{"bridge":"rec","disconnected_at":"2026-11-24T05:00:00Z"}`, api.CodeTooLong},
 	}
 	for i, r := range gapRefusals {
 		msg := request(t, nc, subjects.Gap(r.space), r.body)

@@ -45,9 +45,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mewledger/ledger/internal/lib/buildinfo"
 	"strconv"
 	"sync"
+
+	"github.com/mewledger/ledger/internal/lib/buildinfo"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -334,7 +335,7 @@ func (s *Service) storageFull(req micro.Request) bool {
 
 // badSpace is the refusal of a subject whose space token does not decode.
 func badSpace(err error) *api.Error {
-	return &api.Error{Code: ledger.CodeBadValue, Field: "space",
+	return &api.Error{Code: api.CodeBadValue, Field: "space",
 		Message: fmt.Sprintf("the subject's space token does not name a space (nothing is guessed): %v", err)}
 }
 

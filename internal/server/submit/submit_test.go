@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
-	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -97,18 +97,18 @@ func TestSubmit(t *testing.T) {
 	// headers; nothing stored.
 	msg = request(t, nc, subjects.Submit("default"), `{"protocol":"mew/v0.4","from":"a","kind":"mcp/proposal","payload":{"method":"m"}}`)
 	r, err = submit.ParseReply(msg.Data)
-	if err != nil || r.Error == nil || r.Error.Code != ledger.CodeMissingField || r.Error.Field != "id" || r.Error.Message == "" || r.Seq != 0 {
+	if err != nil || r.Error == nil || r.Error.Code != api.CodeMissingField || r.Error.Field != "id" || r.Error.Message == "" || r.Seq != 0 {
 		t.Fatalf("refusal reply %s (%v)", msg.Data, err)
 	}
 	if msg.Header.Get(micro.ErrorCodeHeader) != submit.StatusRefused || msg.Header.Get(micro.ErrorHeader) == "" {
 		t.Fatalf("refusal headers %v", msg.Header)
 	}
 	msg = request(t, nc, subjects.Submit("default"), `{"protocol":"mew/v0.4","id":"x","from":"a","kind":"presence"}`)
-	if r, _ = submit.ParseReply(msg.Data); r.Error == nil || r.Error.Code != ledger.CodeNotLifecycle || r.Error.Field != "kind" {
+	if r, _ = submit.ParseReply(msg.Data); r.Error == nil || r.Error.Code != api.CodeNotLifecycle || r.Error.Field != "kind" {
 		t.Fatalf("not-lifecycle reply %s", msg.Data)
 	}
 	msg = request(t, nc, subjects.Submit("default"), `garbage`)
-	if r, _ = submit.ParseReply(msg.Data); r.Error == nil || r.Error.Code != ledger.CodeNotJSON {
+	if r, _ = submit.ParseReply(msg.Data); r.Error == nil || r.Error.Code != api.CodeNotJSON {
 		t.Fatalf("garbage reply %s", msg.Data)
 	}
 

@@ -1,7 +1,7 @@
 // Package apitest is a client of the ledger's HTTP API for tests: the
 // reads (Get, History, List, Stats, Status, Gaps) and publishes (one
 // bare kernel submission, NDJSON lines) answered in the internal record
-// and wire types, on top of apiclient.Client. No production code uses it.
+// and contract types, on top of client.Client. No production code uses it.
 package apitest
 
 import (
@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,18 +17,17 @@ import (
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
 )
 
-// Client is an apiclient.Client with the tests' reads and publishes. It
+// Client is a client.Client with the tests' reads and publishes. It
 // is safe for concurrent use.
 type Client struct {
-	*apiclient.Client
+	*client.Client
 }
 
 // New returns a client.
-func New(o apiclient.Options) (*Client, error) {
-	c, err := apiclient.New(o)
+func New(o client.Options) (*Client, error) {
+	c, err := client.New(o.API, client.WithToken(o.Token), client.WithHTTPClient(o.HTTP), client.WithDefaultSpace(o.Space))
 	if err != nil {
 		return nil, err
 	}
@@ -58,9 +58,9 @@ func decode(what string, raw []byte, out any) error {
 
 // Get returns a proposal and its JSON exactly as the API sent it.
 func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*api.Proposal, []byte, error) {
-	raw, err := c.Public().GetRaw(ctx, id, ro.public())
+	raw, err := c.Client.GetRaw(ctx, id, ro.public())
 	if err != nil {
-		return nil, nil, apiclient.ConvertError(err)
+		return nil, nil, err
 	}
 	var p api.Proposal
 	if err := decode("proposal", raw, &p); err != nil {
@@ -71,9 +71,9 @@ func (c *Client) Get(ctx context.Context, id string, ro ReadOptions) (*api.Propo
 
 // History returns a history and its JSON as sent.
 func (c *Client) History(ctx context.Context, id string, ro ReadOptions) (*api.History, []byte, error) {
-	raw, err := c.Public().HistoryRaw(ctx, id, ro.public())
+	raw, err := c.Client.HistoryRaw(ctx, id, ro.public())
 	if err != nil {
-		return nil, nil, apiclient.ConvertError(err)
+		return nil, nil, err
 	}
 	var h api.History
 	if err := decode("history", raw, &h); err != nil {
@@ -97,9 +97,9 @@ func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*api.L
 	pf := client.ListFilter{State: f.State, Proposer: f.Proposer, Target: f.Target, Anomaly: f.Anomaly,
 		Since: f.Since, Until: f.Until, ActionType: f.ActionType, ResourceType: f.ResourceType, Domain: f.Domain,
 		Form: f.Form, Limit: f.Limit}
-	raw, err := c.Public().ListPageRaw(ctx, pf, f.Cursor, ro.public())
+	raw, err := c.Client.ListPageRaw(ctx, pf, f.Cursor, ro.public())
 	if err != nil {
-		return nil, nil, apiclient.ConvertError(err)
+		return nil, nil, err
 	}
 	var l api.List
 	if err := decode("list", raw, &l); err != nil {
@@ -110,9 +110,9 @@ func (c *Client) List(ctx context.Context, f ListFilter, ro ReadOptions) (*api.L
 
 // Stats returns the statistics of a space and their JSON as sent.
 func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*api.Stats, []byte, error) {
-	raw, err := c.Public().StatsRaw(ctx, ro.public())
+	raw, err := c.Client.StatsRaw(ctx, ro.public())
 	if err != nil {
-		return nil, nil, apiclient.ConvertError(err)
+		return nil, nil, err
 	}
 	st := api.NewStats()
 	if err := decode("stats", raw, st); err != nil {
@@ -123,9 +123,9 @@ func (c *Client) Stats(ctx context.Context, ro ReadOptions) (*api.Stats, []byte,
 
 // Status returns /v1/status.
 func (c *Client) Status(ctx context.Context) (*api.Status, error) {
-	st, err := c.Public().Status(ctx)
+	st, err := c.Client.Status(ctx)
 	if err != nil {
-		return nil, apiclient.ConvertError(err)
+		return nil, err
 	}
 	return &api.Status{StreamSeq: st.StreamSeq, ProjectedSeq: st.ProjectedSeq, Lag: st.Lag, LogProblem: st.LogProblem}, nil
 }
@@ -135,8 +135,8 @@ func (c *Client) Status(ctx context.Context) (*api.Status, error) {
 // its kernel/proposal envelope. A refusal is an *APIError whose code is
 // the V-PROP rule id.
 func (c *Client) PublishKernel(ctx context.Context, space string, bare []byte) (api.AppendResult, error) {
-	a, err := c.Public().Append(ctx, bare, client.WithSpace(space), client.WithKernel())
-	return api.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, apiclient.ConvertError(err)
+	a, err := c.Client.Append(ctx, bare, client.WithSpace(space), client.WithKernel())
+	return api.AppendResult{ID: a.ID, Seq: a.Seq, Duplicate: a.Duplicate}, err
 }
 
 // PublishLines appends envelopes as one NDJSON POST and returns the
@@ -159,10 +159,10 @@ func (c *Client) publishLines(ctx context.Context, space string, lines [][]byte,
 		body.WriteByte('\n')
 	}
 	var out []api.AppendResult
-	err := c.PublishStream(ctx, space, kernel, &body, func(r api.AppendResult) error {
+	err := c.Client.AppendStream(ctx, &body, func(r api.AppendResult) error {
 		out = append(out, r)
 		return nil
-	})
+	}, client.AppendOptions{Space: space, Kernel: kernel})
 	return out, err
 }
 
@@ -183,8 +183,22 @@ func (c *Client) Gaps(ctx context.Context, limit int, cursor string, ro ReadOpti
 		q.Set("cursor", cursor)
 	}
 	var g api.Gaps
-	if err := c.Public().Do(ctx, http.MethodGet, "/v1/gaps", q, nil, "", false, &g); err != nil {
-		return nil, apiclient.ConvertError(err)
+	if err := c.Do(ctx, http.MethodGet, "/v1/gaps", q, nil, "", false, &g); err != nil {
+		return nil, err
 	}
 	return &g, nil
+}
+
+// Publish appends one envelope to space ("" = the client's) through POST
+// /v1/events: client.Append with the space as an argument, the form the
+// tests use.
+func (c *Client) Publish(ctx context.Context, space string, envelope []byte) (api.AppendResult, error) {
+	return c.Client.Append(ctx, envelope, client.WithSpace(space))
+}
+
+// PublishStream appends the NDJSON envelopes of body as one streamed
+// POST and calls each with every answer in order: client.AppendStream
+// with the space and kernel flag as arguments.
+func (c *Client) PublishStream(ctx context.Context, space string, kernel bool, body io.Reader, each func(api.AppendResult) error) error {
+	return c.Client.AppendStream(ctx, body, each, client.AppendOptions{Space: space, Kernel: kernel})
 }

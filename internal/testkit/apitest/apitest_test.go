@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/internal/lib/apiclient"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/server/submit"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
@@ -22,7 +22,7 @@ const (
 func TestClient(t *testing.T) {
 	a := apptest.Start(t)
 	ctx := context.Background()
-	c, err := apitest.New(apiclient.Options{API: a.HTTPURL() + "/"})
+	c, err := apitest.New(client.Options{API: a.HTTPURL() + "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestClient(t *testing.T) {
 
 	// The API's no is an *APIError with the wire error.
 	_, _, err = c.Get(ctx, "nope", apitest.ReadOptions{})
-	var ae *apiclient.APIError
+	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != "not_found" || ae.Field != "id" {
 		t.Fatalf("get missing: %v", err)
 	}
@@ -81,17 +81,17 @@ func TestUnreachable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	c, err := apitest.New(apiclient.Options{API: "http://" + addr})
+	c, err := apitest.New(client.Options{API: "http://" + addr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Status(context.Background()); !errors.Is(err, apiclient.ErrUnreachable) {
+	if _, err := c.Status(context.Background()); !errors.Is(err, client.ErrUnreachable) {
 		t.Fatalf("status of nothing: %v, want ErrUnreachable", err)
 	}
-	if _, err := submit.DialSubmitter(context.Background(), "nats://"+addr); !errors.Is(err, apiclient.ErrUnreachable) {
+	if _, err := submit.DialSubmitter(context.Background(), "nats://"+addr); !errors.Is(err, client.ErrUnreachable) {
 		t.Fatalf("dial nothing: %v, want ErrUnreachable", err)
 	}
-	if _, err := apitest.New(apiclient.Options{API: "127.0.0.1:8080"}); !errors.Is(err, apiclient.ErrOptions) {
+	if _, err := apitest.New(client.Options{API: "127.0.0.1:8080"}); !errors.Is(err, client.ErrOptions) {
 		t.Fatalf("API without scheme: %v, want ErrOptions", err)
 	}
 }

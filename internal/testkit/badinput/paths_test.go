@@ -31,7 +31,7 @@ import (
 
 // fieldless are the codes whose refusal may name no field: the whole body
 // is at fault.
-var fieldless = map[string]bool{ledger.CodeNotJSON: true, ledger.CodeInvalidUTF8: true, ledger.CodeOversize: true}
+var fieldless = map[string]bool{api.CodeNotJSON: true, api.CodeInvalidUTF8: true, api.CodeOversize: true}
 
 // checkRefusal checks one path's answer to a case.
 func checkRefusal(t *testing.T, path string, c badinput.Case, e *api.Error) {
@@ -169,7 +169,7 @@ func TestHostileThroughServicePaths(t *testing.T) {
 			code, b := postJSON(t, apiURL, "/v1/events", "application/json", c.Data)
 			if c.Refused() {
 				want := http.StatusBadRequest
-				if c.Want == ledger.CodeOversize {
+				if c.Want == api.CodeOversize {
 					want = http.StatusRequestEntityTooLarge
 				}
 				var body api.ErrorBody
@@ -278,8 +278,8 @@ func TestHostileThroughServicePaths(t *testing.T) {
 
 	// Hostile spaces on the HTTP path.
 	for _, sp := range []struct{ space, code string }{
-		{strings.Repeat("s", ledger.MaxSpaceBytes+1), ledger.CodeTooLong},
-		{"\xff", ledger.CodeInvalidUTF8},
+		{strings.Repeat("s", ledger.MaxSpaceBytes+1), api.CodeTooLong},
+		{"\xff", api.CodeInvalidUTF8},
 	} {
 		code, b := postJSON(t, apiURL, "/v1/events?space="+url.QueryEscape(sp.space), "application/json", valid[0])
 		var eb api.ErrorBody

@@ -1,9 +1,7 @@
-// Package model holds the ledger's records as the projection keeps them and
-// the API serves them: a proposal and its parts, one history entry, a
-// space's statistics. It imports nothing of Pebble or NATS, so that
-// clients (package client) and the pure fold can use the types without
-// the store.
 package api
+
+// The records, as the projection keeps them and the API serves them: a
+// proposal and its parts, one history entry, a space's statistics.
 
 import (
 	"encoding/json"

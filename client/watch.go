@@ -136,7 +136,7 @@ func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, l
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if *last != "" {
-		req.Header.Set("Last-api.EventRecord-ID", *last)
+		req.Header.Set("Last-Event-ID", *last)
 	}
 	if c.opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.Token)

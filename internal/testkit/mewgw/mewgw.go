@@ -21,8 +21,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +29,8 @@ import (
 
 // Gateway is a running stand-in gateway. Close it when done.
 type Gateway struct {
-	srv *httptest.Server
+	ln  net.Listener
+	srv *http.Server
 	// Tokens maps a token to the capabilities the welcome gives; any other
 	// token gets DefaultCapabilities. Both get the baseline mcp-response
 	// capability, as the real gateway adds it.
@@ -75,25 +74,27 @@ func StartOn(addr string, tokens map[string][]map[string]any) (*Gateway, error) 
 	mux.HandleFunc("GET /participants", g.participants)
 	mux.HandleFunc("/", g.ws)
 	if addr == "" {
-		g.srv = httptest.NewServer(mux)
-		return g, nil
+		addr = "127.0.0.1:0"
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	g.srv = httptest.NewUnstartedServer(mux)
-	_ = g.srv.Listener.Close()
-	g.srv.Listener = ln
-	g.srv.Start()
+	g.ln = ln
+	g.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		_ = g.srv.Serve(ln) // ends with ErrServerClosed when Close closes it
+	}()
 	return g, nil
 }
 
 // URL is the gateway's WebSocket URL (ws://127.0.0.1:PORT).
-func (g *Gateway) URL() string { return "ws" + strings.TrimPrefix(g.srv.URL, "http") }
+func (g *Gateway) URL() string { return "ws://" + g.ln.Addr().String() }
 
 // Addr is host:port.
-func (g *Gateway) Addr() string { return g.srv.Listener.Addr().String() }
+func (g *Gateway) Addr() string { return g.ln.Addr().String() }
 
 // Close closes every connection and the server, and waits for the
 // connection goroutines.
@@ -115,8 +116,7 @@ func (g *Gateway) Close() {
 	for _, p := range all {
 		_ = p.conn.CloseNow()
 	}
-	g.srv.CloseClientConnections()
-	g.srv.Close()
+	_ = g.srv.Close() // the listener and every connection not hijacked; the sockets are closed above
 	g.wg.Wait()
 }
 

@@ -162,6 +162,7 @@ func OpenStore(o StoreOptions) (*Store, error) {
 		MemTableStopWritesThreshold: memTables,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLogger{o.Logger},
+		Cleaner:                     walCleaner{}, // no WAL recycling (store_wal.go)
 	}
 	// Most point reads of the fold are for keys that do not exist (a new
 	// event id, a target with no orphans): bloom filters make them cheap.
@@ -234,7 +235,9 @@ func OpenStore(o StoreOptions) (*Store, error) {
 // Close closes the store's Pebble database: reads and commits under way
 // finish first (they hold the store's shared lock), and every later use of
 // the store or of its batches returns ErrClosed. It does not commit
-// anything: a batch not committed is lost, as after a crash. It is safe to
+// anything: a batch not committed is lost, as after a crash. What is
+// committed is flushed from the memtables first (unless a commit failed),
+// so that no WAL data is left on disk (store_wal.go). It is safe to
 // call twice (the second call returns nil).
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -247,6 +250,7 @@ func (s *Store) Close() error {
 	s.cp.close()
 	s.recent.reset()
 	s.commits.buf.close() // no commit runs: they hold mu shared
+	s.flushOnClose()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("projections: close store: %w", err)
 	}

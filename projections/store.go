@@ -79,6 +79,16 @@ type StoreOptions struct {
 	CacheSize int64
 	// Logger receives Pebble's messages (info at debug level).
 	Logger zerolog.Logger
+	// NoWAL commits without Pebble's write-ahead log: for a store being
+	// rebuilt from the log into a fresh directory (repair.RebuildInto),
+	// never for the live projection. A commit is then durable once its
+	// memtable is flushed (when it fills, and at Close), not when Commit
+	// returns: a crash loses the batches not yet flushed and the
+	// checkpoint goes back with them (a batch is applied to one memtable
+	// and memtables are flushed in order, so the store still holds whole
+	// batches up to its checkpoint), and a rebuild resumes from there.
+	// Close returns an error when the final flush fails.
+	NoWAL bool
 
 	// recentCap overrides how many recently committed proposals the store
 	// keeps decoded (0: recentCap; negative: none). Tests compare stores
@@ -115,8 +125,9 @@ func (o *StoreOptions) Validate() error {
 // reads are safe for concurrent use with it and with each other, and each
 // read sees a consistent point-in-time view of committed state.
 type Store struct {
-	db  *pebble.DB
-	log zerolog.Logger
+	noWAL bool // StoreOptions.NoWAL
+	db    *pebble.DB
+	log   zerolog.Logger
 
 	// mu guards the database's life: held shared by every use of db (reads,
 	// commits), exclusively by Close, which sets closed under it.
@@ -163,6 +174,7 @@ func OpenStore(o StoreOptions) (*Store, error) {
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLogger{o.Logger},
 		Cleaner:                     walCleaner{}, // no WAL recycling (store_wal.go)
+		DisableWAL:                  o.NoWAL,
 	}
 	// Most point reads of the fold are for keys that do not exist (a new
 	// event id, a target with no orphans): bloom filters make them cheap.
@@ -196,11 +208,12 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: open store %q: %w", o.Dir, err)
 	}
-	if err := checkFormat(db, o.Dir); err != nil {
+	if err := checkFormat(db, o.Dir, syncOpts(o.NoWAL)); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	s := &Store{
+		noWAL:   o.NoWAL,
 		db:      db,
 		log:     o.Logger,
 		cp:      newCheckpoint(),
@@ -250,11 +263,11 @@ func (s *Store) Close() error {
 	s.cp.close()
 	s.recent.reset()
 	s.commits.buf.close() // no commit runs: they hold mu shared
-	s.flushOnClose()
+	ferr := s.flushOnClose()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("projections: close store: %w", err)
 	}
-	return nil
+	return ferr
 }
 
 // acquire takes the shared lock for one use of the database.

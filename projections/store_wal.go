@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"fmt"
+
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -41,12 +43,46 @@ type noRecycle struct{ pebble.ArchiveCleaner }
 
 // flushOnClose flushes the memtables before a clean Close, so that the
 // WAL files they hold become obsolete and are deleted (see above). A store
-// whose commits failed (a full or failing disk) is closed without it.
-func (s *Store) flushOnClose() {
+// whose commits failed (a full or failing disk) is closed without it. For
+// a store without a WAL (StoreOptions.NoWAL) the flush is what makes its
+// last commits durable: its failure is returned.
+func (s *Store) flushOnClose() error {
 	if s.commits.failed != nil {
-		return
+		return nil
 	}
+	err := s.db.Flush()
+	switch {
+	case err == nil:
+		return nil
+	case s.noWAL:
+		return fmt.Errorf("projections: close store: flush (a store without a WAL loses what was not flushed): %w", err)
+	}
+	s.log.Warn().Err(err).Msg("projections: flush on close (the WAL is replayed at the next open)")
+	return nil
+}
+
+// Flush writes the memtables to sstables and waits for it: what was
+// committed is then durable for a store without a WAL (StoreOptions.NoWAL),
+// and takes no WAL space for one with it. Close does the same.
+func (s *Store) Flush() error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
 	if err := s.db.Flush(); err != nil {
-		s.log.Warn().Err(err).Msg("projections: flush on close (the WAL is replayed at the next open)")
+		return fmt.Errorf("projections: flush: %w", err)
 	}
+	return nil
+}
+
+// sync is the write option of the store's durable writes: pebble.Sync, or
+// pebble.NoSync for a store without a WAL (Pebble refuses a synced write
+// there; what makes it durable is the next flush).
+func (s *Store) sync() *pebble.WriteOptions { return syncOpts(s.noWAL) }
+
+func syncOpts(noWAL bool) *pebble.WriteOptions {
+	if noWAL {
+		return pebble.NoSync
+	}
+	return pebble.Sync
 }

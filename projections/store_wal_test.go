@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // walFiles returns the number of WAL files in dir and the bytes they
@@ -91,5 +92,65 @@ func TestStoreWALBounded(t *testing.T) {
 			t.Errorf("key %d reads %d", i, got)
 		}
 		_ = closer.Close()
+	}
+}
+
+// TestNoWALCrashBetweenBatches folds a log into a store without a WAL,
+// crashes it (a file system that keeps only what was synced) after
+// several memtable flushes and with commits not yet flushed, and checks
+// that the reopened store holds whole batches up to its checkpoint (it
+// equals a fold of that prefix) and that resuming from the checkpoint
+// ends at the same store as one fold of the whole log with a WAL.
+func TestNoWALCrashBetweenBatches(t *testing.T) {
+	log := mixLog(t, 3000)
+	want := foldIntoStore(t, log, 1000, false)
+	fs := vfs.NewCrashableMem()
+	open := func(fs vfs.FS) *Store {
+		s, err := OpenStore(StoreOptions{FS: fs, Dir: "p", NoWAL: true, MemTableSize: 1 << 20, CacheSize: 4 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(fs)
+	pl, err := NewPipeline(s, PipelineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range runs(log[:2500], 0, 100) {
+		if err := pl.Fold(run, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
+	_ = s.Close()
+
+	s = open(crashed)
+	defer s.Close()
+	cp := s.AppliedSeq()
+	t.Logf("2500 events folded, %d survived the crash", cp)
+	if cp == 0 || cp >= 2500 || cp%100 != 0 {
+		t.Fatalf("checkpoint %d after the crash: want a batch boundary, after a flush and before the last commit", cp)
+	}
+	if got, prefix := dumpStore(t, s), foldIntoStore(t, log[:cp], 1000, false); got != prefix {
+		t.Fatalf("the crashed store at checkpoint %d differs from a fold of the log up to it", cp)
+	}
+	pl, err = NewPipeline(s, PipelineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range runs(log[cp:], 0, 100) {
+		if err := pl.Fold(run, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dumpStore(t, s); got != want {
+		t.Fatal("resumed after the crash, the store differs from one fold of the log")
 	}
 }

@@ -82,6 +82,7 @@ func TestRunPrintsEveryRowAndTheRatiosLine(t *testing.T) {
 		t.Fatalf("fold write volume: ledger %d B, baseline %d B per event; want both > 0, the ledger's larger", l, b)
 	}
 	for _, want := range []string{
+		"fold footprint: the rebuilt projection takes ",
 		"| figure | median | spread",
 		"| append: events/s",
 		"| append_sync: events/s",

@@ -20,16 +20,17 @@ import (
 // fresh store as `ledger rebuild` does (projector.Rebuild into a store
 // with default options and no WAL, as repair.RebuildInto opens it;
 // with a WAL if o.FoldWAL), flushed inside the clock, and returns events
-// per second and the bytes it wrote (writeVolume).
-func foldLedger(ctx context.Context, o *Options, e *env, n int) (float64, uint64, error) {
+// per second, the bytes it wrote (writeVolume) and the size of the
+// store's files after a clean Close.
+func foldLedger(ctx context.Context, o *Options, e *env, n int) (rate float64, written, disk uint64, err error) {
 	dir, err := os.MkdirTemp(o.TempDir, "ledger-bench-fold-*")
 	if err != nil {
-		return 0, 0, fmt.Errorf("bench: %w", err)
+		return 0, 0, 0, fmt.Errorf("bench: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	store, err := projections.OpenStore(projections.StoreOptions{Dir: dir, Logger: o.Logger, NoWAL: !o.FoldWAL})
 	if err != nil {
-		return 0, 0, fmt.Errorf("bench: %w", err)
+		return 0, 0, 0, fmt.Errorf("bench: %w", err)
 	}
 	defer store.Close()
 	start := time.Now()
@@ -39,16 +40,41 @@ func foldLedger(ctx context.Context, o *Options, e *env, n int) (float64, uint64
 	}
 	took := time.Since(start)
 	if err != nil {
-		return 0, 0, fmt.Errorf("bench: rebuild: %w", err)
+		return 0, 0, 0, fmt.Errorf("bench: rebuild: %w", err)
 	}
 	if last != uint64(n) {
-		return 0, 0, fmt.Errorf("bench: rebuild stopped at seq %d, want %d", last, n)
+		return 0, 0, 0, fmt.Errorf("bench: rebuild stopped at seq %d, want %d", last, n)
 	}
 	m, err := store.Metrics()
 	if err != nil {
-		return 0, 0, fmt.Errorf("bench: %w", err)
+		return 0, 0, 0, fmt.Errorf("bench: %w", err)
 	}
-	return float64(n) / took.Seconds(), writeVolume(m), nil
+	if err := store.Close(); err != nil {
+		return 0, 0, 0, fmt.Errorf("bench: %w", err)
+	}
+	if disk, err = dirBytes(dir); err != nil {
+		return 0, 0, 0, err
+	}
+	return float64(n) / took.Seconds(), writeVolume(m), disk, nil
+}
+
+// dirBytes is the size of the files in dir (not its subdirectories).
+func dirBytes(dir string) (uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("bench: %w", err)
+	}
+	var n uint64
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			return 0, fmt.Errorf("bench: %w", err)
+		}
+		if fi.Mode().IsRegular() {
+			n += uint64(fi.Size())
+		}
+	}
+	return n, nil
 }
 
 // writeVolume is what a fold wrote before compactions: Pebble's WAL and

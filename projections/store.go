@@ -125,7 +125,8 @@ func (o *StoreOptions) Validate() error {
 // reads are safe for concurrent use with it and with each other, and each
 // read sees a consistent point-in-time view of committed state.
 type Store struct {
-	noWAL bool // StoreOptions.NoWAL
+	noWAL bool       // StoreOptions.NoWAL
+	bgErr chan error // Pebble's latest background error not yet seen (Store.flush)
 	db    *pebble.DB
 	log   zerolog.Logger
 
@@ -164,6 +165,7 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	// Pebble reserves each memtable's size in the block cache: a cache of
 	// only CacheSize (it was 128 MiB for two 64 MiB memtables) holds no
 	// blocks at all, and every point read of the fold went to disk.
+	bgErr := make(chan error, 1) // Pebble's background errors, for Store.flush
 	cache := pebble.NewCache(o.CacheSize + memTables*int64(o.MemTableSize))
 	defer cache.Unref()
 	opts := &pebble.Options{
@@ -175,6 +177,7 @@ func OpenStore(o StoreOptions) (*Store, error) {
 		Logger:                      pebbleLogger{o.Logger},
 		Cleaner:                     walCleaner{}, // no WAL recycling (store_wal.go)
 		DisableWAL:                  o.NoWAL,
+		EventListener:               &pebble.EventListener{BackgroundError: backgroundError(pebbleLogger{o.Logger}, bgErr)},
 	}
 	// Most point reads of the fold are for keys that do not exist (a new
 	// event id, a target with no orphans): bloom filters make them cheap.
@@ -214,6 +217,7 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	}
 	s := &Store{
 		noWAL:   o.NoWAL,
+		bgErr:   bgErr,
 		db:      db,
 		log:     o.Logger,
 		cp:      newCheckpoint(),

@@ -50,14 +50,14 @@ func (s *Store) flushOnClose() error {
 	if s.commits.failed != nil {
 		return nil
 	}
-	err := s.db.Flush()
+	err := s.flush()
 	switch {
 	case err == nil:
 		return nil
 	case s.noWAL:
 		return fmt.Errorf("projections: close store: flush (a store without a WAL loses what was not flushed): %w", err)
 	}
-	s.log.Warn().Err(err).Msg("projections: flush on close (the WAL is replayed at the next open)")
+	s.log.Warn().Err(err).Msg("projections: flush on close failed (the WAL is replayed at the next open)")
 	return nil
 }
 
@@ -69,10 +69,48 @@ func (s *Store) Flush() error {
 		return err
 	}
 	defer s.release()
-	if err := s.db.Flush(); err != nil {
+	if err := s.flush(); err != nil {
 		return fmt.Errorf("projections: flush: %w", err)
 	}
 	return nil
+}
+
+// flush flushes the memtables and waits until they are flushed or Pebble
+// reports a background error. Pebble retries a failed flush (a full disk)
+// at once and for ever, and DB.Flush waits for its success: waiting on the
+// error as well is what lets Close go on (Pebble stops retrying once
+// closed). The caller holds mu.
+func (s *Store) flush() error {
+	for drained := false; !drained; { // errors of before this flush
+		select {
+		case <-s.bgErr:
+		default:
+			drained = true
+		}
+	}
+	done, err := s.db.AsyncFlush()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case err := <-s.bgErr:
+		return err
+	}
+}
+
+// backgroundError is Pebble's EventListener.BackgroundError: a failed
+// flush or compaction, logged as Pebble's default does and kept (one at a
+// time) for a flush waiting on it.
+func backgroundError(log pebble.Logger, ch chan error) func(error) {
+	return func(err error) {
+		log.Errorf("background error: %s", err)
+		select {
+		case ch <- err:
+		default: // one is waiting already
+		}
+	}
 }
 
 // sync is the write option of the store's durable writes: pebble.Sync, or

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
 // walFiles returns the number of WAL files in dir and the bytes they
@@ -152,5 +153,48 @@ func TestNoWALCrashBetweenBatches(t *testing.T) {
 	}
 	if got := dumpStore(t, s); got != want {
 		t.Fatal("resumed after the crash, the store differs from one fold of the log")
+	}
+}
+
+// TestCloseFlushFailing: the disk refuses new table files after the last
+// commit (a full disk). Pebble retries a failed flush for ever, so Close
+// must not wait for one: it returns, with an error for a store without a
+// WAL (what was not flushed is lost) and without one for a store with a
+// WAL (replayed at the next open).
+func TestCloseFlushFailing(t *testing.T) {
+	for _, noWAL := range []bool{false, true} {
+		t.Run(map[bool]string{false: "wal", true: "nowal"}[noWAL], func(t *testing.T) {
+			log := mixLog(t, 300)
+			fault := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if (strings.HasSuffix(op.Path, ".sst") || strings.HasSuffix(op.Path, ".blob")) && op.Kind == errorfs.OpCreate {
+					return errorfs.ErrInjected
+				}
+				return nil
+			})}
+			s, err := OpenStore(StoreOptions{FS: errorfs.Wrap(vfs.NewMem(), fault), NoWAL: noWAL, MemTableSize: 4 << 20, CacheSize: 8 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pl, err := NewPipeline(s, PipelineOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, run := range runs(log, 0, 100) {
+				if err := pl.Fold(run, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := pl.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fault.On()
+			err = s.Close()
+			switch {
+			case noWAL && (err == nil || !strings.Contains(err.Error(), "flush")):
+				t.Fatalf("Close of a store without a WAL whose flush fails: %v, want the flush's error", err)
+			case !noWAL && err != nil:
+				t.Fatalf("Close of a store with a WAL whose flush fails: %v, want nil (the WAL is replayed)", err)
+			}
+		})
 	}
 }

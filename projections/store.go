@@ -254,7 +254,8 @@ func OpenStore(o StoreOptions) (*Store, error) {
 // the store or of its batches returns ErrClosed. It does not commit
 // anything: a batch not committed is lost, as after a crash. What is
 // committed is flushed from the memtables first (unless a commit failed),
-// so that no WAL data is left on disk (store_wal.go). It is safe to
+// so that no WAL data is left on disk (store_wal.go); for a store without
+// a WAL a failed flush is returned (what it held is lost). It is safe to
 // call twice (the second call returns nil).
 func (s *Store) Close() error {
 	s.mu.Lock()

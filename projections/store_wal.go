@@ -14,7 +14,7 @@ import (
 // (recycling: syncing a file already written costs less metadata than a
 // new one). With the store's two 32 MiB memtables that is up to three
 // 35 MiB files kept beside the live ones, still on disk after a clean
-// stop: 88 MB of a 100,000-event store's 232 MB.
+// stop: 88–148 MB of a 100,000-event store's 232–301 MB.
 //
 // The store recycles none (walCleaner) and flushes its memtable on a
 // clean Close (Store.Close), so that:
@@ -25,9 +25,7 @@ import (
 //     its sstables and blob files;
 //   - after a clean stop, one empty WAL file is left (no data blocks).
 //
-// Recycling was measured against not recycling on the fold
-// (docs/performance.md): a fresh WAL file costs nothing measurable here,
-// because every commit is one synced write and the file is preallocated.
+// Not recycling costs nothing measurable on the fold (docs/performance.md).
 
 // walCleaner deletes obsolete files as Pebble's DeleteCleaner does (its
 // Clean, promoted from depth 1) and tells Pebble not to recycle WAL files:

@@ -119,7 +119,8 @@ func (b *Batch) Commit(seq uint64) (err error) {
 	return nil
 }
 
-// commitPebble commits pb with pebble.Sync. Pebble reports a WAL write or
+// commitPebble commits pb with pebble.Sync (NoSync for a store without a
+// WAL, which Pebble requires; see StoreOptions.NoWAL). Pebble reports a WAL write or
 // sync error of a commit through Logger.Fatalf, which pebbleLogger turns
 // into a pebbleFatal panic: that one is recovered here and becomes
 // ErrStoreFailed (sticky), so that a full disk stops the projector with an
@@ -136,7 +137,7 @@ func (s *Store) commitPebble(pb *pebble.Batch) (err error) {
 			err = s.commits.failed
 		}
 	}()
-	return pb.Commit(pebble.Sync)
+	return pb.Commit(s.sync())
 }
 
 // commitState is what the store's commits share. mu serialises them (a

@@ -79,6 +79,16 @@ type StoreOptions struct {
 	CacheSize int64
 	// Logger receives Pebble's messages (info at debug level).
 	Logger zerolog.Logger
+	// NoWAL commits without Pebble's write-ahead log: for a store being
+	// rebuilt from the log into a fresh directory (repair.RebuildInto),
+	// never for the live projection. A commit is then durable once its
+	// memtable is flushed (when it fills, and at Close), not when Commit
+	// returns: a crash loses the batches not yet flushed and the
+	// checkpoint goes back with them (a batch is applied to one memtable
+	// and memtables are flushed in order, so the store still holds whole
+	// batches up to its checkpoint), and a rebuild resumes from there.
+	// Close returns an error when the final flush fails.
+	NoWAL bool
 
 	// recentCap overrides how many recently committed proposals the store
 	// keeps decoded (0: recentCap; negative: none). Tests compare stores
@@ -115,8 +125,10 @@ func (o *StoreOptions) Validate() error {
 // reads are safe for concurrent use with it and with each other, and each
 // read sees a consistent point-in-time view of committed state.
 type Store struct {
-	db  *pebble.DB
-	log zerolog.Logger
+	noWAL bool       // StoreOptions.NoWAL
+	bgErr chan error // Pebble's latest background error not yet seen (Store.flush)
+	db    *pebble.DB
+	log   zerolog.Logger
 
 	// mu guards the database's life: held shared by every use of db (reads,
 	// commits), exclusively by Close, which sets closed under it.
@@ -153,6 +165,7 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	// Pebble reserves each memtable's size in the block cache: a cache of
 	// only CacheSize (it was 128 MiB for two 64 MiB memtables) holds no
 	// blocks at all, and every point read of the fold went to disk.
+	bgErr := make(chan error, 1) // Pebble's background errors, for Store.flush
 	cache := pebble.NewCache(o.CacheSize + memTables*int64(o.MemTableSize))
 	defer cache.Unref()
 	opts := &pebble.Options{
@@ -162,6 +175,9 @@ func OpenStore(o StoreOptions) (*Store, error) {
 		MemTableStopWritesThreshold: memTables,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLogger{o.Logger},
+		Cleaner:                     walCleaner{}, // no WAL recycling (store_wal.go)
+		DisableWAL:                  o.NoWAL,
+		EventListener:               &pebble.EventListener{BackgroundError: backgroundError(pebbleLogger{o.Logger}, bgErr)},
 	}
 	// Most point reads of the fold are for keys that do not exist (a new
 	// event id, a target with no orphans): bloom filters make them cheap.
@@ -195,11 +211,13 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: open store %q: %w", o.Dir, err)
 	}
-	if err := checkFormat(db, o.Dir); err != nil {
+	if err := checkFormat(db, o.Dir, syncOpts(o.NoWAL)); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	s := &Store{
+		noWAL:   o.NoWAL,
+		bgErr:   bgErr,
 		db:      db,
 		log:     o.Logger,
 		cp:      newCheckpoint(),
@@ -234,7 +252,10 @@ func OpenStore(o StoreOptions) (*Store, error) {
 // Close closes the store's Pebble database: reads and commits under way
 // finish first (they hold the store's shared lock), and every later use of
 // the store or of its batches returns ErrClosed. It does not commit
-// anything: a batch not committed is lost, as after a crash. It is safe to
+// anything: a batch not committed is lost, as after a crash. What is
+// committed is flushed from the memtables first (unless a commit failed),
+// so that no WAL data is left on disk (store_wal.go); for a store without
+// a WAL a failed flush is returned (what it held is lost). It is safe to
 // call twice (the second call returns nil).
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -247,10 +268,11 @@ func (s *Store) Close() error {
 	s.cp.close()
 	s.recent.reset()
 	s.commits.buf.close() // no commit runs: they hold mu shared
+	ferr := s.flushOnClose()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("projections: close store: %w", err)
 	}
-	return nil
+	return ferr
 }
 
 // acquire takes the shared lock for one use of the database.

@@ -31,7 +31,7 @@ var ErrStoreFormat = errors.New("projections: store format not supported")
 // checkFormat refuses a store of another format and records the format of
 // a new one. A store with no format key is format 1 when it holds
 // anything, new otherwise.
-func checkFormat(db *pebble.DB, dir string) error {
+func checkFormat(db *pebble.DB, dir string, sync *pebble.WriteOptions) error {
 	v, closer, err := db.Get(formatKey)
 	switch {
 	case err == nil:
@@ -58,7 +58,7 @@ func checkFormat(db *pebble.DB, dir string) error {
 	if used {
 		return formatError(dir, 1)
 	}
-	if err := db.Set(formatKey, []byte(strconv.Itoa(storeFormat)), pebble.Sync); err != nil {
+	if err := db.Set(formatKey, []byte(strconv.Itoa(storeFormat)), sync); err != nil {
 		return fmt.Errorf("projections: open store %q: write format: %w", dir, err)
 	}
 	return nil

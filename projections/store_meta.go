@@ -50,7 +50,7 @@ func (s *Store) SetStreamIdentity(id string) error {
 		return err
 	}
 	defer s.release()
-	if err := s.db.Set(streamIdentityKey, []byte(id), pebble.Sync); err != nil {
+	if err := s.db.Set(streamIdentityKey, []byte(id), s.sync()); err != nil {
 		return fmt.Errorf("projections: write stream identity: %w", err)
 	}
 	return nil

@@ -59,6 +59,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	f.boolean(&o.Quick, "quick", false, "small sizes and short runs (CI smoke test)", false)
 	f.integer(&o.Reps, "reps", "N", bench.DefaultReps, "repetitions of every figure (≥ 3)", false)
 	f.integer(&o.Events, "events", "N", 0, fmt.Sprintf("events the fold figure rebuilds from (default %d, quick %d)", bench.FullEvents, bench.QuickEvents), false)
+	f.boolean(&o.FoldWAL, "fold-wal", false, "fold figure: rebuild with Pebble's WAL, every commit synced, as the live projector commits (default: without, as `ledger rebuild`)", false)
 	f.integer(&o.Proposals, "proposals", "N", 0, fmt.Sprintf("distinct proposals of the append figure (default %d, quick %d)", bench.FullProposals, bench.QuickProposals), false)
 	f.integer(&o.SyncProposals, "sync-proposals", "N", 0, fmt.Sprintf("distinct proposals of the append_sync figure (default %d, quick %d)", bench.FullSyncProposals, bench.QuickSyncProposals), false)
 	f.integer(&o.ReadProposals, "read-proposals", "N", 0, fmt.Sprintf("proposals in the reads figure's store (default %d, quick %d)", bench.FullReadProposals, bench.QuickReadProposals), false)

@@ -98,6 +98,11 @@ type Options struct {
 	// Events is the number of events the fold figure rebuilds from.
 	// Default 200,000 (quick 5,000).
 	Events int
+	// FoldWAL makes the fold figure rebuild with Pebble's WAL, every
+	// commit synced, as the live projector commits; by default it
+	// rebuilds without one, as `ledger rebuild` does
+	// (projections.StoreOptions.NoWAL).
+	FoldWAL bool
 	// ReadProposals is the number of proposals in the store of the reads
 	// figure. Default 1,000,000 (quick 10,000).
 	ReadProposals int

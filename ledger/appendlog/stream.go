@@ -96,8 +96,13 @@ func (o *StreamOptions) Validate() error {
 //     a publisher remove or rewrite history, and TTLs and schedules cannot
 //     be disabled once enabled.
 //   - AllowAtomicPublish on: appends are written as atomic batches.
-//   - No compression: the default; it may be turned on later by an
-//     operator (EnsureStream keeps whatever is set).
+//   - S2 compression of a new stream: nats-server compresses each message
+//     block when it is full, in the background (the write path and the
+//     last block stay uncompressed; reads of older blocks decompress). The
+//     peer harness's 100,000 envelopes take 22 MB instead of 84 MB, at no
+//     ingest or end-to-end rate difference measurable on the 2-core
+//     machine (docs/performance.md, Footprint). EnsureStream leaves the
+//     compression of an existing stream as it is (an operator may set it).
 func (o *StreamOptions) StreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:              subjects.StreamName,
@@ -120,6 +125,7 @@ func (o *StreamOptions) StreamConfig() jetstream.StreamConfig {
 		// Atomic batches (nats-server ≥ 2.12): the group commit (contract
 		// §4) writes many envelopes with one durable write.
 		AllowAtomicPublish: true,
+		Compression:        jetstream.S2Compression, // of full message blocks (see above)
 	}
 }
 

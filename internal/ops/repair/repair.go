@@ -75,7 +75,10 @@ func RebuildInto(ctx context.Context, js jetstream.JetStream, dir string, upTo u
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("repair: rebuild into %s: %w", dir, err)
 	}
-	s, err := projections.OpenStore(projections.StoreOptions{Dir: dir})
+	// A fresh directory: written without a WAL (StoreOptions.NoWAL). A
+	// crash leaves whole batches up to the flushed checkpoint, and the
+	// directory is removed and folded again anyway (RemoveLeftovers).
+	s, err := projections.OpenStore(projections.StoreOptions{Dir: dir, NoWAL: true})
 	if err != nil {
 		return nil, fmt.Errorf("repair: rebuild into %s: %w", dir, err)
 	}
@@ -137,7 +140,7 @@ func At(ctx context.Context, js jetstream.JetStream, p Point, o Options) (*View,
 	if err != nil {
 		return nil, fmt.Errorf("repair: temporary projection: %w", err)
 	}
-	s, err := projections.OpenStore(projections.StoreOptions{Dir: filepath.Join(dir, "projection")})
+	s, err := projections.OpenStore(projections.StoreOptions{Dir: filepath.Join(dir, "projection"), NoWAL: true}) // discarded after use
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("repair: temporary projection: %w", err)
@@ -180,7 +183,7 @@ func Verify(ctx context.Context, js jetstream.JetStream, live *projections.Store
 		return res, fmt.Errorf("repair: verify: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	fresh, err := projections.OpenStore(projections.StoreOptions{Dir: filepath.Join(dir, "projection")})
+	fresh, err := projections.OpenStore(projections.StoreOptions{Dir: filepath.Join(dir, "projection"), NoWAL: true})
 	if err != nil {
 		return res, fmt.Errorf("repair: verify: %w", err)
 	}

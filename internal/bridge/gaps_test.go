@@ -403,7 +403,7 @@ func TestEvictionNoticeGivesGap(t *testing.T) {
 // id_conflict).
 func TestRestartKeepsEveryGap(t *testing.T) {
 	a := apptest.Start(t)
-	cl, err := apitest.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,8 +36,22 @@ their responses, uncorrelated chat, #stream# frames) is counted by kind and
 skipped; an envelope the ledger refuses is logged with its code and counted.
 
 Declare the bridge in the MEW space's space.yaml as a participant with its
-own token and "capabilities: []" (it sends nothing); its participant id must
-be unique in the space: whoever joins under it evicts the bridge.
+own token and "capabilities: []"; its participant id must be unique in the
+space: whoever joins under it evicts the bridge. The MEW v0.11 gateway says
+nothing to the evicted socket, so the bridge checks: every --probe-interval
+it reads the gateway's participant list, and after --echo-after of silence
+on its socket it sends itself one mcp/response (id ledger-echo:...; every
+MEW token may send it) and expects it back: an eviction is noticed within
+about 2 s whatever the impostor declares. A silent space costs one such
+message a second (one "received" and one "delivered" line per participant
+in the gateway's envelope-history.jsonl); a busy space none.
+
+Under --auth the bridge needs one API token with the recorder role (for its
+participant: the token's "bridges" list), and nothing else: it appends with
+its Ledger-Bridge mark, reports its gaps (POST /v1/gaps) and reads its last
+session (GET /v1/bridges?min_seq=latest). The ledger refuses a mark or a gap
+from any other token (not_recorder), dated over a minute ahead of its clock
+(clock_ahead), or starting after the log's end (gap_ahead).
 
 When the connection drops (noticed at once: the socket's error or close,
 an unanswered ping, a hostile gateway), or the bridge is evicted, it
@@ -68,9 +82,11 @@ auth file's nats.bridges list) or the bridge inside ledger serve
 (--bridge-mew-config).
 
 --http ADDR serves /healthz (200 while joined, else 503, with the state
-and the reason)
+and the reason; "status":"evicted" from the moment an eviction is noticed
+until the bridge has joined again)
 and /metrics (ledger_bridge_envelopes_total{bridge,kind,result},
-ledger_bridge_state{bridge,state}, ledger_bridge_gaps_total{bridge}).`,
+ledger_bridge_state{bridge,state}, ledger_bridge_gaps_total{bridge},
+ledger_bridge_echo_seconds{bridge}).`,
 		run: runBridge,
 	})
 }
@@ -98,7 +114,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	f.str(&tokenFile, "token-file", "FILE", "", "file holding the participant's MEW token", true)
 	f.str(&o.Space, "space", "NAME", "", "ledger space the envelopes go to (default: the MEW space id)", true)
 	f.str(&apiURL, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
-	f.str(&apiToken, "token", "TOKEN", "", "API bearer token with the writer role, for a ledger started with --auth (prefer the environment variable)", true)
+	f.str(&apiToken, "token", "TOKEN", "", "API bearer token with the recorder role (for this participant), for a ledger started with --auth (prefer the environment variable)", true)
 	f.hide("token")
 	f.str(&natsURL, "nats-url", "URL", "", "append through the ledger's NATS submit service at these servers instead of the HTTP API", true)
 	f.boolean(&quiet, "quiet", false, "do not say on stderr which ledger the bridge appends to", true)
@@ -108,9 +124,10 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	f.str(&httpAddr, "http", "ADDR", "", "serve /healthz and /metrics on this address", true)
 	f.str(&logFormat, "log-format", "console|json", "", "log format (default: console on a terminal, else json)", true)
 	f.str(&logLevel, "log-level", "LEVEL", "info", "log level: debug, info, warn, error", true)
-	var probe, backoffMax string
+	var probe, echoAfter, backoffMax string
 	var backlogMiB, batch int
 	f.str(&probe, "probe-interval", "DURATION", bridge.DefaultProbeInterval.String(), "how often the gateway is pinged and its participant list read to notice a dead socket or an eviction (0: never)", true)
+	f.str(&echoAfter, "echo-after", "DURATION", bridge.DefaultEchoAfter.String(), "after this much silence on its socket the bridge sends itself a message through the gateway and takes a missing echo (within "+bridge.DefaultEchoTimeout.String()+") for an eviction (0: never)", true)
 	f.str(&backoffMax, "backoff-max", "DURATION", bridge.DefaultBackoffMax.String(), "longest wait between reconnection attempts (from "+bridge.DefaultBackoffMin.String()+", doubling, jittered)", true)
 	f.integer(&backlogMiB, "max-backlog-mib", "MIB", bridge.DefaultMaxBacklogBytes>>20, "bound of the envelopes received and not yet stored; beyond it envelopes are dropped and the hole recorded as a gap", true)
 	f.integer(&batch, "batch", "N", bridge.DefaultBatchSize, "most envelopes one append request carries (1..1000)", true)
@@ -126,6 +143,12 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	}
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = -1
+	}
+	if o.EchoAfter, err = time.ParseDuration(echoAfter); err != nil || o.EchoAfter < 0 {
+		return usageError("--echo-after %q: want a duration such as 1s (0: never)", echoAfter)
+	}
+	if o.EchoAfter == 0 {
+		o.EchoAfter = -1
 	}
 	if o.BackoffMax, err = time.ParseDuration(backoffMax); err != nil || o.BackoffMax < bridge.DefaultBackoffMin {
 		return usageError("--backoff-max %q: want a duration of at least %v", backoffMax, bridge.DefaultBackoffMin)

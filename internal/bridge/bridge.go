@@ -241,7 +241,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 			break
 		}
 		open = gap
-		b.setState(StateDisconnected, gap.Reason)
+		if errors.Is(cause, ErrEvicted) {
+			b.setState(StateEvicted, gap.Reason)
+		} else {
+			b.setState(StateDisconnected, gap.Reason)
+		}
 		switch {
 		case errors.Is(cause, ErrEvicted):
 			b.log.Error().Str(KeyReason, gap.Reason).
@@ -478,6 +482,14 @@ func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, g *guard, ca
 			b.probe(sctx, conn, caps, cancel)
 		}()
 	}
+	echo := b.newEchoer()
+	if b.opts.EchoAfter > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			echo.run(sctx, conn, cancel)
+		}()
+	}
 	for {
 		frame, kind, err := b.readFrame(sctx, conn, g)
 		if err != nil {
@@ -492,6 +504,7 @@ func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, g *guard, ca
 			}
 			return disconnectReason(err)
 		}
+		echo.last.Store(time.Now().UnixNano()) // any frame: the gateway still delivers to this socket
 		switch kind {
 		case KindOversize:
 			b.skip(kind, "", ResultRefused)
@@ -499,6 +512,9 @@ func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, g *guard, ca
 			continue
 		case KindStream:
 			b.skip(kind, "", ResultSkipped)
+			continue
+		}
+		if echo.frame(frame) {
 			continue
 		}
 		if ev := b.evictionNotice(frame); ev != nil {
@@ -561,10 +577,10 @@ type participants struct {
 // (a socket that stopped answering ends the session), and reads its
 // participant list: MEW v0.11.0 replaces the bridge's socket silently
 // when someone joins under its name (the old socket stays open and
-// receives nothing), so the list is the only sign: the bridge's name gone
-// (the impostor joined and left), or listed with other capabilities than
-// the bridge's welcome gave (the impostor's token). An impostor holding
-// the bridge's own token is not seen. A participant list that cannot be
+// receives nothing), so the list shows the bridge's name gone (the
+// impostor joined and left), or listed with other capabilities than the
+// bridge's welcome gave (the impostor's token). An impostor holding the
+// bridge's own token is not seen here: the echo check (echo.go) sees it. A participant list that cannot be
 // read ends the session too (the bridge cannot say it is recording); one
 // the gateway does not serve (an HTTP error status) is logged once.
 func (b *Bridge) probe(ctx context.Context, conn *websocket.Conn, caps json.RawMessage, end context.CancelCauseFunc) {
@@ -591,6 +607,7 @@ func (b *Bridge) probe(ctx context.Context, conn *websocket.Conn, caps json.RawM
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrEvicted):
+			b.setState(StateEvicted, err.Error())
 			end(err)
 			return
 		case errors.As(err, &se):

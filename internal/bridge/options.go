@@ -27,7 +27,7 @@ const (
 	DefaultJoinTimeout = 10 * time.Second
 	// DefaultProbeInterval is how often the bridge asks the gateway who is
 	// joined under its name (GET /participants), to notice an eviction.
-	DefaultProbeInterval = 15 * time.Second
+	DefaultProbeInterval = time.Second
 	// DefaultPollInterval is how often a followed history file is checked
 	// for new lines and rotation.
 	DefaultPollInterval = 250 * time.Millisecond
@@ -82,6 +82,13 @@ type Options struct {
 	// notice an eviction; negative turns the probe off. Default
 	// DefaultProbeInterval.
 	ProbeInterval time.Duration
+	// EchoAfter is how long the bridge's socket may be silent before the
+	// echo check sends the bridge's own message through the gateway;
+	// EchoTimeout how long it waits for it to come back before it takes
+	// the bridge for evicted (see echo.go). A negative EchoAfter turns the
+	// check off. Defaults DefaultEchoAfter, DefaultEchoTimeout: an
+	// eviction is noticed within EchoAfter + EchoTimeout (1.8 s).
+	EchoAfter, EchoTimeout time.Duration
 	// PollInterval is how often a history file is checked. Default
 	// DefaultPollInterval.
 	PollInterval time.Duration
@@ -135,6 +142,12 @@ func (o *Options) Validate() error {
 	}
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.EchoAfter == 0 {
+		o.EchoAfter = DefaultEchoAfter
+	}
+	if o.EchoTimeout <= 0 {
+		o.EchoTimeout = DefaultEchoTimeout
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = DefaultPollInterval

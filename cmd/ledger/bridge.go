@@ -72,6 +72,11 @@ Envelopes are appended in receive order, in batches (--batch); those
 received and not yet stored wait in a backlog bounded by --max-backlog-mib:
 beyond it they are dropped, and the hole is a recorded gap.
 
+With --history FILE --once the bridge reads FILE (a copied or rotated
+gateway log) to its end, appends what the ledger lacks (what it has is
+answered duplicate and not stored again), records its end as a gap and
+exits: holes the file covers are healed later.
+
 With --history FILE the bridge follows the gateway's own
 .mew/logs/envelope-history.jsonl instead (new lines as they come, rotation
 survived), and appends each delivered envelope under the sender of its
@@ -121,6 +126,7 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	f.short("q", "quiet")
 	creds.register(f)
 	f.str(&o.HistoryFile, "history", "FILE", "", "follow the gateway's envelope-history.jsonl instead of joining (needs --nats-url)", true)
+	f.boolean(&o.Once, "once", false, "with --history: read FILE to its end, append what the ledger lacks, record the end as a gap and exit (heal holes from a copied or rotated gateway log)", true)
 	f.str(&httpAddr, "http", "ADDR", "", "serve /healthz and /metrics on this address", true)
 	f.str(&logFormat, "log-format", "console|json", "", "log format (default: console on a terminal, else json)", true)
 	f.str(&logLevel, "log-level", "LEVEL", "info", "log level: debug, info, warn, error", true)
@@ -169,6 +175,8 @@ func runBridge(ctx context.Context, e env, args []string) error {
 		return usageError("--participant is required (the bridge's id in the MEW space, declared in its space.yaml)")
 	case o.HistoryFile == "" && tokenFile == "":
 		return usageError("--token-file is required (the participant's MEW token)")
+	case o.Once && o.HistoryFile == "":
+		return usageError("--once reads a gateway log: give --history FILE")
 	case o.HistoryFile != "" && natsURL == "":
 		return usageError("--history publishes under each envelope's real sender, which the HTTP API cannot: give --nats-url, or run the bridge inside ledger serve (--bridge-mew-config)")
 	case natsURL == "" && (creds.user != "" || creds.passwordFile != "" || creds.nkeyFile != ""):
@@ -259,7 +267,18 @@ func runBridge(ctx context.Context, e env, args []string) error {
 			<-served
 		}()
 	}
-	return b.Run(ctx)
+	if err := b.Run(ctx); err != nil {
+		return err
+	}
+	if o.Once {
+		h := b.Health()
+		fmt.Fprintf(e.stderr, "ledger bridge: %s read: %d frames, %d envelopes stored, %d already stored (duplicates), %d gaps recorded\n",
+			o.HistoryFile, h.Frames, h.Appended, h.Duplicates, h.Gaps)
+		if ctx.Err() != nil {
+			return fmt.Errorf("ledger bridge: stopped before the end of %s", o.HistoryFile)
+		}
+	}
+	return nil
 }
 
 // serveBridges runs `ledger serve` with the bridges of --bridge-mew-config

@@ -71,6 +71,11 @@ type Options struct {
 	// bridge follows it instead of joining over WebSocket, and appends each
 	// delivered envelope under the sender of its received record.
 	HistoryFile string
+	// Once, with HistoryFile, reads the file to its end (a copied or
+	// rotated gateway log), appends what the ledger lacks (what it has is
+	// answered duplicate and not stored again), records the follower's
+	// end as a gap and makes Run return: healing holes later.
+	Once bool
 	// Sink appends to the ledger. Required.
 	Sink Sink
 	// BackoffMin and BackoffMax bound the wait between reconnection
@@ -182,6 +187,8 @@ func (o *Options) Validate() error {
 	switch {
 	case o.Sink == nil:
 		return bad("Sink is required")
+	case o.Once && o.HistoryFile == "":
+		return bad("once reads a history file: give the history file")
 	case o.MEWSpace == "":
 		return bad("the MEW space id is required (space.id of the space's space.yaml)")
 	case o.Participant == "":

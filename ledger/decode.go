@@ -29,8 +29,9 @@ const (
 	// "expire:<space>/<proposal id>" and so may be longer than MaxIDBytes.
 	MaxExpireIDBytes = len("expire:/") + 2*MaxIDBytes
 	// MaxGapIDBytes bounds the id of a ledger/gap envelope, which is
-	// "gap:<bridge>/<unix nanoseconds>" (see GapID).
-	MaxGapIDBytes = len("gap:/") + MaxIDBytes + 20
+	// "gap:<bridge>/<unix nanoseconds>/<32 hex digits>" (see GapID; logs
+	// written before hold "gap:<bridge>/<unix nanoseconds>").
+	MaxGapIDBytes = len("gap://") + MaxIDBytes + 32 + 32
 	// MaxTTLms is the largest payload.ttl_ms of a proposal: one year.
 	MaxTTLms int64 = 365 * 24 * 60 * 60 * 1000
 )

@@ -1,9 +1,13 @@
 package ledger
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -48,16 +52,51 @@ type Gap struct {
 	Dropped int    `json:"dropped,omitempty"`
 }
 
-// GapID is the id of a gap event: "gap:<bridge>/<disconnected_at as Unix
-// nanoseconds>". A bridge that reports the same gap twice (a retry) writes
-// one event. A time outside what Unix nanoseconds can hold (before 1678,
-// after 2262; ParseGap refuses them) has "<Unix seconds>.<nanoseconds>"
-// instead, so that two gaps never share an id.
+// GapID is the id of a gap event:
+//
+//	gap:<bridge>/<disconnected_at as Unix nanoseconds>/<window hash>
+//
+// where <window hash> is 32 hex digits (the first 16 bytes of a SHA-256)
+// of the gap's identity: its recorder (Bridge), MEW space, session, and
+// window (the last envelope stored before it, LastEnvelope and LastSeq,
+// and its bounds in time, DisconnectedAt and ReconnectedAt). Two real
+// gaps of one recorder never share an id, whatever their times: a
+// restarted bridge that stored nothing new (same last envelope, same
+// start) has another session, or another window end. A bridge that
+// reports the same gap twice (a retry) writes one event. A time outside
+// what Unix nanoseconds can hold (before 1678, after 2262; ParseGap
+// refuses them) has "<Unix seconds>.<nanoseconds>" instead. The reason,
+// the noticing time and the drop count are not part of the identity.
+// Logs written before this format have "gap:<bridge>/<ns>" ids; they
+// still decode (MaxGapIDBytes holds both).
 func GapID(g Gap) string {
-	if !InUnixNanoRange(g.DisconnectedAt) {
-		return fmt.Sprintf("gap:%s/%d.%09d", g.Bridge, g.DisconnectedAt.Unix(), g.DisconnectedAt.Nanosecond())
+	h := sha256.New()
+	field := func(s string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
 	}
-	return fmt.Sprintf("gap:%s/%d", g.Bridge, g.DisconnectedAt.UnixNano())
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
+	}
+	field("mewledger gap id v2")
+	field(g.Bridge)
+	field(g.MEWSpace)
+	field(g.Session)
+	field(g.LastEnvelope)
+	field(strconv.FormatUint(g.LastSeq, 10))
+	field(at(g.DisconnectedAt))
+	field(at(g.ReconnectedAt))
+	sum := h.Sum(nil)
+	start := strconv.FormatInt(g.DisconnectedAt.UnixNano(), 10)
+	if !InUnixNanoRange(g.DisconnectedAt) {
+		start = fmt.Sprintf("%d.%09d", g.DisconnectedAt.Unix(), g.DisconnectedAt.Nanosecond())
+	}
+	return "gap:" + g.Bridge + "/" + start + "/" + hex.EncodeToString(sum[:16])
 }
 
 // The times Unix nanoseconds (an int64) can hold.
@@ -74,7 +113,7 @@ func InUnixNanoRange(t time.Time) bool {
 
 // GapEnvelope returns the raw mew/v0.4 envelope of a gap:
 //
-//	{"protocol":"mew/v0.4","id":"gap:<bridge>/<ns>","from":"ledger","kind":"ledger/gap","payload":{...Gap}}
+//	{"protocol":"mew/v0.4","id":"gap:<bridge>/<ns>/<hash>","from":"ledger","kind":"ledger/gap","payload":{...Gap}}
 //
 // It is appended with sender LedgerSender under the subject key g.Bridge.
 // It fails when g has no bridge or no disconnection time.

@@ -36,8 +36,22 @@ their responses, uncorrelated chat, #stream# frames) is counted by kind and
 skipped; an envelope the ledger refuses is logged with its code and counted.
 
 Declare the bridge in the MEW space's space.yaml as a participant with its
-own token and "capabilities: []" (it sends nothing); its participant id must
-be unique in the space: whoever joins under it evicts the bridge.
+own token and "capabilities: []"; its participant id must be unique in the
+space: whoever joins under it evicts the bridge. The MEW v0.11 gateway says
+nothing to the evicted socket, so the bridge checks: every --probe-interval
+it reads the gateway's participant list, and after --echo-after of silence
+on its socket it sends itself one mcp/response (id ledger-echo:...; every
+MEW token may send it) and expects it back: an eviction is noticed within
+about 2 s whatever the impostor declares. A silent space costs one such
+message a second (one "received" and one "delivered" line per participant
+in the gateway's envelope-history.jsonl); a busy space none.
+
+Under --auth the bridge needs one API token with the recorder role (for its
+participant: the token's "bridges" list), and nothing else: it appends with
+its Ledger-Bridge mark, reports its gaps (POST /v1/gaps) and reads its last
+session (GET /v1/bridges?min_seq=latest). The ledger refuses a mark or a gap
+from any other token (not_recorder), dated over a minute ahead of its clock
+(clock_ahead), or starting after the log's end (gap_ahead).
 
 When the connection drops (noticed at once: the socket's error or close,
 an unanswered ping, a hostile gateway), or the bridge is evicted, it
@@ -58,6 +72,11 @@ Envelopes are appended in receive order, in batches (--batch); those
 received and not yet stored wait in a backlog bounded by --max-backlog-mib:
 beyond it they are dropped, and the hole is a recorded gap.
 
+With --history FILE --once the bridge reads FILE (a copied or rotated
+gateway log) to its end, appends what the ledger lacks (what it has is
+answered duplicate and not stored again), records its end as a gap and
+exits: holes the file covers are healed later.
+
 With --history FILE the bridge follows the gateway's own
 .mew/logs/envelope-history.jsonl instead (new lines as they come, rotation
 survived), and appends each delivered envelope under the sender of its
@@ -68,9 +87,11 @@ auth file's nats.bridges list) or the bridge inside ledger serve
 (--bridge-mew-config).
 
 --http ADDR serves /healthz (200 while joined, else 503, with the state
-and the reason)
+and the reason; "status":"evicted" from the moment an eviction is noticed
+until the bridge has joined again)
 and /metrics (ledger_bridge_envelopes_total{bridge,kind,result},
-ledger_bridge_state{bridge,state}, ledger_bridge_gaps_total{bridge}).`,
+ledger_bridge_state{bridge,state}, ledger_bridge_gaps_total{bridge},
+ledger_bridge_echo_seconds{bridge}).`,
 		run: runBridge,
 	})
 }
@@ -98,19 +119,21 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	f.str(&tokenFile, "token-file", "FILE", "", "file holding the participant's MEW token", true)
 	f.str(&o.Space, "space", "NAME", "", "ledger space the envelopes go to (default: the MEW space id)", true)
 	f.str(&apiURL, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
-	f.str(&apiToken, "token", "TOKEN", "", "API bearer token with the writer role, for a ledger started with --auth (prefer the environment variable)", true)
+	f.str(&apiToken, "token", "TOKEN", "", "API bearer token with the recorder role (for this participant), for a ledger started with --auth (prefer the environment variable)", true)
 	f.hide("token")
 	f.str(&natsURL, "nats-url", "URL", "", "append through the ledger's NATS submit service at these servers instead of the HTTP API", true)
 	f.boolean(&quiet, "quiet", false, "do not say on stderr which ledger the bridge appends to", true)
 	f.short("q", "quiet")
 	creds.register(f)
 	f.str(&o.HistoryFile, "history", "FILE", "", "follow the gateway's envelope-history.jsonl instead of joining (needs --nats-url)", true)
+	f.boolean(&o.Once, "once", false, "with --history: read FILE to its end, append what the ledger lacks, record the end as a gap and exit (heal holes from a copied or rotated gateway log)", true)
 	f.str(&httpAddr, "http", "ADDR", "", "serve /healthz and /metrics on this address", true)
 	f.str(&logFormat, "log-format", "console|json", "", "log format (default: console on a terminal, else json)", true)
 	f.str(&logLevel, "log-level", "LEVEL", "info", "log level: debug, info, warn, error", true)
-	var probe, backoffMax string
+	var probe, echoAfter, backoffMax string
 	var backlogMiB, batch int
 	f.str(&probe, "probe-interval", "DURATION", bridge.DefaultProbeInterval.String(), "how often the gateway is pinged and its participant list read to notice a dead socket or an eviction (0: never)", true)
+	f.str(&echoAfter, "echo-after", "DURATION", bridge.DefaultEchoAfter.String(), "after this much silence on its socket the bridge sends itself a message through the gateway and takes a missing echo (within "+bridge.DefaultEchoTimeout.String()+") for an eviction (0: never)", true)
 	f.str(&backoffMax, "backoff-max", "DURATION", bridge.DefaultBackoffMax.String(), "longest wait between reconnection attempts (from "+bridge.DefaultBackoffMin.String()+", doubling, jittered)", true)
 	f.integer(&backlogMiB, "max-backlog-mib", "MIB", bridge.DefaultMaxBacklogBytes>>20, "bound of the envelopes received and not yet stored; beyond it envelopes are dropped and the hole recorded as a gap", true)
 	f.integer(&batch, "batch", "N", bridge.DefaultBatchSize, "most envelopes one append request carries (1..1000)", true)
@@ -126,6 +149,12 @@ func runBridge(ctx context.Context, e env, args []string) error {
 	}
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = -1
+	}
+	if o.EchoAfter, err = time.ParseDuration(echoAfter); err != nil || o.EchoAfter < 0 {
+		return usageError("--echo-after %q: want a duration such as 1s (0: never)", echoAfter)
+	}
+	if o.EchoAfter == 0 {
+		o.EchoAfter = -1
 	}
 	if o.BackoffMax, err = time.ParseDuration(backoffMax); err != nil || o.BackoffMax < bridge.DefaultBackoffMin {
 		return usageError("--backoff-max %q: want a duration of at least %v", backoffMax, bridge.DefaultBackoffMin)
@@ -146,6 +175,8 @@ func runBridge(ctx context.Context, e env, args []string) error {
 		return usageError("--participant is required (the bridge's id in the MEW space, declared in its space.yaml)")
 	case o.HistoryFile == "" && tokenFile == "":
 		return usageError("--token-file is required (the participant's MEW token)")
+	case o.Once && o.HistoryFile == "":
+		return usageError("--once reads a gateway log: give --history FILE")
 	case o.HistoryFile != "" && natsURL == "":
 		return usageError("--history publishes under each envelope's real sender, which the HTTP API cannot: give --nats-url, or run the bridge inside ledger serve (--bridge-mew-config)")
 	case natsURL == "" && (creds.user != "" || creds.passwordFile != "" || creds.nkeyFile != ""):
@@ -236,7 +267,18 @@ func runBridge(ctx context.Context, e env, args []string) error {
 			<-served
 		}()
 	}
-	return b.Run(ctx)
+	if err := b.Run(ctx); err != nil {
+		return err
+	}
+	if o.Once {
+		h := b.Health()
+		fmt.Fprintf(e.stderr, "ledger bridge: %s read: %d frames, %d envelopes stored, %d already stored (duplicates), %d gaps recorded\n",
+			o.HistoryFile, h.Frames, h.Appended, h.Duplicates, h.Gaps)
+		if ctx.Err() != nil {
+			return fmt.Errorf("ledger bridge: stopped before the end of %s", o.HistoryFile)
+		}
+	}
+	return nil
 }
 
 // serveBridges runs `ledger serve` with the bridges of --bridge-mew-config

@@ -79,6 +79,7 @@ type Bridge struct {
 	stored  storedMark
 	gaps    int
 	records int
+	dups    int
 	frames  int
 	drops   int
 }
@@ -126,7 +127,10 @@ type Health struct {
 	LastSeq    uint64 `json:"last_seq,omitempty"`
 	Frames     int    `json:"frames"`
 	Appended   int    `json:"appended"`
-	Gaps       int    `json:"gaps"`
+	// Duplicates counts the envelopes the ledger already had (stored
+	// first by another recorder, or by an earlier run): not stored again.
+	Duplicates int `json:"duplicates"`
+	Gaps       int `json:"gaps"`
 	// Backlog is the envelopes received and not yet answered by the
 	// ledger; Dropped those the bridge dropped because the backlog was
 	// full (each inside a recorded gap).
@@ -142,7 +146,7 @@ func (b *Bridge) Health() Health {
 	defer b.mu.Unlock()
 	return Health{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Space: b.opts.Space, State: b.state,
 		Since: b.since, Reason: b.reason, LastEnvelope: b.lastID, LastStored: b.stored.id, LastSeq: b.stored.seq,
-		Frames: b.frames, Appended: b.records, Gaps: b.gaps, Backlog: n, BacklogBytes: nb, Dropped: b.drops}
+		Frames: b.frames, Appended: b.records, Duplicates: b.dups, Gaps: b.gaps, Backlog: n, BacklogBytes: nb, Dropped: b.drops}
 }
 
 func (b *Bridge) setState(s, reason string) {
@@ -168,8 +172,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 		defer close(written)
 		b.write(wctx)
 	}()
+	drain := false // --once: wait for the writer to store everything
 	defer func() {
 		b.q.close()
+		if drain {
+			select {
+			case <-written:
+			case <-ctx.Done():
+			}
+		}
 		t := time.AfterFunc(b.opts.StopTimeout, stopWriter)
 		<-written
 		t.Stop()
@@ -190,8 +201,16 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if lost != nil {
 			b.q.push(item{gap: lost})
 		}
-		b.log.Info().Str(KeyHistory, b.opts.HistoryFile).Msg("following the gateway's envelope history")
-		return b.follow(ctx)
+		b.log.Info().Str(KeyHistory, b.opts.HistoryFile).Bool("once", b.opts.Once).Msg("following the gateway's envelope history")
+		err := b.follow(ctx)
+		if b.opts.Once && err == nil && ctx.Err() == nil {
+			// The file's end is the end of what this recorder saw.
+			now := b.opts.Now()
+			b.q.push(item{gap: &ledger.Gap{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: b.opts.HistoryFile,
+				NoticedAt: now, Session: b.sessionID, Reason: "history file read to its end (--once)"}})
+			drain = true
+		}
+		return err
 	}
 	open := lost // the gap to record once joined (again)
 	failures := 0
@@ -241,7 +260,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 			break
 		}
 		open = gap
-		b.setState(StateDisconnected, gap.Reason)
+		if errors.Is(cause, ErrEvicted) {
+			b.setState(StateEvicted, gap.Reason)
+		} else {
+			b.setState(StateDisconnected, gap.Reason)
+		}
 		switch {
 		case errors.Is(cause, ErrEvicted):
 			b.log.Error().Str(KeyReason, gap.Reason).
@@ -478,6 +501,14 @@ func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, g *guard, ca
 			b.probe(sctx, conn, caps, cancel)
 		}()
 	}
+	echo := b.newEchoer()
+	if b.opts.EchoAfter > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			echo.run(sctx, conn, cancel)
+		}()
+	}
 	for {
 		frame, kind, err := b.readFrame(sctx, conn, g)
 		if err != nil {
@@ -492,6 +523,7 @@ func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, g *guard, ca
 			}
 			return disconnectReason(err)
 		}
+		echo.last.Store(time.Now().UnixNano()) // any frame: the gateway still delivers to this socket
 		switch kind {
 		case KindOversize:
 			b.skip(kind, "", ResultRefused)
@@ -499,6 +531,9 @@ func (b *Bridge) session(ctx context.Context, conn *websocket.Conn, g *guard, ca
 			continue
 		case KindStream:
 			b.skip(kind, "", ResultSkipped)
+			continue
+		}
+		if echo.frame(frame) {
 			continue
 		}
 		if ev := b.evictionNotice(frame); ev != nil {
@@ -561,10 +596,10 @@ type participants struct {
 // (a socket that stopped answering ends the session), and reads its
 // participant list: MEW v0.11.0 replaces the bridge's socket silently
 // when someone joins under its name (the old socket stays open and
-// receives nothing), so the list is the only sign: the bridge's name gone
-// (the impostor joined and left), or listed with other capabilities than
-// the bridge's welcome gave (the impostor's token). An impostor holding
-// the bridge's own token is not seen. A participant list that cannot be
+// receives nothing), so the list shows the bridge's name gone (the
+// impostor joined and left), or listed with other capabilities than the
+// bridge's welcome gave (the impostor's token). An impostor holding the
+// bridge's own token is not seen here: the echo check (echo.go) sees it. A participant list that cannot be
 // read ends the session too (the bridge cannot say it is recording); one
 // the gateway does not serve (an HTTP error status) is logged once.
 func (b *Bridge) probe(ctx context.Context, conn *websocket.Conn, caps json.RawMessage, end context.CancelCauseFunc) {
@@ -591,6 +626,7 @@ func (b *Bridge) probe(ctx context.Context, conn *websocket.Conn, caps json.RawM
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrEvicted):
+			b.setState(StateEvicted, err.Error())
 			end(err)
 			return
 		case errors.As(err, &se):
@@ -720,8 +756,11 @@ func (b *Bridge) seen(n uint64, id, result string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.frames++
-	if result == ResultAppended {
+	switch result {
+	case ResultAppended:
 		b.records++
+	case ResultDuplicate:
+		b.dups++
 	}
 	if id != "" && result != ResultFailed && result != ResultDropped && n > b.lastN {
 		b.lastID, b.lastN = id, n

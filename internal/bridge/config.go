@@ -26,7 +26,8 @@ var ErrConfig = errors.New("bridge: invalid configuration")
 //	    token_file: /etc/ledger/mew-recorder.token   # its MEW token (relative: to this file)
 //	    space: my-space                  # ledger space (default: mew_space)
 //	    history: /srv/space/.mew/logs/envelope-history.jsonl  # follow the gateway's log instead
-//	    probe_interval: 15s              # ping and eviction probe (GET /participants); negative: off
+//	    probe_interval: 1s               # ping and eviction probe (GET /participants); negative: off
+//	    echo_after: 1s                   # silence before the echo check (own message through the gateway); negative: off
 //	    backoff_min: 250ms
 //	    backoff_max: 4s
 //	    max_backlog_mib: 64              # bound of the envelopes received and not yet stored
@@ -44,6 +45,7 @@ type BridgeConfig struct {
 	Space         string        `yaml:"space"`
 	History       string        `yaml:"history"`
 	ProbeInterval time.Duration `yaml:"probe_interval"`
+	EchoAfter     time.Duration `yaml:"echo_after"`
 	BackoffMin    time.Duration `yaml:"backoff_min"`
 	BackoffMax    time.Duration `yaml:"backoff_max"`
 	MaxBacklogMiB int           `yaml:"max_backlog_mib"`
@@ -122,7 +124,7 @@ func ReadToken(path string) (string, error) {
 // Logger, which the caller sets).
 func (b BridgeConfig) Options() (Options, error) {
 	o := Options{Gateway: b.Gateway, MEWSpace: b.MEWSpace, Participant: b.Participant, Space: b.Space,
-		HistoryFile: b.History, ProbeInterval: b.ProbeInterval, BackoffMin: b.BackoffMin, BackoffMax: b.BackoffMax,
+		HistoryFile: b.History, ProbeInterval: b.ProbeInterval, EchoAfter: b.EchoAfter, BackoffMin: b.BackoffMin, BackoffMax: b.BackoffMax,
 		MaxBacklogBytes: b.MaxBacklogMiB << 20, BatchSize: b.Batch}
 	if b.TokenFile != "" {
 		tok, err := ReadToken(b.TokenFile)

@@ -26,8 +26,8 @@ func TestDeployExampleLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Gateway != "ws://127.0.0.1:8080" || o.MEWSpace != "research" || o.Participant != "ledger-recorder" || o.Token == "" ||
-		o.ProbeInterval != 15*time.Second || o.BackoffMax != 30*time.Second {
+	if o.Gateway != "ws://127.0.0.1:8080" || o.MEWSpace != "research" || o.Participant != "ledger-recorder-a" || o.Token == "" ||
+		o.ProbeInterval != time.Second || o.EchoAfter != time.Second || o.BackoffMax != 30*time.Second {
 		t.Errorf("options %+v", o)
 	}
 	for i, bc := range c.Bridges {
@@ -40,7 +40,7 @@ func TestDeployExampleLoads(t *testing.T) {
 			t.Errorf("bridges[%d]: %v", i, err)
 		}
 	}
-	if c.Bridges[1].History != "/srv/mew/ops/.mew/logs/envelope-history.jsonl" {
+	if c.Bridges[1].History != "/srv/mew/research/.mew/logs/envelope-history.jsonl" || c.Bridges[1].MEWSpace != "research" {
 		t.Errorf("history %q", c.Bridges[1].History)
 	}
 }

@@ -80,6 +80,7 @@ type Verdict struct {
 // Skip reasons.
 const (
 	SkipStream        = "stream data frame"
+	SkipEcho          = "a recorder's echo check (its own message through the gateway)"
 	SkipNotEnvelope   = "not a JSON envelope"
 	SkipSystem        = "gateway system or capability message"
 	SkipNotLifecycle  = "not part of the proposal lifecycle"
@@ -122,6 +123,9 @@ type lightEnvelope struct {
 func (f *Filter) Classify(frame []byte) Verdict {
 	if len(frame) > 0 && frame[0] == '#' {
 		return Verdict{Kind: KindStream, Skip: SkipStream}
+	}
+	if id, ok := isEcho(frame); ok {
+		return Verdict{Kind: KindEcho, ID: id, Skip: SkipEcho}
 	}
 	d, err := ledger.Decode(frame, ledger.DecodeOptions{Now: f.now()})
 	if err != nil {

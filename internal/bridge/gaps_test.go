@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/mewgw"
+	"github.com/mewledger/ledger/ledger"
 )
 
 // gapsOf returns the gaps GET /v1/gaps lists for a space, once the
@@ -38,6 +40,19 @@ func statsGaps(t *testing.T, cl *apitest.Client, space string) int64 {
 		t.Fatal(err)
 	}
 	return st.Gaps
+}
+
+// gapOf is the gap report a gap record was folded from.
+func gapOf(g api.Gap) ledger.Gap {
+	r := ledger.Gap{Bridge: g.Bridge, MEWSpace: g.MEWSpace, Gateway: g.Gateway, LastEnvelope: g.LastEnvelope, LastSeq: g.LastSeq,
+		DisconnectedAt: g.DisconnectedAt, Reason: g.Reason, Session: g.Session, Dropped: g.Dropped}
+	if g.ReconnectedAt != nil {
+		r.ReconnectedAt = *g.ReconnectedAt
+	}
+	if g.NoticedAt != nil {
+		r.NoticedAt = *g.NoticedAt
+	}
+	return r
 }
 
 func idOf(t *testing.T, line []byte) string {
@@ -377,5 +392,75 @@ func TestEvictionNoticeGivesGap(t *testing.T) {
 	gaps := gapsOf(t, cl, space)
 	if len(gaps) != 1 || !strings.Contains(gaps[0].Reason, "evicted") || !strings.Contains(gaps[0].Reason, "announced") {
 		t.Errorf("gaps %+v", gaps)
+	}
+}
+
+// TestRestartKeepsEveryGap: a bridge stops cleanly, then runs twice more
+// storing nothing new (a connection drop in the second run): every run's
+// gaps start at the same last stored envelope, yet each is on the record
+// with its own id (issue 38: gap ids were the bridge and the window's
+// start, so a restart that stored nothing new folded its gaps
+// id_conflict).
+func TestRestartKeepsEveryGap(t *testing.T) {
+	a := apptest.Start(t)
+	cl, err := apitest.New(client.Options{API: a.HTTPURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := mewgw.Start(nil)
+	t.Cleanup(gw.Close)
+	lines := readLines(t, filepath.Join(capturesDir, "c-reject.jsonl"))
+	mew, space := mewSpace(t, "c-reject"), "restart"
+	sink, err := bridge.NewHTTPSink(a.HTTPURL(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := bridge.Options{Gateway: gw.URL(), MEWSpace: mew, Token: "t", Space: space, Sink: sink, ProbeInterval: 5 * time.Millisecond}
+
+	b, stop := startBridgeStop(t, o)
+	waitJoined(t, gw, b, mew, 1)
+	replay(t, gw, b, mew, lines[:6])
+	stop()
+	want := 1
+
+	b, stop = startBridgeStop(t, o) // stores nothing new, drops once
+	waitJoined(t, gw, b, mew, 2)
+	if !gw.Drop(mew, bridgeName) {
+		t.Fatal("the bridge is not joined")
+	}
+	waitJoined(t, gw, b, mew, 3)
+	waitFor(t, "the drop's gap recorded", func() (bool, string) {
+		h := b.Health()
+		return h.Gaps == 1, fmt.Sprintf("%+v", h)
+	})
+	stop()
+	want += 2
+
+	b, stop = startBridgeStop(t, o) // stores nothing new
+	waitJoined(t, gw, b, mew, 4)
+	stop()
+	want++
+
+	gaps := gapsOf(t, cl, space)
+	if len(gaps) != want || statsGaps(t, cl, space) != int64(want) {
+		t.Fatalf("%d gaps on the record, want %d: %+v", len(gaps), want, gaps)
+	}
+	ids := map[string]bool{}
+	sessions := map[string]bool{}
+	for _, g := range gaps {
+		if g.LastEnvelope != idOf(t, lines[5]) || g.ID != ledger.GapID(gapOf(g)) || ids[g.ID] {
+			t.Errorf("gap %+v", g)
+		}
+		ids[g.ID], sessions[g.Session] = true, true
+	}
+	if len(sessions) != 3 {
+		t.Errorf("gaps of %d sessions, want 3: %+v", len(sessions), gaps)
+	}
+	ev, _, err := cl.Stats(context.Background(), apitest.ReadOptions{Space: space, MinSeq: caughtUp(t, cl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := ev.Anomalies["id_conflict"] + ev.Effects["invalid"]; n != 0 {
+		t.Errorf("stats %+v: gaps discarded", ev)
 	}
 }

@@ -11,14 +11,20 @@ import (
 // Handler serves a standalone bridge's HTTP endpoints (`ledger bridge mew
 // --http ADDR`): GET /healthz — 200 {"status":"ok",...Health} while the
 // bridge is joined (or following its history file), else 503 with
-// "status":"degraded" and the state — and GET /metrics (reg in the
+// "status":"evicted" from the moment another participant is found to
+// hold the bridge's id until it has joined again, "degraded" otherwise,
+// and the state — and GET /metrics (reg in the
 // Prometheus format).
 func Handler(b *Bridge, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		h := b.Health()
 		status, code := "ok", http.StatusOK
-		if h.State != StateJoined && h.State != StateFollowing {
+		switch h.State {
+		case StateJoined, StateFollowing:
+		case StateEvicted:
+			status, code = StateEvicted, http.StatusServiceUnavailable
+		default:
 			status, code = "degraded", http.StatusServiceUnavailable
 		}
 		w.Header().Set("Content-Type", "application/json")

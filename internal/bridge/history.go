@@ -189,6 +189,14 @@ func (b *Bridge) follow(ctx context.Context) error {
 			return fmt.Errorf("bridge: read %s: %w", path, err)
 		}
 		partial = append(partial, chunk...) // a line still being written
+		if b.opts.Once {
+			// A copied file: its last line may lack its newline.
+			if len(bytes.TrimSpace(partial)) > 0 {
+				b.historyLine(ctx, h, partial)
+			}
+			b.log.Info().Str(KeyHistory, path).Int64("bytes", offset).Msg("history file read to its end")
+			return nil
+		}
 		// At the end: has the file been replaced or truncated?
 		st, serr := os.Stat(path)
 		cur, cerr := f.Stat()

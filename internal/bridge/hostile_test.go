@@ -98,7 +98,7 @@ func TestHostileGatewayGivesGap(t *testing.T) {
 			if g := gaps[0]; g.LastEnvelope != id || g.LastSeq == 0 || g.DisconnectedAt.After(*g.NoticedAt) {
 				t.Errorf("gap %+v: want a window from %s, before the loss was noticed", g, id)
 			}
-			if g := gaps[0]; ledger.GapID(ledger.Gap{Bridge: g.Bridge, DisconnectedAt: g.DisconnectedAt}) != g.ID {
+			if g := gaps[0]; ledger.GapID(gapOf(g)) != g.ID {
 				t.Errorf("gap id %s", g.ID)
 			}
 		})

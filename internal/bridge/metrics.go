@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,9 +13,10 @@ const (
 	StateDisconnected = "disconnected" // waiting to reconnect
 	StateFollowing    = "following"    // reading the gateway's history file
 	StateStopped      = "stopped"
+	StateEvicted      = "evicted" // another participant took the bridge's id; rejoining
 )
 
-var states = []string{StateConnecting, StateJoined, StateDisconnected, StateFollowing, StateStopped}
+var states = []string{StateConnecting, StateJoined, StateDisconnected, StateFollowing, StateStopped, StateEvicted}
 
 // Metrics are the bridge's Prometheus series (prefixed ledger_bridge_):
 //
@@ -22,6 +25,8 @@ var states = []string{StateConnecting, StateJoined, StateDisconnected, StateFoll
 //	state{bridge,state}                   1 for the bridge's current connection state, 0 for the others
 //	gaps_total{bridge}                    recording gaps reported to the ledger
 //	gap_report_errors_total{bridge}       gap reports the ledger did not take (retried)
+//	echo_seconds{bridge}                  round trip of the echo check (the bridge's own message
+//	                                      through the gateway, sent after a silence)
 //
 // A nil *Metrics records nothing. Its methods are safe for concurrent use.
 type Metrics struct {
@@ -29,6 +34,7 @@ type Metrics struct {
 	state     *prometheus.GaugeVec
 	gaps      *prometheus.CounterVec
 	gapErrs   *prometheus.CounterVec
+	echoes    *prometheus.HistogramVec
 }
 
 // NewMetrics returns the bridge metrics registered on reg (the ledger's
@@ -42,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"bridge", "kind", "result"}),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "ledger", Subsystem: "bridge", Name: "state",
-			Help: "1 for the MEW bridge's current connection state (connecting, joined, disconnected, following, stopped).",
+			Help: "1 for the MEW bridge's current connection state (connecting, joined, disconnected, following, stopped, evicted).",
 		}, []string{"bridge", "state"}),
 		gaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "ledger", Subsystem: "bridge", Name: "gaps_total",
@@ -52,8 +58,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "ledger", Subsystem: "bridge", Name: "gap_report_errors_total",
 			Help: "Gap reports the ledger did not take (retried until it does).",
 		}, []string{"bridge"}),
+		echoes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "ledger", Subsystem: "bridge", Name: "echo_seconds",
+			Help:    "Round trip of the echo check: the bridge's own message through the MEW gateway, sent after a silence (eviction check).",
+			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1},
+		}, []string{"bridge"}),
 	}
-	for _, c := range []prometheus.Collector{m.envelopes, m.state, m.gaps, m.gapErrs} {
+	for _, c := range []prometheus.Collector{m.envelopes, m.state, m.gaps, m.gapErrs, m.echoes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -110,4 +121,11 @@ func (m *Metrics) gapError(bridge string) {
 		return
 	}
 	m.gapErrs.WithLabelValues(bridge).Inc()
+}
+
+func (m *Metrics) echo(bridge string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.echoes.WithLabelValues(bridge).Observe(d.Seconds())
 }

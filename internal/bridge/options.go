@@ -27,7 +27,7 @@ const (
 	DefaultJoinTimeout = 10 * time.Second
 	// DefaultProbeInterval is how often the bridge asks the gateway who is
 	// joined under its name (GET /participants), to notice an eviction.
-	DefaultProbeInterval = 15 * time.Second
+	DefaultProbeInterval = time.Second
 	// DefaultPollInterval is how often a followed history file is checked
 	// for new lines and rotation.
 	DefaultPollInterval = 250 * time.Millisecond
@@ -71,6 +71,11 @@ type Options struct {
 	// bridge follows it instead of joining over WebSocket, and appends each
 	// delivered envelope under the sender of its received record.
 	HistoryFile string
+	// Once, with HistoryFile, reads the file to its end (a copied or
+	// rotated gateway log), appends what the ledger lacks (what it has is
+	// answered duplicate and not stored again), records the follower's
+	// end as a gap and makes Run return: healing holes later.
+	Once bool
 	// Sink appends to the ledger. Required.
 	Sink Sink
 	// BackoffMin and BackoffMax bound the wait between reconnection
@@ -82,6 +87,13 @@ type Options struct {
 	// notice an eviction; negative turns the probe off. Default
 	// DefaultProbeInterval.
 	ProbeInterval time.Duration
+	// EchoAfter is how long the bridge's socket may be silent before the
+	// echo check sends the bridge's own message through the gateway;
+	// EchoTimeout how long it waits for it to come back before it takes
+	// the bridge for evicted (see echo.go). A negative EchoAfter turns the
+	// check off. Defaults DefaultEchoAfter, DefaultEchoTimeout: an
+	// eviction is noticed within EchoAfter + EchoTimeout (1.8 s).
+	EchoAfter, EchoTimeout time.Duration
 	// PollInterval is how often a history file is checked. Default
 	// DefaultPollInterval.
 	PollInterval time.Duration
@@ -136,6 +148,12 @@ func (o *Options) Validate() error {
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = DefaultProbeInterval
 	}
+	if o.EchoAfter == 0 {
+		o.EchoAfter = DefaultEchoAfter
+	}
+	if o.EchoTimeout <= 0 {
+		o.EchoTimeout = DefaultEchoTimeout
+	}
 	if o.PollInterval == 0 {
 		o.PollInterval = DefaultPollInterval
 	}
@@ -169,6 +187,8 @@ func (o *Options) Validate() error {
 	switch {
 	case o.Sink == nil:
 		return bad("Sink is required")
+	case o.Once && o.HistoryFile == "":
+		return bad("once reads a history file: give the history file")
 	case o.MEWSpace == "":
 		return bad("the MEW space id is required (space.id of the space's space.yaml)")
 	case o.Participant == "":

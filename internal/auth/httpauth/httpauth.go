@@ -19,7 +19,10 @@
 //     unauthorized, forbidden and rate_limited.
 //   - Roles: auditor (reads), writer (POST /v1/events), ops (operations:
 //     rebuild and the like, and every route the table does not name),
-//     metrics (GET /metrics when it is not open). A token may hold several.
+//     metrics (GET /metrics when it is not open), recorder (a MEW bridge:
+//     appends with its Ledger-Bridge mark, POST /v1/gaps, GET /v1/bridges;
+//     only for the bridges the token lists, when it lists any). A token
+//     may hold several.
 //   - /healthz and /readyz are always open; /metrics is open only when
 //     Config.OpenMetrics is set.
 //   - Writes (routes whose Rule has Limit) are rate limited per client: the
@@ -57,10 +60,14 @@ const (
 	RoleWriter  Role = "writer"  // POST /v1/events
 	RoleOps     Role = "ops"     // operations and every route not named in the table
 	RoleMetrics Role = "metrics" // GET /metrics when it is protected
+	// RoleRecorder records MEW bridges (contract §14): appends carrying a
+	// Ledger-Bridge mark and gap reports, for the bridges the token lists
+	// (Token.Bridges; none: every bridge), and reads GET /v1/bridges.
+	RoleRecorder Role = "recorder"
 )
 
 // Roles lists every role, for validation and documentation.
-var Roles = []Role{RoleAuditor, RoleWriter, RoleOps, RoleMetrics}
+var Roles = []Role{RoleAuditor, RoleWriter, RoleOps, RoleMetrics, RoleRecorder}
 
 // The error codes of the bodies this package writes are api.CodeUnauthorized,
 // api.CodeForbidden and api.CodeRateLimited.
@@ -82,6 +89,10 @@ type Token struct {
 	// token may not use the routes that are not per space (operations,
 	// metrics). Empty: every space.
 	Spaces []string `yaml:"spaces" json:"spaces"`
+	// Bridges, if set, are the only bridge participants a recorder token
+	// may speak for (Ledger-Bridge marks, gap reports). Empty: every
+	// bridge. Only with the recorder role.
+	Bridges []string `yaml:"bridges" json:"bridges"`
 	// WriteLimit, if set, is this token's own write limit instead of
 	// Config.WriteLimit (per_second < 0: none).
 	WriteLimit *RateConfig `yaml:"write_limit" json:"write_limit"`
@@ -89,6 +100,9 @@ type Token struct {
 
 // MaxSpaceBytes bounds a space name in Token.Spaces (ledger.MaxSpaceBytes).
 const MaxSpaceBytes = 128
+
+// MaxBridgeBytes bounds a bridge name in Token.Bridges (ledger.MaxIDBytes).
+const MaxBridgeBytes = 256
 
 // Config is the HTTP part of the ledger's auth configuration.
 type Config struct {
@@ -153,6 +167,14 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("%w: %s: space %q must be 1..%d bytes", ErrConfig, where, sp, MaxSpaceBytes)
 			}
 		}
+		if len(t.Bridges) > 0 && !slices.Contains(t.Roles, RoleRecorder) {
+			return fmt.Errorf("%w: %s: bridges are given without the %s role", ErrConfig, where, RoleRecorder)
+		}
+		for _, b := range t.Bridges {
+			if b == "" || len(b) > MaxBridgeBytes {
+				return fmt.Errorf("%w: %s: bridge %q must be 1..%d bytes", ErrConfig, where, b, MaxBridgeBytes)
+			}
+		}
 		if t.WriteLimit != nil {
 			if err := t.WriteLimit.Validate(); err != nil {
 				return fmt.Errorf("%s: %w", where, err)
@@ -167,6 +189,16 @@ type Principal struct {
 	Name   string // the token's name
 	Roles  []Role
 	Spaces []string // the token's spaces; empty: every space
+	// Bridges are the bridges a recorder token may speak for; empty:
+	// every bridge (with RoleRecorder).
+	Bridges []string
+}
+
+// MayRecord reports whether p may speak for bridge: append with its
+// Ledger-Bridge mark, report its gaps (RoleRecorder, and bridge among
+// p.Bridges when the token lists any).
+func (p Principal) MayRecord(bridge string) bool {
+	return p.Has(RoleRecorder) && (len(p.Bridges) == 0 || slices.Contains(p.Bridges, bridge))
 }
 
 // MaySpace reports whether p may use space.
@@ -197,10 +229,11 @@ type Guard struct {
 }
 
 type storedToken struct {
-	hash   [sha256.Size]byte
-	name   string
-	roles  []Role
-	spaces []string
+	hash    [sha256.Size]byte
+	name    string
+	roles   []Role
+	spaces  []string
+	bridges []string
 }
 
 // New returns a Guard for cfg (validated here).
@@ -213,7 +246,7 @@ func New(cfg Config) (*Guard, error) {
 		var st storedToken
 		b, _ := hex.DecodeString(t.SHA256) // validated
 		copy(st.hash[:], b)
-		st.name, st.roles, st.spaces = t.Name, slices.Clone(t.Roles), slices.Clone(t.Spaces)
+		st.name, st.roles, st.spaces, st.bridges = t.Name, slices.Clone(t.Roles), slices.Clone(t.Spaces), slices.Clone(t.Bridges)
 		g.tokens = append(g.tokens, st)
 		if t.WriteLimit != nil {
 			lim, err := NewLimiter(*t.WriteLimit)
@@ -260,7 +293,7 @@ func (g *Guard) Authenticate(r *http.Request) (Principal, error) {
 		return Principal{}, ErrUnknownToken
 	}
 	t := g.tokens[found]
-	return Principal{Name: t.name, Roles: slices.Clone(t.roles), Spaces: slices.Clone(t.spaces)}, nil
+	return Principal{Name: t.name, Roles: slices.Clone(t.roles), Spaces: slices.Clone(t.spaces), Bridges: slices.Clone(t.bridges)}, nil
 }
 
 // bearer extracts the token of an "Authorization: Bearer TOKEN" header

@@ -104,7 +104,7 @@ func TestProtectStatusCodes(t *testing.T) {
 		{"GET", "/v1/proposals?state=pending", tokBoth, 200, "gateway", ""},
 		{"GET", "/v1/status", tokOps, 403, "", "insufficient_scope"},
 		{"POST", "/v1/events", "", 401, "", "Bearer"},
-		{"POST", "/v1/events", tokAuditor, 403, "", `scope="writer"`},
+		{"POST", "/v1/events", tokAuditor, 403, "", `scope="writer recorder"`},
 		{"POST", "/v1/events", tokWriter, 202, "ci", ""},
 		{"POST", "/v1/events?space=s", tokBoth, 202, "gateway", ""},
 		{"GET", "/metrics", "", 401, "", "Bearer"},

@@ -36,9 +36,9 @@ const (
 	PatternOpenAPI = "GET /openapi.json"
 	PatternReads   = "GET /v1/"
 	PatternEvents  = "POST /v1/events"
-	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (contract §14): writer, like events
+	PatternGaps    = "POST /v1/gaps" // a bridge's recording gap (contract §14): recorder
 	// PatternBridges is what the ledger knows of each bridge's sessions
-	// (contract §14): a read, which a bridge (writer) makes when it starts.
+	// (contract §14): a read, which a bridge (recorder) makes when it starts.
 	PatternBridges = "GET /v1/bridges"
 	PatternOpsGet  = "GET /v1/ops/"
 	// The whole-log routes of the verifiable log (contract §16): auditor,
@@ -68,13 +68,16 @@ const (
 //	                            limited to spaces is refused it)
 //	GET /v1/checkpoint[/key], /v1/checkpoints, /v1/tile/..., /v1/proof/...
 //	                            auditor, the whole log: not for a token limited to spaces
-//	POST /v1/events             writer, rate limited, per space
+//	POST /v1/events             writer, rate limited, per space (recorder: with a
+//	                            Ledger-Bridge mark of a bridge it may record, checked by the API)
 //	GET /v1/ops/...             ops (read-shaped operations)
 //	/mcp                        auditor (the MCP endpoint; its tools' API
 //	                            requests carry the caller's token and are
 //	                            checked per space on their own routes)
-//	POST /v1/gaps               writer, rate limited (bridges report gaps)
-//	GET /v1/bridges             auditor or writer, per space (a bridge reads how its last session ended)
+//	POST /v1/gaps               recorder, rate limited, per space (a bridge reports its
+//	                            gaps; the API checks the token may record that bridge)
+//	GET /v1/bridges             auditor, writer or recorder, per space (a bridge reads how
+//	                            its last session ended)
 //	anything else               ops (rebuild and every route not named here:
 //	                            a new write route is closed until it is listed)
 func DefaultRules(openMetrics bool) []Rule {
@@ -94,11 +97,11 @@ func DefaultRules(openMetrics bool) []Rule {
 		{Pattern: PatternCheckpoints, Roles: []Role{RoleAuditor}},
 		{Pattern: PatternTiles, Roles: []Role{RoleAuditor}},
 		{Pattern: PatternProofs, Roles: []Role{RoleAuditor}},
-		{Pattern: PatternEvents, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
+		{Pattern: PatternEvents, Roles: []Role{RoleWriter, RoleRecorder}, Limit: true, Spaced: true},
 		{Pattern: PatternOpsGet, Roles: []Role{RoleOps}},
 		{Pattern: PatternMCP, Roles: []Role{RoleAuditor}, Relay: true},
-		{Pattern: PatternGaps, Roles: []Role{RoleWriter}, Limit: true, Spaced: true},
-		{Pattern: PatternBridges, Roles: []Role{RoleAuditor, RoleWriter}, Spaced: true},
+		{Pattern: PatternGaps, Roles: []Role{RoleRecorder}, Limit: true, Spaced: true},
+		{Pattern: PatternBridges, Roles: []Role{RoleAuditor, RoleWriter, RoleRecorder}, Spaced: true},
 		{Pattern: PatternDefault, Roles: []Role{RoleOps}},
 	}
 }

@@ -57,6 +57,9 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		kernel = b
 	}
+	if !a.checkAppendMark(w, r, r.Header.Get(ledger.HeaderBridge)) {
+		return
+	}
 	// An invalid space is refused by the Appender with field "space", as
 	// on every other path; only "no space" means the default.
 	space, e := spaceParam(q, a.opts.Space)

@@ -108,10 +108,26 @@ func (s *swapReader) BridgeSessions(space string) ([]api.BridgeSession, error) {
 	return nil, errNoBridges
 }
 
-// bridges answers GET /v1/bridges?space=&bridge=&mew_space=:
+// minSeqLatest is GET /v1/bridges' min_seq=latest: the log's last
+// sequence when the request arrives.
+const minSeqLatest = "latest"
+
+// bridges answers GET /v1/bridges?space=&bridge=&mew_space=[&min_seq=N|latest]:
 // {"bridges":[...]} ordered by bridge and MEW space, those of one bridge
 // (and MEW space) when given.
 func (a *API) bridges(w http.ResponseWriter, r *http.Request) {
+	if q := r.URL.Query(); q.Get(paramMinSeq) == minSeqLatest {
+		// A bridge starting (role recorder, not auditor: it cannot read
+		// /v1/status) waits for everything the log holds now.
+		last, err := a.opts.StreamSeq(r.Context())
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: "reading the log's last sequence: " + err.Error()})
+			return
+		}
+		q.Set(paramMinSeq, strconv.FormatUint(last, 10))
+		r = r.Clone(r.Context())
+		r.URL.RawQuery = q.Encode()
+	}
 	rc, ok := a.readPrologue(w, r, paramBridge, paramMEWSpace)
 	if !ok {
 		return

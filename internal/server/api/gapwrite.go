@@ -67,6 +67,9 @@ func (a *API) postGap(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
+	if !a.checkGapReport(w, r, g) {
+		return
+	}
 	raw, _ := ledger.GapEnvelope(g) // ParseGap checked it builds
 	res, err := sys.AppendSystem(r.Context(), space, raw)
 	out := ledger.WireResult(res)

@@ -426,7 +426,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	}
 
 	base := context.WithoutCancel(ctx)
-	a.submit, err = submit.Start(base, a.nc, submit.Options{Appender: a.appender, Metrics: a.metrics, Logger: a.opts.Logger,
+	a.submit, err = submit.Start(base, a.nc, submit.Options{Appender: a.appender, Metrics: a.metrics, Logger: a.opts.Logger, StreamSeq: a.streamSeq,
 		StorageProblem: a.StorageProblem})
 	if err != nil {
 		return errors.Join(fmt.Errorf("app: %w", err), a.release(context.Background()))

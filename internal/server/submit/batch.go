@@ -98,6 +98,10 @@ func (s *Service) acceptBatch(req micro.Request, space string, items []batchItem
 	}
 	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))
 	mark := req.Headers().Get(ledger.HeaderBridge) // a bridge's session (contract §14), kept on every envelope's message
+	if e := checkMark(mark); e != nil {
+		s.refuse(req, e)
+		return nil
+	}
 	results := make([]ledger.Result, len(items))
 	pending := make([]*appendlog.Pending, len(items))
 	for i, it := range items {

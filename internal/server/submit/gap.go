@@ -70,6 +70,10 @@ func (s *Service) acceptGap(req micro.Request) func() {
 		s.refuse(req, ledger.WireError(err))
 		return nil
 	}
+	if e := s.checkGap(g); e != nil {
+		s.refuse(req, e)
+		return nil
+	}
 	raw, _ := ledger.GapEnvelope(g) // ParseGap checked it builds
 	sys := s.opts.Appender.(SystemAppender)
 	p, err := sys.PrepareSystem(space, raw)

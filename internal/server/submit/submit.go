@@ -116,6 +116,10 @@ type Options struct {
 	// StatusUnavailable) instead of waiting on an append that cannot be
 	// stored.
 	StorageProblem func() string
+	// StreamSeq returns the LEDGER stream's last sequence: a gap report
+	// naming a later last_seq is refused (ledger.CodeGapAhead). Nil: not
+	// checked.
+	StreamSeq func(ctx context.Context) (uint64, error)
 }
 
 // Validate fills defaults and checks the options.
@@ -277,6 +281,10 @@ func (s *Service) accept(req micro.Request) func() {
 	}
 	if items, batch, err := batchItems(req); batch {
 		return s.acceptBatch(req, space, items, err)
+	}
+	if e := checkMark(req.Headers().Get(ledger.HeaderBridge)); e != nil {
+		s.refuse(req, e)
+		return nil
 	}
 	force, _ := strconv.ParseBool(req.Headers().Get(HeaderKernel))
 	pd, err := s.opts.Appender.SubmitBody(s.ctx, space, req.Data(), ledger.BodyOptions{Kernel: force, Bridge: req.Headers().Get(ledger.HeaderBridge)})

@@ -47,8 +47,9 @@ stderr. --quick runs small sizes in well under a minute (CI smoke test).`,
 }
 
 func runBench(ctx context.Context, e env, args []string) error {
-	// A memory child (internal): not a user-facing flag, so not in --help.
-	if len(args) > 0 && strings.HasPrefix(args[0], "--"+bench.ChildFlag) {
+	// A child (internal: a memory child, the bridge figure's gateway): not
+	// a user-facing flag, so not in --help.
+	if bench.IsChild(args) {
 		return bench.ChildMain(ctx, args, e.stdout)
 	}
 	var (

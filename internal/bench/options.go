@@ -137,7 +137,8 @@ type Options struct {
 	Only []string
 	// TempDir is where the temporary directories go. Default os.TempDir().
 	TempDir string
-	// ChildCommand is the command line that runs a memory child; the event
+	// ChildCommand is the command line that runs a child (a memory child,
+	// the bridge figure's gateway); for a memory child the event
 	// count and the budget are appended as two more arguments (see
 	// RunFoldChild). Required when the memory figure runs.
 	ChildCommand []string
@@ -231,6 +232,9 @@ func (o *Options) Validate() error {
 	}
 	if o.runs(FigMemory) && len(o.ChildCommand) == 0 {
 		return fmt.Errorf("%w: the memory figure needs ChildCommand", ErrOptions)
+	}
+	if o.runs(FigBridge) && len(o.ChildCommand) == 0 {
+		return fmt.Errorf("%w: the bridge figure needs ChildCommand (its gateway runs in a child)", ErrOptions)
 	}
 	return nil
 }

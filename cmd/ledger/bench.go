@@ -66,6 +66,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	f.integer(&o.ReadProposals, "read-proposals", "N", 0, fmt.Sprintf("proposals in the reads figure's store (default %d, quick %d)", bench.FullReadProposals, bench.QuickReadProposals), false)
 	f.integer(&o.IngestEvents, "ingest-events", "N", 0, "events of the ingest figures (default 100000, quick 3000)", false)
 	f.integer(&o.AgentEvents, "agent-events", "N", 0, "events of the agents figure (default 20000, quick 1000)", false)
+	f.integer(&o.WritesEvents, "writes-events", "N", 0, fmt.Sprintf("events of each run of the writes figure, projector folding and stopped (default %d, quick %d)", bench.FullWritesEvents, bench.QuickWritesEvents), false)
 	f.integer(&o.IngestBatch, "ingest-batch", "N", 0, fmt.Sprintf("envelopes per raw atomic batch of the ingest baselines, ≤ 1000 (default %d, the committer's)", appendlog.DefaultMaxBatch), false)
 	f.integer(&o.IngestInFlight, "ingest-inflight", "N", 0, fmt.Sprintf("raw atomic batches in flight of the ingest baselines (default %d, the committer's)", appendlog.DefaultBatchesInFlight), false)
 	f.integer(&o.ProofEvents, "proof-events", "N", 0, fmt.Sprintf("events in the proofs figure's tree (default %d, quick %d)", bench.FullProofEvents, bench.QuickProofEvents), false)

@@ -30,11 +30,14 @@ folding 1,000,000 and up to 10,000,000 events (10 minutes at most) in child proc
 and the group commit: ingest (ledger publish -f's streamed HTTP NDJSON path
 vs raw atomic batches of the same bytes), ingest_r3 (the same on an
 in-process three-node cluster) and agents (32 HTTP clients appending one
-envelope at a time vs 32 raw per-message publishers), and bridge (the
-stand-in MEW gateway replaying proposals to a bridge inside the server:
-lifecycle envelopes stored per second, target 10,000, against raw atomic
-batches of the same bytes, and the receive-to-stored p99), all fsync
-always;
+envelope at a time vs 32 raw per-message publishers), bridge (the
+stand-in MEW gateway, in a child process, replaying proposals through a
+WebSocket to a bridge inside the server: lifecycle envelopes stored per
+second, target 10,000, against raw atomic batches of the same bytes, and
+the receive-to-stored p99), and writes (--writes-events, default
+2,000,000, appended at full speed with the default duplicate window, once
+with the projector folding along and once with it stopped: the rate, and
+every append accepted, none stored twice), all fsync always;
 and proofs (contract §16): the fold with the Merkle tree vs the same fold
 without it, GET /v1/proof/inclusion latency over a tree of --proof-events
 events, and checkpoints signed and verified per second.

@@ -106,9 +106,12 @@ func (a *Appender) covered(ctx context.Context, cp uint64) error {
 	if valid && now.Sub(c.at) <= c.window/4 {
 		return nil
 	}
-	// Read the stream again, unless that was done a moment ago for the
-	// same checkpoint (a stopped index: each group asks).
-	if !valid || c.cp < cp || now.Sub(c.checked) >= pollInterval(c.window) {
+	// Read the stream again, unless that was done a moment ago: while the
+	// index is behind, every group asks. A fact read for a lower
+	// checkpoint of the same index still holds for cp (the index only
+	// goes forward), so an index folding along does not make each group
+	// read the stream either.
+	if !valid || now.Sub(c.checked) >= pollInterval(c.window) {
 		if err := a.readCoverage(ctx, cp); err != nil {
 			return err
 		}
@@ -152,7 +155,7 @@ func (a *Appender) readCoverage(ctx context.Context, cp uint64) error {
 // pollInterval is how often, while the index is behind, the stream is
 // read again for the same checkpoint.
 func pollInterval(window time.Duration) time.Duration {
-	return min(max(window/50, 5*time.Millisecond), 100*time.Millisecond)
+	return min(max(window/40, 5*time.Millisecond), 3*time.Second)
 }
 
 // streamHandle returns the LEDGER stream's handle, looked up once.

@@ -8,8 +8,8 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/apiclient"
-	"github.com/mewledger/ledger/internal/lib/wire"
+	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -79,7 +79,7 @@ func writesOnce(ctx context.Context, o *Options, stopped bool) (writesResult, er
 		a.Projector().Pause()
 		defer a.Projector().Resume()
 	}
-	cl, err := apiclient.New(apiclient.Options{API: a.HTTPURL()})
+	cl, err := client.New(a.HTTPURL())
 	if err != nil {
 		return res, fmt.Errorf("bench: %w", err)
 	}
@@ -92,7 +92,7 @@ func writesOnce(ctx context.Context, o *Options, stopped bool) (writesResult, er
 		k := min(writesRequest, o.WritesEvents-from)
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(writeWorkload(ctx, pw, from, k, o.PadTo)) }()
-		err = cl.PublishStream(ctx, space, false, pr, func(r wire.AppendResult) error {
+		err = cl.AppendStream(ctx, pr, func(r api.AppendResult) error {
 			n++
 			switch {
 			case r.Error != nil:
@@ -107,7 +107,7 @@ func writesOnce(ctx context.Context, o *Options, stopped bool) (writesResult, er
 				res.duplicates++
 			}
 			return nil
-		})
+		}, client.WithSpace(space))
 		_ = pr.CloseWithError(io.ErrClosedPipe)
 		if err != nil {
 			return res, err

@@ -1,15 +1,11 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"runtime"
 	"time"
 
-	"github.com/mewledger/ledger/api"
-	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -34,7 +30,7 @@ func (r *Report) writesFigure(ctx context.Context, o *Options) error {
 		if stopped {
 			state = "stopped"
 		}
-		progress(o, "writes: %d events streamed in HTTP NDJSON requests of %d, the projector %s, default duplicate window, sync_interval always", o.WritesEvents, writesRequest, state)
+		progress(o, "writes: %d events appended through the appender (AppendMany, chunks of %d), the projector %s, default duplicate window, sync_interval always", o.WritesEvents, writesChunk, state)
 		res, err := writesOnce(ctx, o, stopped)
 		if err != nil {
 			return err
@@ -50,8 +46,8 @@ func (r *Report) writesFigure(ctx context.Context, o *Options) error {
 			}
 		}
 		r.Rows = append(r.Rows, Row{
-			Figure: fmt.Sprintf("writes, projector %s: events/s of %d appended at full speed in HTTP NDJSON requests of %d, one after the other (default duplicate window, sync_interval always); %d refused, %d stored, %d answered duplicate after a late commit ack, %d group lookups in the log",
-				state, o.WritesEvents, writesRequest, res.refused, res.stored, res.duplicates, res.logLookups),
+			Figure: fmt.Sprintf("writes, projector %s: events/s of %d appended at full speed through the appender in AppendMany calls of %d (default duplicate window, sync_interval always); %d refused, %d stored, %d answered duplicate after a late commit ack, %d group lookups in the log",
+				state, o.WritesEvents, writesChunk, res.refused, res.stored, res.duplicates, res.logLookups),
 			Unit: unitRate, Values: []float64{res.rate}, Target: target, Verdict: verdict,
 		})
 	}
@@ -79,26 +75,26 @@ func writesOnce(ctx context.Context, o *Options, stopped bool) (writesResult, er
 		a.Projector().Pause()
 		defer a.Projector().Resume()
 	}
-	cl, err := client.New(a.HTTPURL())
-	if err != nil {
-		return res, fmt.Errorf("bench: %w", err)
-	}
 	runtime.GC()
 	n := 0
 	start := time.Now()
-	// Requests of writesRequest events (a request's body is bounded by
-	// the server's batch size limit), one after the other.
-	for from := 0; from < o.WritesEvents; from += writesRequest {
-		k := min(writesRequest, o.WritesEvents-from)
-		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(writeWorkload(ctx, pw, from, k, o.PadTo)) }()
-		err = cl.AppendStream(ctx, pr, func(r api.AppendResult) error {
-			n++
+	// Chunks of writesChunk envelopes, generated on the fly (bounded
+	// memory), each through the appender's AppendMany (what every append
+	// path calls), one after the other.
+	gen := newWorkloadChain(o.PadTo)
+	chunk := make([][]byte, 0, writesChunk)
+	for n < o.WritesEvents {
+		chunk = chunk[:0]
+		for range min(writesChunk, o.WritesEvents-n) {
+			chunk = append(chunk, gen.next())
+		}
+		for i, r := range a.Appender().AppendMany(ctx, space, chunk) {
 			switch {
-			case r.Error != nil:
+			case r.Err != nil:
 				res.refused++
-			case r.Seq == 0:
-				return fmt.Errorf("bench: writes line %d: %+v, want stored", r.Line, r)
+				if res.refused == 1 {
+					progress(o, "writes: envelope %d refused: %v", n+i, r.Err)
+				}
 			case r.Duplicate:
 				// A member of a group whose commit was not acknowledged in
 				// time, found stored when it was published again: counted,
@@ -106,10 +102,9 @@ func writesOnce(ctx context.Context, o *Options, stopped bool) (writesResult, er
 				// stored twice.
 				res.duplicates++
 			}
-			return nil
-		}, client.WithSpace(space))
-		_ = pr.CloseWithError(io.ErrClosedPipe)
-		if err != nil {
+		}
+		n += len(chunk)
+		if err := ctx.Err(); err != nil {
 			return res, err
 		}
 	}
@@ -133,36 +128,26 @@ func writesOnce(ctx context.Context, o *Options, stopped bool) (writesResult, er
 	return res, nil
 }
 
-// writesRequest is how many events one request of the writes figure
-// carries (~42 MB of the benchmark mix, under the server's default 64 MiB).
-const writesRequest = 100_000
+// writesChunk is how many envelopes one AppendMany call of the writes
+// figure carries.
+const writesChunk = 10_000
 
-// writeWorkload writes envelopes from to from+n of the writes figure's
-// stream to w, one a line: a chain of generators (a fresh one, with a
-// fresh id prefix, every writesRequest events) so that memory does not
-// grow with the figure's size. from is a multiple of writesRequest.
-func writeWorkload(ctx context.Context, w io.Writer, from, n, padTo int) error {
-	const chunk = writesRequest
-	var (
-		buf bytes.Buffer
-		g   *workload.Generator
-	)
-	for i := from; i < from+n; i++ {
-		if i%chunk == 0 {
-			gen := i/chunk + 1
-			g = workload.New(workload.Options{Seed: seed + int64(gen), Mix: workload.BenchMix, PadTo: padTo, Prefix: fmt.Sprintf("w%d-", gen)})
-		}
-		buf.Write(g.Next())
-		buf.WriteByte('\n')
-		if buf.Len() >= 1<<20 || i == from+n-1 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if _, err := w.Write(buf.Bytes()); err != nil {
-				return err
-			}
-			buf.Reset()
-		}
+// workloadChain is an endless source of the benchmark mix: a chain of
+// generators (a fresh one, with a fresh id prefix, every 100,000 events)
+// so that memory does not grow with the figure's size.
+type workloadChain struct {
+	padTo, n, gen int
+	g             *workload.Generator
+}
+
+func newWorkloadChain(padTo int) *workloadChain { return &workloadChain{padTo: padTo} }
+
+func (c *workloadChain) next() []byte {
+	const chunk = 100_000
+	if c.n%chunk == 0 {
+		c.gen++
+		c.g = workload.New(workload.Options{Seed: seed + int64(c.gen), Mix: workload.BenchMix, PadTo: c.padTo, Prefix: fmt.Sprintf("w%d-", c.gen)})
 	}
-	return nil
+	c.n++
+	return c.g.Next()
 }

@@ -730,13 +730,8 @@ func (b *Bridge) seen(n uint64, id, result string) {
 
 // write is the writer: it takes batches from the backlog in order and
 // appends them, or records the gap a marker stands for, until the
-// backlog is closed and empty or ctx ends. Through a BatchSubmitter it
-// keeps up to BatchesInFlight batches in flight (writePipelined).
+// backlog is closed and empty or ctx ends.
 func (b *Bridge) write(ctx context.Context) {
-	if bs, ok := b.opts.Sink.(BatchSubmitter); ok {
-		b.writePipelined(ctx, bs)
-		return
-	}
 	for {
 		batch := b.q.take(ctx, b.opts.BatchSize)
 		if batch == nil {
@@ -746,79 +741,27 @@ func (b *Bridge) write(ctx context.Context) {
 			b.recordGap(ctx, batch[0].gap)
 			continue
 		}
-		envs := b.envelopes(batch)
-		rs, err := b.opts.Sink.AppendBatch(ctx, b.opts.Space, envs)
-		b.answerBatch(ctx, batch, envs, rs, err)
+		b.appendBatch(ctx, batch)
 		b.q.done(len(batch))
 	}
 }
 
-// flight is a batch handed to the group commit, awaiting its answers; a
-// flight without a batch is a barrier (done is closed when every flight
-// before it is answered).
-type flight struct {
-	batch []item
-	envs  []Envelope
-	wait  func(context.Context) ([]api.AppendResult, error)
-	done  chan struct{}
-}
-
-// writePipelined is write through a BatchSubmitter: the writer hands each
-// batch to the group commit as soon as it is taken (so acceptance order is
-// receive order) and an answerer awaits them in turn, up to
-// BatchesInFlight at once. A gap marker waits for the batches before it
-// (its window starts at the last envelope stored).
-func (b *Bridge) writePipelined(ctx context.Context, bs BatchSubmitter) {
-	flights := make(chan flight, BatchesInFlight-1)
-	answered := make(chan struct{})
-	go func() {
-		defer close(answered)
-		for f := range flights {
-			if f.batch == nil {
-				close(f.done)
-				continue
-			}
-			rs, err := f.wait(ctx)
-			b.answerBatch(ctx, f.batch, f.envs, rs, err)
-			b.q.done(len(f.batch))
-		}
-	}()
-	defer func() {
-		close(flights)
-		<-answered
-	}()
-	for {
-		batch := b.q.take(ctx, b.opts.BatchSize)
-		if batch == nil {
-			return
-		}
-		if batch[0].gap != nil {
-			barrier := flight{done: make(chan struct{})}
-			flights <- barrier
-			<-barrier.done
-			b.recordGap(ctx, batch[0].gap)
-			continue
-		}
-		envs := b.envelopes(batch)
-		flights <- flight{batch: batch, envs: envs, wait: bs.SubmitBatch(ctx, b.opts.Space, envs)}
-	}
-}
-
-// envelopes are a batch's envelopes with the session mark.
-func (b *Bridge) envelopes(batch []item) []Envelope {
+// appendBatch appends one batch, repeating it with backoff while the
+// ledger does not answer (appends are idempotent); a refusal is logged
+// and counted, never retried.
+func (b *Bridge) appendBatch(ctx context.Context, batch []item) {
 	mark := ledger.BridgeMark{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Session: b.sessionID, Received: batch[0].at}.String()
 	envs := make([]Envelope, len(batch))
 	for i, it := range batch {
 		envs[i] = Envelope{Raw: it.raw, Sender: it.sender, Mark: mark}
 	}
-	return envs
-}
-
-// answerBatch takes a batch's answers (rs, or err: no answer), repeating
-// the batch with backoff while the ledger does not answer (appends are
-// idempotent); a refusal is logged and counted, never retried.
-func (b *Bridge) answerBatch(ctx context.Context, batch []item, envs []Envelope, rs []api.AppendResult, err error) {
-	for attempt := 0; err != nil; attempt++ {
+	var rs []api.AppendResult
+	for attempt := 0; ; attempt++ {
+		var err error
+		rs, err = b.opts.Sink.AppendBatch(ctx, b.opts.Space, envs)
+		if err == nil {
+			break
+		}
 		if ctx.Err() != nil || errors.Is(err, ErrSenderUnsupported) {
 			for _, it := range batch {
 				b.opts.Metrics.frame(b.opts.Participant, it.v.Kind, ResultFailed)
@@ -837,7 +780,6 @@ func (b *Bridge) answerBatch(ctx context.Context, batch []item, envs []Envelope,
 			b.log.Error().Int("envelopes", len(batch)).Msg("envelopes were not recorded: the bridge is stopping")
 			return
 		}
-		rs, err = b.opts.Sink.AppendBatch(ctx, b.opts.Space, envs)
 	}
 	now := time.Now()
 	for i, it := range batch {

@@ -19,10 +19,8 @@
 //   - One reader (the socket) never waits for the ledger: it queues
 //     lifecycle envelopes in a backlog bounded by MaxBacklogBytes; one
 //     writer appends them in receive order, in batches (Sink.AppendBatch,
-//     through the group commit; through a BatchSubmitter, the in-process
-//     appender, up to BatchesInFlight batches at once, answered in turn),
-//     retrying with backoff while the ledger does not answer (appends are
-//     idempotent). What does not fit the
+//     through the group commit), retrying with backoff while the ledger
+//     does not answer (appends are idempotent). What does not fit the
 //     backlog is dropped, and the hole is a recorded gap.
 //   - A read error ends the session at once (also an unanswered ping, an
 //     unreadable participant list, a ping storm, an endless frame). The

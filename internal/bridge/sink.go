@@ -43,19 +43,6 @@ type Sink interface {
 	SessionReader
 }
 
-// BatchSubmitter is a Sink that can hand a batch to the ledger's group
-// commit and be answered later (the in-process sink): the bridge then
-// keeps up to BatchesInFlight batches in flight, handed over in receive
-// order, each answered in turn. wait's answers are AppendBatch's.
-type BatchSubmitter interface {
-	SubmitBatch(ctx context.Context, space string, batch []Envelope) (wait func(context.Context) ([]api.AppendResult, error))
-}
-
-// BatchesInFlight is how many batches the bridge keeps in flight through a
-// BatchSubmitter (the group commit's own DefaultBatchesInFlight): one
-// batch at a time left the log's commit latency idle between batches.
-const BatchesInFlight = 4
-
 // Envelope is one envelope of a batch: its bytes as received, the sender
 // to publish it under ("" : its from; see Sink.Append), and the bridge's
 // session mark (a ledger.BridgeMark, header Ledger-Bridge; one per batch
@@ -104,23 +91,8 @@ func (s AppenderSink) AppendBatch(ctx context.Context, space string, batch []Env
 // is a result with Error; a publish failure of any envelope fails the
 // batch (it is repeated whole; the stream dedups what was stored).
 func appenderBatch(ctx context.Context, a *appendlog.Appender, space string, batch []Envelope) ([]api.AppendResult, error) {
-	return appenderSubmit(ctx, a, space, batch)(ctx)
-}
-
-// SubmitBatch implements BatchSubmitter: the batch is handed to the group
-// commit now (its acceptance order is fixed), and answered by wait.
-func (s AppenderSink) SubmitBatch(ctx context.Context, space string, batch []Envelope) (wait func(context.Context) ([]api.AppendResult, error)) {
-	return appenderSubmit(ctx, s.Appender, space, batch)
-}
-
-// appenderSubmit hands a batch to an Appender's group commit and returns
-// what awaits its answers. When an envelope cannot be submitted (not a
-// refusal), the rest are not, and wait fails the batch after the
-// submitted ones are answered.
-func appenderSubmit(ctx context.Context, a *appendlog.Appender, space string, batch []Envelope) func(context.Context) ([]api.AppendResult, error) {
 	out := make([]api.AppendResult, len(batch))
 	pending := make([]*appendlog.Pending, len(batch))
-	var submitErr error
 	for i, e := range batch {
 		pd, err := a.SubmitBody(ctx, space, e.Raw, ledger.BodyOptions{Sender: e.Sender, Bridge: e.Mark})
 		if err != nil {
@@ -128,18 +100,11 @@ func appenderSubmit(ctx context.Context, a *appendlog.Appender, space string, ba
 				out[i] = ledger.WireResult(ledger.Result{Err: err})
 				continue
 			}
-			submitErr = err
-			break
+			return nil, err
 		}
 		pending[i] = pd
 	}
-	return func(ctx context.Context) ([]api.AppendResult, error) {
-		return appenderAwait(ctx, out, pending, submitErr)
-	}
-}
-
-// appenderAwait awaits the pending answers into out.
-func appenderAwait(ctx context.Context, out []api.AppendResult, pending []*appendlog.Pending, failed error) ([]api.AppendResult, error) {
+	var failed error
 	for i, pd := range pending {
 		if pd == nil {
 			continue

@@ -30,11 +30,14 @@ folding 1,000,000 and up to 10,000,000 events (10 minutes at most) in child proc
 and the group commit: ingest (ledger publish -f's streamed HTTP NDJSON path
 vs raw atomic batches of the same bytes), ingest_r3 (the same on an
 in-process three-node cluster) and agents (32 HTTP clients appending one
-envelope at a time vs 32 raw per-message publishers), and bridge (the
-stand-in MEW gateway replaying proposals to a bridge inside the server:
-lifecycle envelopes stored per second, target 10,000, against raw atomic
-batches of the same bytes, and the receive-to-stored p99), all fsync
-always;
+envelope at a time vs 32 raw per-message publishers), bridge (the
+stand-in MEW gateway, in a child process, replaying proposals through a
+WebSocket to a bridge inside the server: lifecycle envelopes stored per
+second, target 10,000, against raw atomic batches of the same bytes, and
+the receive-to-stored p99), and writes (--writes-events, default
+2,000,000, appended at full speed with the default duplicate window, once
+with the projector folding along and once with it stopped: the rate, and
+every append accepted, none stored twice), all fsync always;
 and proofs (contract §16): the fold with the Merkle tree vs the same fold
 without it, GET /v1/proof/inclusion latency over a tree of --proof-events
 events, and checkpoints signed and verified per second.
@@ -47,8 +50,9 @@ stderr. --quick runs small sizes in well under a minute (CI smoke test).`,
 }
 
 func runBench(ctx context.Context, e env, args []string) error {
-	// A memory child (internal): not a user-facing flag, so not in --help.
-	if len(args) > 0 && strings.HasPrefix(args[0], "--"+bench.ChildFlag) {
+	// A child (internal: a memory child, the bridge figure's gateway): not
+	// a user-facing flag, so not in --help.
+	if bench.IsChild(args) {
 		return bench.ChildMain(ctx, args, e.stdout)
 	}
 	var (
@@ -65,6 +69,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	f.integer(&o.ReadProposals, "read-proposals", "N", 0, fmt.Sprintf("proposals in the reads figure's store (default %d, quick %d)", bench.FullReadProposals, bench.QuickReadProposals), false)
 	f.integer(&o.IngestEvents, "ingest-events", "N", 0, "events of the ingest figures (default 100000, quick 3000)", false)
 	f.integer(&o.AgentEvents, "agent-events", "N", 0, "events of the agents figure (default 20000, quick 1000)", false)
+	f.integer(&o.WritesEvents, "writes-events", "N", 0, fmt.Sprintf("events of each run of the writes figure, projector folding and stopped (default %d, quick %d)", bench.FullWritesEvents, bench.QuickWritesEvents), false)
 	f.integer(&o.IngestBatch, "ingest-batch", "N", 0, fmt.Sprintf("envelopes per raw atomic batch of the ingest baselines, ≤ 1000 (default %d, the committer's)", appendlog.DefaultMaxBatch), false)
 	f.integer(&o.IngestInFlight, "ingest-inflight", "N", 0, fmt.Sprintf("raw atomic batches in flight of the ingest baselines (default %d, the committer's)", appendlog.DefaultBatchesInFlight), false)
 	f.integer(&o.ProofEvents, "proof-events", "N", 0, fmt.Sprintf("events in the proofs figure's tree (default %d, quick %d)", bench.FullProofEvents, bench.QuickProofEvents), false)

@@ -70,10 +70,10 @@ A retry is a duplicate for ever on every append path (contract §4): an
 envelope the ledger already stored (same space, id and digest) is answered
 "duplicate":true with the sequence it was first stored at, and not stored
 again. Within --dup-window NATS recognises it; beyond it the projection
-does, trusted only while it folds less than half the window behind the log:
-when it is further behind (a paused projector, a projection rebuilding
-from the start), appends wait up to 5s for it, then answer 503 (retry
-later). Every ledger on one stream must use the same --dup-window. See
+does, and when the projection is more than half the window behind the log
+(a paused or stopped projector, a rebuild) the log's own per-subject index
+answers for what it has not folded: appends never wait for the projection.
+Every ledger on one stream must use the same --dup-window. See
 docs/reliability.md.
 
 Once serving it writes <data>/serve.addr.json ({"http":..,"nats":..}, the

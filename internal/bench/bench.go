@@ -81,6 +81,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r, err
 		}
 	}
+	if o.runs(FigWrites) {
+		if err := r.writesFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
 	if o.runs(FigFold) {
 		if err := r.foldFigure(ctx, &o); err != nil {
 			return r, err

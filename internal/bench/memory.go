@@ -60,13 +60,18 @@ func ChildFlags(fs *flag.FlagSet) (n *int, budget *time.Duration, padTo *int) {
 	return n, budget, padTo
 }
 
-// ChildMain runs a memory child from its arguments (childArgs); for test
-// binaries, which cannot run `ledger bench`.
+// ChildMain runs a child from its arguments: a memory child (childArgs)
+// or the bridge figure's gateway child (GatewayFlag); for test binaries,
+// which cannot run `ledger bench`, and for `ledger bench` (IsChild).
 func ChildMain(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench-child", flag.ContinueOnError)
 	n, budget, padTo := ChildFlags(fs)
+	gw := fs.Int(GatewayFlag, 0, "internal: serve the bridge figure's frames of `N` events from a stand-in gateway")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *gw > 0 {
+		return RunGatewayChild(ctx, os.Stdin, stdout, *gw, *padTo)
 	}
 	return RunFoldChild(ctx, stdout, *n, *budget, *padTo, "")
 }

@@ -28,7 +28,7 @@ const (
 )
 
 // Figures lists the figures in the order they run and print.
-var Figures = []string{FigAppend, FigAppendSync, FigFold, FigLag, FigReads, FigMemory, FigIngest, FigAgents, FigIngestR3, FigBridge, FigProofs}
+var Figures = []string{FigAppend, FigAppendSync, FigFold, FigLag, FigReads, FigMemory, FigIngest, FigAgents, FigIngestR3, FigBridge, FigWrites, FigProofs}
 
 // Sizes of the full mode (the README's table) and of --quick (a CI smoke
 // run well under a minute).
@@ -95,6 +95,10 @@ type Options struct {
 	// bridge figure replays (about 60% of them). Default 100,000 (quick
 	// 5,000).
 	BridgeEvents int
+	// WritesEvents is the number of events each run of the writes figure
+	// appends (projector folding along, then stopped). Default 2,000,000
+	// (quick 3,000).
+	WritesEvents int
 	// Events is the number of events the fold figure rebuilds from.
 	// Default 200,000 (quick 5,000).
 	Events int
@@ -137,7 +141,8 @@ type Options struct {
 	Only []string
 	// TempDir is where the temporary directories go. Default os.TempDir().
 	TempDir string
-	// ChildCommand is the command line that runs a memory child; the event
+	// ChildCommand is the command line that runs a child (a memory child,
+	// the bridge figure's gateway); for a memory child the event
 	// count and the budget are appended as two more arguments (see
 	// RunFoldChild). Required when the memory figure runs.
 	ChildCommand []string
@@ -168,6 +173,7 @@ func (o *Options) Validate() error {
 	pick(&o.IngestBatch, appendlog.DefaultMaxBatch, appendlog.DefaultMaxBatch)
 	pick(&o.IngestInFlight, appendlog.DefaultBatchesInFlight, appendlog.DefaultBatchesInFlight)
 	pick(&o.BridgeEvents, 100_000, 5_000)
+	pick(&o.WritesEvents, FullWritesEvents, QuickWritesEvents)
 	pick(&o.Events, FullEvents, QuickEvents)
 	pick(&o.ReadProposals, FullReadProposals, QuickReadProposals)
 	pick(&o.ProofEvents, FullProofEvents, QuickProofEvents)
@@ -204,7 +210,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: reps %d, want ≥ 3 (a spread needs three)", ErrOptions, o.Reps)
 	case o.Proposals < 1 || o.SyncProposals < 1 || o.ReadProposals < 1 || o.IngestEvents < 1 || o.AgentEvents < Agents:
 		return fmt.Errorf("%w: proposal counts must be ≥ 1", ErrOptions)
-	case o.Events < 1 || o.Gets < 1 || o.Lists < 1 || o.BridgeEvents < 1 || o.ProofEvents < 1:
+	case o.Events < 1 || o.Gets < 1 || o.Lists < 1 || o.BridgeEvents < 1 || o.WritesEvents < 1 || o.ProofEvents < 1:
 		return fmt.Errorf("%w: event and request counts must be ≥ 1", ErrOptions)
 	case o.LagRate < 0:
 		return fmt.Errorf("%w: lag rate %v, want ≥ 0", ErrOptions, o.LagRate)
@@ -231,6 +237,9 @@ func (o *Options) Validate() error {
 	}
 	if o.runs(FigMemory) && len(o.ChildCommand) == 0 {
 		return fmt.Errorf("%w: the memory figure needs ChildCommand", ErrOptions)
+	}
+	if o.runs(FigBridge) && len(o.ChildCommand) == 0 {
+		return fmt.Errorf("%w: the bridge figure needs ChildCommand (its gateway runs in a child)", ErrOptions)
 	}
 	return nil
 }

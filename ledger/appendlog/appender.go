@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mewledger/ledger/ledger"
@@ -70,13 +71,11 @@ type AppenderOptions struct {
 	// Index, when set, makes a retry a duplicate for ever (contract §4; see
 	// Index and stored.go): envelopes it knows are answered duplicate:true
 	// with the sequence they were first stored at and not published
-	// again. Nil: a retry is recognised within the stream's duplicate
-	// window only.
+	// again; while it is behind the log, the log's per-subject index
+	// answers for what it does not know yet, so appends never wait for
+	// it. Nil: a retry is recognised within the stream's duplicate window
+	// only.
 	Index Index
-	// IndexWait is how long a group of appends waits for the Index to
-	// catch up with the log when it is too far behind to be trusted,
-	// before they fail with ErrIndexBehind. Default DefaultIndexWait.
-	IndexWait time.Duration
 }
 
 // Validate fills in defaults and checks the options.
@@ -101,9 +100,6 @@ func (o *AppenderOptions) Validate() error {
 	if o.RetryWait == 0 {
 		o.RetryWait = DefaultRetryWait
 	}
-	if o.IndexWait == 0 {
-		o.IndexWait = DefaultIndexWait
-	}
 	if err := ledger.CheckSpace(o.Space); err != nil {
 		return fmt.Errorf("%w: %w", ErrAppenderOptions, err)
 	}
@@ -113,8 +109,8 @@ func (o *AppenderOptions) Validate() error {
 	switch {
 	case o.MaxInFlight < 1:
 		return fmt.Errorf("%w: MaxInFlight %d, want ≥ 1", ErrAppenderOptions, o.MaxInFlight)
-	case o.AckTimeout < 0 || o.RetryWait < 0 || o.IndexWait < 0:
-		return fmt.Errorf("%w: negative AckTimeout, RetryWait or IndexWait", ErrAppenderOptions)
+	case o.AckTimeout < 0 || o.RetryWait < 0:
+		return fmt.Errorf("%w: negative AckTimeout or RetryWait", ErrAppenderOptions)
 	case o.Limits.MaxBytes > ledger.MaxEnvelopeBytes:
 		return fmt.Errorf("%w: Limits.MaxBytes %d is over the %d-byte envelope limit", ErrAppenderOptions, o.Limits.MaxBytes, ledger.MaxEnvelopeBytes)
 	}
@@ -157,7 +153,8 @@ type Appender struct {
 	stMu   sync.Mutex
 	stream jetstream.Stream // for verifying duplicates, looked up once
 
-	cov coverage // how far back the Index reaches (stored.go)
+	cov        coverage     // how far back the Index reaches (stored.go)
+	logLookups atomic.Int64 // groups (or single appends) looked up in the log (stored.go)
 }
 
 // NewAppender returns an Appender publishing through js's connection,
@@ -367,7 +364,7 @@ func (a *Appender) publishOne(ctx context.Context, p *ledger.Prepared) ledger.Re
 	seq, err := a.known(ctx, p)
 	switch {
 	case err != nil:
-		return indexBehindResult(p, err)
+		return lookupFailedResult(p, err)
 	case seq != 0:
 		return ledger.Result{ID: p.Decoded.Env.ID, Subject: p.Subject, Seq: seq, Duplicate: true}
 	}

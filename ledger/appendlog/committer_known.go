@@ -17,19 +17,22 @@ import (
 // members that run at once (each reads one stored message).
 const confirmConcurrency = 16
 
-// lookup asks the Index about b's members in one call and takes those it
-// knows out of b.items. When the Index cannot answer in time,
-// b.lookupErr is set and nothing of b is published.
+// lookup asks the Index about b's members in one call (and the log, for
+// those it cannot vouch for: stored.go) and takes those stored out of
+// b.items. When the log cannot be read, b.lookupErr is set and nothing
+// of b is published.
 func (c *groupCommitter) lookup(b *batch) {
 	n := len(b.items)
 	clear(c.ids)
 	c.ids = c.ids[:0]
+	clear(c.ps)
+	c.ps = c.ps[:0]
 	for _, pd := range b.items {
 		c.ids = append(c.ids, pd.p.Identity())
+		c.ps = append(c.ps, pd.p)
 	}
 	c.seqs = slices.Grow(c.seqs[:0], n)[:n]
-	err := c.a.lookup(c.life, c.ids, c.seqs, c.behind, c.stop)
-	if c.behind = err != nil; err != nil {
+	if err := c.a.lookup(c.life, c.ps, c.ids, c.seqs); err != nil {
 		b.lookupErr = err
 		return
 	}

@@ -214,8 +214,8 @@ type batch struct {
 	// With an Index: the members it knows are not published. items is
 	// then what is published; all is every member in acceptance order
 	// (set only when some are known), next how far along all they have
-	// been resolved. lookupErr: the group could not be looked up (it
-	// wraps ErrIndexBehind); nothing of it is published.
+	// been resolved. lookupErr: the group could not be looked up (the log
+	// could not be read); nothing of it is published.
 	all       []*Pending
 	known     int
 	next      int
@@ -245,11 +245,10 @@ type groupCommitter struct {
 	sub      *nats.Subscription
 
 	// gather's, for the Index lookups (stored.go): buffers reused from
-	// group to group, and whether the last group failed its lookup (the
-	// next ones then ask once, without waiting, until one succeeds).
-	ids    []ledger.Identity
-	seqs   []uint64
-	behind bool
+	// group to group.
+	ids  []ledger.Identity
+	ps   []*ledger.Prepared
+	seqs []uint64
 
 	mu      sync.Mutex
 	waiting map[string]chan *nats.Msg // batch id → reply
@@ -621,7 +620,7 @@ func (c *groupCommitter) stored(b *batch, ack batchAck, attempts int) {
 func (c *groupCommitter) finish(b *batch) (clean bool) {
 	if b.lookupErr != nil {
 		for _, pd := range b.items {
-			c.resolve(pd, indexBehindResult(pd.p, b.lookupErr))
+			c.resolve(pd, lookupFailedResult(pd.p, b.lookupErr))
 		}
 		return false
 	}
@@ -745,8 +744,13 @@ type CommitStats struct {
 	Fallbacks int64
 	// Known is the number of envelopes the Index knew as stored (looked
 	// up with their group, or on their own before a fallback publish or a
-	// retry): not published again, answered as duplicates.
+	// retry): not published again, answered as duplicates (those the
+	// log answered for a lagging Index included).
 	Known int64
+	// LogLookups is the number of lookups (a group, or one envelope)
+	// the Index could not vouch for (behind the log, or unable to answer)
+	// that were looked up in the log itself.
+	LogLookups int64
 	// MinAtomic is the smallest group the committer now sends as an
 	// atomic batch (measured, unless CommitOptions.MinAtomic fixed it).
 	MinAtomic int
@@ -754,7 +758,7 @@ type CommitStats struct {
 
 // CommitStats returns the committer's counters so far.
 func (a *Appender) CommitStats() CommitStats {
-	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load(), Known: a.c.known.Load(), MinAtomic: a.c.minAtomic()}
+	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load(), Known: a.c.known.Load(), LogLookups: a.logLookups.Load(), MinAtomic: a.c.minAtomic()}
 }
 
 // recentIDsCap is how many recently sent Nats-Msg-Ids the committer

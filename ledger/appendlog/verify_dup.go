@@ -72,12 +72,5 @@ func (a *Appender) storedSame(ctx context.Context, p *ledger.Prepared, seq uint6
 	if err != nil {
 		return false, err
 	}
-	if m.Subject != p.Subject {
-		return false, nil
-	}
-	d, err := ledger.Decode(m.Data, ledger.DecodeOptions{Now: a.opts.Now()})
-	if err != nil {
-		return false, nil //nolint:nilerr // undecodable bytes are not p
-	}
-	return d.Env.ID == p.Decoded.Env.ID && d.Digest == p.Decoded.Digest, nil
+	return a.holds(m, p), nil
 }

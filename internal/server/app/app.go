@@ -179,7 +179,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	// is a duplicate for ever on every append path (contract §4).
 	if a.appender, err = appendlog.NewAppender(a.js, appendlog.AppenderOptions{Space: o.Space, Limits: o.Limits,
 		Commit: appendlog.CommitOptionsForSync(o.SyncInterval, o.Embedded()),
-		Index:  storedIndex{a}, IndexWait: o.IndexWait}); err != nil {
+		Index:  storedIndex{a}}); err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("app: %w", err)
 	}

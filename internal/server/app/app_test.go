@@ -44,7 +44,6 @@ func TestOptionsValidate(t *testing.T) {
 		"batch bytes":   {MaxBatchBytes: -1},
 		"shutdown wait": {ShutdownTimeout: -1},
 		"dup window":    {DupWindow: app.MinDupWindow / 2},
-		"index wait":    {IndexWait: -1},
 	} {
 		if err := o.Validate(); !errors.Is(err, app.ErrOptions) {
 			t.Errorf("%s: Validate() = %v, want ErrOptions", name, err)

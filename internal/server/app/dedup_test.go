@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -372,56 +370,6 @@ func TestConcurrentRetriesStoredOnce(t *testing.T) {
 	}
 	if msgs, _ := streamState(t, a); msgs != 1 {
 		t.Errorf("stream holds %d messages, want 1", msgs)
-	}
-}
-
-// While the projection is more than half the window behind the log, a new
-// envelope cannot be told from a retry: appends wait for it, then answer
-// 503 (retryable), storing nothing; once it catches up they go on.
-func TestIndexBehindRefusesRetryably(t *testing.T) {
-	a := startDedup(t, "", func(o *app.Options) { o.IndexWait = 300 * time.Millisecond })
-	c := newClient(t, a)
-	ctx := context.Background()
-	if _, err := c.Publish(ctx, "", dedupProposal("ib-1")); err != nil {
-		t.Fatal(err)
-	}
-	a.Projector().Pause()
-	resumed := false
-	defer func() {
-		if !resumed {
-			a.Projector().Resume()
-		}
-	}()
-	// Appended while paused: the projection stays behind it.
-	if _, err := c.Publish(ctx, "", dedupProposal("ib-2")); err != nil {
-		t.Fatal(err)
-	}
-	msgs, _ := streamState(t, a)
-	time.Sleep(testDupWindow) // ib-2 is now older than half the window, and not projected
-	_, err := c.Publish(ctx, "", dedupProposal("ib-3"))
-	var apiErr *api.Error
-	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || !strings.Contains(apiErr.Error(), "too far behind") {
-		t.Fatalf("append with the projection behind: %v, want 503 naming the index", err)
-	}
-	// The submit service says the same.
-	r, err := dialSubmit(t, a).Submit(ctx, "", dedupProposal("ib-3"))
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	} else if r.Error != nil {
-		msg = r.Error.Code + ": " + r.Error.Message
-	}
-	if !strings.Contains(msg, "too far behind") {
-		t.Fatalf("submit with the projection behind: %+v %v, want an error naming the index", r, err)
-	}
-	if after, _ := streamState(t, a); after != msgs {
-		t.Fatalf("stream holds %d messages, want %d: nothing stored while behind", after, msgs)
-	}
-	a.Projector().Resume()
-	resumed = true
-	res, err := c.Publish(ctx, "", dedupProposal("ib-3"))
-	if err != nil || res.Duplicate {
-		t.Fatalf("after catching up: %+v %v", res, err)
 	}
 }
 

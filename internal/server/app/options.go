@@ -91,14 +91,10 @@ type Options struct {
 	// DupWindow is the LEDGER stream's duplicate window: how long
 	// JetStream itself remembers an appended envelope's Nats-Msg-Id.
 	// Beyond it the projection answers a retry as a duplicate (contract §4,
-	// docs/reliability.md), provided it folds within half the window.
-	// Default DefaultDupWindow (2m); at least MinDupWindow.
+	// docs/reliability.md), and the log's per-subject index for what the
+	// projection has not folded yet. Default DefaultDupWindow (2m); at
+	// least MinDupWindow.
 	DupWindow time.Duration
-	// IndexWait is how long appends wait for the projection to catch up
-	// when it is more than half the duplicate window behind the log,
-	// before they fail 503 (appendlog.ErrIndexBehind). Default
-	// appendlog.DefaultIndexWait.
-	IndexWait time.Duration
 	// Durable is the projector's consumer name. Default "projector".
 	Durable string
 	// ReadyLag is the most events the projection may lag and /readyz
@@ -245,9 +241,6 @@ func (o *Options) Validate() error {
 	if o.DupWindow == 0 {
 		o.DupWindow = DefaultDupWindow
 	}
-	if o.IndexWait == 0 {
-		o.IndexWait = appendlog.DefaultIndexWait
-	}
 	if o.MinSeqWait == 0 {
 		o.MinSeqWait = DefaultMinSeqWait
 	}
@@ -311,8 +304,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: replicas %d, want 1..5", ErrOptions, o.Replicas)
 	case o.DupWindow < MinDupWindow:
 		return fmt.Errorf("%w: duplicate window %v, want at least %v", ErrOptions, o.DupWindow, MinDupWindow)
-	case o.IndexWait < 0:
-		return fmt.Errorf("%w: negative IndexWait", ErrOptions)
 	case o.ReadyLag < NoLag:
 		return fmt.Errorf("%w: ready lag %d", ErrOptions, o.ReadyLag)
 	case o.MaxBatchBytes < 0:

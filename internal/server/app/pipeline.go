@@ -146,7 +146,8 @@ func (a *App) prepareDirs() error {
 // storedIndex is the appender's index of stored envelopes
 // (appendlog.Index): the projection in service, whichever an online rebuild
 // has swapped in. While a swap closes the old store, lookups fail with
-// projections.ErrClosed and the appender asks again.
+// projections.ErrClosed and the appender looks the envelopes up in the
+// log instead.
 type storedIndex struct{ a *App }
 
 func (x storedIndex) FirstStored(ids []ledger.Identity, seqs []uint64) (uint64, error) {

@@ -505,6 +505,9 @@ func (a *applier) gap(c *evctx) error {
 		}
 	}
 	b.Gaps++
+	if err := a.recorderGap(c.space, bkey, &b, g, c.ev.Seq); err != nil {
+		return err
+	}
 	if err := a.st.PutBridgeSession(c.space, bkey, &b); err != nil {
 		return err
 	}
@@ -545,12 +548,16 @@ func (a *applier) bridgeStored(ev Event) error {
 	if rec != nil {
 		r = *rec
 	}
+	newSession := rec == nil || rec.Session != m.Session
 	r.Session, r.State, r.GapSeq = m.Session, api.BridgeRecording, 0
 	r.LastSeq = ev.Seq
 	if pr.d != nil {
 		r.LastEnvelope = pr.d.Env.ID
 	} else {
 		r.LastEnvelope = bestEffortID(ev.Raw)
+	}
+	if err := a.recorderStored(space, key, &r, newSession, m, ev.Seq); err != nil {
+		return err
 	}
 	r.LastReceivedAt = nil
 	if !m.Received.IsZero() {

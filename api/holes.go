@@ -1,0 +1,48 @@
+package api
+
+import "time"
+
+// Several recorders of one MEW space (contract §14): what each recorded,
+// and the holes, the windows in which none was recording. Positions are
+// the ledger's stream sequences, never a recorder's clock: a window lies
+// between two envelopes the ledger stored, and a recorder recorded a
+// window when it saw envelopes on both sides of it in one session with no
+// gap of its own between.
+
+// TableRuns is the store table of a recorder's closed runs (see
+// RecorderRun).
+const TableRuns = "runs"
+
+// RecorderRun is a stretch of the log one session of a recorder (a live
+// bridge or a --history follower) recorded without a gap: it saw the
+// envelopes stored at Lo and at Hi (stored them, or sent them and was
+// answered duplicate) and, having no gap of its own between, everything
+// stored between them. It covers the windows between Lo and Hi.
+type RecorderRun struct {
+	Session string `json:"session"`
+	Lo      uint64 `json:"lo"`
+	Hi      uint64 `json:"hi"`
+}
+
+// HoleEdge is an envelope stored on one side of a hole: its sequence, id
+// and when the ledger stored it (the stream's time).
+type HoleEdge struct {
+	Seq uint64     `json:"seq"`
+	ID  string     `json:"id,omitempty"`
+	At  *time.Time `json:"at,omitempty"`
+}
+
+// Hole is a window of a MEW space in which no recorder was recording:
+// every lifecycle envelope the space carried that the ledger lacks lies
+// in a hole. It starts after the envelope After (nil: the start of the
+// log) and ends before Before (nil: still open, no recorder has come
+// back). Recorders are the recorders in a gap across (part of) it, Gaps
+// the ids of those gaps.
+type Hole struct {
+	MEWSpace  string    `json:"mew_space"`
+	After     *HoleEdge `json:"after"`
+	Before    *HoleEdge `json:"before"`
+	Open      bool      `json:"open"`
+	Recorders []string  `json:"recorders"`
+	Gaps      []string  `json:"gaps"`
+}

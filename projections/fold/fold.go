@@ -498,7 +498,7 @@ func (a *applier) gap(c *evctx) error {
 	if bs != nil {
 		b = *bs
 	}
-	if bs == nil || g.LastSeq >= b.LastSeq || g.Session != "" && g.Session == b.Session {
+	if bs == nil || g.LastSeq >= b.LastSeq {
 		b.State, b.GapSeq = api.BridgeGap, c.ev.Seq
 		if g.Session != "" {
 			b.Session = g.Session

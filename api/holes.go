@@ -18,10 +18,15 @@ const TableRuns = "runs"
 // envelopes stored at Lo and at Hi (stored them, or sent them and was
 // answered duplicate) and, having no gap of its own between, everything
 // stored between them. It covers the windows between Lo and Hi.
+//
+// A --history follower's run (History) holds only the positions it was
+// answered duplicate: what it stores itself fills what others missed, at
+// the log's end, and says nothing of how far it has read.
 type RecorderRun struct {
 	Session string `json:"session"`
 	Lo      uint64 `json:"lo"`
 	Hi      uint64 `json:"hi"`
+	History bool   `json:"history,omitempty"`
 }
 
 // HoleEdge is an envelope stored on one side of a hole: its sequence, id

@@ -394,6 +394,11 @@ type Gap struct {
 	// the window is open). The fold sets them (see holes.go).
 	EndSeq      uint64 `json:"end_seq,omitempty"`
 	EndEnvelope string `json:"end_envelope,omitempty"`
+	// StartSeq is where the fold places the window's start in the log:
+	// LastSeq for a live bridge; for a --history follower, the last
+	// envelope it was answered duplicate (what it stored itself sits at
+	// the log's end, not where the space carried it), 0 when none.
+	StartSeq *uint64 `json:"start_seq,omitempty"`
 	// Covered says that other recorders of the MEW space (or another
 	// session of this one) recorded the whole window, CoveredBy names
 	// them (contract §14 "Several recorders"). Worked out when read,
@@ -451,6 +456,9 @@ type BridgeSession struct {
 	// gaps whose window has not ended (no envelope stored since).
 	Run      *RecorderRun `json:"run,omitempty"`
 	OpenGaps []uint64     `json:"open_gaps,omitempty"`
+	// History: the latest session follows the gateway's log file
+	// (BridgeMark.History).
+	History bool `json:"history,omitempty"`
 }
 
 // Stats are the per-space counters of contract §7 /v1/stats.

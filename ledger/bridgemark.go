@@ -32,7 +32,11 @@ const MaxBridgeMarkBytes = 1024
 // session last joined (0: none, or not reported); Dups counts the
 // envelopes of the session so far that the ledger answered as duplicates.
 // A recorder that sets Prev lets the ledger know it recorded the windows
-// other recorders stored alone.
+// other recorders stored alone. History says the session follows a
+// gateway's envelope-history.jsonl (--history) rather than the live
+// space: what it stores fills what the live recorders missed, at the
+// log's end, so only what it was answered duplicate (Prev, a gap's last
+// envelope) places it in the space's traffic.
 type BridgeMark struct {
 	Bridge   string
 	MEWSpace string
@@ -40,11 +44,12 @@ type BridgeMark struct {
 	Received time.Time
 	Prev     uint64
 	Dups     int64
+	History  bool
 }
 
 // String encodes the mark as a HeaderBridge value: a URL query,
 // b=<bridge>&m=<mew space>&s=<session>&r=<unix nanoseconds>, with
-// p=<sequence> and d=<count> when not zero.
+// p=<sequence> and d=<count> when not zero, and h=1 for History.
 func (m BridgeMark) String() string {
 	v := url.Values{"b": {m.Bridge}, "m": {m.MEWSpace}, "s": {m.Session}}
 	if !m.Received.IsZero() {
@@ -55,6 +60,9 @@ func (m BridgeMark) String() string {
 	}
 	if m.Dups > 0 {
 		v.Set("d", strconv.FormatInt(m.Dups, 10))
+	}
+	if m.History {
+		v.Set("h", "1")
 	}
 	return v.Encode()
 }
@@ -103,6 +111,13 @@ func ParseBridgeMark(s string) (BridgeMark, error) {
 			return bad("d must be the count of duplicates the session was answered, not %q", d)
 		}
 		m.Dups = n
+	}
+	switch h := v.Get("h"); h {
+	case "", "0":
+	case "1":
+		m.History = true
+	default:
+		return bad("h must be 1 (a --history follower) or absent, not %q", h)
 	}
 	return m, nil
 }

@@ -484,9 +484,6 @@ func (a *applier) gap(c *evctx) error {
 		t := g.NoticedAt
 		rec.NoticedAt = &t
 	}
-	if err := a.st.PutGap(c.space, rec); err != nil {
-		return err
-	}
 	// The bridge's session record: a gap that starts at (or after) its
 	// last stored envelope puts its hole on the record.
 	bkey := BridgeKey(g.Bridge, g.MEWSpace)
@@ -505,7 +502,10 @@ func (a *applier) gap(c *evctx) error {
 		}
 	}
 	b.Gaps++
-	if err := a.recorderGap(c.space, bkey, &b, g, c.ev.Seq); err != nil {
+	if err := a.recorderGap(c.space, bkey, &b, g, rec); err != nil {
+		return err
+	}
+	if err := a.st.PutGap(c.space, rec); err != nil {
 		return err
 	}
 	if err := a.st.PutBridgeSession(c.space, bkey, &b); err != nil {
@@ -549,6 +549,8 @@ func (a *applier) bridgeStored(ev Event) error {
 		r = *rec
 	}
 	newSession := rec == nil || rec.Session != m.Session
+	prevLast := r.LastSeq
+	r.History = m.History
 	r.Session, r.State, r.GapSeq = m.Session, api.BridgeRecording, 0
 	r.LastSeq = ev.Seq
 	if pr.d != nil {
@@ -556,7 +558,7 @@ func (a *applier) bridgeStored(ev Event) error {
 	} else {
 		r.LastEnvelope = bestEffortID(ev.Raw)
 	}
-	if err := a.recorderStored(space, key, &r, newSession, m, ev.Seq); err != nil {
+	if err := a.recorderStored(space, key, &r, prevLast, newSession, m, ev.Seq); err != nil {
 		return err
 	}
 	r.LastReceivedAt = nil

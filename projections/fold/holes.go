@@ -54,9 +54,10 @@ const inf = math.MaxUint64
 
 // recorderStored extends the run of the recorder key (record r, being
 // updated) with the envelope stored at seq under mark m, ends the windows
-// of its open gaps there, and counts its duplicates. newSession: r's
-// previous session was not m's.
-func (a *applier) recorderStored(space, key string, r *api.BridgeSession, newSession bool, m ledger.BridgeMark, seq uint64) error {
+// of its open gaps there, and counts its duplicates. prevLast is the last
+// position stored from the recorder before; newSession: r's previous
+// session was not m's.
+func (a *applier) recorderStored(space, key string, r *api.BridgeSession, prevLast uint64, newSession bool, m ledger.BridgeMark, seq uint64) error {
 	if newSession {
 		r.SessionDuplicates = 0
 	}
@@ -85,31 +86,60 @@ func (a *applier) recorderStored(space, key string, r *api.BridgeSession, newSes
 		}
 		r.OpenGaps = nil
 	}
-	lo := seq
-	if prevOK {
-		lo = m.Prev
+	if m.History && m.Prev == prevLast {
+		prevOK = false // its own fill: says nothing of how far it read
 	}
-	if run := r.Run; run != nil && run.Session == m.Session {
-		nr := *run
-		nr.Lo, nr.Hi = min(nr.Lo, lo), max(nr.Hi, seq)
-		r.Run = &nr
-		return nil
-	}
-	if r.Run != nil {
+	if r.Run != nil && r.Run.Session != m.Session {
 		if err := a.closeRun(space, key, *r.Run); err != nil {
 			return err
 		}
+		r.Run = nil
 	}
-	r.Run = &api.RecorderRun{Session: m.Session, Lo: lo, Hi: seq}
+	lo, hi, has := seq, seq, !m.History
+	if prevOK {
+		if has {
+			lo = min(lo, m.Prev)
+		} else {
+			lo, hi, has = m.Prev, m.Prev, true
+		}
+	}
+	if !has {
+		return nil
+	}
+	if run := r.Run; run != nil {
+		nr := *run
+		nr.Lo, nr.Hi = min(nr.Lo, lo), max(nr.Hi, hi)
+		r.Run = &nr
+		return nil
+	}
+	r.Run = &api.RecorderRun{Session: m.Session, Lo: lo, Hi: hi, History: m.History}
 	return nil
 }
 
 // recorderGap ends the run a gap of the recorder key (record r, being
 // updated) stops, cut back to the gap's start, and opens its window.
-func (a *applier) recorderGap(space, key string, r *api.BridgeSession, g *ledger.Gap, seq uint64) error {
+func (a *applier) recorderGap(space, key string, r *api.BridgeSession, g *ledger.Gap, rec *api.Gap) error {
+	seq := rec.Seq
 	last := min(g.LastSeq, seq)
+	start := last
+	rec.StartSeq = &start
+	if r.History {
+		// A follower: the last envelope it was answered places it,
+		// unless it stored that one itself; else its run's end; else
+		// nothing does, and its window starts at the log's start.
+		start = 0
+		if last != r.LastSeq {
+			start = last
+		}
+	}
 	if run := r.Run; run != nil && (g.Session == "" || run.Session == g.Session) {
 		r.Run = nil
+		if run.History {
+			nr := *run
+			nr.Hi = max(nr.Hi, start)
+			start = nr.Hi
+			return a.openGap(space, key, r, seq, nr)
+		}
 		if last >= run.Lo {
 			nr := *run
 			nr.Hi = min(nr.Hi, last)
@@ -140,6 +170,15 @@ func (a *applier) recorderGap(space, key string, r *api.BridgeSession, g *ledger
 				return err
 			}
 		}
+	}
+	r.OpenGaps = append(slices.Clone(r.OpenGaps), seq)
+	return nil
+}
+
+// openGap closes run and opens the window of the gap at seq.
+func (a *applier) openGap(space, key string, r *api.BridgeSession, seq uint64, run api.RecorderRun) error {
+	if err := a.closeRun(space, key, run); err != nil {
+		return err
 	}
 	r.OpenGaps = append(slices.Clone(r.OpenGaps), seq)
 	return nil
@@ -280,6 +319,9 @@ func Cover(gaps []api.Gap, recs []Recorder) []api.Hole {
 // open).
 func window(g *api.Gap) (lo, hi uint64) {
 	lo, hi = min(g.LastSeq, g.Seq), inf
+	if g.StartSeq != nil {
+		lo = min(lo, *g.StartSeq)
+	}
 	if g.EndSeq > lo {
 		hi = g.EndSeq
 	}

@@ -200,9 +200,10 @@ func RunWith(t *testing.T, path string, check Check, extra Command) {
 //	subject=SUBJ    store under this subject instead of the one the append
 //	                path would build
 //	clash           the message carries the header Ledger-Msg-Id-Clash
-//	mark=B/M/S[/p=N][/d=N]
+//	mark=B/M/S[/p=N][/d=N][/h]
 //	                the message carries the bridge mark (HeaderBridge) of
-//	                bridge B, MEW space M, session S (Prev N, Dups N)
+//	                bridge B, MEW space M, session S (Prev N, Dups N,
+//	                History)
 //
 // The rest of the line is the raw message body, stored as is.
 func (s *Script) ParseLine(t testing.TB, space, line string) fold.Event {

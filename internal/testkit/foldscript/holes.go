@@ -11,7 +11,7 @@ import (
 	"github.com/mewledger/ledger/projections/fold"
 )
 
-// parseMark reads a mark= directive's value, B/M/S[/p=N][/d=N], into a
+// parseMark reads a mark= directive's value, B/M/S[/p=N][/d=N][/h], into a
 // HeaderBridge value.
 func parseMark(t testing.TB, v string) string {
 	t.Helper()
@@ -21,6 +21,10 @@ func parseMark(t testing.TB, v string) string {
 	}
 	m := ledger.BridgeMark{Bridge: parts[0], MEWSpace: parts[1], Session: parts[2]}
 	for _, p := range parts[3:] {
+		if p == "h" {
+			m.History = true
+			continue
+		}
 		k, val, _ := strings.Cut(p, "=")
 		n, err := strconv.ParseUint(val, 10, 63)
 		if err != nil {

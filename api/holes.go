@@ -51,3 +51,12 @@ type Hole struct {
 	Recorders []string  `json:"recorders"`
 	Gaps      []string  `json:"gaps"`
 }
+
+// Holes is the body of GET /v1/holes: the windows of a space's MEW
+// spaces in which no recorder was recording, ordered by MEW space and
+// position, and what the ledger knows of each recorder (contract §14
+// "Several recorders").
+type Holes struct {
+	Holes     []Hole          `json:"holes"`
+	Recorders []BridgeSession `json:"recorders"`
+}

@@ -39,14 +39,14 @@ type HoleEdge struct {
 
 // Hole is a window of a MEW space in which no recorder was recording:
 // every lifecycle envelope the space carried that the ledger lacks lies
-// in a hole. It starts after the envelope After (nil: the start of the
-// log) and ends before Before (nil: still open, no recorder has come
+// in a hole. It starts after the envelope After (absent: the start of the
+// log) and ends before Before (absent: still open, no recorder has come
 // back). Recorders are the recorders in a gap across (part of) it, Gaps
 // the ids of those gaps.
 type Hole struct {
 	MEWSpace  string    `json:"mew_space"`
-	After     *HoleEdge `json:"after"`
-	Before    *HoleEdge `json:"before"`
+	After     *HoleEdge `json:"after,omitempty"`
+	Before    *HoleEdge `json:"before,omitempty"`
 	Open      bool      `json:"open"`
 	Recorders []string  `json:"recorders"`
 	Gaps      []string  `json:"gaps"`

@@ -58,6 +58,9 @@ const inf = math.MaxUint64
 // position stored from the recorder before; newSession: r's previous
 // session was not m's.
 func (a *applier) recorderStored(space, key string, r *api.BridgeSession, prevLast uint64, newSession bool, m ledger.BridgeMark, seq uint64) error {
+	if a.noCoverage {
+		return nil
+	}
 	if newSession {
 		r.SessionDuplicates = 0
 	}
@@ -119,6 +122,9 @@ func (a *applier) recorderStored(space, key string, r *api.BridgeSession, prevLa
 // recorderGap ends the run a gap of the recorder key (record r, being
 // updated) stops, cut back to the gap's start, and opens its window.
 func (a *applier) recorderGap(space, key string, r *api.BridgeSession, g *ledger.Gap, rec *api.Gap) error {
+	if a.noCoverage {
+		return nil
+	}
 	seq := rec.Seq
 	last := min(g.LastSeq, seq)
 	start := last

@@ -399,13 +399,4 @@ func checkHoles(t *testing.T, s *holeSim) {
 	}
 }
 
-func contains(xs []int, x int) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
 func js(v any) string { b, _ := json.Marshal(v); return string(b) }

@@ -74,6 +74,8 @@ func (k KeyInfo) String() string {
 		return fmt.Sprintf("recording gap seq %d in space %q", k.Seq, k.Space)
 	case TableBridge:
 		return fmt.Sprintf("bridge session record %q in space %q", k.ID, k.Space)
+	case TableRuns:
+		return fmt.Sprintf("recorder runs %q in space %q", k.ID, k.Space)
 	case TableFiled:
 		return fmt.Sprintf("count of entries filed under %q in space %q", k.ID, k.Space)
 	case TableStats:

@@ -389,6 +389,22 @@ type Gap struct {
 	Reason         string     `json:"reason"`
 	Session        string     `json:"session,omitempty"`
 	Dropped        int        `json:"dropped,omitempty"`
+	// EndSeq and EndEnvelope are the window's end: the first envelope
+	// the ledger stored from the bridge after the gap (0 and "" while
+	// the window is open). The fold sets them (see holes.go).
+	EndSeq      uint64 `json:"end_seq,omitempty"`
+	EndEnvelope string `json:"end_envelope,omitempty"`
+	// StartSeq is where the fold places the window's start in the log:
+	// LastSeq for a live bridge; for a --history follower, the last
+	// envelope it was answered duplicate (what it stored itself sits at
+	// the log's end, not where the space carried it), 0 when none.
+	StartSeq *uint64 `json:"start_seq,omitempty"`
+	// Covered says that other recorders of the MEW space (or another
+	// session of this one) recorded the whole window, CoveredBy names
+	// them (contract §14 "Several recorders"). Worked out when read,
+	// from what the fold keeps; never stored as true.
+	Covered   bool     `json:"covered"`
+	CoveredBy []string `json:"covered_by,omitempty"`
 }
 
 // Bridge session states (BridgeSession.State).
@@ -429,6 +445,20 @@ type BridgeSession struct {
 	// its gaps.
 	Envelopes int64 `json:"envelopes"`
 	Gaps      int64 `json:"gaps"`
+	// Duplicates counts the envelopes the bridge sent again and the
+	// ledger answered as duplicates (stored once, by whichever recorder
+	// came first), as its marks report them (BridgeMark.Dups);
+	// SessionDuplicates is the count the current session reported last.
+	Duplicates        int64 `json:"duplicates"`
+	SessionDuplicates int64 `json:"session_duplicates,omitempty"`
+	// Run is what the current session has recorded since its last gap
+	// (nil: nothing yet); OpenGaps are the sequences of the bridge's
+	// gaps whose window has not ended (no envelope stored since).
+	Run      *RecorderRun `json:"run,omitempty"`
+	OpenGaps []uint64     `json:"open_gaps,omitempty"`
+	// History: the latest session follows the gateway's log file
+	// (BridgeMark.History).
+	History bool `json:"history,omitempty"`
 }
 
 // Stats are the per-space counters of contract §7 /v1/stats.
@@ -444,6 +474,11 @@ type Stats struct {
 	OrphansWaiting    int64            `json:"orphans_waiting"`
 	// Gaps counts the recording gaps of bridges in the space (contract §14).
 	Gaps int64 `json:"gaps"`
+	// Holes counts the space's holes (windows no recorder recorded) and
+	// CoveredGaps the gaps other recorders covered (contract §14 "Several
+	// recorders"): worked out when read, never stored.
+	Holes       int64 `json:"holes"`
+	CoveredGaps int64 `json:"covered_gaps"`
 	// NoteKinds counts the notes of the seeds' lifecycle forms folded on
 	// proposals, by kind: status, accept, defer, bid, the meup.lifecycle
 	// operations ADR-v2c names, and "other" for anything else.

@@ -63,6 +63,8 @@ func DecodeKey(key []byte) api.KeyInfo {
 		return two(api.TableVersion)
 	case tagBridge:
 		return two(api.TableBridge)
+	case tagRuns:
+		return two(api.TableRuns)
 	case tagParked, tagGap:
 		table := api.TableParked
 		if key[0] == tagGap {

@@ -123,6 +123,33 @@ func compareViews(t *testing.T, mem *fold.MemState, s *Store) {
 		if a, b := enc(want), enc(gaps); a != b {
 			t.Fatalf("gaps of %q differ:\nmem:   %s\nstore: %s", sp, a, b)
 		}
+		// Coverage and holes (contract §14): the same from either.
+		recs, runs := mem.BridgeSessions(sp)
+		var frs []fold.Recorder
+		for _, r := range recs {
+			frs = append(frs, fold.Recorder{Record: r, Runs: runs[fold.BridgeKey(r.Bridge, r.MEWSpace)]})
+		}
+		memHoles := fold.Cover(want, frs)
+		cov, err := s.Coverage(sp, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range cov.Holes {
+			for _, e := range []*api.HoleEdge{h.After, h.Before} {
+				if e != nil {
+					e.ID, e.At = "", nil
+				}
+			}
+		}
+		if len(memHoles) == 0 {
+			memHoles = []api.Hole{}
+		}
+		if a, b := enc(want), enc(cov.Gaps); a != b {
+			t.Fatalf("covered gaps of %q differ:\nmem:   %s\nstore: %s", sp, a, b)
+		}
+		if a, b := enc(memHoles), enc(cov.Holes); a != b {
+			t.Fatalf("holes of %q differ:\nmem:   %s\nstore: %s", sp, a, b)
+		}
 	}
 	if _, err := s.Get("no-such-space", "x"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("store Get of nothing: %v", err)

@@ -42,6 +42,7 @@ import (
 //	'L' seq                                   → EventRecord, binary (encode_bin.go): one per stored message (store_events.go)
 //	'O' space target                           → JSON []Orphan (the waiting list of target)
 //	'P' space id                               → JSON Proposal
+//	'R' space bridge+"\x00"+mew space         → JSON []RecorderRun: a recorder's closed runs (holes.go)
 //	'S' space                                  → "" : the space has data (Spaces)
 //	'T' space                                  → JSON Stats
 //	'V' space id+"\x00"+digest                 → decimal seq: a superseded version of a reused id (batch_version.go)
@@ -79,6 +80,7 @@ const (
 	tagTree       = 'M' // the Merkle tree's stored hashes (tree.go)
 	tagOrphans    = 'O'
 	tagProposal   = 'P'
+	tagRuns       = 'R'
 	tagSpace      = 'S'
 	tagStats      = 'T'
 	tagVersion    = 'V'

@@ -75,6 +75,9 @@ func TestRunPrintsEveryRowAndTheRatiosLine(t *testing.T) {
 	if !regexp.MustCompile(`^ratios: append=\d+\.\d\d append_sync=\d+\.\d\d fold=\d+\.\d\d ingest=\d+\.\d\d agents=\d+\.\d\d$`).MatchString(last) {
 		t.Fatalf("last line %q is not the ratios line\n%s", last, text)
 	}
+	if !strings.Contains(text, "with holes and coverage") {
+		t.Fatalf("no coverage cost row\n%s", text)
+	}
 	// Both folds wrote something, the ledger more per event.
 	m := regexp.MustCompile(`fold write volume \(bytes per event folded, Pebble's WAL and the tables its flushes wrote, median\): ledger (\d+) B, naive baseline (\d+) B`).FindStringSubmatch(text)
 	if m == nil {

@@ -50,7 +50,7 @@ func (r *Report) bridgeFigure(ctx context.Context, o *Options) error {
 	row.ratios()
 	row.verdict(median(rates) >= TargetBridge)
 	r.Rows = append(r.Rows, row, Row{Figure: "bridge receive-to-stored p99", Unit: unitMs, Values: p99s})
-	return nil
+	return r.coverageRow(ctx, o, props)
 }
 
 // bridgeOnce runs one repetition: a fresh ledger, gateway child and

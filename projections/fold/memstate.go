@@ -23,6 +23,7 @@ type MemState struct {
 	stats     map[string]*api.Stats
 	gaps      map[string][]api.Gap // by space, in the order written (stream order)
 	bridges   map[string]*api.BridgeSession
+	runs      map[string][]api.RecorderRun
 	versions  map[string]uint64
 }
 
@@ -38,6 +39,7 @@ func NewMemState() *MemState {
 		stats:     map[string]*api.Stats{},
 		gaps:      map[string][]api.Gap{},
 		bridges:   map[string]*api.BridgeSession{},
+		runs:      map[string][]api.RecorderRun{},
 		versions:  map[string]uint64{},
 	}
 }
@@ -140,8 +142,61 @@ func (m *MemState) PutStats(space string, s *api.Stats) error {
 
 // PutGap implements State.
 func (m *MemState) PutGap(space string, g *api.Gap) error {
+	for i := range m.gaps[space] {
+		if m.gaps[space][i].Seq == g.Seq {
+			m.gaps[space][i] = *g
+			return nil
+		}
+	}
 	m.gaps[space] = append(m.gaps[space], *g)
 	return nil
+}
+
+// Gap implements State.
+func (m *MemState) Gap(space string, seq uint64) (*api.Gap, error) {
+	for i := range m.gaps[space] {
+		if m.gaps[space][i].Seq == seq {
+			g := m.gaps[space][i]
+			return &g, nil
+		}
+	}
+	return nil, nil
+}
+
+// RecorderRuns implements State.
+func (m *MemState) RecorderRuns(space, key string) ([]api.RecorderRun, error) {
+	return m.runs[mk(space, key)], nil
+}
+
+// PutRecorderRuns implements State.
+func (m *MemState) PutRecorderRuns(space, key string, runs []api.RecorderRun) error {
+	if len(runs) == 0 {
+		delete(m.runs, mk(space, key))
+		return nil
+	}
+	m.runs[mk(space, key)] = slices.Clone(runs)
+	return nil
+}
+
+// BridgeSessions returns what the log says of every bridge of space,
+// ordered by key (bridge, MEW space), with their closed runs.
+func (m *MemState) BridgeSessions(space string) ([]api.BridgeSession, map[string][]api.RecorderRun) {
+	var keys []string
+	for k := range m.bridges {
+		if rest, ok := strings.CutPrefix(k, space+"\x00"); ok {
+			keys = append(keys, rest)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]api.BridgeSession, 0, len(keys))
+	runs := map[string][]api.RecorderRun{}
+	for _, k := range keys {
+		out = append(out, *m.bridges[mk(space, k)])
+		if r := m.runs[mk(space, k)]; len(r) > 0 {
+			runs[k] = r
+		}
+	}
+	return out, runs
 }
 
 // BridgeSession implements State.
@@ -249,6 +304,9 @@ func (m *MemState) Dump() string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.bridges)) {
 		fmt.Fprintf(&b, "B %q %s\n", k, enc(m.bridges[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.runs)) {
+		fmt.Fprintf(&b, "R %q %s\n", k, enc(m.runs[k]))
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.stats)) {
 		fmt.Fprintf(&b, "S %q %s\n", k, enc(m.stats[k]))

@@ -90,8 +90,15 @@ type State interface {
 	DeleteHistory(space, key string, seq uint64) error
 	Stats(space string) (*api.Stats, error)
 	PutStats(space string, s *api.Stats) error
-	// PutGap records a recording gap of a bridge under (space, g.Seq).
+	// PutGap records a recording gap of a bridge under (space, g.Seq),
+	// replacing the one there; Gap returns it (nil if none).
 	PutGap(space string, g *api.Gap) error
+	Gap(space string, seq uint64) (*api.Gap, error)
+	// RecorderRuns returns the closed runs of a recorder (key
+	// BridgeKey(bridge, mew space)) in the order closed; PutRecorderRuns
+	// replaces them (contract §14 "Several recorders", holes.go).
+	RecorderRuns(space, key string) ([]api.RecorderRun, error)
+	PutRecorderRuns(space, key string, runs []api.RecorderRun) error
 	// BridgeSession returns what the log says of one bridge (key
 	// BridgeKey(bridge, mew space)), nil if nothing; PutBridgeSession
 	// stores it.

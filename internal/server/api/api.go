@@ -249,6 +249,7 @@ func New(o Options) (*API, error) {
 	a.mux.HandleFunc(RouteList, a.list)
 	a.mux.HandleFunc(RouteStats, a.stats)
 	a.mux.HandleFunc(RouteGaps, a.gaps)
+	a.mux.HandleFunc(RouteHoles, a.holes)
 	a.mux.HandleFunc(RouteEventList, a.listEvents)
 	a.mux.HandleFunc(RouteEvent, a.getEvent)
 	a.mux.HandleFunc(RouteBridges, a.bridges)

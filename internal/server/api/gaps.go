@@ -71,6 +71,10 @@ func (a *API) gaps(w http.ResponseWriter, r *http.Request) {
 	if gs == nil {
 		gs = []api.Gap{}
 	}
+	if err := markCovered(rc.r, rc.space, gs); err != nil {
+		a.internal(w, r, err)
+		return
+	}
 	body := api.Gaps{Gaps: gs}
 	if next != 0 {
 		body.NextCursor = strconv.FormatUint(next, 10)

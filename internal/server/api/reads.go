@@ -312,6 +312,10 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 		a.internal(w, r, err)
 		return
 	}
+	if err := recordingCounts(rc.r, rc.space, st); err != nil {
+		a.internal(w, r, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 

@@ -380,8 +380,11 @@ func checkTools(t *testing.T, s *session) {
 	}
 
 	g, _ := call(t, s, sc, "list_gaps", map[string]any{}, false)
-	if gs, _ := g["gaps"].([]any); len(gs) != 1 || gs[0].(map[string]any)["bridge"] != "rec" {
+	if gs, _ := g["gaps"].([]any); len(gs) != 1 || gs[0].(map[string]any)["bridge"] != "rec" || gs[0].(map[string]any)["covered"] != false {
 		t.Errorf("list_gaps: %v", g)
+	}
+	if hs, ok := g["holes"].([]any); !ok || len(hs) != 1 || hs[0].(map[string]any)["recorders"].([]any)[0] != "rec" {
+		t.Errorf("list_gaps holes: %v", g)
 	}
 
 	checkEvents(t, s, sc)

@@ -402,17 +402,20 @@ type GapsIn struct {
 	Cursor string `json:"cursor,omitempty" jsonschema:"the next_cursor of the previous page"`
 }
 
-// GapsOut is a page of recording gaps, oldest first.
+// GapsOut is a page of recording gaps, oldest first, each marked covered
+// when other recorders recorded its whole window, and the space's holes
+// (contract §14 "Several recorders": windows no recorder recorded).
 type GapsOut struct {
-	Gaps       []api.Gap `json:"gaps"`
-	Count      int       `json:"count"`
-	NextCursor string    `json:"next_cursor,omitempty"`
-	Truncated  bool      `json:"truncated"`
+	Gaps       []api.Gap  `json:"gaps"`
+	Count      int        `json:"count"`
+	NextCursor string     `json:"next_cursor,omitempty"`
+	Truncated  bool       `json:"truncated"`
+	Holes      []api.Hole `json:"holes"`
 }
 
 func (s *Server) toolListGaps() {
 	addTool(s, "list_gaps", "Recording gaps",
-		"The recording gaps of the bridges that record a live MEW space into the ledger, oldest first: when a bridge was disconnected and what it may have missed (the ledger's memory of that space has a hole there). One page at a time.",
+		"The recording gaps of the recorders (live bridges, --history followers) of a MEW space, oldest first: when one was disconnected and what it may have missed. A gap another recorder recorded end to end is covered (covered_by names them); the holes are the windows no recorder recorded, between the envelopes named on either side: the ledger's memory of that space lacks what the space carried there. One page of gaps at a time, every hole.",
 		func(ctx context.Context, in GapsIn) (*GapsOut, string, error) {
 			n, err := limit("limit", in.Limit, DefaultListLimit, MaxListLimit)
 			if err != nil {
@@ -438,10 +441,27 @@ func (s *Server) toolListGaps() {
 			if out.Gaps == nil {
 				out.Gaps = []api.Gap{}
 			}
+			hq := url.Values{"space": {q.Get("space")}}
+			if q.Get("space") == "" {
+				hq.Del("space")
+			}
+			var holes api.Holes
+			if err := s.c.Do(ctx, http.MethodGet, "/v1/holes", hq, nil, "", false, &holes); err != nil {
+				return nil, "", err
+			}
+			out.Holes = holes.Holes
+			if out.Holes == nil {
+				out.Holes = []api.Hole{}
+			}
 			var b strings.Builder
 			fmt.Fprintf(&b, "%d recording gaps", out.Count)
 			if out.Truncated {
 				b.WriteString(" (more: pass next_cursor as cursor)")
+			}
+			fmt.Fprintf(&b, "; %d holes (windows no recorder recorded)", len(out.Holes))
+			for _, h := range out.Holes {
+				fmt.Fprintf(&b, "\nhole in MEW space %s after %s, before %s; recorders in gap: %s", h.MEWSpace, holeEdge(h.After, "the log's start"),
+					holeEdge(h.Before, "now (still open)"), strings.Join(h.Recorders, ", "))
 			}
 			for _, g := range out.Gaps {
 				fmt.Fprintf(&b, "\nbridge %s (MEW space %s): disconnected %s", g.Bridge, g.MEWSpace, g.DisconnectedAt.Format(time.RFC3339))
@@ -452,6 +472,9 @@ func (s *Server) toolListGaps() {
 				}
 				if g.Reason != "" {
 					fmt.Fprintf(&b, " (%s)", g.Reason)
+				}
+				if g.Covered {
+					fmt.Fprintf(&b, "; covered by %s", strings.Join(g.CoveredBy, ", "))
 				}
 			}
 			return out, b.String(), nil
@@ -585,4 +608,15 @@ func waitOut(p *api.Proposal) *WaitOut {
 		out.Explanation = p.Withdrawal.Explanation
 	}
 	return out
+}
+
+// holeEdge names the envelope on one side of a hole.
+func holeEdge(e *api.HoleEdge, none string) string {
+	if e == nil {
+		return none
+	}
+	if e.ID == "" {
+		return fmt.Sprintf("seq %d", e.Seq)
+	}
+	return fmt.Sprintf("%s (seq %d)", e.ID, e.Seq)
 }

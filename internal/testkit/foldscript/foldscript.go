@@ -8,8 +8,8 @@
 // log into Pebble stores and compares. Test code only.
 //
 // Commands: fold (lines of envelopes, with directives; prints each
-// event's outcomes), proposal, history, stats, orphans, gaps (print the
-// state; args space=, id=), replay (folds the whole log again into a fresh
+// event's outcomes), proposal, history, stats, orphans, gaps, holes,
+// recorders (print the state; args space=, id=), replay (folds the whole log again into a fresh
 // state, which must be identical, then runs the Check).
 package foldscript
 
@@ -147,15 +147,28 @@ func RunWith(t *testing.T, path string, check Check, extra Command) {
 				check(t, s.State, s.Log)
 			}
 			return "identical\n"
+		case "holes":
+			return FormatHoles(s.Holes(space))
+		case "recorders":
+			return s.formatRecorders(space)
 		case "gaps":
 			var b strings.Builder
-			for _, g := range s.State.Gaps(space) {
+			gaps := s.State.Gaps(space)
+			recs, runs := s.State.BridgeSessions(space)
+			fold.Cover(gaps, recorders(recs, runs))
+			for _, g := range gaps {
 				fmt.Fprintf(&b, "%d %s bridge=%s mew_space=%s gateway=%s last=%s disconnected=%s", g.Seq, g.ID, g.Bridge, g.MEWSpace, g.Gateway, g.LastEnvelope, g.DisconnectedAt.Format(time.RFC3339Nano))
 				if g.ReconnectedAt != nil {
 					fmt.Fprintf(&b, " reconnected=%s", g.ReconnectedAt.Format(time.RFC3339Nano))
 				}
 				if g.Reason != "" {
 					fmt.Fprintf(&b, " reason=%q", g.Reason)
+				}
+				if g.LastSeq != 0 || g.EndSeq != 0 || g.Session != "" {
+					fmt.Fprintf(&b, " window=%d..%s", g.LastSeq, seqOrOpen(g.EndSeq))
+				}
+				if g.Covered {
+					fmt.Fprintf(&b, " covered_by=%s", strings.Join(g.CoveredBy, ","))
 				}
 				b.WriteString("\n")
 			}
@@ -187,12 +200,16 @@ func RunWith(t *testing.T, path string, check Check, extra Command) {
 //	subject=SUBJ    store under this subject instead of the one the append
 //	                path would build
 //	clash           the message carries the header Ledger-Msg-Id-Clash
+//	mark=B/M/S[/p=N][/d=N][/h]
+//	                the message carries the bridge mark (HeaderBridge) of
+//	                bridge B, MEW space M, session S (Prev N, Dups N,
+//	                History)
 //
 // The rest of the line is the raw message body, stored as is.
 func (s *Script) ParseLine(t testing.TB, space, line string) fold.Event {
 	t.Helper()
 	at := s.now.Add(time.Second)
-	subject := ""
+	subject, mark := "", ""
 	clash := false
 	for {
 		switch {
@@ -207,6 +224,10 @@ func (s *Script) ParseLine(t testing.TB, space, line string) fold.Event {
 			}
 			at, line = Base.Add(d), rest
 			continue
+		case strings.HasPrefix(line, "mark="):
+			tok, rest, _ := strings.Cut(line, " ")
+			mark, line = parseMark(t, strings.TrimPrefix(tok, "mark=")), rest
+			continue
 		case strings.HasPrefix(line, "subject="):
 			tok, rest, _ := strings.Cut(line, " ")
 			subject, line = strings.TrimPrefix(tok, "subject="), rest
@@ -220,7 +241,7 @@ func (s *Script) ParseLine(t testing.TB, space, line string) fold.Event {
 	}
 	s.seq++
 	s.now = at
-	return fold.Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw, MsgIDClash: clash}
+	return fold.Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw, MsgIDClash: clash, Bridge: mark}
 }
 
 // DefaultSubject is the subject the append path would use; for input it

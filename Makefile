@@ -30,7 +30,7 @@ build:
 	@echo "building $(BIN): the first build compiles about 530 packages (minutes on a small machine; later builds take seconds)"
 	@{ $(NOCGO) $(GO) build -v -buildvcs=auto -o $(BIN) ./cmd/ledger 2>&1; echo "build-exit $$?"; } | \
 		awk '/^build-exit /{ if (n) printf "  %d packages compiled\n", n; exit $$2 } \
-			/^[A-Za-z0-9._\/~-]+$$/ { n++; if (n % 50 == 0) { printf "  %d packages compiled…\n", n; fflush() }; next } \
+			/^[A-Za-z0-9._\/~-]+$$/ { n++; if (n % 25 == 0) { printf "  %d packages compiled…\n", n; fflush() }; next } \
 			{ print; fflush() }'
 
 ## test: every test of every module, with the race detector, never cached. Needs chromium

@@ -14,6 +14,7 @@ import (
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
@@ -95,9 +96,7 @@ func runProjector(t *testing.T, js jetstream.JetStream, s *projections.Store, o 
 
 func waitApplied(t *testing.T, s *projections.Store, seq uint64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := s.WaitApplied(ctx, seq); err != nil {
+	if err := s.WaitApplied(testctx.Whole(t), seq); err != nil {
 		t.Fatalf("projection did not reach seq %d (at %d): %v", seq, s.AppliedSeq(), err)
 	}
 }

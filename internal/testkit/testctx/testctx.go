@@ -32,12 +32,49 @@ func Context(t testing.TB) context.Context {
 // before the test binary's deadline when that comes first.
 func Deadline(t testing.TB) time.Time {
 	d := time.Now().Add(Max)
-	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if dl, ok := dt.Deadline(); ok && dl.Add(-margin).Before(d) {
-			d = dl.Add(-margin)
-		}
+	if dl, ok := binaryDeadline(t); ok && dl.Before(d) {
+		d = dl
 	}
 	return d
+}
+
+// Whole returns a context for a test that is long by nature (a cluster
+// under load, thousands of events through the race detector): it ends
+// shortly before the test binary's deadline (go test -timeout; `make test`
+// gives 30m), or after WholeMax without one, and at the test's cleanup.
+func Whole(t testing.TB) context.Context {
+	t.Helper()
+	d, ok := binaryDeadline(t)
+	if !ok {
+		d = time.Now().Add(WholeMax)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// WholeMax bounds Whole when the test binary has no deadline.
+const WholeMax = 10 * time.Minute
+
+// binaryDeadline is the test binary's deadline less a margin (but not
+// before a second from now: past it the binary is about to panic anyway).
+func binaryDeadline(t testing.TB) (time.Time, bool) {
+	dt, ok := t.(interface{ Deadline() (time.Time, bool) })
+	if !ok {
+		return time.Time{}, false
+	}
+	dl, ok := dt.Deadline()
+	if !ok {
+		return time.Time{}, false
+	}
+	return later(dl.Add(-margin), time.Now().Add(time.Second)), true
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Until calls cond every interval until it returns true, and fails the

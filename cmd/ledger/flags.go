@@ -174,7 +174,27 @@ func (f *flags) short(letter, long string) {
 // An environment value that does not parse is a usage error naming the
 // variable, unless the flag was given on the command line (which beats
 // the variable, bad or not).
+//
+// Flags may come before or after positional arguments, for every command
+// ("events 8 -q" as "events -q 8"; "--" ends the flags): the positionals
+// are then the flag set's arguments (f.fs.Args()).
 func (f *flags) parse(args []string) error {
+	pos, err := positional(f, args)
+	if err != nil {
+		return err
+	}
+	// The flag set's arguments become the positionals alone ("--" keeps
+	// one that starts with a dash from being read as a flag).
+	if err := f.fs.Parse(append([]string{"--"}, pos...)); err != nil {
+		return fmt.Errorf("%w: %s", errUsage, f.reword(err))
+	}
+	return nil
+}
+
+// parseLeading parses the flags before the first positional argument and
+// leaves the rest, flags included, as the flag set's arguments: for `ledger
+// at`, whose first positional starts a query with flags of its own.
+func (f *flags) parseLeading(args []string) error {
 	if err := f.parseArgs(args); err != nil {
 		return err
 	}

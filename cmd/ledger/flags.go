@@ -51,6 +51,9 @@ type flags struct {
 	envErrs map[string]error
 	stdout  io.Writer
 	stderr  io.Writer
+	// parsed runs after a successful parse, in order (a flag group that
+	// settles what its flags mean together: the client's API).
+	parsed []func() error
 }
 
 // newFlags returns the flag set of cmd. Parse errors are returned, not
@@ -188,6 +191,16 @@ func (f *flags) parse(args []string) error {
 	if err := f.fs.Parse(append([]string{"--"}, pos...)); err != nil {
 		return fmt.Errorf("%w: %s", errUsage, f.reword(err))
 	}
+	return f.runParsed()
+}
+
+// runParsed runs the parsed hooks.
+func (f *flags) runParsed() error {
+	for _, h := range f.parsed {
+		if err := h(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -198,7 +211,10 @@ func (f *flags) parseLeading(args []string) error {
 	if err := f.parseArgs(args); err != nil {
 		return err
 	}
-	return f.checkEnv()
+	if err := f.checkEnv(); err != nil {
+		return err
+	}
+	return f.runParsed()
 }
 
 // parseArgs parses args without checking the environment values (see

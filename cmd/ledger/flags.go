@@ -272,6 +272,15 @@ var (
 func (f *flags) reword(err error) string {
 	msg := err.Error()
 	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		var names []string
+		f.fs.VisitAll(func(fl *flag.Flag) {
+			if len(fl.Name) > 1 { // the long names: a one-letter alias is no suggestion
+				names = append(names, fl.Name)
+			}
+		})
+		if s := suggest(m[1], names); s != "" {
+			return fmt.Sprintf("unknown flag %s (did you mean --%s?)", f.spell(m[1]), s)
+		}
 		return fmt.Sprintf("unknown flag %s", f.spell(m[1]))
 	}
 	if m := needsArgument.FindStringSubmatch(msg); m != nil {
@@ -286,8 +295,11 @@ func (f *flags) reword(err error) string {
 	}
 	if m := invalidValue.FindStringSubmatch(msg); m != nil {
 		reason := m[3]
-		if strings.HasPrefix(reason, "parse error") || strings.HasPrefix(reason, "strconv.") {
+		switch {
+		case strings.HasPrefix(reason, "parse error") || strings.HasPrefix(reason, "strconv."):
 			reason = "not a valid " + f.kind(m[2])
+		case strings.HasPrefix(reason, "time: "): // time.ParseDuration's, which names the value again
+			reason = "want a duration such as 30s"
 		}
 		return fmt.Sprintf("%s %q: %s", f.spell(m[2]), m[1], reason)
 	}

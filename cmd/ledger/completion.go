@@ -19,7 +19,8 @@ func init() {
 		short:    "print a shell completion script",
 		help: "Prints a completion script for the shell named: subcommands, each\n" +
 			"subcommand's flags, the values of the flags that take a fixed set (-o\n" +
-			"formats, --state, --log-format...), the shells here, and at's query\n" +
+			"formats, --state, --log-format, --log-level, --effect, --type, --anomaly...),\n" +
+			"the shells here, and at's query\n" +
 			"(get, history, list, stats) with list's flags after it. Load it with\n" +
 			"  bash: source <(ledger completion bash)   (or save it under /etc/bash_completion.d/ledger)\n" +
 			"  zsh:  ledger completion zsh > \"${fpath[1]}/_ledger\"   (then compinit)\n" +
@@ -89,6 +90,7 @@ func completionSpecs(ctx context.Context) []completionSpec {
 	}
 	sort.Strings(names)
 	specs := make([]completionSpec, 0, len(names))
+	fixed := fixedValues()
 	for _, n := range names {
 		c := commands[n]
 		var out bytes.Buffer
@@ -108,6 +110,8 @@ func completionSpecs(ctx context.Context) []completionSpec {
 			switch {
 			case m[2] == "state":
 				sp.values[m[2]] = stateValues()
+			case fixed[m[2]] != nil:
+				sp.values[m[2]] = fixed[m[2]]
 			case m[3] != "" && choices.MatchString(m[3]):
 				sp.values[m[2]] = strings.Split(m[3], "|")
 			}

@@ -162,7 +162,7 @@ func TestNATSMonitor(t *testing.T) {
 		{NATSMonitor: "127.0.0.1:8222", NATSURLs: []string{"nats://127.0.0.1:4222"}},
 	} {
 		o.Logger = apptest.Options(t).Logger
-		if err := o.Validate(); !errors.Is(err, app.ErrOptions) || !strings.Contains(err.Error(), "monitor") {
+		if err := o.EnsureDefaults().Validate(); !errors.Is(err, app.ErrOptions) || !strings.Contains(err.Error(), "monitor") {
 			t.Errorf("%+v: %v, want ErrOptions naming the monitor", o, err)
 		}
 	}

@@ -383,7 +383,7 @@ func TestClusterLeaderLossUnderLoad(t *testing.T) {
 	rebuilt := openStore(t, filepath.Join(t.TempDir(), "rebuild"))
 	rebuildDone := make(chan error, 1)
 	var rebuildTime time.Duration
-	rctx, rcancel := context.WithTimeout(context.Background(), 120*time.Second)
+	rctx, rcancel := context.WithCancel(testctx.Whole(t))
 	defer rcancel()
 	go func() {
 		_, err := projector.Rebuild(rctx, admin, rebuilt, projector.RebuildOptions{})

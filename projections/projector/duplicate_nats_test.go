@@ -27,7 +27,7 @@ import (
 func TestRetryAfterDuplicateWindowFoldedAsDuplicate(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Whole(t))
 	defer cancel()
 
 	// The server's floor: a window under 100ms is refused.

@@ -35,7 +35,7 @@ func newFastRig(t *testing.T) *rig {
 	o.SyncInterval = time.Minute
 	srv := natstest.StartWith(t, o)
 	_, js := natstest.Connect(t, srv)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Whole(t))
 	defer cancel()
 	if _, err := appendlog.EnsureStream(ctx, js, appendlog.StreamOptions{}); err != nil {
 		t.Fatal(err)

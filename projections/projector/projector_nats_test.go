@@ -32,7 +32,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Whole(t))
 	defer cancel()
 	if _, err := appendlog.EnsureStream(ctx, js, appendlog.StreamOptions{}); err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func newRig(t *testing.T) *rig {
 // appendAll appends raws and returns the highest sequence acknowledged.
 func (r *rig) appendAll(t *testing.T, raws [][]byte) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Whole(t))
 	defer cancel()
 	var last uint64
 	for i, res := range r.app.AppendMany(ctx, "", raws) {
@@ -114,7 +114,7 @@ func dump(t *testing.T, s *projections.Store) []byte {
 func rebuildInto(t *testing.T, js jetstream.JetStream) *projections.Store {
 	t.Helper()
 	s := openStore(t, filepath.Join(t.TempDir(), "rebuild"))
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Whole(t))
 	defer cancel()
 	if _, err := projector.Rebuild(ctx, js, s, projector.RebuildOptions{BatchSize: 333}); err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestPipelinedRebuildEqualsLiveProjector(t *testing.T) {
 	stop()
 	for _, size := range []int{1, 7, 1000} {
 		s := openStore(t, t.TempDir())
-		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		ctx, cancel := context.WithCancel(testctx.Whole(t))
 		n, err := projector.Rebuild(ctx, r.js, s, projector.RebuildOptions{BatchSize: size})
 		cancel()
 		if err != nil || n != last || s.AppliedSeq() != last {

@@ -33,7 +33,7 @@ func TestErrorsInTheCLIsWords(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"get", "--api", "::bad", "x"}, `ledger get: API "::bad" is not an http(s) URL such as http://127.0.0.1:8080` + "\n"},
+		{[]string{"get", "--api", "::bad", "x"}, `ledger get: invalid options: API "::bad" is not an http(s) URL such as http://127.0.0.1:8080` + "\n"},
 		{[]string{"get", "--timeout", "soon", "x"}, `ledger get: --timeout "soon": want a duration such as 30s` + "\n"},
 	} {
 		code, _, stderr := runCLI(t, "", c.args...)

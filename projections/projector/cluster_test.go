@@ -247,10 +247,14 @@ func TestClusterLeaderLossUnderLoad(t *testing.T) {
 	// then restart the node while the load goes on.
 	poll(t, func() bool { return acks.acked.Load() >= clusterPublishers*clusterPerPub/2 },
 		func() string { return fmt.Sprintf("only %d appends acknowledged", acks.acked.Load()) })
-	oldLeader, _, err := streamLeader(ctx, admin)
-	if err != nil {
-		t.Fatalf("stream leader: %v", err)
-	}
+	// A stream info request can time out on a loaded machine (1 s each):
+	// asked again until it answers.
+	var oldLeader string
+	poll(t, func() bool {
+		l, _, err := streamLeader(ctx, admin)
+		oldLeader = l
+		return err == nil && l != ""
+	}, func() string { return "no stream leader reported" })
 	victim := slices.IndexFunc(opts, func(o natsserver.Options) bool { return o.ServerName == oldLeader })
 	if victim < 0 {
 		t.Fatalf("leader %q is not one of the nodes", oldLeader)

@@ -1,4 +1,4 @@
-# The proposal ledger. `make run` starts it; `make test` runs every test.
+# The proposal ledger. `make run` starts it; `make test` runs every test (after `make tools`).
 GO           ?= go
 FUZZTIME     ?= 10s
 TEST_TIMEOUT ?= 30m
@@ -14,7 +14,7 @@ NOCGO        := CGO_ENABLED=0
 # runs in each.
 MODULES      := . api client examples/agent
 
-.PHONY: run build test lint fuzz bench peer clean browser shells
+.PHONY: run build test tools lint fuzz bench peer clean
 
 ## run: build bin/ledger and start `ledger serve` with the embedded defaults (data in ./data,
 ## API on 127.0.0.1:8080). The shell execs the binary, so Ctrl-C reaches `ledger serve` alone,
@@ -23,28 +23,50 @@ MODULES      := . api client examples/agent
 run: build
 	exec $(BIN) serve
 
-## build: build the binary into bin/ledger
+## build: build the binary into bin/ledger. The first build compiles about 530 packages (several
+## minutes on a loaded 2-core machine, 1–2 on a quiet one; later builds take seconds): it says so,
+## and counts the packages as they compile.
 build:
-	$(NOCGO) $(GO) build -buildvcs=auto -o $(BIN) ./cmd/ledger
+	@echo "building $(BIN): the first build compiles about 530 packages (minutes on a small machine; later builds take seconds)"
+	@{ $(NOCGO) $(GO) build -v -buildvcs=auto -o $(BIN) ./cmd/ledger 2>&1; echo "build-exit $$?"; } | \
+		awk '/^build-exit /{ if (n) printf "  %d packages compiled\n", n; exit $$2 } \
+			/^[A-Za-z0-9._\/~-]+$$/ { n++; if (n % 25 == 0) { printf "  %d packages compiled…\n", n; fflush() }; next } \
+			{ print; fflush() }'
 
-## test: every test, with the race detector, never cached (installs Debian's
-## chromium, zsh and fish first when missing: the console's browser tests and the
-## completion tests need them)
-test: browser shells
-	@set -e; for m in $(MODULES); do echo "== test $$m"; \
-		(cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
+## test: every test of every module, with the race detector, never cached. Needs chromium
+## (the console's browser tests), zsh and fish (the completion tests) and promtool
+## (deploy/observability's rules): `make tools` installs the missing ones first. Every module
+## runs even when one fails; each package is reported as it ends, the packages still running
+## are named every minute (PROGRESS_EVERY), and the run ends with the modules that failed.
+PROGRESS_EVERY ?= 1m
+test: tools bin/testprogress
+	@failed=""; for m in $(MODULES); do echo "== test $$m"; \
+		(cd $$m && $(CURDIR)/bin/testprogress -every $(PROGRESS_EVERY) -name "$$m" -- \
+			$(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || failed="$$failed $$m"; done; \
+	if [ -n "$$failed" ]; then echo "make test: FAILED in module(s):$$failed"; exit 1; fi; \
+	echo "make test: every module passed ($(MODULES))"
+
+bin/testprogress: internal/tools/testprogress/main.go
+	@$(GO) build -o $@ ./internal/tools/testprogress
+
+## tools: the programs the tests need beyond Go, installed with Debian's apt-get when missing
+## (chromium for the console's browser tests, zsh and fish for the completion tests, promtool
+## from the prometheus package for deploy/observability; a few hundred MB, minutes on a fresh
+## machine). Present ones are not installed again. Without root or apt-get it fails with one
+## line naming what is missing.
+TEST_TOOLS   := chromium zsh fish promtool
+tools:
+	@missing=""; for c in $(TEST_TOOLS); do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	[ -z "$$missing" ] && exit 0; \
+	pkgs="$$(echo "$$missing" | sed 's/ promtool/ prometheus/')"; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+		echo "make: the tests need$$missing, not found; install them (Debian/Ubuntu as root: apt-get install$$pkgs) and run make test again"; exit 1; fi; \
+	echo "make: installing$$pkgs with apt-get for the tests (missing:$$missing; a few minutes on a fresh machine)"; \
+	{ apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 \
+		install -y -qq --no-install-recommends $$pkgs >/dev/null; } || { echo "make: apt-get install$$pkgs failed (see above)"; exit 1; }; \
+	for c in $$missing; do command -v $$c >/dev/null 2>&1 || { echo "make: $$c still missing after apt-get install$$pkgs"; exit 1; }; done
 
 STATICCHECK  ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-
-## browser: a headless Chromium for the console's tests (apt-get, when missing)
-browser:
-	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium for the console's browser tests"; \
-		apt-get update -qq && apt-get install -y -qq chromium; }
-
-## shells: zsh and fish for the completion scripts' tests (apt-get, when missing)
-shells:
-	@command -v zsh >/dev/null 2>&1 && command -v fish >/dev/null 2>&1 || { echo "installing zsh and fish for the completion tests"; \
-		apt-get update -qq && apt-get install -y -qq zsh fish; }
 
 ## lint: gofmt, go vet and staticcheck, in every module
 lint:

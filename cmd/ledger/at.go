@@ -56,7 +56,7 @@ func runAt(ctx context.Context, e env, args []string) error {
 	f.short("o", "output")
 	f.str(&tmp, "tmp", "DIR", "", "directory for the temporary projection (default: the system's)", false)
 	o.register(f)
-	if err := f.parse(args); err != nil {
+	if err := f.parseLeading(args); err != nil {
 		return err
 	}
 	var p repair.Point

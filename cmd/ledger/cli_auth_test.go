@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/mewledger/ledger/internal/auth/authcfg"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 )
 
 const (
@@ -133,30 +136,56 @@ func TestCLIWithAuthAndLimits(t *testing.T) {
 		t.Errorf("export as the auditor: %d %s", code, stderr)
 	}
 
-	// The write rate limit: 429 with Retry-After.
-	limited := false
-	// ci-writer has its own write_limit in the example (200/s, burst 400),
-	// which wins over --write-rate: 600 quick writes exceed its burst.
-	for i := 0; i < 600 && !limited; i++ {
-		req, _ := http.NewRequest(http.MethodPost, apiURL+"/v1/events", strings.NewReader(`{}`))
-		req.Header.Set("Authorization", "Bearer "+writer)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+	// The write rate limit: 429 with Retry-After. ci-writer has its own
+	// write_limit in the example (200/s, burst 400), which wins over
+	// --write-rate. Writes from 32 clients at once until one is refused:
+	// a count sent one by one (600 did) can stay under 200/s on a loaded
+	// machine and never meet the limit; this stops at the first 429,
+	// bounded by the test's context.
+	var (
+		limitedOnce sync.Once
+		limitedResp = make(chan *http.Response, 1)
+		wctx        = testctx.Context(t)
+		sendWG      sync.WaitGroup
+	)
+	stop, cancelWrites := context.WithCancel(wctx)
+	for range 32 {
+		sendWG.Add(1)
+		go func() {
+			defer sendWG.Done()
+			for stop.Err() == nil {
+				req, _ := http.NewRequestWithContext(stop, http.MethodPost, apiURL+"/v1/events", strings.NewReader(`{}`))
+				req.Header.Set("Authorization", "Bearer "+writer)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return
+				}
+				if resp.StatusCode == http.StatusTooManyRequests {
+					first := false
+					limitedOnce.Do(func() { first = true; limitedResp <- resp; cancelWrites() })
+					if !first {
+						resp.Body.Close()
+					}
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	sendWG.Wait()
+	cancelWrites()
+	select {
+	case resp := <-limitedResp:
 		var eb api.ErrorBody
 		_ = json.NewDecoder(resp.Body).Decode(&eb)
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusTooManyRequests {
-			limited = true
-			if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || eb.Error == nil || eb.Error.Code != api.CodeRateLimited {
-				t.Errorf("429: Retry-After %q, body %+v", resp.Header.Get("Retry-After"), eb.Error)
-			}
+		if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || eb.Error == nil || eb.Error.Code != api.CodeRateLimited {
+			t.Errorf("429: Retry-After %q, body %+v", resp.Header.Get("Retry-After"), eb.Error)
 		}
-	}
-	if !limited {
-		t.Error("600 quick writes over ci-writer's own write_limit (burst 400): never 429")
+	default:
+		t.Errorf("writes over ci-writer's own write_limit (200/s, burst 400) from 32 clients: never 429 (%v)", wctx.Err())
 	}
 
 	// Online ops need the ops role.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
+	"github.com/mewledger/ledger/internal/server/app"
 )
 
 // unreachableError: no ledger to talk to (exit status 2).
@@ -56,6 +57,10 @@ type clientOpts struct {
 	timeout  time.Duration
 	deadline time.Time // set by the first client or bound call
 	f        *flags
+	// data is where to look for a running `ledger serve` (apiFromData);
+	// apiSource says where apiURL came from, for the which-ledger line.
+	data      string
+	apiSource string
 }
 
 // until returns the command's deadline per --timeout (zero: none), fixed
@@ -89,7 +94,9 @@ func (c *clientOpts) timedOut(ctx context.Context) error {
 // addClientFlags registers --api, --token, --space and, for reads,
 // -o/--output and --min-seq.
 func addClientFlags(f *flags, c *clientOpts, read bool) {
-	f.str(&c.apiURL, "api", "URL", client.DefaultAPI, "the ledger's HTTP API", true)
+	f.str(&c.apiURL, "api", "URL", client.DefaultAPI, "the ledger's HTTP API (default: the ledger serve running on --data, else "+client.DefaultAPI+")", true)
+	f.str(&c.data, "data", "DIR", app.DefaultDataDir, "without --api or LEDGER_API, talk to the ledger serve running on this data directory (its serve.addr.json)", true)
+	f.parsed = append(f.parsed, c.resolveAPI)
 	f.str(&c.token, "token", "TOKEN", "", "bearer token for an API started with --auth (prefer the environment variable: a flag shows in ps)", true)
 	f.hide("token")
 	f.boolean(&c.quiet, "quiet", false, "do not say on stderr which ledger the command acts on", true)
@@ -143,9 +150,14 @@ func (c *clientOpts) client() (*client.Client, error) {
 // announce says on stderr which ledger the command acts on (target, the
 // value of flag name), unless --quiet.
 func (c *clientOpts) announce(target, name string) {
-	if !c.quiet {
-		announce(c.f.stderr, target, c.f.source(name))
+	if c.quiet {
+		return
 	}
+	source := c.f.source(name)
+	if name == "api" && c.apiSource != "" {
+		source = c.apiSource
+	}
+	announce(c.f.stderr, target, source)
 }
 
 func (c *clientOpts) read() client.ReadOption {

@@ -19,7 +19,8 @@ func init() {
 		short:    "print a shell completion script",
 		help: "Prints a completion script for the shell named: subcommands, each\n" +
 			"subcommand's flags, the values of the flags that take a fixed set (-o\n" +
-			"formats, --state, --log-format...), the shells here, and at's query\n" +
+			"formats, --state, --log-format, --log-level, --effect, --type, --anomaly...),\n" +
+			"the shells here, and at's query\n" +
 			"(get, history, list, stats) with list's flags after it. Load it with\n" +
 			"  bash: source <(ledger completion bash)   (or save it under /etc/bash_completion.d/ledger)\n" +
 			"  zsh:  ledger completion zsh > \"${fpath[1]}/_ledger\"   (then compinit)\n" +
@@ -57,6 +58,7 @@ type completionSpec struct {
 	shorts      map[string]string   // one-letter alias -> long name
 	values      map[string][]string // long name -> the values it takes
 	args        []string            // words for a positional argument
+	ids         bool                // the positional argument is a proposal id, asked of the ledger
 	inner       map[string][]string // at: query -> its flags
 }
 
@@ -76,6 +78,12 @@ func stateValues() []string {
 	return out
 }
 
+// idsCommand lists the ids of the ledger's newest proposals for the
+// scripts (the ledger the client commands find: LEDGER_API, the serve
+// running on ./data or LEDGER_DATA, the default), bounded so that a ledger
+// that does not answer costs the shell two seconds at most.
+const idsCommand = "ledger list --ids -q --limit 200 --timeout 2s 2>/dev/null"
+
 // atQueryNames are at's queries, in atQueries' order.
 var atQueryNames = []string{"get", "history", "list", "stats"}
 
@@ -89,6 +97,7 @@ func completionSpecs(ctx context.Context) []completionSpec {
 	}
 	sort.Strings(names)
 	specs := make([]completionSpec, 0, len(names))
+	fixed := fixedValues()
 	for _, n := range names {
 		c := commands[n]
 		var out bytes.Buffer
@@ -108,12 +117,16 @@ func completionSpecs(ctx context.Context) []completionSpec {
 			switch {
 			case m[2] == "state":
 				sp.values[m[2]] = stateValues()
+			case fixed[m[2]] != nil:
+				sp.values[m[2]] = fixed[m[2]]
 			case m[3] != "" && choices.MatchString(m[3]):
 				sp.values[m[2]] = strings.Split(m[3], "|")
 			}
 		}
 		sort.Strings(sp.flags)
 		switch n {
+		case "get", "history", "proof":
+			sp.ids = true
 		case "completion":
 			sp.args = []string{"bash", "zsh", "fish"}
 		case "at":
@@ -185,7 +198,11 @@ func writeBash(w io.Writer, specs []completionSpec) error {
 	b.WriteString("\tesac\n\tcase \"$cmd\" in\n")
 	fmt.Fprintf(&b, "\thelp) args=\"%s\" ;;\n", specNames(specs))
 	for _, s := range specs {
-		fmt.Fprintf(&b, "\t%s) words=\"%s\" args=\"%s\" ;;\n", s.name, dashed(s.flags), strings.Join(s.args, " "))
+		a := strings.Join(s.args, " ")
+		if s.ids {
+			a = "$(" + idsCommand + ")"
+		}
+		fmt.Fprintf(&b, "\t%s) words=\"%s\" args=\"%s\" ;;\n", s.name, dashed(s.flags), a)
 	}
 	b.WriteString("\tesac\n")
 	// at's query: its own flags after it.
@@ -236,7 +253,11 @@ func writeZsh(w io.Writer, specs []completionSpec) error {
 	b.WriteString("\tesac\n\tcase $cmd in\n")
 	fmt.Fprintf(&b, "\t(help) args=(%s) ;;\n", specNames(specs))
 	for _, s := range specs {
-		fmt.Fprintf(&b, "\t(%s) flags=(%s); args=(%s) ;;\n", s.name, dashed(s.flags), strings.Join(s.args, " "))
+		a := strings.Join(s.args, " ")
+		if s.ids {
+			a = "${(f)\"$(" + idsCommand + ")\"}"
+		}
+		fmt.Fprintf(&b, "\t(%s) flags=(%s); args=(%s) ;;\n", s.name, dashed(s.flags), a)
 	}
 	b.WriteString("\tesac\n\tif [[ -n $inner ]]; then\n\t\targs=()\n\t\tcase $inner in\n")
 	for _, s := range specs {
@@ -282,6 +303,10 @@ func writeFish(w io.Writer, specs []completionSpec) error {
 		}
 		if len(s.args) > 0 {
 			fmt.Fprintf(&b, "complete -c ledger -n %s -a %s\n", zshQuote(cond), zshQuote(strings.Join(s.args, " ")))
+		}
+		if s.ids {
+			// fish fails a substitution of a command it cannot find: ask only when ledger is on PATH.
+			fmt.Fprintf(&b, "complete -c ledger -n %s -a %s\n", zshQuote(cond), zshQuote("(command -q ledger; and "+idsCommand+")"))
 		}
 		for _, q := range sortedKeys(s.inner) {
 			for _, f := range s.inner[q] {

@@ -51,6 +51,9 @@ type flags struct {
 	envErrs map[string]error
 	stdout  io.Writer
 	stderr  io.Writer
+	// parsed runs after a successful parse, in order (a flag group that
+	// settles what its flags mean together: the client's API).
+	parsed []func() error
 }
 
 // newFlags returns the flag set of cmd. Parse errors are returned, not
@@ -174,11 +177,44 @@ func (f *flags) short(letter, long string) {
 // An environment value that does not parse is a usage error naming the
 // variable, unless the flag was given on the command line (which beats
 // the variable, bad or not).
+//
+// Flags may come before or after positional arguments, for every command
+// ("events 8 -q" as "events -q 8"; "--" ends the flags): the positionals
+// are then the flag set's arguments (f.fs.Args()).
 func (f *flags) parse(args []string) error {
+	pos, err := positional(f, args)
+	if err != nil {
+		return err
+	}
+	// The flag set's arguments become the positionals alone ("--" keeps
+	// one that starts with a dash from being read as a flag).
+	if err := f.fs.Parse(append([]string{"--"}, pos...)); err != nil {
+		return fmt.Errorf("%w: %s", errUsage, f.reword(err))
+	}
+	return f.runParsed()
+}
+
+// runParsed runs the parsed hooks.
+func (f *flags) runParsed() error {
+	for _, h := range f.parsed {
+		if err := h(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseLeading parses the flags before the first positional argument and
+// leaves the rest, flags included, as the flag set's arguments: for `ledger
+// at`, whose first positional starts a query with flags of its own.
+func (f *flags) parseLeading(args []string) error {
 	if err := f.parseArgs(args); err != nil {
 		return err
 	}
-	return f.checkEnv()
+	if err := f.checkEnv(); err != nil {
+		return err
+	}
+	return f.runParsed()
 }
 
 // parseArgs parses args without checking the environment values (see
@@ -236,6 +272,15 @@ var (
 func (f *flags) reword(err error) string {
 	msg := err.Error()
 	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		var names []string
+		f.fs.VisitAll(func(fl *flag.Flag) {
+			if len(fl.Name) > 1 { // the long names: a one-letter alias is no suggestion
+				names = append(names, fl.Name)
+			}
+		})
+		if s := suggest(m[1], names); s != "" {
+			return fmt.Sprintf("unknown flag %s (did you mean --%s?)", f.spell(m[1]), s)
+		}
 		return fmt.Sprintf("unknown flag %s", f.spell(m[1]))
 	}
 	if m := needsArgument.FindStringSubmatch(msg); m != nil {
@@ -250,8 +295,11 @@ func (f *flags) reword(err error) string {
 	}
 	if m := invalidValue.FindStringSubmatch(msg); m != nil {
 		reason := m[3]
-		if strings.HasPrefix(reason, "parse error") || strings.HasPrefix(reason, "strconv.") {
+		switch {
+		case strings.HasPrefix(reason, "parse error") || strings.HasPrefix(reason, "strconv."):
 			reason = "not a valid " + f.kind(m[2])
+		case strings.HasPrefix(reason, "time: "): // time.ParseDuration's, which names the value again
+			reason = "want a duration such as 30s"
 		}
 		return fmt.Sprintf("%s %q: %s", f.spell(m[2]), m[1], reason)
 	}

@@ -103,14 +103,15 @@ func getVerified(ctx context.Context, e env, co *clientOpts, keyArg, state, id s
 	if err != nil {
 		return usageError("%v", err)
 	}
+	co.announce(cl.API(), "api")
 	vp, err := cl.VerifiedGet(ctx, id, co.read())
 	if err != nil {
 		return clientError(co.apiURL, err)
 	}
-	if !co.quiet {
-		fmt.Fprintf(e.stderr, "verified: %d events of %q are in the log checkpoint %s signs, consistent with the last accepted one (kept in %s); the state shown is the ledger's fold of them\n",
-			len(vp.Bundle.Events), id, vp.Checkpoint, state)
-	}
+	// The verdict is the answer asked for: -q silences the which-ledger
+	// line, never this.
+	fmt.Fprintf(e.stderr, "verified: %d events of %q are in the log checkpoint %s signs, consistent with the last accepted one (kept in %s); the state shown is the ledger's fold of them\n",
+		len(vp.Bundle.Events), id, vp.Checkpoint, state)
 	if co.output == outputJSON {
 		enc := json.NewEncoder(e.stdout)
 		return enc.Encode(vp.Proposal)

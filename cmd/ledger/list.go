@@ -45,6 +45,8 @@ func runList(ctx context.Context, e env, args []string) error {
 	f.integer(&lf.Limit, "limit", "N", 0, "page size, 1..1000 (default 50)", false)
 	f.str(&cursor, "cursor", "C", "", "the page after this cursor (from the previous page)", false)
 	f.boolean(&all, "all", false, "follow the cursors and list every match", false)
+	var ids bool
+	f.boolean(&ids, "ids", false, "print the proposals' ids only, one a line (the shell completion's source)", false)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -64,7 +66,7 @@ func runList(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return clientError(c.apiURL, err)
 		}
-		if !all && c.output == outputJSON {
+		if !all && c.output == outputJSON && !ids {
 			_, err = fmt.Fprint(e.stdout, string(raw))
 			return err
 		}
@@ -78,6 +80,12 @@ func runList(ctx context.Context, e env, args []string) error {
 			break
 		}
 		cursor = next
+	}
+	if ids {
+		for _, p := range proposals {
+			fmt.Fprintln(e.stdout, p.ID)
+		}
+		return nil
 	}
 	if c.output == outputJSON {
 		enc := json.NewEncoder(e.stdout)

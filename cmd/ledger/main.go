@@ -136,7 +136,7 @@ func run(ctx context.Context, e env, args []string) int {
 		}
 		c, ok := commands[rest[0]]
 		if !ok {
-			fmt.Fprintf(e.stderr, "ledger: no command %q\n\n", rest[0])
+			fmt.Fprintf(e.stderr, "ledger: no command %q%s\n\n", rest[0], didYouMeanCommand(rest[0]))
 			usage(e.stderr)
 			return exitUsage
 		}
@@ -144,7 +144,7 @@ func run(ctx context.Context, e env, args []string) int {
 	}
 	c, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(e.stderr, "ledger: no command %q\n\n", name)
+		fmt.Fprintf(e.stderr, "ledger: no command %q%s\n\n", name, didYouMeanCommand(name))
 		usage(e.stderr)
 		return exitUsage
 	}
@@ -157,15 +157,27 @@ func run(ctx context.Context, e env, args []string) int {
 	case errors.Is(err, errFailed):
 		return exitFailed
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(e.stderr, "ledger %s: %v\nRun 'ledger help %s' for usage.\n", c.name, strings.TrimPrefix(err.Error(), "usage: "), c.name)
+		fmt.Fprintf(e.stderr, "ledger %s: %s\nRun 'ledger help %s' for usage.\n", c.name, userMessage(strings.TrimPrefix(err.Error(), "usage: ")), c.name)
 		return exitUsage
 	case errors.As(err, new(*unreachableError)):
-		fmt.Fprintf(e.stderr, "ledger %s: %v\n", c.name, err)
+		fmt.Fprintf(e.stderr, "ledger %s: %s\n", c.name, userMessage(err.Error()))
 		return exitUsage
 	default:
-		fmt.Fprintf(e.stderr, "ledger %s: %v\n", c.name, err)
+		fmt.Fprintf(e.stderr, "ledger %s: %s\n", c.name, userMessage(err.Error()))
 		return exitFailed
 	}
+}
+
+// didYouMeanCommand is " (did you mean X?)" for a mistyped command, else "".
+func didYouMeanCommand(name string) string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	if s := suggest(name, names); s != "" {
+		return " (did you mean " + s + "?)"
+	}
+	return ""
 }
 
 // group orders the command list: serve, client commands, ops commands.

@@ -20,6 +20,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/datalock"
 	"github.com/mewledger/ledger/internal/ops/archive"
 	"github.com/mewledger/ledger/internal/testkit/opsrig"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 )
@@ -239,7 +240,7 @@ func TestOpsCommands(t *testing.T) {
 	if !strings.Contains(errs, "republished 20 messages") {
 		t.Fatalf("republish: %s", errs)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := testctx.Deadline(t); ; time.Sleep(10 * time.Millisecond) {
 		mu.Lock()
 		n := len(got)
 		mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 )
 
 // TestProofAndVerifyBundle: `ledger proof` saves a proposal's bundle,
@@ -25,7 +26,7 @@ func TestProofAndVerifyBundle(t *testing.T) {
 		t.Fatalf("publish: %d %s", code, stderr)
 	}
 	file := filepath.Join(t.TempDir(), "env-req-1.evidence.json")
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := testctx.Deadline(t)
 	for {
 		code, _, stderr := runCLI(t, "", "proof", "--api", apiURL, "-q", "-o", file, "env-req-1")
 		if code == 0 {
@@ -40,7 +41,7 @@ func TestProofAndVerifyBundle(t *testing.T) {
 			t.Fatalf("proof: %d %s", code, stderr)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no bundle with both events after 20s")
+			t.Fatalf("no bundle with both events")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

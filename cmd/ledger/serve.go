@@ -197,7 +197,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		return usageError("%v", err)
 	}
 	o.Logger = log
-	if err := o.Validate(); err != nil {
+	if err := o.EnsureDefaults().Validate(); err != nil {
 		return usageError("%v", err)
 	}
 	// <data> is ours before anything is written into it (--auth writes

@@ -189,7 +189,7 @@ func (r *Report) foldFigure(ctx context.Context, o *Options) error {
 	r.Notes = append(r.Notes, fmt.Sprintf("fold footprint: the rebuilt projection takes %.0f B per event on disk after a clean Close (no WAL data left; the stream and the PostgreSQL peer's tables: `make peer`).",
 		median(ledgerDisk)))
 	row := Row{
-		Figure:   fmt.Sprintf("fold: events/s, projections.Rebuild into a fresh store, %s (%d events)", foldMode(o), n),
+		Figure:   fmt.Sprintf("fold: events/s, projector.Rebuild into a fresh store, %s (%d events)", foldMode(o), n),
 		Unit:     unitRate,
 		Values:   vals,
 		Baseline: base,

@@ -19,7 +19,7 @@
 //     the same window, each against a fresh embedded server (file storage,
 //     nats-server's default sync interval) holding the LEDGER stream.
 //   - append_sync: the same with sync_interval: always.
-//   - fold: projections.Rebuild from the stream into a fresh store vs a
+//   - fold: projector.Rebuild from the stream into a fresh store vs a
 //     naive durable pull consumer that reads, updates and writes back a JSON
 //     state record in Pebble per event and commits with Sync every 1000.
 //   - live lag: time folded − time acknowledged, per sequence, while the

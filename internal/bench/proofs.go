@@ -51,7 +51,7 @@ func (r *Report) proofsFigure(ctx context.Context, o *Options) error {
 	return r.signRows(o)
 }
 
-// treeFoldRow: projections.Rebuild of the fold figure's stream into a
+// treeFoldRow: projector.Rebuild of the fold figure's stream into a
 // fresh store, with the tree against without (RebuildOptions.SkipTree).
 func (r *Report) treeFoldRow(ctx context.Context, o *Options) error {
 	evs, err := generate(0, o.Events, o.PadTo)
@@ -94,7 +94,7 @@ func (r *Report) treeFoldRow(ctx context.Context, o *Options) error {
 		return err
 	}
 	row := Row{
-		Figure:   fmt.Sprintf("proofs: fold with the Merkle tree, events/s (projections.Rebuild into a fresh store, %d events)", n),
+		Figure:   fmt.Sprintf("proofs: fold with the Merkle tree, events/s (projector.Rebuild into a fresh store, %d events)", n),
 		Unit:     unitRate,
 		Values:   vals,
 		Baseline: base,

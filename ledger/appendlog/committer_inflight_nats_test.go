@@ -1,7 +1,6 @@
 package appendlog_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -157,23 +156,42 @@ func TestGroupCommitDuplicateWhileBatchesInFlight(t *testing.T) {
 }
 
 // TestGroupCommitDropWithBatchesInFlight: the connection is cut while
-// several batches are outstanding (some stored with their acks lost, some
-// maybe not received whole): every envelope is answered with its own
-// sequence holding its bytes, none is stored twice, and nothing is
-// answered that the stream does not hold.
+// several batches are outstanding (stored, their acks held back): every
+// envelope is answered with its own sequence holding its bytes, none is
+// stored twice, and nothing is answered that the stream does not hold.
+//
+// What is certain at the cut, whatever the machine's load: 48 envelopes
+// stored in batches of at most 16 with every ack held back is at least
+// three batches sent and unanswered, and the committer resolves batches
+// in order, so at least two of them are still awaited (the first may
+// already have timed out). After the cut, each of those is either given
+// up on (its ack lost: every member published again on its own, answered
+// as a duplicate) or answered by its ack after all (the server answers a
+// commit after its fsync, to the reply subject, which the reconnected
+// connection subscribes again): which one is timing, so the test asserts
+// the outcome both must give, and that the first batch was given up on.
 func TestGroupCommitDropWithBatchesInFlight(t *testing.T) {
 	_, st, px, js := proxied(t, false)
-	a := newAppender(t, js, appendlog.AppenderOptions{AckTimeout: 300 * time.Millisecond, MaxRetries: 8, RetryWait: 20 * time.Millisecond,
+	// A batch given up on before the cut has its members published alone
+	// while the acks are still held: 20 retries (the most the duplicate
+	// window allows, ~49 s worst case) outlast a loaded machine's slow
+	// path to the cut.
+	a := newAppender(t, js, appendlog.AppenderOptions{AckTimeout: 300 * time.Millisecond, MaxRetries: 20, RetryWait: 20 * time.Millisecond,
 		Commit: inflightCommit})
 	const n = 400
 	raws := make([][]byte, n)
 	for i := range raws {
 		raws[i] = tProposal(idf("dropflight", i), "carol").raw()
 	}
+	ctx := ctxT(t)
 	px.Hold()
 	done := make(chan []ledger.Result, 1)
-	go func() { done <- a.AppendMany(context.Background(), "", raws) }()
+	go func() { done <- a.AppendMany(ctx, "", raws) }()
 	waitMsgs(t, st, 48, nil) // three batches stored, their acks held back, more sent
+	if k := appendlog.Awaiting(a); k < 2 {
+		px.Cut()
+		t.Fatalf("%d batches awaited at the cut, want at least 2 (stats %+v)", k, a.CommitStats())
+	}
 	loseAcks(t, px, a)
 	rs := <-done
 	seen := map[uint64]int{}
@@ -185,7 +203,7 @@ func TestGroupCommitDropWithBatchesInFlight(t *testing.T) {
 			t.Fatalf("seq %d answered to envelopes %d and %d", r.Seq, j, i)
 		}
 		seen[r.Seq] = i
-		m, err := st.GetMsg(ctxT(t), r.Seq)
+		m, err := st.GetMsg(ctx, r.Seq)
 		if err != nil || string(m.Data) != string(raws[i]) {
 			t.Fatalf("seq %d does not hold envelope %d: %v", r.Seq, i, err)
 		}
@@ -193,7 +211,7 @@ func TestGroupCommitDropWithBatchesInFlight(t *testing.T) {
 	if got := streamMsgs(t, st); got != n {
 		t.Fatalf("stream holds %d messages, want %d (stored twice or lost)", got, n)
 	}
-	if s := a.CommitStats(); s.Fallbacks < 2 {
-		t.Fatalf("commit stats %+v: want several outstanding batches given up on", s)
+	if s := a.CommitStats(); s.Fallbacks < 1 {
+		t.Fatalf("commit stats %+v: want the first batch given up on", s)
 	}
 }

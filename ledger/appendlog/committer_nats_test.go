@@ -281,13 +281,14 @@ func loseAcks(t *testing.T, px *crashrig.Proxy, a *appendlog.Appender) {
 	t.Helper()
 	px.Cut()
 	px.Hold()
-	deadline := time.Now().Add(10 * time.Second)
+	ctx := ctxT(t)
 	for a.CommitStats().Fallbacks == 0 {
-		if time.Now().After(deadline) {
+		select {
+		case <-ctx.Done():
 			px.Cut()
-			t.Fatalf("no batch given up on in 10s: %+v", a.CommitStats())
+			t.Fatalf("no batch given up on: %+v: %v", a.CommitStats(), ctx.Err())
+		case <-time.After(2 * time.Millisecond):
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
 	px.Cut()
 }

@@ -72,20 +72,20 @@ func readStream(t *testing.T, js jetstream.JetStream) []storedMsg {
 	return out
 }
 
-// waitMsgs waits (bounded) until the stream holds at least n messages.
+// waitMsgs waits until the stream holds at least n messages, bounded by
+// the test's context (ctxT), not a fixed few seconds: a loaded machine
+// can take long.
 func waitMsgs(t *testing.T, st jetstream.Stream, n uint64, stop <-chan struct{}) bool {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	ctx := ctxT(t)
 	for streamMsgs(t, st) < n {
 		select {
 		case <-stop:
 			return false
-		default:
+		case <-ctx.Done():
+			t.Fatalf("stream did not reach %d messages (holds %d): %v", n, streamMsgs(t, st), ctx.Err())
+		case <-time.After(2 * time.Millisecond):
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream did not reach %d messages in 10s", n)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 	return true
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/projections/projector"
@@ -23,7 +24,7 @@ func TestLiveFoldRealTraffic(t *testing.T) {
 	r := newRig(t)
 	s := openStore(t, t.TempDir())
 	runProjector(t, r.js, s, projector.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Whole(t))
 	defer cancel()
 
 	r.appendAll(t, [][]byte{

@@ -17,6 +17,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/badinput"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
@@ -34,7 +35,7 @@ func newFastRig(t *testing.T) *rig {
 	o.SyncInterval = time.Minute
 	srv := natstest.StartWith(t, o)
 	_, js := natstest.Connect(t, srv)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Whole(t))
 	defer cancel()
 	if _, err := appendlog.EnsureStream(ctx, js, appendlog.StreamOptions{}); err != nil {
 		t.Fatal(err)
@@ -293,7 +294,7 @@ func TestHostileRawPublishes(t *testing.T) {
 	go func() { runErr <- p.Run(ctx) }()
 	plan := hostilePlan(t, cases)
 	last := publishInterleaved(t, r, valid, plan)
-	waitCtx, waitCancel := context.WithTimeout(context.Background(), 90*time.Second)
+	waitCtx, waitCancel := context.WithCancel(testctx.Whole(t))
 	defer waitCancel()
 	go func() {
 		// A projector that stops would leave WaitApplied waiting: fail fast.

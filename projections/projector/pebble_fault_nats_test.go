@@ -9,13 +9,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/workload"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
 )
@@ -91,7 +91,7 @@ func TestPebbleWriteErrorStopsProjectorCleanly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithCancel(testctx.Whole(t))
 			defer cancel()
 			var runErr error
 			func() {

@@ -200,7 +200,10 @@ func (p *Projector) consumer(ctx context.Context) (jetstream.Consumer, error) {
 
 // Run folds until ctx is cancelled (then it finishes and commits the batch
 // in hand, stops pulling and returns nil) or a fatal error happens (a
-// storage error, ErrGap). A message that arrives out of order (after a
+// storage error, ErrGap). A session that cannot start for a transient
+// reason (a JetStream request timed out or found no responder, a 503: a
+// leader election, a node restarting) is tried again, with a growing wait
+// up to 2 s, until ctx ends. A message that arrives out of order (after a
 // redelivery) restarts the consumer at the checkpoint rather than skipping
 // anything.
 func (p *Projector) Run(ctx context.Context) error {
@@ -218,6 +221,7 @@ func (p *Projector) Run(ctx context.Context) error {
 	}()
 	p.log.Info().Uint64(logKeySeq, p.store.AppliedSeq()).Msg("projector starting")
 	defer func() { p.log.Info().Uint64(logKeySeq, p.store.AppliedSeq()).Msg("projector stopped") }()
+	retry := setupRetryFirst
 	for {
 		err := p.session(ctx)
 		var ce *projections.CommitError
@@ -225,6 +229,15 @@ func (p *Projector) Run(ctx context.Context) error {
 		case ctx.Err() != nil && !errors.As(err, &ce):
 			return nil
 		case errors.Is(err, errResubscribe):
+			retry = setupRetryFirst
+			continue
+		case transientSetup(err):
+			// A session that could not start while the cluster elects a
+			// leader or a node restarts: tried again until ctx ends.
+			p.log.Warn().Err(err).Dur("retry_in", retry).Msg("projector: session not started; retrying")
+			if !waitSetupRetry(ctx, &retry) {
+				return nil
+			}
 			continue
 		case err != nil:
 			p.log.Error().Err(err).Msg("projector failed")
@@ -243,15 +256,15 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return err
+		return &setupError{err}
 	}
 	p.importedThrough, err = importedThrough(ctx, p.js)
 	if err != nil {
-		return err
+		return &setupError{err}
 	}
 	msgs, stopConsume, err := p.consume(ctx, c)
 	if err != nil {
-		return err
+		return &setupError{err}
 	}
 	// Stop pulling before returning; messages not folded are redelivered
 	// to the next session (they are above the checkpoint, never acked).

@@ -14,6 +14,7 @@ import (
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/workload"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
@@ -31,7 +32,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Whole(t))
 	defer cancel()
 	if _, err := appendlog.EnsureStream(ctx, js, appendlog.StreamOptions{}); err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func newRig(t *testing.T) *rig {
 // appendAll appends raws and returns the highest sequence acknowledged.
 func (r *rig) appendAll(t *testing.T, raws [][]byte) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Whole(t))
 	defer cancel()
 	var last uint64
 	for i, res := range r.app.AppendMany(ctx, "", raws) {
@@ -95,9 +96,7 @@ func runProjector(t *testing.T, js jetstream.JetStream, s *projections.Store, o 
 
 func waitApplied(t *testing.T, s *projections.Store, seq uint64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := s.WaitApplied(ctx, seq); err != nil {
+	if err := s.WaitApplied(testctx.Whole(t), seq); err != nil {
 		t.Fatalf("projection did not reach seq %d (at %d): %v", seq, s.AppliedSeq(), err)
 	}
 }
@@ -115,7 +114,7 @@ func dump(t *testing.T, s *projections.Store) []byte {
 func rebuildInto(t *testing.T, js jetstream.JetStream) *projections.Store {
 	t.Helper()
 	s := openStore(t, filepath.Join(t.TempDir(), "rebuild"))
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Whole(t))
 	defer cancel()
 	if _, err := projector.Rebuild(ctx, js, s, projector.RebuildOptions{BatchSize: 333}); err != nil {
 		t.Fatal(err)
@@ -248,7 +247,7 @@ func TestPipelinedRebuildEqualsLiveProjector(t *testing.T) {
 	stop()
 	for _, size := range []int{1, 7, 1000} {
 		s := openStore(t, t.TempDir())
-		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		ctx, cancel := context.WithCancel(testctx.Whole(t))
 		n, err := projector.Rebuild(ctx, r.js, s, projector.RebuildOptions{BatchSize: size})
 		cancel()
 		if err != nil || n != last || s.AppliedSeq() != last {

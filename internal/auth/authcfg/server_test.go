@@ -21,6 +21,7 @@ import (
 	"github.com/mewledger/ledger/internal/auth/authcfg"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
@@ -154,7 +155,7 @@ func (c *client) expectViolation(t *testing.T, verb, subject string) {
 	if strings.HasSuffix(subject, ".") {
 		want = strings.TrimSuffix(want, `"`)
 	}
-	deadline := time.After(5 * time.Second)
+	deadline := testctx.Context(t).Done()
 	for {
 		select {
 		case err := <-c.errs:
@@ -171,7 +172,7 @@ func (c *client) expectViolation(t *testing.T, verb, subject string) {
 // noViolation checks that no async error arrived (after a round trip).
 func (c *client) noViolation(t *testing.T) {
 	t.Helper()
-	if err := c.nc.FlushTimeout(5 * time.Second); err != nil {
+	if err := c.nc.FlushTimeout(time.Until(testctx.Deadline(t))); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -364,7 +365,7 @@ func TestSubscriptionsConfined(t *testing.T) {
 	alice.noViolation(t)
 	subj := evSubject("research", "p-1", "proposal", "bob")
 	bob.mustPublish(t, subj, env("p-1", "bob", "mcp/proposal"))
-	m, err := sub.NextMsg(5 * time.Second)
+	m, err := sub.NextMsg(time.Until(testctx.Deadline(t)))
 	if err != nil || m.Subject != subj {
 		t.Fatalf("alice's live read: %v %v", m, err)
 	}

@@ -218,7 +218,7 @@ func Render(desc string, done, total, eventsSince, events, progressed uint64, el
 }
 
 // Func returns Update as a func(done, total uint64), the shape of
-// projections.RebuildOptions.Progress and the archive options.
+// projector.RebuildOptions.Progress and the archive options.
 func (r *Reporter) Func() func(done, total uint64) {
 	if r == nil {
 		return nil

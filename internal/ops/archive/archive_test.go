@@ -15,6 +15,7 @@ import (
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/ops/archive"
 	"github.com/mewledger/ledger/internal/testkit/opsrig"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections/projector"
 	"github.com/mewledger/ledger/subjects"
@@ -332,7 +333,7 @@ func TestImportRefusesUnsafeStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := testctx.Deadline(t); ; time.Sleep(10 * time.Millisecond) {
 		c, err := stream.Consumer(ctx(t), projector.DefaultDurable)
 		if err == nil {
 			if ci, err := c.Info(ctx(t)); err == nil && ci.NumWaiting > 0 {

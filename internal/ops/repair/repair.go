@@ -3,7 +3,7 @@
 // answer queries as of a past sequence or time from a temporary
 // projection, and check that a live projection equals a rebuild.
 //
-// Everything here folds with projections.Rebuild: there is one fold, and a
+// Everything here folds with projector.Rebuild: there is one fold, and a
 // rebuilt store is byte for byte what the projector would have written at
 // the same sequence.
 //
@@ -67,7 +67,7 @@ type Options struct {
 //
 // It is the building block of an online rebuild: RebuildInto a directory
 // next to the live one while the service answers from the live store, call
-// projections.Rebuild on the returned store again to catch up (it resumes
+// projector.Rebuild on the returned store again to catch up (it resumes
 // from the store's checkpoint), then swap (see Replace).
 func RebuildInto(ctx context.Context, js jetstream.JetStream, dir string, upTo uint64, o Options) (*projections.Store, error) {
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
@@ -92,7 +92,7 @@ func RebuildInto(ctx context.Context, js jetstream.JetStream, dir string, upTo u
 
 // Point is a position in the log: a sequence (the state after folding it)
 // or a ledger time (the state after every event up to the first one after
-// it, as projections.RebuildOptions.UpToTime).
+// it, as projector.RebuildOptions.UpToTime).
 type Point struct {
 	Seq  uint64
 	Time time.Time

@@ -15,6 +15,7 @@ import (
 	"github.com/mewledger/ledger/internal/ops/archive"
 	"github.com/mewledger/ledger/internal/ops/replay"
 	"github.com/mewledger/ledger/internal/testkit/opsrig"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -192,7 +193,7 @@ func TestRepublish(t *testing.T) {
 	if err := rp.Flush(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testctx.Deadline(t)
 	for {
 		mu.Lock()
 		n := len(got)

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -27,7 +27,7 @@ func eventsLedger(t *testing.T) (*ledgerT, uint64, []byte) {
 	l.post(fulfil("f-orphan", "human", "p-missing", "tools/call"))
 	garbage := []byte("this is not json \x00\xff")
 	subj := subjects.Event{Space: "default", Key: "env-req-6", Type: "proposal", Sender: "mallory"}.String()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	ack, err := l.app.JetStream().Publish(ctx, subj, garbage)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -79,7 +80,7 @@ func TestSwapReader(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("min_seq=5 after the swap: %d", code)
 		}
-	case <-time.After(3 * time.Second):
+	case <-testctx.Context(t).Done():
 		t.Fatal("the min_seq wait did not move to the new store")
 	}
 	if got := a.Reader().AppliedSeq(); got != 5 {

@@ -131,7 +131,7 @@ type App struct {
 // or connected), the LEDGER stream, the store, the HTTP listener. Nothing
 // is served until Run. On error everything acquired is released.
 func New(ctx context.Context, o Options) (a *App, err error) {
-	if err := o.Validate(); err != nil {
+	if err := o.EnsureDefaults().Validate(); err != nil {
 		return nil, err
 	}
 	if warn, err := fitDescriptors(&o); err != nil {

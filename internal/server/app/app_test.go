@@ -45,12 +45,12 @@ func TestOptionsValidate(t *testing.T) {
 		"shutdown wait": {ShutdownTimeout: -1},
 		"dup window":    {DupWindow: app.MinDupWindow / 2},
 	} {
-		if err := o.Validate(); !errors.Is(err, app.ErrOptions) {
+		if err := o.EnsureDefaults().Validate(); !errors.Is(err, app.ErrOptions) {
 			t.Errorf("%s: Validate() = %v, want ErrOptions", name, err)
 		}
 	}
 	var o app.Options
-	if err := o.Validate(); err != nil {
+	if err := o.EnsureDefaults().Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if o.DataDir != app.DefaultDataDir || o.HTTPAddr != app.DefaultHTTPAddr || o.NATSListen != app.DefaultNATSListen ||

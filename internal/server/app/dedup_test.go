@@ -19,6 +19,7 @@ import (
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -51,7 +52,7 @@ func startDedup(t *testing.T, dir string, edits ...func(*app.Options)) *app.App 
 // streamState returns the LEDGER stream's message count and last sequence.
 func streamState(t *testing.T, a *app.App) (msgs, last uint64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	st, err := a.JetStream().Stream(ctx, subjects.StreamName)
 	if err != nil {

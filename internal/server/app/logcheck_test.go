@@ -18,6 +18,7 @@ import (
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -177,7 +178,7 @@ func TestStreamMaxAgeEditedIsPutBack(t *testing.T) {
 			t.Fatalf("max_age still %v after 60s", info.Config.MaxAge)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testctx.Deadline(t); ; time.Sleep(20 * time.Millisecond) {
 		s := logs.String()
 		if strings.Contains(s, "max_age was 30s, put back to 0s") {
 			break
@@ -296,7 +297,7 @@ func TestDupWindowFlagIsTheLedgers(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "duplicate_window was 30s, put back to 3s"); time.Sleep(20 * time.Millisecond) {
+	for deadline := testctx.Deadline(t); !strings.Contains(logs.String(), "duplicate_window was 30s, put back to 3s"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("someone else's window not put back:\n%s", logs.String())
 		}

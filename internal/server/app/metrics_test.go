@@ -16,6 +16,7 @@ import (
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 )
 
 // documentedMetric is a series name in docs/api.md's Metrics section.
@@ -82,7 +83,7 @@ func TestMetricsDocumentedFromTheStart(t *testing.T) {
 	}
 
 	// A watch stream, opened and left: not a request duration.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.HTTPURL()+"/v1/watch", nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -97,7 +98,7 @@ func TestMetricsDocumentedFromTheStart(t *testing.T) {
 	} else {
 		r.Body.Close()
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testctx.Deadline(t)
 	for {
 		out = scrape(t, a.HTTPURL())
 		if strings.Contains(out, `ledger_http_request_duration_seconds_count{route="GET /v1/stats",status="200"} 1`) {
@@ -161,7 +162,7 @@ func TestNATSMonitor(t *testing.T) {
 		{NATSMonitor: "127.0.0.1:8222", NATSURLs: []string{"nats://127.0.0.1:4222"}},
 	} {
 		o.Logger = apptest.Options(t).Logger
-		if err := o.Validate(); !errors.Is(err, app.ErrOptions) || !strings.Contains(err.Error(), "monitor") {
+		if err := o.EnsureDefaults().Validate(); !errors.Is(err, app.ErrOptions) || !strings.Contains(err.Error(), "monitor") {
 			t.Errorf("%+v: %v, want ErrOptions naming the monitor", o, err)
 		}
 	}

@@ -220,8 +220,10 @@ type Options struct {
 	Logger zerolog.Logger
 }
 
-// Validate fills defaults and checks the options.
-func (o *Options) Validate() error {
+// EnsureDefaults fills the zero fields with their defaults (and drops the
+// blank NATS URLs), and returns o: o.EnsureDefaults().Validate(). It does
+// not check anything (Validate does), as Pebble's Options split the two.
+func (o *Options) EnsureDefaults() *Options {
 	def := func(s *string, d string) {
 		if *s == "" {
 			*s = d
@@ -285,6 +287,13 @@ func (o *Options) Validate() error {
 		}
 	}
 	o.NATSURLs = urls
+	return o
+}
+
+// Validate checks the options, without changing them: call it after
+// EnsureDefaults (New does both), since a zero field that has a default is
+// out of range here (0 replicas, a duplicate window of 0).
+func (o *Options) Validate() error {
 	if _, _, err := net.SplitHostPort(o.HTTPAddr); err != nil {
 		return fmt.Errorf("%w: HTTP address %q: %w", ErrOptions, o.HTTPAddr, err)
 	}

@@ -23,7 +23,7 @@ import (
 //
 //  1. fold: the whole log into <data>/projection.new (repair.RebuildInto)
 //     while the service answers from the live projection;
-//  2. catch_up: fold what was appended meanwhile (projections.Rebuild
+//  2. catch_up: fold what was appended meanwhile (projector.Rebuild
 //     resumes from the new store's checkpoint) until the new copy is
 //     within RebuildSwapLag events of the end of the log (a few passes
 //     at most);

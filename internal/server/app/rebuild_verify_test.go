@@ -19,6 +19,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -352,7 +353,7 @@ func TestAsOfQueries(t *testing.T) {
 		}
 	}
 	var recs []answers
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := testctx.Deadline(t); ; time.Sleep(10 * time.Millisecond) {
 		mu.Lock() // OnBatch records after the commit WaitApplied saw
 		recs = append(recs[:0], recorded...)
 		mu.Unlock()

@@ -17,7 +17,7 @@ func TestFitDescriptors(t *testing.T) {
 	descriptorLimit = func() (uint64, error) { return limit, nil }
 
 	o := Options{}
-	if err := o.Validate(); err != nil {
+	if err := o.EnsureDefaults().Validate(); err != nil {
 		t.Fatal(err)
 	}
 	warn, err := fitDescriptors(&o)
@@ -29,7 +29,7 @@ func TestFitDescriptors(t *testing.T) {
 	}
 
 	o = Options{MaxConns: 400}
-	if err := o.Validate(); err != nil {
+	if err := o.EnsureDefaults().Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fitDescriptors(&o); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "512") || !strings.Contains(err.Error(), "--http-max-conns") {
@@ -38,7 +38,7 @@ func TestFitDescriptors(t *testing.T) {
 
 	limit = 200
 	o = Options{}
-	if err := o.Validate(); err != nil {
+	if err := o.EnsureDefaults().Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fitDescriptors(&o); !errors.Is(err, ErrOptions) {
@@ -47,7 +47,7 @@ func TestFitDescriptors(t *testing.T) {
 
 	limit = 1 << 20
 	o = Options{MaxConns: 4000}
-	if err := o.Validate(); err != nil {
+	if err := o.EnsureDefaults().Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if warn, err := fitDescriptors(&o); err != nil || warn != "" || o.MaxConns != 4000 {

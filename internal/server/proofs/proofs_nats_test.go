@@ -23,6 +23,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/opsrig"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -64,7 +65,7 @@ func post(t testing.TB, base, env string) uint64 {
 // against a checkpoint of at least seq leaves.
 func proposalProof(t testing.TB, base, id string, seq uint64) *evidence.Bundle {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := testctx.Deadline(t)
 	for {
 		if st, _, body := get(t, fmt.Sprintf("%s/v1/proposals/%s/history?min_seq=%d", base, id, seq)); st != 200 {
 			t.Fatalf("history: %d %s", st, body)
@@ -82,7 +83,7 @@ func proposalProof(t testing.TB, base, id string, seq uint64) *evidence.Bundle {
 			t.Fatalf("proof of %s: %d %s", id, st, body)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("proof of %s: no checkpoint covers seq %d after 20s", id, seq)
+			t.Fatalf("proof of %s: no checkpoint covers seq %d", id, seq)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

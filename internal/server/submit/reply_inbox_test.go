@@ -3,11 +3,11 @@ package submit_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -32,7 +32,7 @@ func TestSubmitRepliesOnlyToInboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	st, err := js.Stream(ctx, subjects.StreamName)
 	if err != nil {

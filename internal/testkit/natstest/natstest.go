@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/internal/lib/natsserver"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 )
 
 // ClusterName is the cluster name of StartCluster's nodes.
@@ -118,8 +119,8 @@ func ConnectURL(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jets
 		}
 		select {
 		case <-closed:
-		case <-time.After(10 * time.Second):
-			t.Errorf("natstest: connection not closed 10s after drain")
+		case <-time.After(time.Until(testctx.Deadline(t))):
+			t.Errorf("natstest: connection not closed after drain")
 			nc.Close()
 		}
 	})

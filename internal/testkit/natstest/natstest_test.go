@@ -9,6 +9,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 )
 
 // A 3-node cluster elects a meta leader, takes an R3 stream, and a node
@@ -37,7 +38,7 @@ func TestStartClusterRestartNode(t *testing.T) {
 	natstest.WaitMetaLeader(t, []*natsserver.Server{nodes[0], nodes[1], restarted}, 30*time.Second)
 
 	_, js3 := natstest.Connect(t, restarted)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := testctx.Deadline(t)
 	for {
 		info, err := st.Info(ctx)
 		if err != nil {

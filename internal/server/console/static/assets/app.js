@@ -65,7 +65,11 @@ function setLive(state, detail) {
   live.dataset.state = state;
   live.querySelector("span[aria-hidden]").textContent = state === "live" ? "●" : "○";
   live.querySelector(".live-text").textContent =
-    state === "live" ? "live" : state === "past" ? "the past" : state === "reconnecting" ? "reconnecting…" + (detail ? ` (${detail})` : "") : "not live";
+    state === "live" ? "live" : state === "past" ? "the past" : state === "reconnecting" ? "reconnecting…" + (detail ? ` (${detail})` : "")
+      : state === "snapshot" ? "not live: this page does not follow changes (reload it for newer ones)"
+      : state === "connecting" ? "not live yet: connecting to the change stream…"
+      : state === "stopped" ? "not live: the change stream stopped (reload the page)" : "not live";
+  live.title = state === "snapshot" ? "The proposal list, a proposal's page and the statistics follow the ledger live; this page shows what the ledger held when it was loaded." : "";
 }
 
 function showError(err, what) {
@@ -312,7 +316,7 @@ function renderProposal(p, events, updated) {
     ["Kind / dialect", `${p.kind || "?"} · ${p.dialect || "?"}`],
     ["Created", h("span", {}, fmtTime(p.created_at), h("span", { class: "seq" }, ` seq ${p.created_seq}`))],
     ["Last change", h("span", {}, fmtTime(p.updated_at), h("span", { class: "seq" }, ` seq ${p.updated_seq}`))],
-    ["Decided by", p.decided_by ? h("span", {}, h("a", { href: withSpace("/ui/events", { from: p.decided_by, effect: "applied" }), title: "events this participant decided" }, p.decided_by), " with ", ref(p.decided_event), p.reason ? h("span", {}, " (reason: ", h("a", { href: withSpace("/ui/events", { reason: p.reason }) }, p.reason), ")") : "") : null],
+    ["Decided by", p.decided_by ? h("span", {}, h("a", { href: withSpace("/ui/events", { from: p.decided_by, effect: "applied" }), title: "events this participant decided" }, p.decided_by), " with ", ref(p.decided_event), decidedAt(p, events), p.reason ? h("span", {}, " (reason: ", h("a", { href: withSpace("/ui/events", { reason: p.reason }) }, p.reason), ")") : "") : null],
     ["Expires", p.expires_at ? fmtTime(p.expires_at) : null],
     ["Events in history", retriesOf(events).length
       ? h("span", { id: "p-events" }, `${p.events} (${p.events - retriesOf(events).length} and ${retriesOf(events).length} stored ${retriesOf(events).length === 1 ? "retry" : "retries"} of them)`)
@@ -403,6 +407,14 @@ function renderProposal(p, events, updated) {
   // The proposal's inclusion proof, checked in this browser (verify.js).
   main.append(evidenceSection(p.id, events, { query: liveQuery(), past, statusLink: withSpace("/ui/status") }));
   if (focus) { const el = document.getElementById(focus); if (el) el.focus(); }
+}
+
+// decidedAt is " at <time> seq N" of the event that decided p (from its
+// history), or "".
+function decidedAt(p, events) {
+  const e = events.find((x) => p.decided_seq ? x.seq === p.decided_seq : x.id === p.decided_event && x.effect === "applied");
+  if (!e || !e.at) return "";
+  return h("span", { id: "p-decided-at" }, " at ", h("time", { datetime: e.at }, fmtTime(e.at)), h("span", { class: "seq" }, ` seq ${e.seq}`));
 }
 
 function retriesOf(events) { return events.filter((e) => e.effect === "duplicate"); }
@@ -630,6 +642,7 @@ async function route() {
   }
   document.getElementById("brand").href = withSpace("/ui/");
   timeTravel();
+  if (!past) setLive("connecting"); // until the page's change stream answers (or the page says it has none)
   keyboard();
   const path = location.pathname.replace(/^\/ui\/?/, "");
   let nav = "list";
@@ -662,6 +675,8 @@ async function route() {
     if (a.dataset.nav === nav) a.setAttribute("aria-current", "page");
   }
   if (nav !== "stats" && nav !== "status") statusLine();
+  // Pages that do not follow the change stream say so, and why.
+  if (!past && (nav === "events" || nav === "status" || nav === "gaps")) setLive("snapshot");
   document.body.dataset.ready = "true";
 }
 

@@ -137,6 +137,7 @@ const (
 	CodeNoCheckpoint     = "no_checkpoint"    // no signed checkpoint covers what was asked yet (retry after the checkpoint interval)
 	CodeBeyondTree       = "beyond_tree"      // a size past the tree
 	CodeTooManyStreams   = "too_many_streams" // a stream (watch, long poll) refused over a cap
+	CodeTooManyHolds     = "too_many_holds"   // a request waiting on its body or a min_seq wait, over the caller's or the server's share
 	CodeBadHost          = "bad_host"
 	CodeCrossOrigin      = "cross_origin"
 	CodeUnsupportedMedia = "unsupported_media_type"

@@ -55,7 +55,7 @@ func bodyDeadlines(next http.Handler, idle, total time.Duration) http.Handler {
 					// (connbudget.Linger, issue 36 item 1).
 					connbudget.Linger(r.Context())
 				}
-				if cw.closing {
+				if cw.closing || !b.eof.Load() {
 					// net/http drains up to 256 KiB of the unread body
 					// before it closes (body.Close), waiting on a client
 					// that may never send it: a read deadline in the past

@@ -27,9 +27,9 @@ const DefaultSessionTimeout = 30 * time.Minute
 type HTTPHandler struct {
 	h        *sdk.StreamableHTTPHandler
 	sessions *sessionTable
-	ctx    context.Context
-	cancel context.CancelFunc
-	once   sync.Once
+	ctx      context.Context
+	cancel   context.CancelFunc
+	once     sync.Once
 }
 
 // NewHTTPHandler returns the streamable HTTP handler of s, its sessions

@@ -253,3 +253,13 @@ func hostOf(addr string) string {
 	}
 	return addr
 }
+
+// Caller returns the caller of the request whose context is ctx, as
+// Holds.Wrap named it (false outside Holds.Wrap).
+func Caller(ctx context.Context) (string, bool) {
+	hc, ok := ctx.Value(holdKey{}).(*holdCtx)
+	if !ok {
+		return "", false
+	}
+	return hc.client, true
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -135,20 +136,21 @@ func (h *HTTPHandler) serveOwned(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, http.StatusTooManyRequests, "too_many_sessions", full)
 			return
 		}
-		cw := &sessionCapture{ResponseWriter: w}
+		// The session is the caller's as soon as its id is sent: the
+		// client may use it before this answer's stream ends.
+		var registered atomic.Bool
+		cw := &sessionCapture{ResponseWriter: w, onSession: func(id string) {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if _, dup := t.byID[id]; !dup {
+				t.byID[id] = &sessionEntry{caller: caller, lastUse: time.Now()}
+				registered.Store(true)
+			}
+		}}
 		h.h.ServeHTTP(cw, r)
-		if cw.id == "" {
+		if !registered.Load() {
 			unreserve()
-			return
 		}
-		t.mu.Lock()
-		if _, dup := t.byID[cw.id]; dup {
-			t.mu.Unlock()
-			unreserve()
-			return
-		}
-		t.byID[cw.id] = &sessionEntry{caller: caller, lastUse: time.Now()}
-		t.mu.Unlock()
 		return
 	}
 	t.mu.Lock()
@@ -194,14 +196,18 @@ func writeErr(w http.ResponseWriter, status int, code, msg string) {
 // sessionCapture records the status and the session id of an answer.
 type sessionCapture struct {
 	http.ResponseWriter
-	status int
-	id     string
+	status    int
+	id        string
+	onSession func(id string) // called with a session id sent in a 2xx answer, before it is sent
 }
 
 func (c *sessionCapture) WriteHeader(status int) {
 	if c.status == 0 {
 		c.status = status
 		c.id = c.Header().Get(sessionHeader)
+		if c.id != "" && status/100 == 2 && c.onSession != nil {
+			c.onSession(c.id)
+		}
 	}
 	c.ResponseWriter.WriteHeader(status)
 }

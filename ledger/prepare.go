@@ -93,7 +93,8 @@ type Result struct {
 }
 
 // CheckSpace refuses a space that is empty, not UTF-8, over
-// MaxSpaceBytes or "*" (every space, never a space name), with a *RefusalError (field "space"); nil otherwise.
+// MaxSpaceBytes or "*" (every space, never a space name), with a
+// *RefusalError (field "space"); nil otherwise.
 func CheckSpace(space string) error {
 	switch {
 	case space == "":
@@ -106,7 +107,7 @@ func CheckSpace(space string) error {
 	case space == "*":
 		// "*" means every space where spaces are listed (the event
 		// routes, the auth file): never a space of its own.
-		return &RefusalError{Code: CodeBadValue, Field: "space", Message: `"*" is not a space name (it means every space)`}
+		return &RefusalError{Code: api.CodeBadValue, Field: "space", Message: `"*" is not a space name (it means every space)`}
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mewledger/ledger/api"
 )
 
 // Sessions belong to their caller (issue 36 item 3). The SDK serves any
@@ -133,7 +135,7 @@ func (h *HTTPHandler) serveOwned(w http.ResponseWriter, r *http.Request) {
 		}
 		unreserve, full := t.reserve(caller)
 		if unreserve == nil {
-			writeErr(w, http.StatusTooManyRequests, "too_many_sessions", full)
+			writeErr(w, http.StatusTooManyRequests, api.CodeTooManySessions, full)
 			return
 		}
 		// The session is the caller's as soon as its id is sent: the
@@ -157,7 +159,7 @@ func (h *HTTPHandler) serveOwned(w http.ResponseWriter, r *http.Request) {
 	e := t.byID[id]
 	if e == nil || e.caller != caller {
 		t.mu.Unlock()
-		writeErr(w, http.StatusNotFound, "session_not_found", "no MCP session with this id belongs to the caller; start one with initialize")
+		writeErr(w, http.StatusNotFound, api.CodeSessionNotFound, "no MCP session with this id belongs to the caller; start one with initialize")
 		return
 	}
 	e.active++

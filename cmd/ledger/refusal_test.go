@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
@@ -31,7 +32,7 @@ func TestRefusalReadMidBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := apptest.StartWith(t, o)
-	api := a.HTTPURL()
+	apiURL := a.HTTPURL()
 	audit, writer := secret(t, "audit-team.token"), secret(t, "ci-writer.token")
 	small, err := os.ReadFile("../../examples/kernel-proposals.jsonl")
 	if err != nil {
@@ -44,11 +45,11 @@ func TestRefusalReadMidBody(t *testing.T) {
 		fmt.Fprintf(&big, `{"protocol":"mew/v0.4","id":"big-%d","from":"a","to":["b"],"kind":"mcp/proposal","payload":{"method":"m","params":{"pad":"%s"}}}`+"\n", i, strings.Repeat("x", 200))
 	}
 	ctx := context.Background()
-	audCl, err := client.New(api, client.WithToken(audit))
+	audCl, err := client.New(apiURL, client.WithToken(audit))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wCl, err := client.New(api, client.WithToken(writer))
+	wCl, err := client.New(apiURL, client.WithToken(writer))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,17 +60,17 @@ func TestRefusalReadMidBody(t *testing.T) {
 			name string
 			data string
 		}{{"small", string(small)}, {"6 MiB", big.String()}} {
-			code, _, stderr := runCLIToken(t, audit, body.data, "publish", "--api", api)
+			code, _, stderr := runCLIToken(t, audit, body.data, "publish", "--api", apiURL)
 			if code != exitFailed || !strings.Contains(stderr, "forbidden") {
 				t.Fatalf("run %d: publish (%s) with the auditor's token: %d %s", i, body.name, code, stderr)
 			}
 		}
-		err := audCl.AppendStream(ctx, bytes.NewReader(big.Bytes()), func(client.Result) error { return nil })
-		if !errors.Is(err, client.ErrForbidden) {
+		err := audCl.AppendStream(ctx, bytes.NewReader(big.Bytes()), func(api.AppendResult) error { return nil })
+		if !errors.Is(err, api.ErrForbidden) {
 			t.Fatalf("run %d: AppendStream with the auditor's token: %v, want the 403", i, err)
 		}
 		_, err = wCl.Append(ctx, oversize)
-		var e *client.Error
+		var e *api.Error
 		if !errors.As(err, &e) || e.Status != 413 || e.Code != "oversize" {
 			t.Fatalf("run %d: Append of 3 MiB: %v, want 413 oversize", i, err)
 		}

@@ -133,10 +133,13 @@ const (
 	CodeUnauthorized     = "unauthorized"
 	CodeForbidden        = "forbidden"
 	CodeRateLimited      = "rate_limited"
-	CodeRebuildFailed    = "rebuild_failed"   // POST /v1/ops/rebuild?wait=true: the rebuild failed
-	CodeNoCheckpoint     = "no_checkpoint"    // no signed checkpoint covers what was asked yet (retry after the checkpoint interval)
-	CodeBeyondTree       = "beyond_tree"      // a size past the tree
-	CodeTooManyStreams   = "too_many_streams" // a stream (watch, long poll) refused over a cap
+	CodeRebuildFailed    = "rebuild_failed"    // POST /v1/ops/rebuild?wait=true: the rebuild failed
+	CodeNoCheckpoint     = "no_checkpoint"     // no signed checkpoint covers what was asked yet (retry after the checkpoint interval)
+	CodeBeyondTree       = "beyond_tree"       // a size past the tree
+	CodeTooManyStreams   = "too_many_streams"  // a stream (watch, long poll) refused over a cap
+	CodeTooManyHolds     = "too_many_holds"    // a request waiting on its body or a min_seq wait, over the caller's or the server's share
+	CodeTooManySessions  = "too_many_sessions" // an MCP session over the caller's or the server's cap
+	CodeSessionNotFound  = "session_not_found" // an MCP session id the caller does not hold
 	CodeBadHost          = "bad_host"
 	CodeCrossOrigin      = "cross_origin"
 	CodeUnsupportedMedia = "unsupported_media_type"

@@ -8,6 +8,7 @@ import (
 const (
 	CodeBeyondLog = "beyond_log" // an as-of point after the end of the log
 	CodeBusy      = "busy"       // another operation (rebuild, verify) is running
+	CodeAsOfBusy  = "as_of_busy" // as-of folds: the caller's share (429) or the server's (503) is taken
 )
 
 // Phases of an online rebuild, in order.

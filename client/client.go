@@ -66,8 +66,10 @@ type Options struct {
 	// of the ledger's --auth file).
 	Token string
 	// HTTP is the HTTP client. Default: one whose calls time out after
-	// DefaultTimeout. Streaming calls (AppendStream, Watch) and Verify use
-	// its transport without the overall timeout: ctx bounds them.
+	// DefaultTimeout, with NewTransport (a refusal sent while the body
+	// was still being sent is returned, not the failed write). Streaming
+	// calls (AppendStream, Watch) and Verify use its transport without
+	// the overall timeout: ctx bounds them.
 	HTTP *http.Client
 	// verify is set by WithVerifier (VerifiedGet).
 	verify *verifyState
@@ -80,7 +82,7 @@ func (o *Options) Validate() error {
 		o.API = DefaultAPI
 	}
 	if o.HTTP == nil {
-		o.HTTP = &http.Client{Timeout: DefaultTimeout}
+		o.HTTP = &http.Client{Timeout: DefaultTimeout, Transport: NewTransport()}
 	}
 	u, err := url.Parse(o.API)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -273,7 +275,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	req, err := http.NewRequestWithContext(traced(ctx), method, u, body)
 	if err != nil {
 		return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
 	}

@@ -92,8 +92,9 @@ type Result struct {
 	Err error
 }
 
-// CheckSpace refuses a space that is empty, not UTF-8 or over
-// MaxSpaceBytes, with a *RefusalError (field "space"); nil otherwise.
+// CheckSpace refuses a space that is empty, not UTF-8, over
+// MaxSpaceBytes or "*" (every space, never a space name), with a
+// *RefusalError (field "space"); nil otherwise.
 func CheckSpace(space string) error {
 	switch {
 	case space == "":
@@ -103,6 +104,10 @@ func CheckSpace(space string) error {
 	case len(space) > MaxSpaceBytes:
 		return &RefusalError{Code: api.CodeTooLong, Field: "space",
 			Message: fmt.Sprintf("space is %d bytes, over the limit of %d", len(space), MaxSpaceBytes)}
+	case space == "*":
+		// "*" means every space where spaces are listed (the event
+		// routes, the auth file): never a space of its own.
+		return &RefusalError{Code: api.CodeBadValue, Field: "space", Message: `"*" is not a space name (it means every space)`}
 	}
 	return nil
 }

@@ -136,7 +136,7 @@ func (c *clientOpts) client() (*client.Client, error) {
 		deadline := c.until()
 		opts = append(opts, client.WithHTTPClient(&http.Client{
 			Timeout:   client.DefaultTimeout,
-			Transport: deadlineTransport{deadline: deadline, next: http.DefaultTransport},
+			Transport: deadlineTransport{deadline: deadline, next: cliTransport},
 		}))
 	}
 	cl, err := client.New(c.apiURL, opts...)
@@ -163,6 +163,11 @@ func (c *clientOpts) announce(target, name string) {
 func (c *clientOpts) read() client.ReadOption {
 	return client.ReadOptions{Space: c.space, MinSeq: c.minSeq}
 }
+
+// cliTransport is the commands' HTTP transport: the client's, which
+// returns the ledger's refusal of a request whose body was still being
+// sent instead of the failed write.
+var cliTransport = client.NewTransport()
 
 // deadlineTransport gives every request the same deadline: --timeout.
 type deadlineTransport struct {

@@ -166,6 +166,9 @@ func (c *Config) Validate() error {
 			if sp == "" || len(sp) > MaxSpaceBytes {
 				return fmt.Errorf("%w: %s: space %q must be 1..%d bytes", ErrConfig, where, sp, MaxSpaceBytes)
 			}
+			if sp == "*" {
+				return fmt.Errorf("%w: %s: \"*\" is not a space name: a token reads every space only without spaces (unscoped)", ErrConfig, where)
+			}
 		}
 		if len(t.Bridges) > 0 && !slices.Contains(t.Roles, RoleRecorder) {
 			return fmt.Errorf("%w: %s: bridges are given without the %s role", ErrConfig, where, RoleRecorder)
@@ -203,7 +206,7 @@ func (p Principal) MayRecord(bridge string) bool {
 
 // MaySpace reports whether p may use space.
 func (p Principal) MaySpace(space string) bool {
-	return len(p.Spaces) == 0 || slices.Contains(p.Spaces, space)
+	return len(p.Spaces) == 0 || space != "*" && slices.Contains(p.Spaces, space)
 }
 
 // Has reports whether p holds role r.

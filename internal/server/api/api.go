@@ -445,7 +445,7 @@ func (a *API) storageCtx(ctx context.Context) (context.Context, context.CancelFu
 }
 
 func validSpace(s string) bool {
-	return s != "" && len(s) <= ledger.MaxSpaceBytes && utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+	return s != "" && s != AllSpaces && len(s) <= ledger.MaxSpaceBytes && utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 func newEncoder(w io.Writer) *json.Encoder {

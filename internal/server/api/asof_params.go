@@ -28,6 +28,16 @@ const HeaderAsOfSeq = "Ledger-As-Of-Seq"
 // end of the log: answered 400 beyond_log.
 var ErrBeyondLog = projector.ErrBeyondLog
 
+// AsOfBusyError is what an AsOfFunc returns when the caller's share of
+// as-of folds (Status 429) or the server's (503) is taken: answered with
+// code as_of_busy and Retry-After.
+type AsOfBusyError struct {
+	Status  int
+	Message string
+}
+
+func (e *AsOfBusyError) Error() string { return "as-of folds busy: " + e.Message }
+
 // AsOfPoint is a past point of the log: a sequence (the state after
 // folding it) or a time (the state after every event stored at or before
 // it). Exactly one is set.
@@ -78,6 +88,7 @@ func asOfPoint(q url.Values) (AsOfPoint, bool, *api.Error) {
 // an error answer (written; ok false).
 func (a *API) asOfReader(w http.ResponseWriter, r *http.Request, p AsOfPoint) (Reader, func(), bool) {
 	rd, release, err := a.opts.AsOf(r.Context(), p)
+	var busy *AsOfBusyError
 	switch {
 	case err == nil:
 		w.Header().Set(HeaderAsOfSeq, strconv.FormatUint(rd.AppliedSeq(), 10))
@@ -93,6 +104,9 @@ func (a *API) asOfReader(w http.ResponseWriter, r *http.Request, p AsOfPoint) (R
 		}
 		writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBeyondLog, Field: field,
 			Message: "the point is beyond the end of the log: " + detail})
+	case errors.As(err, &busy):
+		w.Header().Set("Retry-After", "2")
+		writeError(w, busy.Status, &api.Error{Code: api.CodeAsOfBusy, Message: busy.Message})
 	case r.Context().Err() != nil:
 		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable,
 			Message: "the request ended before the log was folded to the point asked for"})

@@ -202,6 +202,9 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
+	if !a.eventsAsOfInLog(w, r, q) {
+		return
+	}
 	if !a.waitMinSeq(w, r, q) {
 		return
 	}
@@ -306,4 +309,40 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 		out.Event = rec
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// eventsAsOfInLog refuses an as-of point of GET /v1/events after the end
+// of the log as every other as-of read does: 400 beyond_log (a sequence
+// past the stream's last, a time in the future). On false it has
+// answered.
+func (a *API) eventsAsOfInLog(w http.ResponseWriter, r *http.Request, q url.Values) bool {
+	// eventQuery has checked both.
+	var p AsOfPoint
+	if v := q.Get(paramAsOfSeq); v != "" {
+		p.Seq, _ = strconv.ParseUint(v, 10, 64)
+	} else if v := q.Get(paramAsOf); v != "" {
+		p.Time, _ = parseTime(paramAsOf, v)
+	}
+	switch {
+	case p.Seq == 0 && p.Time.IsZero():
+		return true
+	case p.Seq == 0:
+		if p.Time.After(time.Now()) {
+			writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBeyondLog, Field: paramAsOf,
+				Message: "the point is beyond the end of the log: time " + p.Time.UTC().Format(time.RFC3339Nano) + " is in the future"})
+			return false
+		}
+		return true
+	}
+	last, err := a.opts.StreamSeq(r.Context())
+	if err != nil {
+		a.internal(w, r, err)
+		return false
+	}
+	if p.Seq > last {
+		writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBeyondLog, Field: paramAsOfSeq,
+			Message: fmt.Sprintf("the point is beyond the end of the log: sequence %d (the log ends at %d)", p.Seq, last)})
+		return false
+	}
+	return true
 }

@@ -72,6 +72,9 @@ func spaceParam(q url.Values, def string) (string, *api.Error) {
 		}
 		return "", badParam(paramSpace, "space %q is not a space name (1..%d bytes of UTF-8); omit the parameter for the default space", echo(s), ledger.MaxSpaceBytes)
 	}
+	if v[0] == AllSpaces {
+		return "", badParam(paramSpace, `"*" is not a space name: it means every space, on the event routes only`)
+	}
 	return v[0], nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
 )
@@ -113,6 +114,14 @@ func (a *API) waitMinSeq(w http.ResponseWriter, r *http.Request, q url.Values) b
 	if a.reader.AppliedSeq() >= seq {
 		return true
 	}
+	// The wait counts against the caller's share of waiting requests
+	// (issue 36 item 2): over it, refused at once.
+	release, err := connbudget.Hold(r.Context())
+	if err != nil {
+		connbudget.WriteRefusal(w, err)
+		return false
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.MinSeqWait)
 	defer cancel()
 	if err := a.reader.WaitApplied(ctx, seq); err != nil {

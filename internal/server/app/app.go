@@ -92,6 +92,7 @@ type App struct {
 	ln       net.Listener
 	budget   *connbudget.Budget // nil when MaxConns < 0
 	streams  *connbudget.Streams
+	holds    *connbudget.Holds
 	submit   *submit.Service // set by Run
 
 	pmu  sync.Mutex
@@ -235,7 +236,12 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		}
 		a.ln = a.budget.Listener(a.ln)
 	}
-	if a.streams, err = connbudget.NewStreams(connbudget.StreamOptions{Max: o.MaxStreams, PerClient: o.StreamsPerClient, Client: streamClient}); err != nil {
+	if a.streams, err = connbudget.NewStreams(connbudget.StreamOptions{Max: o.MaxStreams, PerClient: o.StreamsPerClient, Client: streamClient,
+		Authenticating: o.HTTPAuthenticating}); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	if a.holds, err = connbudget.NewHolds(connbudget.HoldOptions{Max: o.MaxHolds, PerClient: o.HoldsPerClient, Client: streamClient,
+		Authenticating: o.HTTPAuthenticating}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	browsers, err := origin.New(origin.Options{ListenAddr: o.HTTPAddr, Hosts: o.HTTPHosts})
@@ -248,7 +254,9 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	}
 	// Inside the authentication, so that a stream's client is its token
 	// and a client without the right token hears 401/403 before 415.
-	handler := browsers.WrapBody(a.streams.WrapIf(a.api.Handler(), IsStream))
+	// Requests that wait on their body or on the server are counted
+	// per caller (issue 36 item 2).
+	handler := browsers.WrapBody(a.holds.Wrap(a.streams.WrapIf(a.api.Handler(), IsStream)))
 	if o.HTTPMiddleware != nil {
 		if handler, err = o.HTTPMiddleware(handler); err != nil {
 			return nil, fmt.Errorf("app: HTTP middleware: %w", err)
@@ -353,6 +361,9 @@ func streamClient(r *http.Request) string {
 // (API().Handle) at a path IsStream accepts is capped already; one served
 // otherwise wraps itself with Streams().Wrap.
 func (a *App) Streams() *connbudget.Streams { return a.streams }
+
+// Holds is the cap of requests waiting on a body or a server wait.
+func (a *App) Holds() *connbudget.Holds { return a.holds }
 
 // Budget is the HTTP connection budget (nil when MaxConns < 0).
 func (a *App) Budget() *connbudget.Budget { return a.budget }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/internal/server/api"
+	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -38,7 +40,22 @@ type asOfCache struct {
 	mu     sync.Mutex
 	cur    *asOfEntry
 	closed bool
+	// Folds asked for and not yet done (waiting or folding), per caller
+	// and in total: a caller has at most asOfPerCaller, the server
+	// asOfQueue (issue 36 item 5).
+	pending  map[string]int
+	nPending int
 }
+
+// The as-of fold shares: one fold in hand per caller (waiting for the
+// fold slot or folding), asOfQueue in hand for the whole server. Past
+// them a read that needs a new fold is answered at once 429 or 503
+// as_of_busy instead of waiting behind the others; a read of the point
+// already folded is never refused.
+const (
+	asOfPerCaller = 1
+	asOfQueue     = 8
+)
 
 type asOfEntry struct {
 	view    *repair.View
@@ -51,7 +68,7 @@ type asOfEntry struct {
 }
 
 func newAsOfCache(js jetstream.JetStream, tmp string, log zerolog.Logger) *asOfCache {
-	return &asOfCache{js: js, tmp: tmp, log: log, sem: make(chan struct{}, 1)}
+	return &asOfCache{js: js, tmp: tmp, log: log, sem: make(chan struct{}, 1), pending: map[string]int{}}
 }
 
 // hit returns the cached entry for p, referenced, or nil.
@@ -88,6 +105,12 @@ func (c *asOfCache) get(ctx context.Context, p api.AsOfPoint) (api.Reader, func(
 	if e := c.hit(p); e != nil {
 		return e.view, c.releaseFunc(e), nil
 	}
+	caller, _ := connbudget.Caller(ctx)
+	done, err := c.take(caller)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer done()
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -129,6 +152,33 @@ func (c *asOfCache) get(ctx context.Context, p api.AsOfPoint) (api.Reader, func(
 		c.release(old)
 	}
 	return v, c.releaseFunc(e), nil
+}
+
+// take counts a fold in hand for caller, or refuses it over a share.
+func (c *asOfCache) take(caller string) (func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.pending[caller] >= asOfPerCaller:
+		return nil, &api.AsOfBusyError{Status: http.StatusTooManyRequests,
+			Message: fmt.Sprintf("this caller has %d as-of fold in hand, the most one caller may; retry when it is answered", asOfPerCaller)}
+	case c.nPending >= asOfQueue:
+		return nil, &api.AsOfBusyError{Status: http.StatusServiceUnavailable,
+			Message: fmt.Sprintf("the server has %d as-of folds in hand, its most; retry later", asOfQueue)}
+	}
+	c.pending[caller]++
+	c.nPending++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.nPending--
+			if c.pending[caller]--; c.pending[caller] <= 0 {
+				delete(c.pending, caller)
+			}
+		})
+	}, nil
 }
 
 func (c *asOfCache) releaseFunc(e *asOfEntry) func() {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/mewledger/ledger/internal/server/connbudget"
 )
 
 // The HTTP server's defences against slow and idle clients (issue 15,
@@ -34,7 +36,10 @@ const (
 // Connection: close on the answer, and a read deadline in the past once
 // the handler returns, so that net/http does not first try to drain up to
 // 256 KiB of the body from a client that may never send it (issue 29,
-// item 2).
+// item 2). That close lingers (connbudget.Linger): the server reads and
+// discards what the client still sends, for a bounded time and number of
+// bytes, so that a client still writing its body reads the refusal
+// instead of a broken pipe (issue 36 item 1).
 func bodyDeadlines(next http.Handler, idle, total time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
@@ -44,7 +49,13 @@ func bodyDeadlines(next http.Handler, idle, total time.Duration) http.Handler {
 				r.Body = b
 				cw := &closeOnEarlyError{ResponseWriter: w, body: b}
 				next.ServeHTTP(cw, r)
-				if cw.closing {
+				if !b.eof.Load() {
+					// Closed gracefully: the client still sending its
+					// body reads the answer instead of a reset
+					// (connbudget.Linger, issue 36 item 1).
+					connbudget.Linger(r.Context())
+				}
+				if cw.closing || !b.eof.Load() {
 					// net/http drains up to 256 KiB of the unread body
 					// before it closes (body.Close), waiting on a client
 					// that may never send it: a read deadline in the past

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/mewledger/ledger/client"
+	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/mcp"
 )
 
@@ -46,7 +47,14 @@ func (a *App) mountMCP() error {
 	if err != nil {
 		return fmt.Errorf("app: %w", err)
 	}
-	a.mcpHTTP = mcp.NewHTTPHandler(a.mcp, 0)
+	// Each session belongs to the caller that began it (its token; in
+	// open mode its address: every local caller is trusted alike).
+	a.mcpHTTP = mcp.NewHTTPHandler(a.mcp, mcp.HTTPOptions{Caller: func(r *http.Request) string {
+		if c := streamClient(r); c != "" {
+			return c
+		}
+		return connbudget.AnonymousClient(r, true)
+	}})
 	for _, p := range []string{RouteMCPPost, RouteMCPGet, RouteMCPDelete} {
 		a.api.Handle(p, a.mcpHTTP)
 	}

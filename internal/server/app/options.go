@@ -141,6 +141,12 @@ type Options struct {
 	// lower) and connbudget.DefaultStreamsPerClient.
 	MaxStreams       int
 	StreamsPerClient int
+	// MaxHolds caps the requests waiting at once on a body or on a
+	// server wait (min_seq), HoldsPerClient one caller's (a token, else
+	// an address with HTTPAuthenticating, else a connection). Defaults
+	// MaxConns/2 and MaxHolds/8 (package connbudget, Holds).
+	MaxHolds       int
+	HoldsPerClient int
 	// DiskCheckInterval is how often the storage watch looks at the
 	// embedded server's store; under DiskLowFree bytes free the disk is
 	// full (appends refused, not ready); DiskResumeFree bytes free are
@@ -280,6 +286,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.MaxStreams == 0 && o.MaxConns > 0 {
 		o.MaxStreams = min(connbudget.DefaultMaxStreams, max(o.MaxConns/4, 1))
 	}
+	if o.MaxHolds == 0 && o.MaxConns > 0 {
+		o.MaxHolds = max(o.MaxConns/2, 1)
+	}
 	var urls []string
 	for _, u := range o.NATSURLs {
 		if u = strings.TrimSpace(u); u != "" {
@@ -328,7 +337,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: negative duration", ErrOptions)
 	case o.DiskCheckInterval < 0 || o.DiskResumeFree < 0 || o.DiskLowFree < 0 || o.DiskResumeFree < o.DiskLowFree:
 		return fmt.Errorf("%w: disk check interval and free spaces must be positive, and DiskResumeFree at least DiskLowFree", ErrOptions)
-	case o.AnonConns < 0 || o.AnonPerIP < 0 || o.AnonIdleTimeout < 0 || o.MaxStreams < 0 || o.StreamsPerClient < 0:
+	case o.AnonConns < 0 || o.AnonPerIP < 0 || o.AnonIdleTimeout < 0 || o.MaxStreams < 0 || o.StreamsPerClient < 0 ||
+		o.MaxHolds < 0 || o.HoldsPerClient < 0:
 		return fmt.Errorf("%w: negative connection or stream cap", ErrOptions)
 	case len(o.Space) > ledger.MaxSpaceBytes:
 		return fmt.Errorf("%w: space is over %d bytes", ErrOptions, ledger.MaxSpaceBytes)

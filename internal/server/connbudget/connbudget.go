@@ -128,6 +128,11 @@ type Budget struct {
 	seq    uint64
 
 	evicted atomic.Uint64
+
+	// Lingering close (linger.go).
+	lingering atomic.Int64
+	lingerWG  sync.WaitGroup
+	closing   bool // guarded by mu: the listener is closed, no new linger
 }
 
 // New returns a Budget for o (validated here).
@@ -168,6 +173,9 @@ type Conn struct {
 	lastIn  atomic.Int64 // unix nanoseconds of the last read that returned data
 	waiting atomic.Int64 // unix nanoseconds of the server's first read, while nothing came
 
+	linger        atomic.Bool // close gracefully (Linger)
+	lingerStarted atomic.Bool // the graceful close has begun
+
 	// Guarded by b.mu.
 	state  http.ConnState
 	authed bool
@@ -190,14 +198,14 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close closes the connection and frees its slot; safe twice.
+// Close closes the connection and frees its slot; a connection marked
+// with Linger is closed gracefully (linger.go). Safe twice: closing a
+// lingering connection ends its lingering at once.
 func (c *Conn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.b.untrack(c)
-		<-c.b.sem
-	})
-	return err
+	if c.lingerClose() {
+		return nil
+	}
+	return c.closeNow()
 }
 
 // Listener wraps l: Accept waits for a free slot (making one by closing
@@ -250,6 +258,7 @@ func (l *listener) Accept() (net.Conn, error) {
 func (l *listener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
 	err := l.Listener.Close()
+	l.b.closeLingering()
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -329,7 +338,8 @@ const SilentAfter = 50 * time.Millisecond
 // (rankNone: in a request, or younger than MinAge and not silent) are
 // never closed.
 const (
-	rankIdle   = iota // anonymous, idle after a request
+	rankLinger = iota // lingering after a refusal (linger.go)
+	rankIdle          // anonymous, idle after a request
 	rankSilent        // anonymous, sent nothing while the server waited SilentAfter
 	rankSlow          // anonymous, older than MinAge, first request not arrived
 	rankAuthed        // authenticated, idle
@@ -338,6 +348,8 @@ const (
 
 func rank(c *Conn, now time.Time) int {
 	switch {
+	case c.lingerStarted.Load() && !c.closed:
+		return rankLinger
 	case c.closed || c.state == http.StateActive || c.state == http.StateHijacked:
 		return rankNone
 	case c.authed:

@@ -1,9 +1,7 @@
 package connbudget
 
 import (
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 
@@ -23,9 +21,11 @@ type StreamOptions struct {
 	// PerClient caps one client's streams. Default DefaultStreamsPerClient.
 	PerClient int
 	// Client names the client of a request: the token's name when the
-	// request authenticated, else its remote address (the default, when
-	// nil or when it returns "").
+	// request authenticated, else "" (AnonymousClient: its remote
+	// address when Authenticating, else its connection).
 	Client func(*http.Request) string
+	// Authenticating: tokens are checked.
+	Authenticating bool
 }
 
 // Validate fills defaults and checks the options.
@@ -73,10 +73,7 @@ func (s *Streams) client(r *http.Request) string {
 			return c
 		}
 	}
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return "ip:" + host
-	}
-	return "ip:" + r.RemoteAddr
+	return AnonymousClient(r, s.opts.Authenticating)
 }
 
 // acquire takes a slot for client, or says which cap is full.
@@ -122,20 +119,7 @@ func (s *Streams) WrapIf(next http.Handler, is func(*http.Request) bool) http.Ha
 		}
 		release, full := s.acquire(s.client(r))
 		if release == nil {
-			w.Header().Set("Retry-After", "5")
-			w.Header().Set("Connection", "close")
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-			w.WriteHeader(http.StatusTooManyRequests)
-			var b struct {
-				Error struct {
-					Code    string `json:"code"`
-					Message string `json:"message"`
-					Field   string `json:"field"`
-				} `json:"error"`
-			}
-			b.Error.Code, b.Error.Message = api.CodeTooManyStreams, "too many streams: "+full+"; close one or retry later"
-			_ = json.NewEncoder(w).Encode(b)
+			writeTooMany(w, "5", api.CodeTooManyStreams, "too many streams: "+full+"; close one or retry later")
 			return
 		}
 		defer release()

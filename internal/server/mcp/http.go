@@ -25,20 +25,29 @@ const DefaultSessionTimeout = 30 * time.Minute
 // http.Server's Shutdown does not end them) and refuses new ones with 503;
 // it does not close the Server. Safe to call twice.
 type HTTPHandler struct {
-	h      *sdk.StreamableHTTPHandler
-	ctx    context.Context
-	cancel context.CancelFunc
-	once   sync.Once
+	h        *sdk.StreamableHTTPHandler
+	sessions *sessionTable
+	ctx      context.Context
+	cancel   context.CancelFunc
+	once     sync.Once
 }
 
-// NewHTTPHandler returns the streamable HTTP handler of s. Sessions idle
-// for sessionTimeout are closed (0: DefaultSessionTimeout).
-func NewHTTPHandler(s *Server, sessionTimeout time.Duration) *HTTPHandler {
-	if sessionTimeout <= 0 {
-		sessionTimeout = DefaultSessionTimeout
+// NewHTTPHandler returns the streamable HTTP handler of s, its sessions
+// bound to their callers and capped (sessions.go).
+func NewHTTPHandler(s *Server, o HTTPOptions) *HTTPHandler {
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = DefaultSessionTimeout
 	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerCaller <= 0 {
+		o.MaxSessionsPerCaller = min(DefaultMaxSessionsPerCaller, o.MaxSessions)
+	}
+	sessionTimeout := o.SessionTimeout
 	ctx, cancel := context.WithCancel(context.Background())
 	return &HTTPHandler{
+		sessions: newSessionTable(o),
 		h: sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
 			SessionTimeout: sessionTimeout,
 			// Handlers of the 2026-07-28 protocol run in the request's
@@ -63,7 +72,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	stop := context.AfterFunc(h.ctx, cancel)
 	defer stop()
-	h.h.ServeHTTP(w, r.WithContext(ctx))
+	h.serveOwned(w, r.WithContext(ctx))
 }
 
 // Close ends the requests in hand; see HTTPHandler.

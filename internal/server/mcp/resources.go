@@ -143,6 +143,15 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 	if len(s.subs) >= s.opts.MaxSubscriptions {
 		return fmt.Errorf("too_many_subscriptions: this server holds %d resource subscriptions, its maximum; unsubscribe first", len(s.subs))
 	}
+	mine := 0
+	for _, k := range s.subs {
+		if k.auth == key.auth {
+			mine++
+		}
+	}
+	if mine >= s.opts.MaxSubscriptionsPerCaller {
+		return fmt.Errorf("too_many_subscriptions: this caller holds %d resource subscriptions, the most one caller may; unsubscribe first", mine)
+	}
 	w := s.watchers[key]
 	if w == nil {
 		// Start where the read left off: every change after the state

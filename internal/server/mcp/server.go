@@ -78,6 +78,9 @@ const (
 	DefaultMaxWait = 10 * time.Minute
 	// DefaultMaxSubscriptions bounds a server's resource subscriptions.
 	DefaultMaxSubscriptions = 1024
+	// DefaultMaxSubscriptionsPerCaller bounds one caller's (one
+	// Authorization's) resource subscriptions.
+	DefaultMaxSubscriptionsPerCaller = 64
 )
 
 // ErrOptions is wrapped by Options.Validate errors.
@@ -102,6 +105,10 @@ type Options struct {
 	// MaxSubscriptions bounds the resource subscriptions held at once.
 	// Default DefaultMaxSubscriptions.
 	MaxSubscriptions int
+	// MaxSubscriptionsPerCaller bounds one caller's (one Authorization
+	// header's; in open mode every caller is one). Default
+	// DefaultMaxSubscriptionsPerCaller.
+	MaxSubscriptionsPerCaller int
 	// WatchRetry is the pause before a watcher reconnects (the client's
 	// WatchOptions.Retry). Default client.DefaultWatchRetry.
 	WatchRetry time.Duration
@@ -120,13 +127,16 @@ func (o *Options) Validate() error {
 	if o.MaxSubscriptions == 0 {
 		o.MaxSubscriptions = DefaultMaxSubscriptions
 	}
+	if o.MaxSubscriptionsPerCaller == 0 {
+		o.MaxSubscriptionsPerCaller = min(DefaultMaxSubscriptionsPerCaller, o.MaxSubscriptions)
+	}
 	if o.WatchRetry == 0 {
 		o.WatchRetry = client.DefaultWatchRetry
 	}
 	switch {
 	case o.Client == nil:
 		return fmt.Errorf("%w: Client is required", ErrOptions)
-	case o.MaxWait < 0 || o.MaxSubscriptions < 0 || o.WatchRetry < 0:
+	case o.MaxWait < 0 || o.MaxSubscriptions < 0 || o.MaxSubscriptionsPerCaller < 0 || o.WatchRetry < 0:
 		return fmt.Errorf("%w: negative MaxWait, MaxSubscriptions or WatchRetry", ErrOptions)
 	}
 	return nil

@@ -117,6 +117,16 @@ func runVerify(ctx context.Context, e env, args []string) error {
 			return fmt.Errorf("%s: %w: its head hash is %s, not the %s kept from the export: the file was changed (and its chain recomputed) or is another export",
 				export, errHeadMismatch, sum.Head, head)
 		}
+		if !sum.Contiguous {
+			// An export never hides a hole (contract §9): the chain of
+			// a file with missing sequences verifies, the file is not
+			// the whole log.
+			_ = writeOpsJSON(stdout, struct {
+				OK bool `json:"ok"`
+				archive.Summary
+			}{false, sum})
+			return fmt.Errorf("%s: its chain verifies but it is not contiguous: %s missing", export, rangesString(sum.Missing))
+		}
 		return writeOpsJSON(stdout, struct {
 			OK bool `json:"ok"`
 			archive.Summary
@@ -188,4 +198,13 @@ func verifyOnline(ctx context.Context, o *opsFlags, apiURL string, stdout io.Wri
 		return fmt.Errorf("%w: %s", repair.ErrMismatch, res.Message)
 	}
 	return nil
+}
+
+// rangesString lists sequence ranges for a message.
+func rangesString(rs []archive.SeqRange) string {
+	parts := make([]string, 0, len(rs))
+	for _, r := range rs {
+		parts = append(parts, r.String())
+	}
+	return strings.Join(parts, ", ")
 }

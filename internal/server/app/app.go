@@ -54,6 +54,7 @@ import (
 	httpapi "github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/console"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/internal/server/mcp"
 	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/internal/server/origin"
@@ -100,8 +101,10 @@ type App struct {
 	proofs     *proofs.Service // checkpoints and proofs (proofs.go)
 	stopProofs func()          // cancels the signer and waits for it
 
-	logState logState     // logcheck.go
-	storage  storageState // diskfull.go
+	logState logState            // logcheck.go
+	damage   *integrity.State    // the damage found in the log (scrub.go)
+	scrub    *integrity.Scrubber // re-reads the stream (scrub.go)
+	storage  storageState        // diskfull.go
 
 	// Online operations (rebuild_verify.go).
 	opsMu     sync.Mutex
@@ -169,6 +172,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	a.damage = &integrity.State{}
 	// The stream, checked against the projection (logcheck.go): never
 	// created afresh under a projection that has folded events.
 	if err := a.openStream(ctx, store); err != nil {
@@ -189,6 +193,9 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, err
 	}
 	if err := a.openProofs(); err != nil {
+		return nil, err
+	}
+	if err := a.openScrub(); err != nil {
 		return nil, err
 	}
 	a.asOf = newAsOfCache(a.js, o.TmpDir(), o.Logger.With().Str(logging.KeyComponent, "as-of").Logger())
@@ -216,6 +223,9 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		Consumers:      a.consumers,
 		Ops:            a,
 		Proofs:         a.proofs,
+		Integrity:      a.damage,
+		Scrub:          a.scrub.Status,
+		SigningStopped: a.proofs.SigningStopped,
 		Logger:         o.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
@@ -479,6 +489,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 		defer close(checkDone)
 		a.runLogCheck(checkCtx)
 	}()
+	scrubDone := make(chan struct{})
+	go func() {
+		defer close(scrubDone)
+		_ = a.scrub.Run(checkCtx)
+	}()
 	storageDone := make(chan struct{})
 	go func() {
 		defer close(storageDone)
@@ -532,6 +547,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	// projector: it commits the batch in hand.
 	stopCheck()
 	<-checkDone
+	<-scrubDone
 	<-storageDone
 	a.current().stop()
 	a.stopProofs() // after the projector: the last batch gets its checkpoint

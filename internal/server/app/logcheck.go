@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"

@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"

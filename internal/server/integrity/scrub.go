@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/subjects"
 )
 

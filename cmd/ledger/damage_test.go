@@ -44,10 +44,19 @@ func TestCommandsOnADamagedLog(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if code, stdout, stderr := runCLI(t, "", "verify", "--scrub", "--data", o.DataDir); code != 0 || !strings.Contains(stdout, `"ok": true`) || !strings.Contains(stdout, `"checked": 3`) {
+		t.Fatalf("verify --scrub on a whole log: exit %d: %s %s", code, stdout, stderr)
+	}
 	if err := blockfile.Rewrite(o.NATSDir(), subjects.StreamName, 1, func(b []byte) []byte {
 		return bytes.Replace(b, []byte(`"content":"hello"`), []byte(`"content":"HELLO"`), 1)
 	}); err != nil {
 		t.Fatal(err)
+	}
+
+	// Offline, one full pass names it.
+	code, stdout, stderr := runCLI(t, "", "verify", "--scrub", "--data", o.DataDir)
+	if code != 1 || !strings.Contains(stdout, `"ok": false`) || !strings.Contains(stdout, `"kind": "altered"`) || !strings.Contains(stderr, "seq 1 altered") {
+		t.Fatalf("verify --scrub on an altered log: exit %d: %s %s", code, stdout, stderr)
 	}
 
 	a = apptest.StartWith(t, o)
@@ -94,7 +103,7 @@ func TestCommandsOnADamagedLog(t *testing.T) {
 		d, ok := a.LogDamage()
 		return ok && d.Kind == "rewritten"
 	})
-	code, _, stderr := runCLI(t, "", "get", "--api", api, "--verify", "--verifier-key", vkey, "--verify-state", state, "env-req-1")
+	code, _, stderr = runCLI(t, "", "get", "--api", api, "--verify", "--verifier-key", vkey, "--verify-state", state, "env-req-1")
 	t.Logf("get --verify after the rebuild: exit %d: %s", code, stderr)
 	if code != 1 || !strings.Contains(stderr, "log rewritten") || !strings.Contains(stderr, "has root") || !strings.Contains(stderr, "the checkpoint signed for size") {
 		t.Fatalf("get --verify on a rewritten log: exit %d, stderr %s", code, stderr)

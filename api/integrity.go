@@ -93,8 +93,8 @@ type SigningStopped struct {
 	Reason string `json:"reason"`
 }
 
-// ImportBoundary is GET /v1/log/import: what an outside verifier must
-// know to rebuild an imported ledger's leaves (contract §16, §9).
+// ImportBoundary is GET /v1/status's import: what an outside verifier
+// must know to rebuild an imported ledger's leaves (contract §16, §9).
 type ImportBoundary struct {
 	// ImportedThrough is the last sequence written by an import (0: the
 	// log was never imported). At or below it a leaf's time is the

@@ -119,6 +119,9 @@ type Status struct {
 	SigningStopped *SigningStopped `json:"signing_stopped,omitempty"`
 	// Scrub is the scrub's progress (GET /v1/status only).
 	Scrub *Scrub `json:"scrub,omitempty"`
+	// Import is the import boundary (GET /v1/status only): what an
+	// outside verifier must know to rebuild an imported log's leaves.
+	Import *ImportBoundary `json:"import,omitempty"`
 	// Consumers are the stream's consumers (GET /v1/status only, when the
 	// ledger can list them): the projectors' durables, rebuilds and
 	// other readers, with how far each has got.

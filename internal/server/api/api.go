@@ -155,6 +155,9 @@ type Options struct {
 	// is 503, /v1/status names it, and an answer that meets it is 409
 	// log_damaged (integrity.go).
 	Integrity *integrity.State
+	// ImportedThrough, if set, returns the stream's import marker for
+	// /v1/status's import boundary.
+	ImportedThrough func(ctx context.Context) (uint64, error)
 	// Scrub, if set, feeds /v1/status's scrub progress.
 	Scrub func() api.Scrub
 	// SigningStopped, if set, says why checkpoint signing stopped (nil

@@ -374,6 +374,11 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		sc := a.opts.Scrub()
 		st.Scrub = &sc
 	}
+	if a.opts.ImportedThrough != nil {
+		if n, err := a.opts.ImportedThrough(r.Context()); err == nil {
+			st.Import = &api.ImportBoundary{ImportedThrough: n, OriginalTimeHeader: ledger.HeaderOriginalTime, OriginalIDHeader: ledger.HeaderOriginalMsgID}
+		}
+	}
 	if a.opts.Consumers != nil {
 		// The consumers are a view for people (the console's status
 		// page): a stream that does not list them leaves them out.

@@ -60,6 +60,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/origin"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/server/submit"
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
@@ -225,6 +226,13 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		Proofs:         a.proofs,
 		Integrity:      a.damage,
 		Scrub:          a.scrub.Status,
+		ImportedThrough: func(ctx context.Context) (uint64, error) {
+			info, err := a.stream.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return ledger.ImportedThrough(info.Config.Metadata), nil
+		},
 		SigningStopped: a.proofs.SigningStopped,
 		Logger:         o.Logger,
 	}); err != nil {

@@ -255,3 +255,29 @@ func TestScrubFindsLostBlocks(t *testing.T) {
 		})
 	}
 }
+
+// Issue 33's smaller items: an inclusion proof beyond the log is 404
+// not_found, a tile path with a width out of 1..255 says so, and
+// /v1/status serves the import boundary.
+func TestProofRoutesNameWhatIsWrong(t *testing.T) {
+	a := apptest.StartWith(t, scrubOptions(t))
+	appendN(t, a, 1, 3)
+	waitCond(t, "a checkpoint of 3", func() bool {
+		e, ok := a.Proofs().Log().Latest()
+		return ok && e.Checkpoint.Size == 3
+	})
+	var eb api.ErrorBody
+	if code, _, body := getJSON(t, a.HTTPURL()+"/v1/proof/inclusion?seq=99", &eb); code != http.StatusNotFound || eb.Error == nil || eb.Error.Code != api.CodeNotFound || !strings.Contains(eb.Error.Message, "beyond the log") {
+		t.Fatalf("inclusion beyond the log: %d %s", code, body)
+	}
+	for _, w := range []string{"0", "256"} {
+		code, _, body := getJSON(t, a.HTTPURL()+"/v1/tile/0/000.p/"+w, &eb)
+		if code != http.StatusNotFound || !strings.Contains(body, "width must be 1..255, not "+w) {
+			t.Fatalf("tile width %s: %d %s", w, code, body)
+		}
+	}
+	st := status(t, a)
+	if st.Import == nil || st.Import.ImportedThrough != 0 || st.Import.OriginalTimeHeader != "Ledger-Original-Time" || st.Import.OriginalIDHeader != "Ledger-Original-Msg-Id" {
+		t.Fatalf("import boundary %+v", st.Import)
+	}
+}

@@ -281,3 +281,28 @@ func TestProofRoutesNameWhatIsWrong(t *testing.T) {
 		t.Fatalf("import boundary %+v", st.Import)
 	}
 }
+
+// A record rewritten (valid checksum) under a running ledger: found once
+// the store reads the block again, with no restart.
+func TestScrubFindsDamageWhileServing(t *testing.T) {
+	const n, bad = 30, 9
+	a := apptest.StartWith(t, scrubOptions(t))
+	appendN(t, a, 1, n)
+	waitCond(t, "all folded and signed", func() bool {
+		e, ok := a.Proofs().Log().Latest()
+		return ok && e.Checkpoint.Size == n
+	})
+	if err := blockfile.Rewrite(a.Options().NATSDir(), subjects.StreamName, bad, func(b []byte) []byte {
+		return bytes.Replace(b, []byte("/tmp/f09"), []byte("/etc/pwd"), 1)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, "the damage found while serving", func() bool {
+		d, ok := a.LogDamage()
+		return ok && d.Kind == api.DamageAltered && d.Seq == bad
+	})
+	var ready api.Ready
+	if code, _, body := getJSON(t, a.HTTPURL()+"/readyz", &ready); code != http.StatusServiceUnavailable || ready.Error == nil || ready.Error.Code != api.CodeLogDamaged {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+}

@@ -35,6 +35,9 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field"`
+	// Damage, with CodeLogDamaged, is the damage in the log the answer
+	// met (contract §16).
+	Damage *LogDamage `json:"damage,omitempty"`
 
 	Status     int           `json:"-"`
 	Line       int           `json:"-"`

@@ -112,6 +112,16 @@ type Status struct {
 	// beyond the log, a setting the ledger cannot use); while it is set
 	// the ledger is not ready and folds nothing.
 	LogProblem string `json:"log_problem,omitempty"`
+	// LogDamage is the first damaged or missing sequence of the log
+	// (contract §16); LogProblem then says it in words.
+	LogDamage *LogDamage `json:"log_damage,omitempty"`
+	// SigningStopped says why checkpoints stopped at a size.
+	SigningStopped *SigningStopped `json:"signing_stopped,omitempty"`
+	// Scrub is the scrub's progress (GET /v1/status only).
+	Scrub *Scrub `json:"scrub,omitempty"`
+	// Import is the import boundary (GET /v1/status only): what an
+	// outside verifier must know to rebuild an imported log's leaves.
+	Import *ImportBoundary `json:"import,omitempty"`
 	// Consumers are the stream's consumers (GET /v1/status only, when the
 	// ledger can list them): the projectors' durables, rebuilds and
 	// other readers, with how far each has got.

@@ -174,10 +174,21 @@ func (b *Bundle) check() error {
 	if len(b.Events) == 0 {
 		return fmt.Errorf("%w: bundle has no events", ErrMalformed)
 	}
+	// An event whose stated seq is not its own leaf's is the one at
+	// fault, named before the order of the seqs is judged (an event 0
+	// with a wrong seq is not blamed on event 1).
+	for i := range b.Events {
+		e := &b.Events[i]
+		if lb, err := base64.StdEncoding.Strict().DecodeString(e.Leaf); err == nil {
+			if l, err := ParseLeaf(lb); err == nil && l.Seq != e.Seq {
+				return fmt.Errorf("%w: %w: event %d: seq %d: its leaf's seq is %d", ErrMalformed, ErrMismatch, i, e.Seq, l.Seq)
+			}
+		}
+	}
 	for i := range b.Events {
 		e := &b.Events[i]
 		if e.Seq == 0 || (i > 0 && e.Seq <= b.Events[i-1].Seq) {
-			return fmt.Errorf("%w: event %d: seq %d not increasing from 1", ErrMalformed, i, e.Seq)
+			return fmt.Errorf("%w: event %d: seq %d not increasing from 1 (event %d's is %d)", ErrMalformed, i, e.Seq, max(i-1, 0), b.Events[max(i-1, 0)].Seq)
 		}
 		if _, err := e.RawBytes(); err != nil {
 			return err
@@ -250,7 +261,7 @@ func VerifyBundle(b *Bundle, verifierKey string) (*Verified, error) {
 	for i := range b.Events {
 		l, err := verifyEvent(cp, &b.Events[i])
 		if err != nil {
-			errs = append(errs, fmt.Errorf("seq %d: %w", b.Events[i].Seq, err))
+			errs = append(errs, fmt.Errorf("event %d: seq %d: %w", i, b.Events[i].Seq, err))
 			continue
 		}
 		out.Leaves = append(out.Leaves, l)

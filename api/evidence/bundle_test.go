@@ -184,6 +184,12 @@ func TestParseBundleRefuses(t *testing.T) {
 			t.Errorf("%s: err %v, want ErrMalformed", name, err)
 		}
 	}
+	// Issue 33: event 0 with a wrong seq is refused naming event 0, not
+	// the event after it.
+	_, err := evidence.ParseBundle(mod(func(c map[string]any) { ev(c, 0)["seq"] = 99 }))
+	if !errors.Is(err, evidence.ErrMalformed) || !strings.Contains(err.Error(), "event 0: seq 99:") {
+		t.Errorf("event 0 with a wrong seq: %v, want it named", err)
+	}
 	if _, err := evidence.ReadBundle(bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,9 @@ func init() {
 			"the original envelope, hash), to stdout or to -f FILE, written atomically\n" +
 			"(FILE.partial, renamed when complete). The summary, with the head hash to keep\n" +
 			"apart from the file, goes to stderr: `ledger verify --export FILE --head HASH`\n" +
-			"checks the file against it.",
+			"checks the file against it. An export never hides a hole: a log with a\n" +
+			"missing sequence is refused (exit 1, naming it) unless --allow-gaps, and then\n" +
+			"the file and the summary name every missing sequence.",
 		run: runExport,
 		ops: true,
 	})
@@ -32,10 +34,11 @@ func init() {
 func runExport(ctx context.Context, e env, args []string) error {
 	stdout, stderr := e.stdout, e.stderr
 	var (
-		o        opsFlags
-		out      string
-		format   string
-		from, to uint64
+		o         opsFlags
+		out       string
+		format    string
+		from, to  uint64
+		allowGaps bool
 	)
 	f := newFlags(commands["export"], e)
 	f.str(&out, "file", "FILE", "-", "output file, written atomically (- for stdout)", false)
@@ -44,6 +47,7 @@ func runExport(ctx context.Context, e env, args []string) error {
 	f.short("o", "output")
 	f.u64(&from, "from-seq", "N", 0, "first sequence (default: the first)", false)
 	f.u64(&to, "to-seq", "N", 0, "last sequence (default: the last when the export starts)", false)
+	f.boolean(&allowGaps, "allow-gaps", false, "export a log with missing sequences: each line after a hole names it (missing_before) and the summary lists them (without it such a log is refused, naming the first)", false)
 	o.register(f)
 	if err := f.parseNone(args); err != nil {
 		return err
@@ -86,7 +90,7 @@ func runExport(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	sum, err := archive.Export(ctx, c.js, w, archive.ExportOptions{FromSeq: from, ToSeq: to, Progress: rep.Func()})
+	sum, err := archive.Export(ctx, c.js, w, archive.ExportOptions{FromSeq: from, ToSeq: to, Progress: rep.Func(), AllowGaps: allowGaps})
 	rep.Finish(err)
 	if ferr := finish(err); err == nil && ferr != nil {
 		err = ferr
@@ -100,6 +104,9 @@ func runExport(ctx context.Context, e env, args []string) error {
 	}
 	fmt.Fprintf(stderr, "exported %d messages (seq %d..%d) to %s\nhead hash %s (keep it apart from the file: `ledger verify --export FILE --head %s` checks the file against it)\n",
 		sum.Lines, sum.FirstSeq, sum.LastSeq, dest, sum.Head, sum.Head)
+	if len(sum.Missing) > 0 {
+		fmt.Fprintf(stderr, "MISSING from the log, and so from the file: %s (each line after a hole names it in missing_before)\n", rangesString(sum.Missing))
+	}
 	if sum.TreeRoot != "" {
 		fmt.Fprintf(stderr, "tree root %s of %d leaves (a signed checkpoint of %d leaves names it: `ledger verify --export FILE --checkpoint NOTE --key KEY` checks the file against one)\n",
 			sum.TreeRoot, sum.Lines, sum.Lines)

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/mewledger/ledger/api/evidence"
 )
@@ -71,6 +72,15 @@ func runProof(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("the bundle from %s: %w", c.apiURL, err)
 	}
+	// Never write a bundle that does not verify (contract §16): checked
+	// first against the ledger's own verifier key.
+	var key []byte
+	if err := cl.Do(ctx, http.MethodGet, "/v1/checkpoint/key", nil, nil, "", false, &key); err != nil {
+		return clientError(c.apiURL, err)
+	}
+	if _, err := evidence.VerifyBundle(b, strings.TrimSpace(string(key))); err != nil {
+		return fmt.Errorf("the bundle %s served for %q does not verify against its own key, not written: %w", c.apiURL, pos[0], err)
+	}
 	data, err := b.Marshal()
 	if err != nil {
 		return err
@@ -83,7 +93,7 @@ func runProof(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("%w", err)
 	}
 	cp, _ := evidence.ParseUnverified([]byte(b.Checkpoint))
-	fmt.Fprintf(e.stderr, "wrote %s: %d events of proposal %q (space %q) with inclusion proofs against checkpoint %s@%d (not verified here: `ledger verify --bundle %s --key KEY`)\n",
+	fmt.Fprintf(e.stderr, "wrote %s: %d events of proposal %q (space %q) with inclusion proofs against checkpoint %s@%d (checked against the key the ledger serves; a third party checks it with the key it trusts: `ledger verify --bundle %s --key KEY`)\n",
 		out, len(b.Events), b.Proposal, b.Space, cp.Origin, cp.Size, out)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/connbudget"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/ledger"
 )
@@ -64,7 +65,15 @@ projection are checked against each other at start and every
 --log-check-interval: a deleted or recreated stream, lost history or a
 checkpoint beyond the log stops the start, or while serving makes /readyz
 503 with log_problem in /v1/status; the ledger's own stream settings
-changed by someone else are put back and logged.
+changed by someone else are put back and logged. The log checks itself:
+a scrub re-reads the stream (a full pass at most every --scrub-period, at
+most --scrub-rate messages a second; what was folded since the last look
+every --checkpoint-interval) and compares every message's leaf with the
+tree. A missing, altered or rewritten message makes /readyz 503, names
+itself in /v1/status (log_problem, log_damage), stops signing at the last
+good size and answers every proof that touches it 409 log_damaged; reads
+go on, marked with a Ledger-Log-Damaged header. Restoring the stream
+clears it with no restart (docs/operations.md).
 
 A retry is a duplicate for ever on every append path (contract §4): an
 envelope the ledger already stored (same space, id and digest) is answered
@@ -93,7 +102,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 		authFile, tlsCert, tlsKey string
 		limits                    limitFlags
 		logCheck                  string
-		cpInterval                string
+		cpInterval, scrubPeriod   string
 		headerTO, bodyIdleTO      string
 		bodyTO, dupWindow         string
 		anonIdleTO, httpHosts     string
@@ -130,6 +139,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.str(&o.CheckpointKeyFile, "checkpoint-key", "FILE", "", "checkpoint signing key (default <data>/checkpoint.key, generated on first start; `ledger checkpoint key` prints its verifier key)", true)
 	f.str(&o.CheckpointOrigin, "checkpoint-origin", "NAME", "", "the log's name in its checkpoints, for a key generated on first start (default <host>/ledger); an existing key must have this name", true)
 	f.str(&cpInterval, "checkpoint-interval", "DURATION", proofs.DefaultInterval.String(), "shortest time between two signed checkpoints while the log grows", true)
+	f.str(&scrubPeriod, "scrub-period", "DURATION", integrity.DefaultPeriod.String(), "the scrub re-reads the whole log and checks every leaf against the tree at most this often (messages folded since the last look are checked every --checkpoint-interval)", true)
+	f.integer(&o.ScrubRate, "scrub-rate", "MSGS_PER_SECOND", integrity.DefaultRate, "most messages a second a full scrub pass reads (negative: no bound)", true)
 	f.str(&o.NATSConfigFile, "nats-config", "FILE", "", "nats-server configuration file for the embedded server (authorization, TLS)", true)
 	f.str(&authFile, "auth", "FILE", "", "auth configuration (NATS users and permissions, API tokens and roles); see deploy/auth", true)
 	f.str(&tlsCert, "tls-cert", "FILE", "", "serve the API over TLS with this certificate (PEM)", true)
@@ -159,6 +170,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}{
 		{"log-check-interval", logCheck, &o.LogCheckInterval},
 		{"checkpoint-interval", cpInterval, &o.CheckpointInterval},
+		{"scrub-period", scrubPeriod, &o.ScrubPeriod},
 		{"dup-window", dupWindow, &o.DupWindow},
 		{"http-header-timeout", headerTO, &o.ReadHeaderTimeout},
 		{"http-body-idle-timeout", bodyIdleTO, &o.BodyIdleTimeout},

@@ -8,8 +8,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/ops/archive"
 	"github.com/mewledger/ledger/internal/ops/repair"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/projections"
 )
 
@@ -19,7 +21,7 @@ var errHeadMismatch = errors.New("head hash mismatch")
 func init() {
 	register(&command{
 		name:     "verify",
-		synopsis: "verify --bundle FILE --key KEY | verify --export FILE [--head HASH | --checkpoint NOTE --key KEY] | verify [--api URL [--token T]] | verify --data DIR [--nats-url URL]",
+		synopsis: "verify --bundle FILE --key KEY | verify --export FILE [--head HASH | --checkpoint NOTE --key KEY] | verify [--api URL [--token T]] | verify --data DIR [--nats-url URL] | verify --scrub --data DIR",
 		short:    "check an evidence bundle; rebuild into a temporary store and compare; check an export's hash chain",
 		help: "With --bundle FILE --key KEY: checks an evidence bundle (`ledger proof`) with\n" +
 			"nothing but the ledger's verifier key (the key, or a file holding it): the\n" +
@@ -35,7 +37,11 @@ func init() {
 			"projection's checkpoint and compares the two (records, indexes and the\n" +
 			"Merkle tree's stored hashes), naming the first difference;\n" +
 			"online through the API (role ops) as rebuild chooses it, else offline on\n" +
-			"<data>/projection. The result goes to stdout as JSON; a mismatch exits 1.",
+			"<data>/projection. With --scrub: one full pass of the scrub `ledger serve`\n" +
+			"runs, offline on --data: every stored message is read again and its leaf hash\n" +
+			"compared with the projection's Merkle tree; a missing or altered message is\n" +
+			"ok:false naming its kind, seq and both leaf hashes.\n" +
+			"The result goes to stdout as JSON; a mismatch exits 1.",
 		run: runVerify,
 		ops: true,
 	})
@@ -63,6 +69,7 @@ func runVerify(ctx context.Context, e env, args []string) error {
 		export, head, tmp string
 		bundle, key       string
 		checkpoint        string
+		scrub             bool
 	)
 	f := newFlags(commands["verify"], e)
 	f.str(&export, "export", "FILE", "", "check the hash chain of an export file (- for stdin)", false)
@@ -71,10 +78,17 @@ func runVerify(ctx context.Context, e env, args []string) error {
 	f.str(&bundle, "bundle", "FILE", "", "check an evidence bundle from `ledger proof` (- for stdin), offline", false)
 	f.str(&key, "key", "KEY", "", "with --bundle or --checkpoint: the ledger's verifier key (`ledger checkpoint key`), or a file holding it", false)
 	f.str(&checkpoint, "checkpoint", "FILE", "", "with --export: a signed checkpoint (`ledger checkpoint latest`) the file's first lines must be the tree of (needs --key)", false)
+	f.boolean(&scrub, "scrub", false, "re-read the whole stream and check every message's leaf hash against the projection's Merkle tree (one full pass of the scrub `ledger serve` runs), offline on --data", false)
 	o.register(f)
 	o.registerAPI(f)
 	if err := f.parseNone(args); err != nil {
 		return err
+	}
+	if scrub {
+		if export != "" || bundle != "" {
+			return usageError("--scrub checks the data directory's log: not with --export or --bundle")
+		}
+		return verifyScrub(ctx, e, &o)
 	}
 	if key != "" && bundle == "" && checkpoint == "" {
 		return usageError("--key goes with --bundle or --checkpoint")
@@ -116,6 +130,16 @@ func runVerify(ctx context.Context, e env, args []string) error {
 			}{false, sum, head})
 			return fmt.Errorf("%s: %w: its head hash is %s, not the %s kept from the export: the file was changed (and its chain recomputed) or is another export",
 				export, errHeadMismatch, sum.Head, head)
+		}
+		if !sum.Contiguous {
+			// An export never hides a hole (contract §9): the chain of
+			// a file with missing sequences verifies, the file is not
+			// the whole log.
+			_ = writeOpsJSON(stdout, struct {
+				OK bool `json:"ok"`
+				archive.Summary
+			}{false, sum})
+			return fmt.Errorf("%s: its chain verifies but it is not contiguous: %s missing", export, rangesString(sum.Missing))
 		}
 		return writeOpsJSON(stdout, struct {
 			OK bool `json:"ok"`
@@ -186,6 +210,62 @@ func verifyOnline(ctx context.Context, o *opsFlags, apiURL string, stdout io.Wri
 	}
 	if !res.OK {
 		return fmt.Errorf("%w: %s", repair.ErrMismatch, res.Message)
+	}
+	return nil
+}
+
+// rangesString lists sequence ranges for a message.
+func rangesString(rs []archive.SeqRange) string {
+	parts := make([]string, 0, len(rs))
+	for _, r := range rs {
+		parts = append(parts, r.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// verifyScrub is `ledger verify --scrub`: one full pass of the scrub,
+// offline on the data directory: every stored message's leaf hash
+// against the projection's tree. Damage is ok:false (exit 1) naming its
+// kind, seq and both leaf hashes.
+func verifyScrub(ctx context.Context, e env, o *opsFlags) error {
+	log, err := o.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	if err := o.refuseIfServing(); err != nil {
+		return fmt.Errorf("%w (the running ledger scrubs its log itself: see /v1/status's scrub)", err)
+	}
+	defer o.unlockData()
+	dir := o.projectionDir()
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("no projection to check the log against: %w", err)
+	}
+	live, err := projections.OpenStore(projections.StoreOptions{Dir: dir})
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	defer live.Close()
+	c, err := o.connect(ctx, "verify", log, false)
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	defer c.Close()
+	size := uint64(max(live.TreeSize(), 0))
+	checked, d, err := integrity.CheckRange(ctx, c.js, live, 1, size, integrity.CheckOptions{Batch: 1024})
+	if err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	out := struct {
+		OK       bool           `json:"ok"`
+		TreeSize uint64         `json:"tree_size"`
+		Checked  uint64         `json:"checked"`
+		Damage   *api.LogDamage `json:"damage,omitempty"`
+	}{d == nil, size, checked, d}
+	if err := writeOpsJSON(e.stdout, out); err != nil {
+		return err
+	}
+	if d != nil {
+		return fmt.Errorf("%s (kind %s, seq %d)", d.Message, d.Kind, d.Seq)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/server/api"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/fold"
@@ -103,6 +104,83 @@ func (r *Report) treeFoldRow(ctx context.Context, o *Options) error {
 	}
 	row.ratios()
 	row.verdict(median(row.Ratios) >= TargetTreeFold)
+	r.Rows = append(r.Rows, row)
+	return r.scrubRows(ctx, o, e, n, fold(false))
+}
+
+// TargetScrubCost: the fold while a scrub pass runs at the default rate at
+// least 95% of the fold without it (issue 33).
+const TargetScrubCost = 0.95
+
+// scrubRows (issue 33): the scrub's own rate (integrity.CheckRange
+// unbounded over the stream against a tree of it), and the fold's rate
+// while a full pass runs beside it at the default rate, against the same
+// fold alone.
+func (r *Report) scrubRows(ctx context.Context, o *Options, e *env, n int, foldOnce measure) error {
+	dir, err := os.MkdirTemp(o.TempDir, "ledger-bench-scrub-*")
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := projections.OpenStore(projections.StoreOptions{Dir: dir, Logger: o.Logger})
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer store.Close()
+	if last, err := projector.Rebuild(ctx, e.js, store, projector.RebuildOptions{}); err != nil || last != uint64(n) {
+		return fmt.Errorf("bench: rebuild to %d of %d: %v", last, n, err)
+	}
+	var rates []float64
+	for range o.Reps {
+		start := time.Now()
+		checked, d, err := integrity.CheckRange(ctx, e.js, store, 1, uint64(n), integrity.CheckOptions{Batch: 1024})
+		if err != nil || d != nil || checked != uint64(n) {
+			return fmt.Errorf("bench: scrub checked %d of %d: %v %v", checked, n, d, err)
+		}
+		rates = append(rates, float64(n)/time.Since(start).Seconds())
+	}
+	r.Rows = append(r.Rows, Row{
+		Figure: fmt.Sprintf("proofs: scrub, messages/s (every leaf re-read from the stream and compared with the tree, unbounded; %d messages)", n),
+		Unit:   unitRate, Values: rates,
+	})
+	withScrub := func(ctx context.Context) (float64, error) {
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		pace := func(ctx context.Context, k int) error {
+			t := time.NewTimer(time.Duration(k) * time.Second / integrity.DefaultRate)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				return nil
+			}
+		}
+		go func() {
+			defer close(done)
+			for sctx.Err() == nil {
+				_, _, _ = integrity.CheckRange(sctx, e.js, store, 1, uint64(n), integrity.CheckOptions{Batch: 128, Pace: pace})
+			}
+		}()
+		v, err := foldOnce(ctx)
+		cancel()
+		<-done
+		return v, err
+	}
+	vals, base, err := paired(ctx, o, FigProofs+" fold while scrubbing", o.Reps, withScrub, foldOnce)
+	if err != nil {
+		return err
+	}
+	row := Row{
+		Figure:   fmt.Sprintf("proofs: fold while a scrub pass runs at the default rate (%d msgs/s), events/s", integrity.DefaultRate),
+		Unit:     unitRate,
+		Values:   vals,
+		Baseline: base,
+		BaseName: "the same fold with no scrub",
+		Target:   fmt.Sprintf("ratio ≥ %.2f (≤ %.0f%% slower)", TargetScrubCost, (1-TargetScrubCost)*100),
+	}
+	row.ratios()
+	row.verdict(median(row.Ratios) >= TargetScrubCost)
 	r.Rows = append(r.Rows, row)
 	return nil
 }

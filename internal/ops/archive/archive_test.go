@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,7 +76,7 @@ func TestExportImportSameProjection(t *testing.T) {
 		t.Fatalf("export summary %+v (progress %d), want %d contiguous lines", sum, progressed, last)
 	}
 	vs, err := archive.VerifyChain(bytes.NewReader(data))
-	if err != nil || vs != sum {
+	if err != nil || !reflect.DeepEqual(vs, sum) {
 		t.Fatalf("VerifyChain = %+v, %v; want %+v", vs, err, sum)
 	}
 
@@ -86,7 +87,7 @@ func TestExportImportSameProjection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Imported != int(last) || res.FirstSeq != 1 || res.LastSeq != last || res.Offset != 0 || res.File != sum {
+	if res.Imported != int(last) || res.FirstSeq != 1 || res.LastSeq != last || res.Offset != 0 || !reflect.DeepEqual(res.File, sum) {
 		t.Fatalf("import result %+v", res)
 	}
 	if msgs, l, marker := streamInfo(t, dst); msgs != last || l != last || marker != last {

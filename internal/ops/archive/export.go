@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -16,7 +17,15 @@ type ExportOptions struct {
 	// Progress, if set, is called after every message with the number of
 	// messages written and the number in the range.
 	Progress func(done, total uint64)
+	// AllowGaps exports a log with missing sequences: each line after a
+	// hole names it (Record.MissingBefore) and Summary.Missing lists
+	// them. Without it such a log is ErrGaps, naming the first.
+	AllowGaps bool
 }
+
+// ErrGaps is returned by Export for a log with a missing sequence (contract
+// §9: an export never hides a hole) unless ExportOptions.AllowGaps.
+var ErrGaps = errors.New("archive: the log has missing sequences")
 
 // Export writes the LEDGER stream (or the range of o) to w in the format
 // of the package doc, reading it with an ordered consumer, and returns the
@@ -25,11 +34,16 @@ type ExportOptions struct {
 // returns; on error, what was written so far is a valid, shorter chain.
 func Export(ctx context.Context, js jetstream.JetStream, w io.Writer, o ExportOptions) (Summary, error) {
 	cw := newChainWriter(w)
-	first, last, _, err := StreamRange(ctx, js)
+	first, last, imported, err := StreamRange(ctx, js)
 	if err != nil {
 		return cw.sum, err
 	}
 	from, to := max(o.FromSeq, first), last
+	if first > 1 && imported == 0 && o.FromSeq <= 1 && last >= first {
+		// The log starts past seq 1 with no import marker: its start
+		// is missing (a block file lost, history aged out).
+		from = 1
+	}
 	if o.ToSeq > 0 {
 		to = o.ToSeq
 	}
@@ -43,8 +57,18 @@ func Export(ctx context.Context, js jetstream.JetStream, w io.Writer, o ExportOp
 	if o.Progress != nil {
 		o.Progress(0, total)
 	}
+	next := from
 	_, err = Scan(ctx, js, ScanOptions{FromSeq: from, ToSeq: to}, func(m *Message) error {
-		if err := cw.write(m.Record()); err != nil {
+		rec := m.Record()
+		if m.Seq > next {
+			gap := SeqRange{next, m.Seq - 1}
+			if !o.AllowGaps {
+				return fmt.Errorf("%w: %s is missing from the stream (export with --allow-gaps to write the rest, the file naming the hole)", ErrGaps, gap)
+			}
+			rec.MissingBefore = &gap
+		}
+		next = m.Seq + 1
+		if err := cw.write(rec); err != nil {
 			return err
 		}
 		if o.Progress != nil {
@@ -52,8 +76,19 @@ func Export(ctx context.Context, js jetstream.JetStream, w io.Writer, o ExportOp
 		}
 		return nil
 	})
+	if err == nil && total > 0 && next <= to {
+		gap := SeqRange{next, to}
+		if !o.AllowGaps {
+			err = fmt.Errorf("%w: %s is missing from the stream (export with --allow-gaps to write the rest, the summary naming the hole)", ErrGaps, gap)
+		} else {
+			cw.sum.Missing = append(cw.sum.Missing, gap)
+		}
+	}
 	if ferr := cw.flush(); err == nil {
 		err = ferr
+	}
+	if cw.sum.Lines > 0 && cw.sum.FirstSeq > from && o.AllowGaps {
+		cw.sum.Missing = append([]SeqRange{{from, cw.sum.FirstSeq - 1}}, cw.sum.Missing...)
 	}
 	return cw.sum, err
 }

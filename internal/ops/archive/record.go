@@ -67,6 +67,24 @@ type Record struct {
 	// Hash is the line's chain hash (hex); empty in replay output, which
 	// has no chain.
 	Hash string
+	// MissingBefore, in an export made with gaps allowed, names the
+	// sequences missing from the log just before this one (contract §9:
+	// an export never hides a hole). Not part of the chain: the seqs
+	// themselves are.
+	MissingBefore *SeqRange
+}
+
+// SeqRange is the sequences From..To, both included.
+type SeqRange struct {
+	From uint64 `json:"from"`
+	To   uint64 `json:"to"`
+}
+
+func (r SeqRange) String() string {
+	if r.From == r.To {
+		return fmt.Sprintf("seq %d", r.From)
+	}
+	return fmt.Sprintf("seq %d..%d", r.From, r.To)
 }
 
 // FormatTime is the time encoding of records: RFC 3339 with nanoseconds,
@@ -85,13 +103,14 @@ type recordJSON struct {
 	Raw     *string             `json:"raw,omitempty"`
 	RawB64  *string             `json:"raw_b64,omitempty"`
 	Hash    string              `json:"hash,omitempty"`
+	Missing *SeqRange           `json:"missing_before,omitempty"`
 }
 
 // AppendJSON appends r as one JSON line (with its newline) to buf: raw as
 // a string when it is valid UTF-8, raw_b64 otherwise; no HTML escaping;
 // headers always present ({} when none); hash omitted when empty.
 func (r *Record) AppendJSON(buf []byte) ([]byte, error) {
-	w := recordJSON{Seq: r.Seq, Time: r.Time, Subject: r.Subject, Headers: r.Headers, Hash: r.Hash}
+	w := recordJSON{Seq: r.Seq, Time: r.Time, Subject: r.Subject, Headers: r.Headers, Hash: r.Hash, Missing: r.MissingBefore}
 	if w.Headers == nil {
 		w.Headers = map[string][]string{}
 	}
@@ -123,7 +142,7 @@ func parseRecord(line []byte) (*Record, string) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, "trailing data after the record"
 	}
-	r := &Record{Seq: w.Seq, Time: w.Time, Subject: w.Subject, Headers: w.Headers, Hash: w.Hash}
+	r := &Record{Seq: w.Seq, Time: w.Time, Subject: w.Subject, Headers: w.Headers, Hash: w.Hash, MissingBefore: w.Missing}
 	switch {
 	case w.Seq == 0:
 		return r, "seq is missing or 0"
@@ -199,6 +218,10 @@ type Summary struct {
 	// Contiguous is true when every line's seq is the previous one's + 1
 	// (always the case for an export of the append-only LEDGER stream).
 	Contiguous bool `json:"contiguous"`
+	// Missing lists the sequences missing between the file's first and
+	// last lines (and, for an export, those at its end the log did not
+	// answer).
+	Missing []SeqRange `json:"missing,omitempty"`
 	// Head is the last line's hash (hex); the zero hash for an empty file.
 	Head string `json:"head"`
 	// TreeRoot is the Merkle root (standard base64) of the file's lines as
@@ -301,6 +324,7 @@ func (c *ChainReader) next() (*Record, error) {
 		c.sum.FirstSeq = rec.Seq
 	} else if rec.Seq != c.sum.LastSeq+1 {
 		c.sum.Contiguous = false
+		c.sum.Missing = append(c.sum.Missing, SeqRange{c.sum.LastSeq + 1, rec.Seq - 1})
 	}
 	c.prev = want
 	c.sum.Lines++
@@ -354,6 +378,7 @@ func (cw *chainWriter) write(r *Record) error {
 		cw.sum.FirstSeq = r.Seq
 	} else if r.Seq != cw.sum.LastSeq+1 {
 		cw.sum.Contiguous = false
+		cw.sum.Missing = append(cw.sum.Missing, SeqRange{cw.sum.LastSeq + 1, r.Seq - 1})
 	}
 	cw.prev = h
 	cw.sum.Lines++

@@ -57,6 +57,7 @@ import (
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/ledger"
@@ -149,6 +150,19 @@ type Options struct {
 	// Proofs, if set, mounts the verifiable-log routes (proofs.go): the
 	// checkpoints, the tree's tiles, proposal and consistency proofs.
 	Proofs *proofs.Service
+	// Integrity, if set, is the damage found in the log (contract §16):
+	// while it holds some, every answer carries HeaderLogDamaged, /readyz
+	// is 503, /v1/status names it, and an answer that meets it is 409
+	// log_damaged (integrity.go).
+	Integrity *integrity.State
+	// ImportedThrough, if set, returns the stream's import marker for
+	// /v1/status's import boundary.
+	ImportedThrough func(ctx context.Context) (uint64, error)
+	// Scrub, if set, feeds /v1/status's scrub progress.
+	Scrub func() api.Scrub
+	// SigningStopped, if set, says why checkpoint signing stopped (nil
+	// while it signs).
+	SigningStopped func() *api.SigningStopped
 	// Logger gets one debug line per request and an error line per
 	// internal failure.
 	Logger zerolog.Logger
@@ -313,6 +327,7 @@ func (a *API) Handler() http.Handler {
 			a.log.Debug().Str(logging.KeyMethod, r.Method).Str(logging.KeyPath, r.URL.Path).
 				Int(logging.KeyStatus, rec.code()).Dur(logging.KeyTook, took).Msg("request")
 		}()
+		a.markDamaged(rec)
 		if refuseBadQuery(rec, r) {
 			return
 		}
@@ -408,6 +423,9 @@ func writeError(w http.ResponseWriter, status int, e *api.Error) {
 
 // internal logs err and answers 500.
 func (a *API) internal(w http.ResponseWriter, r *http.Request, err error) {
+	if a.logDamaged(w, err) {
+		return
+	}
 	a.log.Error().Err(err).Str(logging.KeyMethod, r.Method).Str(logging.KeyPath, r.URL.Path).Msg("request failed")
 	writeError(w, http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: "internal error; see the server log"})
 }

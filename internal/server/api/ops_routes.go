@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"net/http"
 	"strconv"
 
@@ -34,6 +35,10 @@ var ErrCannotOperate = errors.New("api: the ledger cannot run the operation")
 // opsRefusal answers err when it is ErrBusy or ErrCannotOperate and
 // reports whether it did.
 func opsRefusal(w http.ResponseWriter, err error) bool {
+	if d, ok := integrity.Damage(err); ok {
+		writeError(w, http.StatusConflict, damagedError(d))
+		return true
+	}
 	switch {
 	case errors.Is(err, ErrCannotOperate):
 		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeNotReady, Message: err.Error()})

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
@@ -88,6 +89,9 @@ func int64Param(q url.Values, name string, def int64) (int64, *api.Error) {
 
 // proofError answers an error of package proofs.
 func (a *API) proofError(w http.ResponseWriter, r *http.Request, field string, err error) {
+	if a.logDamaged(w, err) {
+		return
+	}
 	switch {
 	case errors.Is(err, proofs.ErrNotFound), errors.Is(err, projections.ErrNotFound):
 		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: field, Message: err.Error()})
@@ -98,6 +102,8 @@ func (a *API) proofError(w http.ResponseWriter, r *http.Request, field string, e
 		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeNoCheckpoint, Message: err.Error()})
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: err.Error()})
+	case errors.Is(err, proofs.ErrForked):
+		writeError(w, http.StatusConflict, &api.Error{Code: api.CodeLogDamaged, Message: err.Error()})
 	default:
 		a.internal(w, r, err)
 	}
@@ -172,6 +178,10 @@ func (a *API) getTile(w http.ResponseWriter, r *http.Request) {
 	path := "tile/" + r.PathValue("path")
 	t, err := evidence.ParseTilePath(path)
 	if err != nil {
+		if m := badTileWidth(path); m != "" {
+			writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "path", Message: m})
+			return
+		}
 		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "path",
 			Message: fmt.Sprintf("%q is not a hash tile path (tile/<L>/<N>[.p/<W>]); entry bundles are not served", path)})
 		return
@@ -257,6 +267,10 @@ func (a *API) getConsistency(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, badParam(paramFrom, "from (%d) must not exceed to (%d)", from, to))
 		return
 	}
+	if a.touches(w, 0, 0) {
+		// Only a rewrite (every proof suspect) is met at seq 0.
+		return
+	}
 	var out evidence.ConsistencyProof
 	err := a.reader.withTree(func(tree proofs.Tree) error {
 		p, err := a.opts.Proofs.Consistency(tree, from, to)
@@ -294,6 +308,14 @@ func (a *API) getInclusion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
+	if last, err := a.opts.StreamSeq(r.Context()); err == nil && uint64(seq) > last {
+		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: paramSeq,
+			Message: fmt.Sprintf("seq %d is beyond the log, which ends at seq %d", seq, last)})
+		return
+	}
+	if a.touches(w, uint64(seq), uint64(seq)) {
+		return
+	}
 	var out evidence.InclusionProof
 	err := a.reader.withTree(func(tree proofs.Tree) error {
 		var err error
@@ -309,4 +331,18 @@ func (a *API) getInclusion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// badTileWidth says what is wrong with a tile path whose width is out of
+// 1..255 (a C2SP partial tile's width), "" for any other path.
+func badTileWidth(path string) string {
+	i := strings.LastIndex(path, ".p/")
+	if i < 0 {
+		return ""
+	}
+	w, err := strconv.Atoi(path[i+3:])
+	if err != nil || (w >= 1 && w <= 255) {
+		return ""
+	}
+	return fmt.Sprintf("%q: a partial tile's width must be 1..255, not %d (a full tile has no .p/ width)", path, w)
 }

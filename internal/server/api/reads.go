@@ -345,6 +345,17 @@ func (a *API) currentStatus(ctx context.Context) (api.Status, error) {
 	if st.StreamSeq > st.ProjectedSeq {
 		st.Lag = st.StreamSeq - st.ProjectedSeq
 	}
+	if a.opts.Integrity != nil {
+		if d, ok := a.opts.Integrity.Current(); ok {
+			st.LogDamage = &d
+			if st.LogProblem == "" {
+				st.LogProblem = d.Message
+			}
+		}
+	}
+	if a.opts.SigningStopped != nil {
+		st.SigningStopped = a.opts.SigningStopped()
+	}
 	return st, nil
 }
 
@@ -371,6 +382,15 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.unavailable(w, err)
 		return
+	}
+	if a.opts.Scrub != nil {
+		sc := a.opts.Scrub()
+		st.Scrub = &sc
+	}
+	if a.opts.ImportedThrough != nil {
+		if n, err := a.opts.ImportedThrough(r.Context()); err == nil {
+			st.Import = &api.ImportBoundary{ImportedThrough: n, OriginalTimeHeader: ledger.HeaderOriginalTime, OriginalIDHeader: ledger.HeaderOriginalMsgID}
+		}
 	}
 	if a.opts.Consumers != nil {
 		// The consumers are a view for people (the console's status
@@ -410,7 +430,9 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	res.Error = &api.Error{Code: api.CodeNotReady,
 		Message: fmt.Sprintf("the projection is %d events behind the stream (ready at %d or fewer)", st.Lag, bound)}
-	if st.LogProblem != "" {
+	if st.LogDamage != nil {
+		res.Error = damagedError(*st.LogDamage)
+	} else if st.LogProblem != "" {
 		res.Error.Message = "log and projection disagree: " + st.LogProblem
 	}
 	writeJSON(w, http.StatusServiceUnavailable, res)

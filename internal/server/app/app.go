@@ -54,11 +54,13 @@ import (
 	httpapi "github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/console"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/internal/server/mcp"
 	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/internal/server/origin"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/server/submit"
+	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/projections/projector"
@@ -101,8 +103,10 @@ type App struct {
 	proofs     *proofs.Service // checkpoints and proofs (proofs.go)
 	stopProofs func()          // cancels the signer and waits for it
 
-	logState logState     // logcheck.go
-	storage  storageState // diskfull.go
+	logState logState            // logcheck.go
+	damage   *integrity.State    // the damage found in the log (scrub.go)
+	scrub    *integrity.Scrubber // re-reads the stream (scrub.go)
+	storage  storageState        // diskfull.go
 
 	// Online operations (rebuild_verify.go).
 	opsMu     sync.Mutex
@@ -170,6 +174,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	a.damage = &integrity.State{}
 	// The stream, checked against the projection (logcheck.go): never
 	// created afresh under a projection that has folded events.
 	if err := a.openStream(ctx, store); err != nil {
@@ -190,6 +195,9 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, err
 	}
 	if err := a.openProofs(); err != nil {
+		return nil, err
+	}
+	if err := a.openScrub(); err != nil {
 		return nil, err
 	}
 	a.asOf = newAsOfCache(a.js, o.TmpDir(), o.Logger.With().Str(logging.KeyComponent, "as-of").Logger())
@@ -217,6 +225,16 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		Consumers:      a.consumers,
 		Ops:            a,
 		Proofs:         a.proofs,
+		Integrity:      a.damage,
+		Scrub:          a.scrub.Status,
+		ImportedThrough: func(ctx context.Context) (uint64, error) {
+			info, err := a.stream.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return ledger.ImportedThrough(info.Config.Metadata), nil
+		},
+		SigningStopped: a.proofs.SigningStopped,
 		Logger:         o.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
@@ -490,6 +508,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 		defer close(checkDone)
 		a.runLogCheck(checkCtx)
 	}()
+	scrubDone := make(chan struct{})
+	go func() {
+		defer close(scrubDone)
+		_ = a.scrub.Run(checkCtx)
+	}()
 	storageDone := make(chan struct{})
 	go func() {
 		defer close(storageDone)
@@ -543,6 +566,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	// projector: it commits the batch in hand.
 	stopCheck()
 	<-checkDone
+	<-scrubDone
 	<-storageDone
 	a.current().stop()
 	a.stopProofs() // after the projector: the last batch gets its checkpoint

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
@@ -51,11 +53,18 @@ type logState struct {
 	problem string
 }
 
-// LogProblem returns what the log check found wrong while serving, or "".
+// LogProblem returns what the log check found wrong while serving, else
+// the damage the scrub or a proof found in the log (scrub.go), or "".
 func (a *App) LogProblem() string {
 	a.logState.mu.Lock()
-	defer a.logState.mu.Unlock()
-	return a.logState.problem
+	p := a.logState.problem
+	a.logState.mu.Unlock()
+	if p == "" && a.damage != nil {
+		if d, ok := a.damage.Current(); ok {
+			p = d.Message
+		}
+	}
+	return p
 }
 
 func (a *App) streamOptions() appendlog.StreamOptions {
@@ -132,6 +141,18 @@ func (a *App) compareLog(st appendlog.StreamState, store *projections.Store, cp 
 	case cp > st.LastSeq:
 		return fmt.Sprintf("the projection's checkpoint, seq %d, is beyond the last sequence of stream %s (%d): the log is not the one the projection was folded from",
 			cp, id, st.LastSeq), nil
+	case st.FirstSeq > 1 && st.LastSeq > 0 && st.ImportedThrough == 0 && cp > 0 && a.damage != nil:
+		// The tree holds leaves the stream no longer has (a block file
+		// lost, or history aged out): damage (contract §16), not a
+		// refusal to serve: reads go on, marked, and signing stops.
+		exp := ""
+		if h, err := store.LeafHash(0); err == nil {
+			exp = h.String()
+		}
+		if a.damage.Report(integrity.NewDamage(api.DamageMissing, 1, exp, "")) {
+			a.log.Error().Str(logging.KeyComponent, "log-check").Uint64(logging.KeySeq, 1).
+				Msgf("stream %s starts at seq %d: seq 1..%d are missing (a block file lost, or a max age or limit set on the stream)", id, st.FirstSeq, st.FirstSeq-1)
+		}
 	case st.FirstSeq > 1 && st.LastSeq > 0 && st.ImportedThrough == 0:
 		return fmt.Sprintf("stream %s starts at seq %d with no import marker: seq 1..%d were removed (a max age or limit set on the stream ages the ledger's history out)",
 			id, st.FirstSeq, st.FirstSeq-1), nil
@@ -161,9 +182,12 @@ func (a *App) checkLog(ctx context.Context) (string, error) {
 		// JetStream is off: nothing to conclude about the log.
 		return "", errors.New(p)
 	}
-	if p := a.LogProblem(); p != "" {
+	a.logState.mu.Lock()
+	held := a.logState.problem
+	a.logState.mu.Unlock()
+	if held != "" {
 		a.holdPipeline()
-		return p, nil
+		return held, nil
 	}
 	p := a.current()
 	cp := p.store.AppliedSeq() // before the stream's state: see compareLog

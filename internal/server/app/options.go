@@ -217,6 +217,14 @@ type Options struct {
 	// CheckpointInterval is the shortest time between two checkpoints.
 	// Default proofs.DefaultInterval (1s).
 	CheckpointInterval time.Duration
+	// ScrubPeriod is the shortest time between the starts of two full
+	// passes of the scrub (contract §16; default
+	// integrity.DefaultPeriod, 24h); ScrubRate bounds a full pass in
+	// messages a second (default integrity.DefaultRate; negative: no
+	// bound). Messages folded since the last look are checked every
+	// CheckpointInterval whatever the pass is doing.
+	ScrubPeriod time.Duration
+	ScrubRate   int
 	// DataLock, if set, is DataDir's lock already held by the caller
 	// (serve takes it before writing its generated NATS configuration
 	// there); New takes it over and the App releases it. Otherwise New

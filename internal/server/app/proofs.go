@@ -29,6 +29,7 @@ func (a *App) openProofs() error {
 		Conn:      a.nc,
 		JS:        a.js,
 		Interval:  a.opts.CheckpointInterval,
+		Integrity: a.damage,
 		Logger:    a.opts.Logger,
 	}); err != nil {
 		return fmt.Errorf("app: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"os"
 	"sync"
 	"time"
@@ -62,6 +63,12 @@ func (a *App) acquireOp(op string) error {
 	case <-a.ready:
 	default:
 		return fmt.Errorf("%w: the ledger is not serving yet", httpapi.ErrCannotOperate)
+	}
+	// A damaged log (contract §16): a rebuild would sign nothing of a
+	// rewritten tree and a verify would compare with damage; 409
+	// log_damaged naming it.
+	if d, ok := a.damage.Current(); ok {
+		return &integrity.DamagedError{Damage: d}
 	}
 	// A log that no longer matches the projection: fail at once, saying
 	// why (a verify or rebuild would wait for history that is gone).

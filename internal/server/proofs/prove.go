@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
@@ -71,6 +74,9 @@ func (s *Service) ProposalProof(ctx context.Context, tree Tree, space, id string
 	if err != nil {
 		return nil, err
 	}
+	if err := s.touches(hist[0].Seq, hist[len(hist)-1].Seq); err != nil {
+		return nil, err
+	}
 	e, err := s.CheckpointFor(ctx, tree, size, int64(hist[len(hist)-1].Seq))
 	if err != nil {
 		return nil, err
@@ -87,6 +93,13 @@ func (s *Service) ProposalProof(ctx context.Context, tree Tree, space, id string
 			break
 		}
 		raw, err := stream.GetMsg(ctx, h.Seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			exp := ""
+			if lh, err := tree.LeafHash(int64(h.Seq) - 1); err == nil {
+				exp = lh.String()
+			}
+			return nil, s.damaged(integrity.NewDamage(api.DamageMissing, h.Seq, exp, ""))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("proofs: read seq %d: %w", h.Seq, err)
 		}
@@ -100,7 +113,7 @@ func (s *Service) ProposalProof(ctx context.Context, tree Tree, space, id string
 			return nil, err
 		}
 		if got := evidence.LeafHash(buf); got != stored {
-			return nil, fmt.Errorf("%w: seq %d hashes to %s, the tree holds %s", ErrLeafMismatch, h.Seq, got, stored)
+			return nil, fmt.Errorf("%w: %w", ErrLeafMismatch, s.damaged(integrity.NewDamage(api.DamageAltered, h.Seq, stored.String(), got.String())))
 		}
 		p, err := tlog.ProveRecord(e.Checkpoint.Size, leaf.Index(), tree)
 		if err != nil {
@@ -170,6 +183,9 @@ func (s *Service) Inclusion(ctx context.Context, tree Tree, seq uint64, size int
 	if int64(seq) > e.Checkpoint.Size {
 		return evidence.InclusionProof{}, fmt.Errorf("%w: seq %d is past checkpoint %d", ErrBeyondTree, seq, e.Checkpoint.Size)
 	}
+	if err := s.touches(seq, seq); err != nil {
+		return evidence.InclusionProof{}, err
+	}
 	i := int64(seq) - 1
 	lh, err := tree.LeafHash(i)
 	if err != nil {
@@ -181,4 +197,23 @@ func (s *Service) Inclusion(ctx context.Context, tree Tree, seq uint64, size int
 	}
 	return evidence.InclusionProof{Seq: seq, LeafIndex: i, TreeSize: e.Checkpoint.Size, LeafHash: lh.String(),
 		Proof: evidence.FormatHashes(p), Checkpoint: string(e.Note)}, nil
+}
+
+// touches returns the damage in force when it meets sequences from..to
+// (integrity.State.Touches), nil otherwise.
+func (s *Service) touches(from, to uint64) error {
+	if s.opts.Integrity == nil {
+		return nil
+	}
+	return s.opts.Integrity.Touches(from, to)
+}
+
+// damaged reports d (when Integrity is set) and returns it as an error.
+func (s *Service) damaged(d api.LogDamage) error {
+	if s.opts.Integrity != nil {
+		if s.opts.Integrity.Report(d) {
+			s.log.Error().Str("kind", d.Kind).Uint64("seq", d.Seq).Msg(d.Message + " (found by a proof)")
+		}
+	}
+	return &integrity.DamagedError{Damage: d}
 }

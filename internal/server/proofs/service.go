@@ -16,6 +16,7 @@ import (
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
 )
@@ -72,6 +73,11 @@ type Options struct {
 	// Interval is the shortest time between two checkpoints. Default
 	// DefaultInterval.
 	Interval time.Duration
+	// Integrity, if set, is the damage found in the log: signing stops
+	// at the last good size while it holds some, a proof that meets it
+	// is an *integrity.DamagedError, and a tree that no longer extends
+	// the checkpoints signed is reported to it (kind rewritten).
+	Integrity *integrity.State
 	// Logger gets a line per checkpoint (debug) and per failure.
 	Logger zerolog.Logger
 }
@@ -107,6 +113,7 @@ type Service struct {
 	signMu  sync.Mutex // serialises signing
 	probMu  sync.Mutex
 	problem error // set when the tree stopped extending the last checkpoint
+	held    *api.SigningStopped
 }
 
 // New opens the checkpoint log and parses the key.
@@ -159,6 +166,36 @@ func (s *Service) Problem() error {
 	return s.problem
 }
 
+// SigningStopped says why signing stopped and at which size, nil while
+// the service signs.
+func (s *Service) SigningStopped() *api.SigningStopped {
+	s.probMu.Lock()
+	defer s.probMu.Unlock()
+	if s.problem != nil {
+		size := int64(0)
+		if e, ok := s.cps.Latest(); ok {
+			size = e.Checkpoint.Size
+		}
+		return &api.SigningStopped{Size: size, Reason: s.problem.Error()}
+	}
+	if s.held != nil {
+		c := *s.held
+		return &c
+	}
+	return nil
+}
+
+func (s *Service) setHeld(h *api.SigningStopped) {
+	s.probMu.Lock()
+	defer s.probMu.Unlock()
+	if h == nil && s.held != nil {
+		s.log.Warn().Msg("signing again: the damage is cleared")
+	} else if h != nil && s.held == nil {
+		s.log.Error().Int64("size", h.Size).Str("reason", h.Reason).Msg("signing stopped at the last good size")
+	}
+	s.held = h
+}
+
 // Close closes the checkpoint log. Safe to call twice.
 func (s *Service) Close() error { return s.cps.Close() }
 
@@ -202,12 +239,24 @@ func (s *Service) Checkpoint(tree Tree) (Entry, error) {
 	}
 	n := tree.TreeSize()
 	last, have := s.cps.Latest()
+	if s.opts.Integrity != nil {
+		if lim, why, ok := s.opts.Integrity.SignLimit(); ok {
+			lim = max(lim, 0)
+			if have {
+				lim = max(lim, min(last.Checkpoint.Size, n))
+			}
+			s.setHeld(&api.SigningStopped{Size: min(lim, n), Reason: why})
+			n = min(n, lim)
+		} else {
+			s.setHeld(nil)
+		}
+	}
 	if have && n <= last.Checkpoint.Size {
 		// Not grown, or behind (a projection catching up after a rebuild
 		// from scratch): nothing to sign yet.
 		if n == last.Checkpoint.Size {
 			if h, err := tree.TreeHash(n); err == nil && h != last.Checkpoint.Hash {
-				return Entry{}, s.fork(fmt.Errorf("%w: %w", ErrForked, evidence.VerifyConsistency(last.Checkpoint, evidence.Checkpoint{Origin: last.Checkpoint.Origin, Size: n, Hash: h}, nil)))
+				return Entry{}, s.rewritten(tree, fmt.Errorf("%w: %w", ErrForked, evidence.VerifyConsistency(last.Checkpoint, evidence.Checkpoint{Origin: last.Checkpoint.Origin, Size: n, Hash: h}, nil)))
 			}
 		}
 		return last, nil
@@ -223,7 +272,7 @@ func (s *Service) Checkpoint(tree Tree) (Entry, error) {
 			return Entry{}, err
 		}
 		if err := evidence.VerifyConsistency(last.Checkpoint, cp, p); err != nil {
-			return Entry{}, s.fork(fmt.Errorf("%w: %w", ErrForked, err))
+			return Entry{}, s.rewritten(tree, fmt.Errorf("%w: %w", ErrForked, err))
 		}
 	}
 	signed, err := evidence.SignCheckpoint(cp, s.signer)
@@ -251,4 +300,48 @@ func (s *Service) fork(err error) error {
 		s.log.Error().Err(err).Msg("not signing: the tree does not extend the last checkpoint")
 	}
 	return s.problem
+}
+
+// rewritten reports to Integrity that the tree of size n has root got
+// where the checkpoint signed for that size has want, and returns the
+// fork error.
+func (s *Service) rewritten(tree Tree, err error) error {
+	if s.opts.Integrity != nil {
+		if d, ok := s.findRewrite(tree); ok {
+			s.opts.Integrity.Report(d)
+		}
+	}
+	return s.fork(err)
+}
+
+// findRewrite finds the smallest signed checkpoint the tree no longer
+// matches (the rewritten leaf is at or before its size).
+func (s *Service) findRewrite(tree Tree) (api.LogDamage, bool) {
+	n := tree.TreeSize()
+	for from := int64(1); ; {
+		es, more, err := s.cps.List(from, 1000)
+		if err != nil {
+			return api.LogDamage{}, false
+		}
+		for _, e := range es {
+			size := e.Checkpoint.Size
+			if size == 0 {
+				continue
+			}
+			if size > n {
+				return api.LogDamage{}, false
+			}
+			h, err := tree.TreeHash(size)
+			if err != nil {
+				return api.LogDamage{}, false
+			}
+			if h != e.Checkpoint.Hash {
+				return integrity.NewDamage(api.DamageRewritten, uint64(size), e.Checkpoint.Hash.String(), h.String()), true
+			}
+		}
+		if !more || len(es) == 0 {
+			return api.LogDamage{}, false
+		}
+		from = es[len(es)-1].Checkpoint.Size + 1
+	}
 }

@@ -255,6 +255,24 @@ export async function statusPage(c) {
   add("Projection (applied)", String(st.projected_seq), "st-projected");
   add("Lag", `${st.lag} event${st.lag === 1 ? "" : "s"}`, "st-lag");
   add("Log check", st.log_problem ? h("span", { class: "bad" }, "✖ problem: " + st.log_problem) : h("span", { class: "good" }, "✔ ok: the projection matches the log"), "st-logcheck");
+  // The log checks itself (contract §16): damage found in the log, the
+  // scrub's progress, and signing stopped at the last good size.
+  const d = st.log_damage;
+  if (d) {
+    main.append(h("div", { class: "damage-banner bad", id: "st-damage", role: "alert", "data-kind": d.kind, "data-seq": String(d.seq) },
+      h("strong", {}, `✖ Log damaged: ${d.kind}, seq ${d.seq}. `), d.message,
+      " Reads go on, marked as coming from a damaged log; proofs that touch it are refused. See docs/operations.md."));
+  }
+  const sc = st.scrub;
+  if (sc) {
+    const pos = sc.position ? `pass at seq ${sc.position} of ${sc.pass_end}` : "no pass running";
+    add("Scrub", h("span", { class: d ? "bad" : "good" },
+      `${d ? "✖" : "✔"} ${sc.checked} checked, every message through seq ${sc.checked_through}; ${sc.passes} full pass${sc.passes === 1 ? "" : "es"}` +
+      (sc.last_pass_ended ? ` (last ended ${sc.last_pass_ended})` : "") + `; ${pos}; ${sc.findings} finding${sc.findings === 1 ? "" : "s"}`), "st-scrub");
+  }
+  if (st.signing_stopped) {
+    add("Signing", h("span", { class: "bad" }, `✖ stopped at size ${st.signing_stopped.size}: ${st.signing_stopped.reason}`), "st-signing");
+  }
   main.append(h("section", { "aria-labelledby": "h-pos" }, h("h2", { id: "h-pos" }, "Positions"), facts));
   const cs = st.consumers || [];
   main.append(h("section", { "aria-labelledby": "h-cons" }, h("h2", { id: "h-cons" }, "Consumers of the stream"),

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
@@ -163,17 +164,21 @@ func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// getTile answers a C2SP tlog-tiles hash tile.
+// getTile answers a C2SP tlog-tiles hash tile or entry bundle.
 func (a *API) getTile(w http.ResponseWriter, r *http.Request) {
+	path := "tile/" + r.PathValue("path")
+	if strings.HasPrefix(path, "tile/entries/") {
+		a.getEntryBundle(w, r, path)
+		return
+	}
 	if e := params(r.URL.Query()); e != nil {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
-	path := "tile/" + r.PathValue("path")
 	t, err := evidence.ParseTilePath(path)
 	if err != nil {
 		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "path",
-			Message: fmt.Sprintf("%q is not a hash tile path (tile/<L>/<N>[.p/<W>]); entry bundles are not served", path)})
+			Message: fmt.Sprintf("%q is neither a hash tile path (tile/<L>/<N>[.p/<W>]) nor an entry bundle path (tile/entries/<N>[.p/<W>])", path)})
 		return
 	}
 	var data []byte

@@ -149,6 +149,12 @@ type Options struct {
 	// Proofs, if set, mounts the verifiable-log routes (proofs.go): the
 	// checkpoints, the tree's tiles, proposal and consistency proofs.
 	Proofs *proofs.Service
+	// Witnessing, if set, returns the witnesses' status for
+	// GET /v1/status; WitnessAlarm, if set, a witness's refusal of the
+	// ledger's history ("" when none): while it is not "", /readyz is 503
+	// and /v1/status carries it as log_problem.
+	Witnessing   func() *api.Witnessing
+	WitnessAlarm func() string
 	// Logger gets one debug line per request and an error line per
 	// internal failure.
 	Logger zerolog.Logger

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -103,6 +104,8 @@ type Service struct {
 	verifier note.Verifier
 	vkey     string
 	cps      *Log
+
+	witnesses atomic.Bool // UseWitnesses
 
 	signMu  sync.Mutex // serialises signing
 	probMu  sync.Mutex

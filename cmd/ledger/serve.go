@@ -12,6 +12,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/proofs"
+	"github.com/mewledger/ledger/internal/server/witness"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -128,6 +129,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.str(&o.CheckpointKeyFile, "checkpoint-key", "FILE", "", "checkpoint signing key (default <data>/checkpoint.key, generated on first start; `ledger checkpoint key` prints its verifier key)", true)
 	f.str(&o.CheckpointOrigin, "checkpoint-origin", "NAME", "", "the log's name in its checkpoints, for a key generated on first start (default <host>/ledger); an existing key must have this name", true)
 	f.str(&cpInterval, "checkpoint-interval", "DURATION", proofs.DefaultInterval.String(), "shortest time between two signed checkpoints while the log grows", true)
+	var witnesses []string
+	f.list(&witnesses, "witness", "VKEY_URL", "a witness asked to cosign each checkpoint (C2SP tlog-witness): 'VKEY URL', its verifier key and base URL; repeat for each witness (in the environment: comma-separated)", true)
+	f.integer(&o.WitnessQuorum, "witness-quorum", "N", 0, "how many witnesses must cosign a checkpoint for GET /v1/checkpoint to serve it (default: all)", true)
 	f.str(&o.NATSConfigFile, "nats-config", "FILE", "", "nats-server configuration file for the embedded server (authorization, TLS)", true)
 	f.str(&authFile, "auth", "FILE", "", "auth configuration (NATS users and permissions, API tokens and roles); see deploy/auth", true)
 	f.str(&tlsCert, "tls-cert", "FILE", "", "serve the API over TLS with this certificate (PEM)", true)
@@ -173,6 +177,16 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	if f.source("http-max-conns") == "default" {
 		o.MaxConns = 0 // the default: lowered to fit the descriptor limit
+	}
+	for _, w := range witnesses {
+		p, err := witness.Parse(w)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		o.Witnesses = append(o.Witnesses, p)
+	}
+	if o.WitnessQuorum < 0 || o.WitnessQuorum > len(o.Witnesses) {
+		return usageError("--witness-quorum %d: want 1..%d (the number of --witness), or 0 for all", o.WitnessQuorum, len(o.Witnesses))
 	}
 	for _, h := range strings.Split(httpHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {

@@ -1,7 +1,6 @@
 // Package witnesskit runs the real C2SP witness litewitness
-// (filippo.io/torchwood v0.6.1 cmd/litewitness, pinned as a tool of this
-// module) for tests: it builds the binary from the module proxy into the
-// test's temporary directory, serves its Ed25519 key from an ssh-agent of
+// (filippo.io/torchwood v0.6.1 cmd/litewitness) for tests: it builds the
+// binary from the module proxy into the test's temporary directory, serves its Ed25519 key from an ssh-agent of
 // its own (golang.org/x/crypto/ssh/agent, in the test process), writes the
 // log's origin and verifier key into its sqlite database (witnessdb, what
 // witnessctl would write), and starts it on a loopback port. A test that
@@ -13,12 +12,14 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	_ "embed"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,27 +29,56 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 )
 
-// Litewitness is the package path of the witness built (go.mod pins its
-// version with a tool directive).
-const Litewitness = "filippo.io/torchwood/cmd/litewitness"
+// The witness built: litewitness of filippo.io/torchwood at this version,
+// from the module proxy, in a module of its own (its tests' dependencies
+// are not all on the proxy, so it is no tool of this module: go mod tidy
+// would fail on them).
+const (
+	Litewitness        = "filippo.io/torchwood/cmd/litewitness"
+	LitewitnessVersion = "v0.6.1"
+	// zombiezen.com/go/sqlite at the version torchwood v0.6.1 requires,
+	// for witnessdb.
+	sqliteModule = "zombiezen.com/go/sqlite@v1.4.2"
+)
 
-const witnessDB = "github.com/mewledger/ledger/internal/testkit/witnesskit/witnessdb"
+// witnessdbSource is the source of witnessdb, built with litewitness.
+//
+//go:embed testdata/witnessdb.go.src
+var witnessdbSource []byte
 
 var buildMu sync.Mutex
 
-// Build builds litewitness and witnessdb into dir and returns their paths.
+// Build builds litewitness and witnessdb into dir, in a module of their
+// own made there, and returns their paths. It fails the test when it
+// cannot (no module proxy, a build error).
 func Build(t testing.TB, dir string) (litewitness, witnessdb string) {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(filepath.Join(src, "witnessdb"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module witnesskit.build\n\ngo 1.24\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "witnessdb", "main.go"), witnessdbSource, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	litewitness, witnessdb = filepath.Join(dir, "litewitness"), filepath.Join(dir, "witnessdb")
-	for pkg, out := range map[string]string{Litewitness: litewitness, witnessDB: witnessdb} {
+	for _, args := range [][]string{
+		{"get", Litewitness + "@" + LitewitnessVersion, sqliteModule},
+		{"build", "-o", litewitness, Litewitness},
+		{"build", "-o", witnessdb, "./witnessdb"},
+	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 		b, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil {
-			t.Fatalf("witnesskit: go build %s: %v\n%s", pkg, err, b)
+			t.Fatalf("witnesskit: go %s: %v\n%s", strings.Join(args, " "), err, b)
 		}
 	}
 	return litewitness, witnessdb

@@ -267,3 +267,17 @@ func SignatureLinesOf(signed, sigs []byte, v note.Verifier) []byte {
 	}
 	return out
 }
+
+// VerifyBundleWitnessed is VerifyBundle, and then requires the bundle's
+// checkpoint to carry cosignatures by w's quorum (an error wrapping
+// ErrNoQuorum otherwise). With no witness keys it is VerifyBundle.
+func VerifyBundleWitnessed(b *Bundle, verifierKey string, w Witnesses) (*Verified, error) {
+	v, err := VerifyBundle(b, verifierKey)
+	if err != nil {
+		return nil, err
+	}
+	if v.Cosigners, err = w.Check([]byte(b.Checkpoint)); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

@@ -1,6 +1,9 @@
 package main
 
-import "strings"
+import (
+	"os"
+	"strings"
+)
 
 // listValue is a repeatable string flag: each use adds a value; the
 // environment default (LEDGER_<NAME>) holds values separated by commas,
@@ -28,8 +31,20 @@ func (l *listValue) Set(v string) error {
 // list registers a repeatable string flag; env says whether it reads
 // LEDGER_<NAME> (comma-separated values).
 func (f *flags) list(p *[]string, name, meta, usage string, env bool) {
+	f.listEnv(p, name, meta, usage, env, "")
+}
+
+// listEnv is list reading the variable envVar instead of LEDGER_<NAME>
+// when it is not "".
+func (f *flags) listEnv(p *[]string, name, meta, usage string, env bool, envVar string) {
 	lv := &listValue{p: p}
-	if v, ok := f.lookup(name, env); ok {
+	v, ok := f.lookup(name, env)
+	if env && envVar != "" {
+		f.env[name] = envVar
+		v, ok = os.LookupEnv(envVar)
+		ok = ok && v != ""
+	}
+	if ok {
 		for _, s := range strings.Split(v, ",") {
 			if s = strings.TrimSpace(s); s != "" {
 				*p = append(*p, s)

@@ -1,7 +1,9 @@
 package witness_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
+	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/server/witness"
@@ -173,6 +176,44 @@ func TestLitewitness(t *testing.T) {
 		t.Fatalf("note.Open with torchwood's verifiers: %v (%d signatures verified)\n%s", err, len(n.Sigs), signed)
 	}
 
+	// Verifiers: a proposal's bundle carries the cosignatures; it verifies
+	// with the witnesses' keys, and is refused with a key that never
+	// cosigned and with a quorum that is not met.
+	st, body := get(t, base+"/v1/proposals/a-4/proof")
+	bundle, err := evidence.ParseBundle(body)
+	if st != 200 || err != nil {
+		t.Fatalf("proof: %d %v %s", st, err, body)
+	}
+	ver, err := evidence.VerifyBundleWitnessed(bundle, vkey, required)
+	if err != nil || len(ver.Cosigners) != 2 {
+		t.Fatalf("bundle with both witnesses' keys: %v", err)
+	}
+	stranger := witnesskit.NewKey(t, "witness.example/stranger")
+	for _, c := range []struct {
+		keys   []string
+		quorum int
+	}{{[]string{stranger}, 0}, {[]string{w1.VKey, w2.VKey, stranger}, 3}, {[]string{w1.VKey, stranger}, 2}} {
+		ws, err := evidence.ParseWitnesses(c.keys, c.quorum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := evidence.VerifyBundleWitnessed(bundle, vkey, ws); !errors.Is(err, evidence.ErrNoQuorum) {
+			t.Fatalf("bundle with witnesses %q quorum %d: %v, want ErrNoQuorum", c.keys, c.quorum, err)
+		}
+	}
+	// The Go client, WithWitnesses.
+	cl, err := client.New(base, client.WithVerifier(vkey, ""), client.WithWitnesses([]string{w1.VKey, w2.VKey}, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vp, err := cl.VerifiedGet(context.Background(), "a-4"); err != nil || len(vp.Cosigners) != 2 {
+		t.Fatalf("VerifiedGet with the witnesses: %v", err)
+	}
+	cl, _ = client.New(base, client.WithVerifier(vkey, ""), client.WithWitnesses([]string{stranger}, 0))
+	if _, err := cl.VerifiedGet(context.Background(), "a-4"); !errors.Is(err, evidence.ErrNoQuorum) {
+		t.Fatalf("VerifiedGet with a witness that never cosigned: %v, want ErrNoQuorum", err)
+	}
+
 	// One witness stopped: signing goes on, the witnessed checkpoint
 	// stops, the status says why.
 	w2.Stop()
@@ -222,7 +263,7 @@ func TestLitewitness(t *testing.T) {
 		!strings.Contains(s.LogProblem, "422") {
 		t.Fatalf("log_problem %q, want the witness, the sizes and the 422", s.LogProblem)
 	}
-	st, body := get(t, b.HTTPURL()+"/readyz")
+	st, body = get(t, b.HTTPURL()+"/readyz")
 	if st != http.StatusServiceUnavailable || !strings.Contains(string(body), "a witness refused the ledger's history") {
 		t.Fatalf("readyz of the fork: %d %s", st, body)
 	}

@@ -274,3 +274,17 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// NewKey returns the cosignature/v1 verifier key of a new witness key
+// named name (a witness that cosigns nothing).
+func NewKey(t testing.TB, name string) string {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := torchwood.NewCosignatureSigner(name, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Verifier().String()
+}

@@ -136,6 +136,7 @@ const (
 	CodeRebuildFailed    = "rebuild_failed"   // POST /v1/ops/rebuild?wait=true: the rebuild failed
 	CodeNoCheckpoint     = "no_checkpoint"    // no signed checkpoint covers what was asked yet (retry after the checkpoint interval)
 	CodeBeyondTree       = "beyond_tree"      // a size past the tree
+	CodeEntryTooLong     = "entry_too_long"   // an entry bundle holds a leaf over 65,535 bytes: ask with ?framing=long
 	CodeTooManyStreams   = "too_many_streams" // a stream (watch, long poll) refused over a cap
 	CodeBadHost          = "bad_host"
 	CodeCrossOrigin      = "cross_origin"

@@ -17,10 +17,6 @@ const (
 	framingLong  = "long"
 )
 
-// CodeEntryTooLong: an entry bundle in the C2SP framing holds a leaf
-// longer than 65,535 bytes; ask again with ?framing=long.
-const CodeEntryTooLong = "entry_too_long"
-
 // getEntryBundle answers a C2SP tlog-tiles entry bundle: the leaves
 // (evidence.Leaf encoding) of indexes 256·N.. framed by a big-endian
 // uint16 length, or a uint32 one with ?framing=long. Immutable once the
@@ -53,7 +49,7 @@ func (a *API) getEntryBundle(w http.ResponseWriter, r *http.Request, path string
 		return err
 	})
 	if errors.Is(err, proofs.ErrEntryTooLong) {
-		writeError(w, http.StatusConflict, &api.Error{Code: CodeEntryTooLong, Field: "path", Message: err.Error()})
+		writeError(w, http.StatusConflict, &api.Error{Code: api.CodeEntryTooLong, Field: "path", Message: err.Error()})
 		return
 	}
 	if err != nil {

@@ -139,6 +139,7 @@ const (
 	CodeRebuildFailed    = "rebuild_failed"    // POST /v1/ops/rebuild?wait=true: the rebuild failed
 	CodeNoCheckpoint     = "no_checkpoint"     // no signed checkpoint covers what was asked yet (retry after the checkpoint interval)
 	CodeBeyondTree       = "beyond_tree"       // a size past the tree
+	CodeEntryTooLong     = "entry_too_long"    // an entry bundle holds a leaf over 65,535 bytes: ask with ?framing=long
 	CodeTooManyStreams   = "too_many_streams"  // a stream (watch, long poll) refused over a cap
 	CodeTooManyHolds     = "too_many_holds"    // a request waiting on its body or a min_seq wait, over the caller's or the server's share
 	CodeTooManySessions  = "too_many_sessions" // an MCP session over the caller's or the server's cap

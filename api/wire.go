@@ -126,6 +126,9 @@ type Status struct {
 	// ledger can list them): the projectors' durables, rebuilds and
 	// other readers, with how far each has got.
 	Consumers []Consumer `json:"consumers,omitempty"`
+	// Witnessing is the witnesses the ledger asks to cosign its
+	// checkpoints, when it has any (GET /v1/status only).
+	Witnessing *Witnessing `json:"witnessing,omitempty"`
 }
 
 // Consumer is one consumer of the LEDGER stream as GET /v1/status shows it.

@@ -46,6 +46,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mewledger/ledger/api/evidence"
 )
 
 // DefaultAPI is the address of a default `ledger serve`.
@@ -72,7 +74,8 @@ type Options struct {
 	// the overall timeout: ctx bounds them.
 	HTTP *http.Client
 	// verify is set by WithVerifier (VerifiedGet).
-	verify *verifyState
+	verify    *verifyState
+	witnesses evidence.Witnesses // WithWitnesses
 }
 
 // Validate fills in the defaults and checks the options. It returns an

@@ -87,6 +87,9 @@ type VerifiedProposal struct {
 	// Bundle is the evidence itself (`ledger verify --bundle` checks it
 	// offline).
 	Bundle *evidence.Bundle
+	// Cosigners are the witnesses (WithWitnesses) whose cosignature of the
+	// checkpoint verified.
+	Cosigners []string
 }
 
 // VerifiedGet reads a proposal, its history and its proof, and checks them
@@ -99,7 +102,8 @@ type VerifiedProposal struct {
 // verifier key's), ErrLeafEncoding, ErrInclusion, ErrMismatch (an event or
 // history entry does not match its proven leaf), ErrForked,
 // ErrRewritten (also ErrForked) and ErrShrank (the log is not an
-// extension of the one accepted before), ErrMalformed. The last accepted
+// extension of the one accepted before), ErrMalformed, ErrNoQuorum (with
+// WithWitnesses: the checkpoint lacks the witnesses' quorum). The last accepted
 // checkpoint is replaced only by one that passed every check.
 func (c *Client) VerifiedGet(ctx context.Context, id string, opts ...ReadOption) (*VerifiedProposal, error) {
 	vs := c.opts.verify
@@ -126,7 +130,7 @@ func (c *Client) VerifiedGet(ctx context.Context, id string, opts ...ReadOption)
 	if err != nil {
 		return nil, fmt.Errorf("client: proof of %q: %w", id, err)
 	}
-	ver, err := evidence.VerifyBundle(b, vs.key)
+	ver, err := evidence.VerifyBundleWitnessed(b, vs.key, c.opts.witnesses)
 	if err != nil {
 		return nil, fmt.Errorf("client: proof of %q: %w", id, err)
 	}
@@ -136,7 +140,7 @@ func (c *Client) VerifiedGet(ctx context.Context, id string, opts ...ReadOption)
 	if err := c.accept(ctx, vs, []byte(b.Checkpoint), ver.Checkpoint); err != nil {
 		return nil, err
 	}
-	return &VerifiedProposal{Proposal: p, History: h, Checkpoint: ver.Checkpoint, Bundle: b}, nil
+	return &VerifiedProposal{Proposal: p, History: h, Checkpoint: ver.Checkpoint, Bundle: b, Cosigners: ver.Cosigners}, nil
 }
 
 // spaceOnly keeps the space of read options (the proof route takes no

@@ -227,6 +227,9 @@ type Verified struct {
 	Note *note.Note
 	// Leaves are the proven leaves, in the bundle's order.
 	Leaves []*Leaf
+	// Cosigners are the witnesses whose cosignature of the checkpoint
+	// verified (VerifyBundleWitnessed), in the order of their keys.
+	Cosigners []string
 }
 
 // VerifyBundle checks a bundle against the log's verifier key, with no

@@ -46,6 +46,8 @@ func runGet(ctx context.Context, e env, args []string) error {
 	f.boolean(&verify, "verify", false, "check the read against the ledger's signed checkpoints (see below)", true)
 	f.str(&keyArg, "verifier-key", "KEY", "", "with --verify: the ledger's verifier key, or a file holding it", true)
 	f.str(&stateArg, "verify-state", "FILE", "", "with --verify: the file keeping the last accepted checkpoint (default <user config dir>/ledger/checkpoints/<origin>)", true)
+	var wf witnessFlags
+	wf.register(f, true)
 	pos, err := positional(f, args)
 	if err != nil {
 		return err
@@ -58,7 +60,11 @@ func runGet(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if verify {
-		return getVerified(ctx, e, &co, keyArg, stateArg, pos[0])
+		w, err := wf.witnesses()
+		if err != nil {
+			return err
+		}
+		return getVerified(ctx, e, &co, keyArg, stateArg, pos[0], w)
 	}
 	raw, err := cl.GetRaw(ctx, pos[0], co.read())
 	if err != nil {
@@ -76,7 +82,7 @@ func runGet(ctx context.Context, e env, args []string) error {
 }
 
 // getVerified is `ledger get --verify`: a client.VerifiedGet.
-func getVerified(ctx context.Context, e env, co *clientOpts, keyArg, state, id string) error {
+func getVerified(ctx context.Context, e env, co *clientOpts, keyArg, state, id string, w evidence.Witnesses) error {
 	if keyArg == "" {
 		return usageError("--verify needs --verifier-key KEY (LEDGER_VERIFIER_KEY): the key `ledger checkpoint key` prints, or a file holding it")
 	}
@@ -99,7 +105,11 @@ func getVerified(ctx context.Context, e env, co *clientOpts, keyArg, state, id s
 		origin, _, _ := strings.Cut(key, "+")
 		state = filepath.Join(dir, "ledger", "checkpoints", url.PathEscape(origin))
 	}
-	cl, err := client.New(co.apiURL, client.WithToken(co.token), client.WithVerifier(key, state))
+	opts := []client.Option{client.WithToken(co.token), client.WithVerifier(key, state)}
+	if len(w.Keys) > 0 {
+		opts = append(opts, client.WithWitnessVerifiers(w))
+	}
+	cl, err := client.New(co.apiURL, opts...)
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -112,6 +122,9 @@ func getVerified(ctx context.Context, e env, co *clientOpts, keyArg, state, id s
 	// line, never this.
 	fmt.Fprintf(e.stderr, "verified: %d events of %q are in the log checkpoint %s signs, consistent with the last accepted one (kept in %s); the state shown is the ledger's fold of them\n",
 		len(vp.Bundle.Events), id, vp.Checkpoint, state)
+	if len(vp.Cosigners) > 0 {
+		fmt.Fprintf(e.stderr, "cosigned by the witnesses %q\n", vp.Cosigners)
+	}
 	if co.output == outputJSON {
 		enc := json.NewEncoder(e.stdout)
 		return enc.Encode(vp.Proposal)

@@ -13,6 +13,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/internal/server/proofs"
+	"github.com/mewledger/ledger/internal/server/witness"
 	"github.com/mewledger/ledger/ledger"
 )
 
@@ -141,6 +142,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.str(&cpInterval, "checkpoint-interval", "DURATION", proofs.DefaultInterval.String(), "shortest time between two signed checkpoints while the log grows", true)
 	f.str(&scrubPeriod, "scrub-period", "DURATION", integrity.DefaultPeriod.String(), "the scrub re-reads the whole log and checks every leaf against the tree at most this often (messages folded since the last look are checked every --checkpoint-interval)", true)
 	f.integer(&o.ScrubRate, "scrub-rate", "MSGS_PER_SECOND", integrity.DefaultRate, "most messages a second a full scrub pass reads (negative: no bound)", true)
+	var witnesses []string
+	f.list(&witnesses, "witness", "VKEY_URL", "a witness asked to cosign each checkpoint (C2SP tlog-witness): 'VKEY URL', its verifier key and base URL; repeat for each witness (in the environment: comma-separated)", true)
+	f.integer(&o.WitnessQuorum, "witness-quorum", "N", 0, "how many witnesses must cosign a checkpoint for GET /v1/checkpoint to serve it (default: all)", true)
 	f.str(&o.NATSConfigFile, "nats-config", "FILE", "", "nats-server configuration file for the embedded server (authorization, TLS)", true)
 	f.str(&authFile, "auth", "FILE", "", "auth configuration (NATS users and permissions, API tokens and roles); see deploy/auth", true)
 	f.str(&tlsCert, "tls-cert", "FILE", "", "serve the API over TLS with this certificate (PEM)", true)
@@ -187,6 +191,16 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	if f.source("http-max-conns") == "default" {
 		o.MaxConns = 0 // the default: lowered to fit the descriptor limit
+	}
+	for _, w := range witnesses {
+		p, err := witness.Parse(w)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		o.Witnesses = append(o.Witnesses, p)
+	}
+	if o.WitnessQuorum < 0 || o.WitnessQuorum > len(o.Witnesses) {
+		return usageError("--witness-quorum %d: want 1..%d (the number of --witness), or 0 for all", o.WitnessQuorum, len(o.Witnesses))
 	}
 	for _, h := range strings.Split(httpHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {

@@ -79,6 +79,8 @@ func runVerify(ctx context.Context, e env, args []string) error {
 	f.str(&key, "key", "KEY", "", "with --bundle or --checkpoint: the ledger's verifier key (`ledger checkpoint key`), or a file holding it", false)
 	f.str(&checkpoint, "checkpoint", "FILE", "", "with --export: a signed checkpoint (`ledger checkpoint latest`) the file's first lines must be the tree of (needs --key)", false)
 	f.boolean(&scrub, "scrub", false, "re-read the whole stream and check every message's leaf hash against the projection's Merkle tree (one full pass of the scrub `ledger serve` runs), offline on --data", false)
+	var wf witnessFlags
+	wf.register(f, false)
 	o.register(f)
 	o.registerAPI(f)
 	if err := f.parseNone(args); err != nil {
@@ -90,6 +92,9 @@ func runVerify(ctx context.Context, e env, args []string) error {
 		}
 		return verifyScrub(ctx, e, &o)
 	}
+	if len(wf.keys) > 0 && bundle == "" {
+		return usageError("--witness-key goes with --bundle")
+	}
 	if key != "" && bundle == "" && checkpoint == "" {
 		return usageError("--key goes with --bundle or --checkpoint")
 	}
@@ -100,7 +105,11 @@ func runVerify(ctx context.Context, e env, args []string) error {
 		if export != "" {
 			return usageError("--bundle and --export are two different checks: give one")
 		}
-		return verifyBundle(e, bundle, key)
+		w, err := wf.witnesses()
+		if err != nil {
+			return err
+		}
+		return verifyBundle(e, bundle, key, w)
 	}
 	if head != "" && export == "" {
 		return usageError("--head goes with --export")

@@ -18,7 +18,7 @@ import (
 // holding it. The result goes to stdout as JSON; a bundle that does not
 // verify is an error naming what failed (signature, inclusion, leaf
 // encoding, mismatch), exit status 1.
-func verifyBundle(e env, path, key string) error {
+func verifyBundle(e env, path, key string, w evidence.Witnesses) error {
 	if key == "" {
 		return usageError("--bundle needs --key VERIFIERKEY (the key `ledger checkpoint key` prints, or a file holding it)")
 	}
@@ -38,7 +38,7 @@ func verifyBundle(e env, path, key string) error {
 	b, err := evidence.ReadBundle(in)
 	if err == nil {
 		var v *evidence.Verified
-		if v, err = evidence.VerifyBundle(b, vkey); err == nil {
+		if v, err = evidence.VerifyBundleWitnessed(b, vkey, w); err == nil {
 			return writeOpsJSON(e.stdout, bundleReport(b, v))
 		}
 	}
@@ -82,6 +82,7 @@ func failedKinds(err error) []string {
 		{"malformed", evidence.ErrMalformed}, {"key", evidence.ErrKey}, {"signature", evidence.ErrSignature},
 		{"origin", evidence.ErrOrigin}, {"leaf_encoding", evidence.ErrLeafEncoding},
 		{"mismatch", evidence.ErrMismatch}, {"inclusion", evidence.ErrInclusion},
+		{"witnesses", evidence.ErrNoQuorum},
 	} {
 		if errors.Is(err, k.err) {
 			out = append(out, k.name)
@@ -113,7 +114,9 @@ func bundleReport(b *evidence.Bundle, v *evidence.Verified) any {
 		Space    string        `json:"space,omitempty"`
 		Proposal string        `json:"proposal,omitempty"`
 		Events   []bundleEvent `json:"events"`
-	}{true, v.Checkpoint.Origin, v.Checkpoint.Size, v.Checkpoint.Hash.String(), b.Space, b.Proposal, evs}
+		// Cosigners are the required witnesses that cosigned (--witness-key).
+		Cosigners []string `json:"cosigners,omitempty"`
+	}{true, v.Checkpoint.Origin, v.Checkpoint.Size, v.Checkpoint.Hash.String(), b.Space, b.Proposal, evs, v.Cosigners}
 }
 
 // verifyExportCheckpoint is `ledger verify --export FILE --checkpoint NOTE

@@ -42,10 +42,12 @@ func TestTokenSpaces(t *testing.T) {
 		{"GET", "/v1/checkpoint", "team-a-secret", http.StatusForbidden},
 		{"GET", "/v1/checkpoints", "team-a-secret", http.StatusForbidden},
 		{"GET", "/v1/tile/0/000", "team-a-secret", http.StatusForbidden},
+		{"GET", "/v1/tile/entries/000", "team-a-secret", http.StatusForbidden},
 		{"GET", "/v1/proof/consistency?from=1&to=2", "team-a-secret", http.StatusForbidden},
 		{"GET", "/v1/checkpoint", tokAuditor, http.StatusOK},
 		{"GET", "/v1/checkpoint/key", tokAuditor, http.StatusOK},
 		{"GET", "/v1/tile/0/000", tokAuditor, http.StatusOK},
+		{"GET", "/v1/tile/entries/000", tokAuditor, http.StatusOK},
 		{"GET", "/v1/proof/consistency?from=1&to=2", tokAuditor, http.StatusOK},
 		{"GET", "/v1/proposals/x?space=b", tokAuditor, http.StatusOK}, // no spaces: every space
 		{"POST", "/v1/events?space=b", tokWriter, http.StatusAccepted},

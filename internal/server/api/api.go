@@ -163,6 +163,12 @@ type Options struct {
 	// SigningStopped, if set, says why checkpoint signing stopped (nil
 	// while it signs).
 	SigningStopped func() *api.SigningStopped
+	// Witnessing, if set, returns the witnesses' status for
+	// GET /v1/status; WitnessAlarm, if set, a witness's refusal of the
+	// ledger's history ("" when none): while it is not "", /readyz is 503
+	// and /v1/status carries it as log_problem.
+	Witnessing   func() *api.Witnessing
+	WitnessAlarm func() string
 	// Logger gets one debug line per request and an error line per
 	// internal failure.
 	Logger zerolog.Logger

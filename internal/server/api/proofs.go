@@ -34,6 +34,9 @@ const (
 	paramSize = "size"
 	paramTo   = "to"
 	paramSeq  = "seq"
+	// paramUnwitnessed=1 asks GET /v1/checkpoint for the latest signed
+	// checkpoint, witnessed or not.
+	paramUnwitnessed = "unwitnessed"
 )
 
 // Error codes of the proof routes.
@@ -111,14 +114,28 @@ func (a *API) proofError(w http.ResponseWriter, r *http.Request, field string, e
 
 // getCheckpoint answers the latest signed checkpoint (text/plain).
 func (a *API) getCheckpoint(w http.ResponseWriter, r *http.Request) {
-	if e := params(r.URL.Query()); e != nil {
+	q := r.URL.Query()
+	if e := params(q, paramUnwitnessed); e != nil {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
-	e, ok := a.opts.Proofs.Log().Latest()
+	unwitnessed := false
+	switch q.Get(paramUnwitnessed) {
+	case "", "0", "false":
+	case "1", "true":
+		unwitnessed = true
+	default:
+		writeError(w, http.StatusBadRequest, badParam(paramUnwitnessed, "unwitnessed must be 1 or 0, not %q", q.Get(paramUnwitnessed)))
+		return
+	}
+	e, ok := a.opts.Proofs.Served(unwitnessed)
 	if !ok {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeNoCheckpoint, Message: "the ledger has signed no checkpoint yet"})
+		msg := "the ledger has signed no checkpoint yet"
+		if a.opts.Proofs.Witnessing() && !unwitnessed {
+			msg = "no checkpoint holds the witnesses' quorum yet (GET /v1/status shows each witness; ?unwitnessed=1 serves the latest signed)"
+		}
+		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeNoCheckpoint, Message: msg})
 		return
 	}
 	writeText(w, http.StatusOK, "no-cache", e.Note)
@@ -169,13 +186,17 @@ func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// getTile answers a C2SP tlog-tiles hash tile.
+// getTile answers a C2SP tlog-tiles hash tile or entry bundle.
 func (a *API) getTile(w http.ResponseWriter, r *http.Request) {
+	path := "tile/" + r.PathValue("path")
+	if strings.HasPrefix(path, "tile/entries/") {
+		a.getEntryBundle(w, r, path)
+		return
+	}
 	if e := params(r.URL.Query()); e != nil {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
-	path := "tile/" + r.PathValue("path")
 	t, err := evidence.ParseTilePath(path)
 	if err != nil {
 		if m := badTileWidth(path); m != "" {
@@ -183,7 +204,7 @@ func (a *API) getTile(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "path",
-			Message: fmt.Sprintf("%q is not a hash tile path (tile/<L>/<N>[.p/<W>]); entry bundles are not served", path)})
+			Message: fmt.Sprintf("%q is neither a hash tile path (tile/<L>/<N>[.p/<W>]) nor an entry bundle path (tile/entries/<N>[.p/<W>])", path)})
 		return
 	}
 	var data []byte

@@ -337,6 +337,9 @@ func (a *API) currentStatus(ctx context.Context) (api.Status, error) {
 	if a.opts.LogProblem != nil {
 		problem = a.opts.LogProblem()
 	}
+	if a.opts.WitnessAlarm != nil && problem == "" {
+		problem = a.opts.WitnessAlarm()
+	}
 	last, err := a.opts.StreamSeq(ctx)
 	if err != nil && problem == "" {
 		return api.Status{}, err
@@ -401,6 +404,9 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 			a.log.Warn().Err(err).Msg("list the stream's consumers")
 		}
 	}
+	if a.opts.Witnessing != nil {
+		st.Witnessing = a.opts.Witnessing()
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -434,6 +440,9 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		res.Error = damagedError(*st.LogDamage)
 	} else if st.LogProblem != "" {
 		res.Error.Message = "log and projection disagree: " + st.LogProblem
+		if a.opts.WitnessAlarm != nil && st.LogProblem == a.opts.WitnessAlarm() {
+			res.Error.Message = "a witness refused the ledger's history: " + st.LogProblem
+		}
 	}
 	writeJSON(w, http.StatusServiceUnavailable, res)
 }

@@ -60,6 +60,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/origin"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/server/submit"
+	"github.com/mewledger/ledger/internal/server/witness"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
@@ -100,8 +101,9 @@ type App struct {
 	pmu  sync.Mutex
 	pipe *pipeline // the current projection; replaced by an online rebuild
 
-	proofs     *proofs.Service // checkpoints and proofs (proofs.go)
-	stopProofs func()          // cancels the signer and waits for it
+	proofs     *proofs.Service    // checkpoints and proofs (proofs.go)
+	stopProofs func()             // cancels the signer and waits for it
+	witnesses  *witness.Submitter // nil: no witnesses
 
 	logState logState            // logcheck.go
 	damage   *integrity.State    // the damage found in the log (scrub.go)
@@ -235,6 +237,8 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 			return ledger.ImportedThrough(info.Config.Metadata), nil
 		},
 		SigningStopped: a.proofs.SigningStopped,
+		Witnessing:     a.witnessing,
+		WitnessAlarm:   a.witnessAlarm,
 		Logger:         o.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/internal/server/proofs"
+	"github.com/mewledger/ledger/internal/server/witness"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
@@ -225,6 +226,15 @@ type Options struct {
 	// CheckpointInterval whatever the pass is doing.
 	ScrubPeriod time.Duration
 	ScrubRate   int
+	// Witnesses are the witnesses asked to cosign each checkpoint (C2SP
+	// tlog-witness; package witness); none: checkpoints are served
+	// signed only. WitnessQuorum is how many must cosign a checkpoint for
+	// GET /v1/checkpoint to serve it (0: all). WitnessBackoff, if set,
+	// is the first wait before retrying a witness that failed (default
+	// witness.DefaultMinBackoff).
+	Witnesses      []witness.Witness
+	WitnessQuorum  int
+	WitnessBackoff time.Duration
 	// DataLock, if set, is DataDir's lock already held by the caller
 	// (serve takes it before writing its generated NATS configuration
 	// there); New takes it over and the App releases it. Otherwise New

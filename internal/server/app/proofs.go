@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/server/proofs"
+	"github.com/mewledger/ledger/internal/server/witness"
 )
 
 // The verifiable log (contract §16): the checkpoint key, the signer and the
@@ -41,7 +44,39 @@ func (a *App) openProofs() error {
 	ev.Str(logging.KeyComponent, "checkpoints").Str("key_file", path).Str("origin", a.proofs.Origin()).
 		Str("verifier_key", a.proofs.VerifierKey()).Msg("checkpoint key")
 	a.stopProofs = func() {}
+	if len(a.opts.Witnesses) > 0 {
+		var maxBackoff time.Duration // default
+		if a.opts.WitnessBackoff > 0 {
+			maxBackoff = 20 * a.opts.WitnessBackoff
+		}
+		if a.witnesses, err = witness.New(witness.Options{Witnesses: a.opts.Witnesses, Quorum: a.opts.WitnessQuorum,
+			Proofs: a.proofs, Tree: func() proofs.Tree { return a.Store() }, MinBackoff: a.opts.WitnessBackoff,
+			MaxBackoff: maxBackoff, Logger: a.opts.Logger}); err != nil {
+			return fmt.Errorf("app: %w", err)
+		}
+		a.proofs.UseWitnesses()
+		a.metrics.Registry().MustRegister(a.witnesses.Collector())
+	}
 	return nil
+}
+
+// Witnesses returns the witness submitter, nil when the ledger asks no
+// witnesses.
+func (a *App) Witnesses() *witness.Submitter { return a.witnesses }
+
+// witnessing and witnessAlarm feed the API (nil-safe).
+func (a *App) witnessing() *api.Witnessing {
+	if a.witnesses == nil {
+		return nil
+	}
+	return a.witnesses.Witnessing()
+}
+
+func (a *App) witnessAlarm() string {
+	if a.witnesses == nil {
+		return ""
+	}
+	return a.witnesses.Alarm()
 }
 
 // Proofs returns the checkpoints and proofs service.
@@ -58,5 +93,13 @@ func (a *App) startProofs(base context.Context) {
 			a.componentFailed("checkpoints", err)
 		}
 	}()
+	if a.witnesses != nil {
+		// The witness submitter stops with the signer.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = a.witnesses.Run(ctx)
+		}()
+	}
 	a.stopProofs = func() { cancel(); wg.Wait() }
 }

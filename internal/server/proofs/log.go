@@ -33,6 +33,9 @@ type Log struct {
 	closed  bool
 	latest  *Entry
 	changed chan struct{} // closed and replaced when latest changes
+
+	witnessed        *Entry        // cosigned.go
+	witnessedChanged chan struct{} // closed and replaced when witnessed changes
 }
 
 // ErrClosed is returned by a Log used after Close.
@@ -51,7 +54,7 @@ func OpenLog(dir string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proofs: open checkpoint log %s: %w", dir, err)
 	}
-	l := &Log{db: db, changed: make(chan struct{})}
+	l := &Log{db: db, changed: make(chan struct{}), witnessedChanged: make(chan struct{})}
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagCheckpoint}, UpperBound: []byte{tagCheckpoint + 1}})
 	if err != nil {
 		_ = db.Close()
@@ -69,6 +72,10 @@ func OpenLog(dir string) (*Log, error) {
 	if err := it.Close(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("proofs: checkpoint log: %w", err)
+	}
+	if err := l.loadWitnessed(); err != nil {
+		_ = db.Close()
+		return nil, err
 	}
 	return l, nil
 }
@@ -106,6 +113,11 @@ func (l *Log) At(size int64) (Entry, bool, error) {
 	if l.closed {
 		return Entry{}, false, ErrClosed
 	}
+	return l.at(size)
+}
+
+// at is At with l.mu held.
+func (l *Log) at(size int64) (Entry, bool, error) {
 	v, closer, err := l.db.Get(logKey(size))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Entry{}, false, nil

@@ -17,6 +17,10 @@ import (
 	"github.com/mewledger/ledger/subjects"
 )
 
+// witnessWait is how much longer CheckpointFor waits for a witnessed
+// checkpoint than for a signed one.
+const witnessWait = 2 * time.Second
+
 // CheckpointFor returns the checkpoint proofs are made against: the one
 // of size when size ≥ 0 (ErrNotFound when the ledger signed none of that
 // size, ErrBeyondTree when tree does not reach it yet), else the latest
@@ -36,17 +40,33 @@ func (s *Service) CheckpointFor(ctx context.Context, tree Tree, size, need int64
 		}
 		return e, nil
 	}
-	deadline := time.NewTimer(3 * s.opts.Interval)
+	wait := 3 * s.opts.Interval
+	if s.Witnessing() {
+		// A witnessed checkpoint also waits for the witnesses' answers;
+		// past the wait, the latest signed one is used (a verifier that
+		// requires the witnesses then refuses it, saying so).
+		wait += witnessWait
+	}
+	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		changed := s.cps.Changed()
+		changed, wchanged := s.cps.Changed(), s.cps.WitnessedChanged()
+		if s.Witnessing() {
+			if e, ok := s.cps.Witnessed(); ok && e.Checkpoint.Size >= need && e.Checkpoint.Size <= tree.TreeSize() {
+				return e, nil
+			}
+		}
 		e, ok := s.cps.Latest()
-		if ok && e.Checkpoint.Size >= need && e.Checkpoint.Size <= tree.TreeSize() {
+		if ok && e.Checkpoint.Size >= need && e.Checkpoint.Size <= tree.TreeSize() && !s.Witnessing() {
 			return e, nil
 		}
 		select {
 		case <-changed:
+		case <-wchanged:
 		case <-deadline.C:
+			if ok && e.Checkpoint.Size >= need && e.Checkpoint.Size <= tree.TreeSize() {
+				return e, nil
+			}
 			return Entry{}, fmt.Errorf("%w: need a tree of %d leaves, the latest checkpoint has %d and the tree %d", ErrNotCovered, need, e.Checkpoint.Size, tree.TreeSize())
 		case <-ctx.Done():
 			return Entry{}, ctx.Err()

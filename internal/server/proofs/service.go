@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -109,6 +110,8 @@ type Service struct {
 	verifier note.Verifier
 	vkey     string
 	cps      *Log
+
+	witnesses atomic.Bool // UseWitnesses
 
 	signMu  sync.Mutex // serialises signing
 	probMu  sync.Mutex

@@ -19,7 +19,7 @@ import (
 
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
-	"github.com/mewledger/ledger/internal/testkit/mewgw"
+	"github.com/mewledger/ledger/internal/lib/mewgw"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/internal/testkit/testctx"
 )

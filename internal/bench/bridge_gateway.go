@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mewledger/ledger/internal/testkit/mewgw"
+	"github.com/mewledger/ledger/internal/lib/mewgw"
 )
 
 // The bridge figure's stand-in gateway runs in a process of its own (the

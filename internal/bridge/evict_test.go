@@ -13,9 +13,9 @@ import (
 
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
+	"github.com/mewledger/ledger/internal/lib/mewgw"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
-	"github.com/mewledger/ledger/internal/testkit/mewgw"
 )
 
 // TestEvictionWithin2s (issue 33): a participant joins under the bridge's

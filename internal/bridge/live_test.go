@@ -11,9 +11,9 @@ import (
 
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
+	"github.com/mewledger/ledger/internal/lib/mewgw"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
-	"github.com/mewledger/ledger/internal/testkit/mewgw"
 )
 
 // liveDir holds the two captures of the real gateway with a live bridge

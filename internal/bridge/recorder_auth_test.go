@@ -18,10 +18,10 @@ import (
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/auth/httpauth"
 	"github.com/mewledger/ledger/internal/bridge"
+	"github.com/mewledger/ledger/internal/lib/mewgw"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
-	"github.com/mewledger/ledger/internal/testkit/mewgw"
 	"github.com/mewledger/ledger/ledger"
 )
 

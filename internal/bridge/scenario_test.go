@@ -18,9 +18,9 @@ import (
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
+	"github.com/mewledger/ledger/internal/lib/mewgw"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/crashrig"
-	"github.com/mewledger/ledger/internal/testkit/mewgw"
 )
 
 // proc is a running `ledger bridge mew` process.

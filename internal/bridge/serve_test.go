@@ -14,9 +14,9 @@ import (
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
 	"github.com/mewledger/ledger/internal/bridge"
+	"github.com/mewledger/ledger/internal/lib/mewgw"
 	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
-	"github.com/mewledger/ledger/internal/testkit/mewgw"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 )
 

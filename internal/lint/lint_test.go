@@ -40,6 +40,16 @@ func TestCoreImportsNoInternal(t *testing.T) {
 	}
 }
 
+// TestShippedBinaryLinksNoTestCode: the ledger binary links neither the
+// test kit (the stand-in gateway, the test servers) nor net/http/httptest.
+func TestShippedBinaryLinksNoTestCode(t *testing.T) {
+	for _, p := range goList(t, "../..", "-deps", "./cmd/ledger") {
+		if strings.HasPrefix(p, mod+"/internal/testkit") || p == "net/http/httptest" {
+			t.Errorf("cmd/ledger links %s", p)
+		}
+	}
+}
+
 // TestAPILinksOnlyStdlibAndXMod: the contract links the standard library
 // and golang.org/x/mod (sumdb/tlog, sumdb/note) only.
 func TestAPILinksOnlyStdlibAndXMod(t *testing.T) {

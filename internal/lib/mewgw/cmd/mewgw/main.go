@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mewledger/ledger/internal/testkit/mewgw"
+	"github.com/mewledger/ledger/internal/lib/mewgw"
 )
 
 func main() {

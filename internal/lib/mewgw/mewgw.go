@@ -1,4 +1,5 @@
-// Package mewgw is a stand-in MEW gateway for tests: it speaks the real
+// Package mewgw is a stand-in MEW gateway for tests and for `ledger bench`'s
+// bridge figure (which runs it in a child process): it speaks the real
 // MEW v0.11.0 join exchange over WebSocket (src/cli/commands/gateway.ts:
 // a {"type":"join","space","token","participantId","capabilities"} message
 // — or {"kind":"system/join","payload":{...}} — answered by system/welcome

@@ -68,6 +68,12 @@ type Bridge struct {
 	recvN uint64
 	// writer only
 	lastGapNs int64
+	// markPrev and markDups are the Prev and Dups of the next batch's
+	// mark (ledger.BridgeMark): the sequence of the last envelope of this
+	// connection the ledger answered (stored, or duplicate of the one at
+	// that sequence), 0 after each gap; and the duplicates so far.
+	markPrev uint64
+	markDups int64
 
 	mu      sync.Mutex
 	state   string
@@ -789,7 +795,8 @@ func (b *Bridge) write(ctx context.Context) {
 // ledger does not answer (appends are idempotent); a refusal is logged
 // and counted, never retried.
 func (b *Bridge) appendBatch(ctx context.Context, batch []item) {
-	mark := ledger.BridgeMark{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Session: b.sessionID, Received: batch[0].at}.String()
+	mark := ledger.BridgeMark{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Session: b.sessionID, Received: batch[0].at,
+		Prev: b.markPrev, Dups: b.markDups, History: b.opts.HistoryFile != ""}.String()
 	envs := make([]Envelope, len(batch))
 	for i, it := range batch {
 		envs[i] = Envelope{Raw: it.raw, Sender: it.sender, Mark: mark}
@@ -831,6 +838,12 @@ func (b *Bridge) appendBatch(ctx context.Context, batch []item) {
 				Str("field", r.Error.Field).Msgf("the ledger refused an envelope: %s", r.Error.Message)
 		case r.Duplicate:
 			result = ResultDuplicate
+		}
+		if result == ResultDuplicate {
+			b.markDups++
+		}
+		if result != ResultRefused && r.Seq > 0 {
+			b.markPrev = r.Seq
 		}
 		if result != ResultRefused {
 			b.mu.Lock()
@@ -877,6 +890,9 @@ func (b *Bridge) recordGap(ctx context.Context, g *ledger.Gap) {
 		g.NoticedAt = g.DisconnectedAt
 	}
 	b.reportGap(ctx, *g)
+	// What follows the gap is another connection: its marks place it
+	// only by what it saw itself.
+	b.markPrev = 0
 }
 
 // startedAt is the first join (or, in history mode, the start of Run).

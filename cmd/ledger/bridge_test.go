@@ -18,8 +18,8 @@ import (
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/client"
-	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/lib/mewgw"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 )
 
 // capture returns the frames of a real MEW capture (testdata/mew-v0.11).

@@ -18,8 +18,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mewledger/ledger/internal/bridge"
-	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/lib/mewgw"
+	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/internal/testkit/testctx"
 )

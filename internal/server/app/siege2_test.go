@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,94 +72,53 @@ func probeWithin(t *testing.T, base, token string, d time.Duration) {
 // returns a stop function, also registered with t.Cleanup.
 func holders(t *testing.T, addr string, n int, head string, trickle bool) func() {
 	t.Helper()
-	var (
-		mu    sync.Mutex
-		conns = map[net.Conn]bool{}
-		done  = make(chan struct{})
-		wg    sync.WaitGroup
-		once  sync.Once
-	)
-	stopped := func() bool {
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
-	}
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stopped() {
-				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-				if err != nil {
-					time.Sleep(50 * time.Millisecond)
-					continue
+	p := newAttackerPool(t)
+	p.run(n, func() {
+		for !p.stopped() {
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			if !p.hold(c) {
+				return
+			}
+			br := bufio.NewReader(c)
+			for !p.stopped() {
+				if _, err := io.WriteString(c, head); err != nil {
+					break
 				}
-				mu.Lock()
-				if stopped() {
-					mu.Unlock()
-					_ = c.Close()
-					return
-				}
-				conns[c] = true
-				mu.Unlock()
-				br := bufio.NewReader(c)
-				for !stopped() {
-					if _, err := io.WriteString(c, head); err != nil {
-						break
-					}
-					answered := make(chan struct{})
-					if trickle {
-						go func() {
-							for {
-								select {
-								case <-answered:
+				answered := make(chan struct{})
+				if trickle {
+					go func() {
+						for {
+							select {
+							case <-answered:
+								return
+							case <-time.After(200 * time.Millisecond):
+								if _, err := c.Write([]byte{' '}); err != nil {
 									return
-								case <-time.After(200 * time.Millisecond):
-									if _, err := c.Write([]byte{' '}); err != nil {
-										return
-									}
 								}
 							}
-						}()
-					}
-					resp, err := http.ReadResponse(br, nil)
-					close(answered)
-					if err != nil {
-						break
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					_ = resp.Body.Close()
-					if resp.Close {
-						break
-					}
+						}
+					}()
 				}
-				mu.Lock()
-				delete(conns, c)
-				mu.Unlock()
-				_ = c.Close()
-				select { // as the idle siege: reconnect after a pause
-				case <-done:
-				case <-time.After(100 * time.Millisecond):
+				resp, err := http.ReadResponse(br, nil)
+				close(answered)
+				if err != nil {
+					break
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.Close {
+					break
 				}
 			}
-		}()
-	}
-	stop := func() {
-		once.Do(func() {
-			mu.Lock()
-			close(done)
-			for c := range conns {
-				_ = c.Close()
-			}
-			mu.Unlock()
-			wg.Wait()
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+			p.release(c)
+			p.pause(100 * time.Millisecond) // as the idle siege: reconnect after a pause
+		}
+	})
+	return p.stop
 }
 
 // TestInRequestHoldsDoNotLockOut (issue 36 item 2): requests that hold

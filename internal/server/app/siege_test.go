@@ -70,71 +70,112 @@ func probe(t *testing.T, base, token string) {
 	}
 }
 
+// attackerPool is the bookkeeping of a siege's attackers: the connections
+// they hold open (closed by stop), the signal to stop, and the goroutines
+// stop waits for. stop is registered with t.Cleanup and safe to call twice.
+type attackerPool struct {
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+	done  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+func newAttackerPool(t *testing.T) *attackerPool {
+	p := &attackerPool{conns: map[net.Conn]bool{}, done: make(chan struct{})}
+	t.Cleanup(p.stop)
+	return p
+}
+
+// run starts n attackers, each running attack until it returns.
+func (p *attackerPool) run(n int, attack func()) {
+	for range n {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			attack()
+		}()
+	}
+}
+
+func (p *attackerPool) stopped() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// hold registers c; false (c closed) once the pool is stopping.
+func (p *attackerPool) hold(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped() {
+		_ = c.Close()
+		return false
+	}
+	p.conns[c] = true
+	return true
+}
+
+// release forgets c and closes it.
+func (p *attackerPool) release(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	_ = c.Close()
+}
+
+// pause waits d; false when the pool stopped meanwhile.
+func (p *attackerPool) pause(d time.Duration) bool {
+	select {
+	case <-p.done:
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// stop closes every held connection and waits for the attackers.
+func (p *attackerPool) stop() {
+	p.once.Do(func() {
+		p.mu.Lock()
+		close(p.done)
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+}
+
 // siege holds n connections to addr open, each reopened (after a pause)
 // when the server closes it. hello is written on each new connection
 // (empty: nothing). It returns a stop function, also registered with
 // t.Cleanup, that closes them all and waits.
 func siege(t *testing.T, addr string, n int, hello string) func() {
 	t.Helper()
-	var (
-		mu    sync.Mutex
-		conns = map[net.Conn]bool{}
-		done  = make(chan struct{})
-		wg    sync.WaitGroup
-		once  sync.Once
-	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-done:
+	p := newAttackerPool(t)
+	p.run(n, func() {
+		for !p.stopped() {
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err == nil {
+				if !p.hold(c) {
 					return
-				default:
 				}
-				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-				if err == nil {
-					mu.Lock()
-					select {
-					case <-done:
-						mu.Unlock()
-						_ = c.Close()
-						return
-					default:
-					}
-					conns[c] = true
-					mu.Unlock()
-					if hello != "" {
-						_, _ = io.WriteString(c, hello)
-					}
-					_, _ = io.Copy(io.Discard, c) // until the server closes it
-					mu.Lock()
-					delete(conns, c)
-					mu.Unlock()
-					_ = c.Close()
+				if hello != "" {
+					_, _ = io.WriteString(c, hello)
 				}
-				select {
-				case <-done:
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
+				_, _ = io.Copy(io.Discard, c) // until the server closes it
+				p.release(c)
 			}
-		}()
-	}
-	stop := func() {
-		once.Do(func() {
-			mu.Lock()
-			close(done)
-			for c := range conns {
-				_ = c.Close()
+			if !p.pause(100 * time.Millisecond) {
+				return
 			}
-			mu.Unlock()
-			wg.Wait()
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+		}
+	})
+	return p.stop
 }
 
 // settle waits until the siege holds at least want connections on the

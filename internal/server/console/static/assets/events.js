@@ -6,6 +6,7 @@
 import { get, getText, HTTPError } from "./api.js";
 import { h, clear, effectBadge, fmtTime, anomalyText, ANOMALIES } from "./ui.js";
 import { integrityPanel } from "./verify_ui.js";
+import { cosignersPanel, witnessStatus } from "./witness_ui.js";
 
 export const EFFECTS = ["applied", "recorded", "duplicate", "late", "unauthorized", "invalid", "orphan", "ignored"];
 export const TYPES = ["proposal", "withdraw", "reject", "fulfil", "response", "note", "approve", "expire", "gap", "ignored"];
@@ -284,6 +285,7 @@ export async function statusPage(c) {
         h("td", { "data-label": "Pending" }, String(x.pending)), h("td", { "data-label": "Awaiting ack" }, String(x.ack_pending)),
         h("td", { "data-label": "Redelivered" }, String(x.redelivered)))))))
       : h("p", { class: "none" }, "This ledger does not list its consumers.")));
+  main.append(witnessStatus(st));
   main.append(h("section", { "aria-labelledby": "h-gaps2" }, h("h2", { id: "h-gaps2" }, "Recording gaps"),
     h("p", {}, stats ? h("a", { href: c.link("/ui/gaps") }, `${stats.gaps || 0} gap${stats.gaps === 1 ? "" : "s"}`) : "—",
       " where a bridge's record of a live space may be incomplete", c.space ? ` (space ${c.space})` : "", ".")));
@@ -292,9 +294,21 @@ export async function statusPage(c) {
   const integ = h("section", { "aria-labelledby": "h-integ", id: "integrity" }, h("h2", { id: "h-integ" }, "Integrity"));
   main.append(integ);
   try {
-    const cp = await getText("/v1/checkpoint");
-    integ.append(h("p", {}, "The latest signed checkpoint of the log (a C2SP tlog-checkpoint note):"), h("pre", { class: "raw", id: "checkpoint" }, cp));
+    let cp, witnessed = true;
+    try {
+      cp = await getText("/v1/checkpoint");
+    } catch (e) {
+      // With witnesses, 503 until a checkpoint holds their quorum: the
+      // latest signed one is shown, said so.
+      if (!(e instanceof HTTPError && e.status === 503 && st.witnessing)) throw e;
+      witnessed = false;
+      cp = await getText("/v1/checkpoint?unwitnessed=1");
+      integ.append(h("p", { class: "bad", id: "not-witnessed" }, "✖ No checkpoint holds the witnesses' quorum yet (" + e.message + "): the latest signed one, not witnessed, is shown."));
+    }
+    integ.append(h("p", {}, witnessed && st.witnessing ? "The latest witnessed checkpoint of the log (a C2SP tlog-checkpoint note with the witnesses' cosignatures):"
+      : "The latest signed checkpoint of the log (a C2SP tlog-checkpoint note):"), h("pre", { class: "raw", id: "checkpoint" }, cp));
     await integrityPanel(integ, cp);
+    await cosignersPanel(integ, cp, st);
   } catch (e) {
     if (e instanceof HTTPError && (e.status === 404 || e.status === 405)) {
       integ.append(h("p", { class: "none", id: "no-checkpoint" }, "Not available: this ledger serves no signed checkpoint (the verifiable log, contract §16)."));

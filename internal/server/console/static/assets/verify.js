@@ -170,3 +170,70 @@ export async function verifyBundle(bundle, keyText, history) {
   }
   return { checkpoint: cp, events: seqs.size, key: vk };
 }
+
+// Witnesses (contract §16, C2SP tlog-witness and tlog-cosignature): a
+// witness checks that each checkpoint extends the last one it saw and adds
+// a cosignature to the note. A cosignature/v1 line is
+// "— <name> base64(key hash[4] ‖ time[8, big-endian Unix seconds] ‖
+// Ed25519 signature[64])", the signature over
+// "cosignature/v1\ntime <time>\n" ‖ the checkpoint's text. A witness key
+// is "<name>+<hash>+base64(0x04 ‖ Ed25519 public key)"; a plain Ed25519
+// note key (type 0x01, a witness that signs the text itself) is accepted
+// too, as the ledger's own verifiers do (api/evidence).
+
+// parseWitnessKey parses a witness's verifier key and checks its hash.
+export async function parseWitnessKey(text) {
+  const t = text.trim(), i = t.indexOf("+"), j = t.indexOf("+", i + 1);
+  const parts = i < 0 || j < 0 ? [] : [t.slice(0, i), t.slice(i + 1, j), t.slice(j + 1)];
+  if (parts.length !== 3 || !parts[0] || /[\s+]/.test(parts[0]) || !/^[0-9a-f]{8}$/.test(parts[1])) {
+    throw new VerifyError("key", "not a witness key (<name>+<hash>+<base64>)");
+  }
+  let raw;
+  try { raw = b64(parts[2]); } catch { throw new VerifyError("key", "the key is not base64"); }
+  if (raw.length !== 33 || (raw[0] !== 4 && raw[0] !== 1)) throw new VerifyError("key", "not a cosignature/v1 (0x04) or Ed25519 (0x01) key");
+  const hash = (await sha256(concat(enc.encode(parts[0] + "\n"), raw))).slice(0, 4);
+  if (toHex(hash) !== parts[1]) throw new VerifyError("key", "the key's hash does not match its name and key");
+  const key = await crypto.subtle.importKey("raw", raw.slice(1), { name: "Ed25519" }, false, ["verify"]);
+  return { name: parts[0], id: hash, type: raw[0], key, text: t };
+}
+
+// checkCosignatures checks, for each witness key (text), whether the
+// signed note carries its valid cosignature. It returns one result per key,
+// in order: {name, key, verified, time (Date, cosignature/v1 only), why}.
+// A key that does not parse is a result with verified false and why.
+export async function checkCosignatures(noteText, keyTexts) {
+  const i = noteText.lastIndexOf("\n\n");
+  if (i < 0 || !noteText.endsWith("\n")) throw new VerifyError("malformed", "the checkpoint is not a signed note");
+  const text = noteText.slice(0, i + 1);
+  const lines = noteText.slice(i + 2).split("\n").filter(Boolean);
+  const out = [];
+  for (const kt of keyTexts) {
+    let wk;
+    try { wk = await parseWitnessKey(kt); } catch (e) {
+      out.push({ name: kt.split("+")[0] || kt, key: kt, verified: false, why: e.message });
+      continue;
+    }
+    const r = { name: wk.name, key: wk.text, verified: false, why: "the checkpoint carries no cosignature of this witness" };
+    for (const line of lines) {
+      const m = /^\u2014 (\S+) (\S+)$/.exec(line);
+      if (!m || m[1] !== wk.name) continue;
+      let sig;
+      try { sig = b64(m[2]); } catch { r.why = "its cosignature line is not base64"; continue; }
+      if (sig.length < 4 || !equal(sig.slice(0, 4), wk.id)) { r.why = "a line of that name, made with another key"; continue; }
+      let ok = false, time = null;
+      if (wk.type === 4) {
+        if (sig.length !== 4 + 8 + 64) { r.why = "its cosignature is not cosignature/v1 (76 bytes)"; continue; }
+        const t = new DataView(sig.buffer, sig.byteOffset + 4, 8).getBigUint64(0);
+        const msg = concat(enc.encode(`cosignature/v1\ntime ${t}\n`), enc.encode(text));
+        ok = await crypto.subtle.verify({ name: "Ed25519" }, wk.key, sig.slice(12), msg);
+        time = new Date(Number(t) * 1000);
+      } else {
+        ok = sig.length === 68 && await crypto.subtle.verify({ name: "Ed25519" }, wk.key, sig.slice(4), enc.encode(text));
+      }
+      if (ok) { r.verified = true; r.time = time; r.why = ""; break; }
+      r.why = "its cosignature does not verify";
+    }
+    out.push(r);
+  }
+  return out;
+}

@@ -5,6 +5,7 @@
 import { get, getText, HTTPError } from "./api.js";
 import { h } from "./ui.js";
 import { pinnedKey, pinKey, verifyBundle, parseVerifierKey, openCheckpoint, VerifyError } from "./verify.js";
+import { cosignersLine } from "./witness_ui.js";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -28,7 +29,8 @@ function verdict(el, state, text) {
 export function evidenceSection(id, events, ctx) {
   const out = h("p", { id: "proof-verdict", role: "status", "aria-live": "polite" });
   const detail = h("p", { class: "detail", id: "proof-detail" });
-  const sec = h("section", { "aria-labelledby": "h-evidence", id: "evidence" }, h("h2", { id: "h-evidence" }, "Evidence"), out, detail);
+  const wit = h("p", { id: "proof-witnesses", role: "status", hidden: true });
+  const sec = h("section", { "aria-labelledby": "h-evidence", id: "evidence" }, h("h2", { id: "h-evidence" }, "Evidence"), out, wit, detail);
   if (ctx.past) {
     verdict(out, "unavailable", "Not checked in the past view: proofs are against the latest checkpoint.");
     return sec;
@@ -59,6 +61,15 @@ export function evidenceSection(id, events, ctx) {
       verdict(out, "verified", `Verified in this browser: ${v.events} event${v.events === 1 ? "" : "s"} of the history ` +
         `are in the log the checkpoint ${v.checkpoint.origin} @ ${v.checkpoint.size} signs` +
         (source === "pinned" ? " (the key you pinned)." : " — against the key this ledger serves, which proves nothing against the ledger itself: pin the key its operator published."));
+      // Which witnesses cosigned that checkpoint, verified here too.
+      try {
+        const st = await get("/v1/status");
+        wit.hidden = false;
+        await cosignersLine(wit, bundle.checkpoint, st);
+      } catch (e) {
+        wit.hidden = false;
+        wit.textContent = "The witnesses' cosignatures could not be checked: " + e.message;
+      }
       detail.replaceChildren("SHA-256 (RFC 6962) leaf and inclusion hashes and the Ed25519 signature of the checkpoint, with WebCrypto. " +
         "What is proven: these events' bytes at their positions in the signed log. The state above is the ledger's fold of them, not re-derived here. ",
       h("a", { href: ctx.statusLink + "#integrity" }, "Integrity and the pinned key"));

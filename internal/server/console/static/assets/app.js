@@ -6,6 +6,7 @@ import { h, clear, stateBadge, effectBadge, fmtTime, relTime, anomalyText, targe
 import { barChart, stackedTimeChart } from "./charts.js";
 import { eventsPage, eventPage, statusPage, exportLinks } from "./events.js";
 import { evidenceSection } from "./verify_ui.js";
+import { holesSection, coveredCell, holeCrossing } from "./holes_ui.js";
 
 const params = new URLSearchParams(location.search);
 const space = params.get("space") || "";
@@ -323,6 +324,8 @@ function renderProposal(p, events, updated) {
       : h("span", { id: "p-events" }, String(p.events))],
   ];
   main.append(h("section", { "aria-labelledby": "h-facts" }, h("h2", { id: "h-facts", class: "visually-hidden" }, "Facts"), dl(facts)));
+  // Whether its lifecycle crosses a recording hole (holes_ui.js).
+  main.append(holeCrossing(p, events, { link: withSpace, past }));
 
   if (p.params !== undefined && p.params !== null) {
     main.append(h("details", { class: "params" }, h("summary", {}, "Parameters"), h("pre", {}, JSON.stringify(p.params, null, 2))));
@@ -493,7 +496,9 @@ async function statsPage() {
   if (stats.note_kinds && Object.keys(stats.note_kinds).length) grid.append(table("Notes by kind", "h-nk", stats.note_kinds));
   main.insertBefore(h("p", { class: "detail" }, "Every count is a link to what it counts; ", h("a", { href: evLinkTo({}), id: "all-events" }, `all ${stats.events.toLocaleString("en")} events`), "."), grid);
   if (stats.gaps != null) grid.append(card("Recording gaps", "h-gaps", h("p", {}, h("a", { href: withSpace("/ui/gaps") },
-    `${typeof stats.gaps === "object" ? JSON.stringify(stats.gaps) : stats.gaps} gap${stats.gaps === 1 ? "" : "s"}`), " where a bridge's record may be incomplete")));
+    `${typeof stats.gaps === "object" ? JSON.stringify(stats.gaps) : stats.gaps} gap${stats.gaps === 1 ? "" : "s"}`), " where a recorder's record may be incomplete",
+    stats.gaps ? `; ${stats.covered_gaps || 0} covered by another recorder` : "",
+    stats.holes ? h("span", { class: "bad", id: "stats-holes" }, `; ${stats.holes} hole${stats.holes === 1 ? "" : "s"} where none was recording`) : "")));
 
   // Over time: the change index of the last `window` sequences, read in
   // pages (never the whole log unless asked). The change index answers
@@ -538,7 +543,11 @@ async function gapsPage() {
   document.title = "Recording gaps · mewledger";
   clear(main);
   main.append(h("h1", {}, "Recording gaps", space ? h("span", { class: "sub" }, ` of space ${space}`) : null),
-    h("p", { class: "detail" }, "A bridge records a live MEW space; while it is disconnected, what the space says is lost. Each gap says where the evidence may be incomplete."));
+    h("p", { class: "detail" }, "Bridges and --history followers record a live MEW space; while a recorder is disconnected, what the space says may be lost to it. " +
+      "Each gap says where its record may be incomplete; a gap another recorder recorded through is covered. Where none was recording, the gap is part of a hole."));
+  const inHole = new Set();
+  main.append(await holesSection(ctx, inHole));
+  main.append(h("h2", { id: "h-gaplist" }, "Gaps"));
   let gaps = [];
   let next = "";
   const cursor = params.get("cursor") || "";
@@ -555,14 +564,14 @@ async function gapsPage() {
     main.append(h("p", { class: "none", id: "no-gaps" }, "No gaps recorded."));
     return;
   }
-  const preferred = ["seq", "bridge", "disconnected_at", "reconnected_at", "last_envelope", "reason", "mew_space", "gateway", "at"];
-  const all = [...new Set(gaps.flatMap((g) => Object.keys(g)))];
-  const keys = [...preferred.filter((k) => all.includes(k)), ...all.filter((k) => !preferred.includes(k) && k !== "id")];
+  const preferred = ["seq", "bridge", "covered", "disconnected_at", "reconnected_at", "last_envelope", "reason", "mew_space", "gateway", "at"];
+  const all = [...new Set(["covered", ...gaps.flatMap((g) => Object.keys(g))])];
+  const keys = [...preferred.filter((k) => all.includes(k)), ...all.filter((k) => !preferred.includes(k) && k !== "id" && k !== "covered_by")];
   const label = (k) => (k === "at" ? "recorded at" : k === "seq" ? "seq" : k.replaceAll("_", " "));
   main.append(h("div", { class: "table-wrap" }, h("table", { class: "list gaps" },
     h("thead", {}, h("tr", {}, ...keys.map((k) => h("th", { scope: "col" }, label(k))))),
-    h("tbody", {}, ...gaps.map((g) => h("tr", { title: g.id || null }, ...keys.map((k) => h("td", { "data-label": label(k) },
-      g[k] == null || g[k] === "" ? "—" : typeof g[k] === "object" ? JSON.stringify(g[k]) : /(^|_)at$/.test(k) ? fmtTime(g[k]) : String(g[k])))))))));
+    h("tbody", {}, ...gaps.map((g) => h("tr", { title: g.id || null, "data-gap": g.id || null, "data-seq": String(g.seq) }, ...keys.map((k) => h("td", { "data-label": label(k), class: "g-" + k },
+      k === "covered" ? coveredCell(g, inHole) : g[k] == null || g[k] === "" ? "—" : typeof g[k] === "object" ? JSON.stringify(g[k]) : /(^|_)at$/.test(k) ? fmtTime(g[k]) : String(g[k])))))))));
   const nav = h("nav", { class: "pager", "aria-label": "Pages of gaps" });
   if (cursor) nav.append(h("a", { href: withSpace("/ui/gaps"), rel: "first" }, "⇤ First page"));
   if (next) nav.append(h("a", { href: withSpace("/ui/gaps", { cursor: next }), rel: "next" }, "Next page →"));

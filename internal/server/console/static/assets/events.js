@@ -287,8 +287,10 @@ export async function statusPage(c) {
       : h("p", { class: "none" }, "This ledger does not list its consumers.")));
   main.append(witnessStatus(st));
   main.append(h("section", { "aria-labelledby": "h-gaps2" }, h("h2", { id: "h-gaps2" }, "Recording gaps"),
-    h("p", {}, stats ? h("a", { href: c.link("/ui/gaps") }, `${stats.gaps || 0} gap${stats.gaps === 1 ? "" : "s"}`) : "—",
-      " where a bridge's record of a live space may be incomplete", c.space ? ` (space ${c.space})` : "", ".")));
+    h("p", { id: "st-gaps" }, stats ? h("a", { href: c.link("/ui/gaps") }, `${stats.gaps || 0} gap${stats.gaps === 1 ? "" : "s"}`) : "—",
+      " where a recorder's record of a live space may be incomplete", c.space ? ` (space ${c.space})` : "",
+      stats && stats.gaps ? `: ${stats.covered_gaps || 0} covered by another recorder` : "",
+      stats && stats.holes ? h("span", { class: "bad" }, `; ${stats.holes} hole${stats.holes === 1 ? "" : "s"}, where no recorder was recording`) : "", ".")));
   // Integrity: the verifiable log's signed checkpoint (contract §16), when
   // this ledger serves one.
   const integ = h("section", { "aria-labelledby": "h-integ", id: "integrity" }, h("h2", { id: "h-integ" }, "Integrity"));

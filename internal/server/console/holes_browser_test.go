@@ -157,4 +157,3 @@ func getJSON(t *testing.T, u string, out any) {
 		t.Fatalf("GET %s: %v", u, err)
 	}
 }
-

@@ -119,6 +119,19 @@ func TestConsoleHoles(t *testing.T) {
 		t.Fatalf("f5, created after the hole: %s", n)
 	}
 
+	// In the past: as of the seq before p1's fulfilment, the hole is
+	// open and p1 pending; as of f4, before the gaps, there is none.
+	if n, text := crosses(fmt.Sprintf("p1?as_of_seq=%d", after-1)); n != "1" || !strings.Contains(text, "still open") || !strings.Contains(text, "to the point shown") {
+		t.Fatalf("p1 as of seq %d (%s): %q", after-1, n, text)
+	}
+	if n, _ := crosses(fmt.Sprintf("p1?as_of_seq=%d", f4)); n != "0" {
+		t.Fatalf("p1 as of seq %d: %s", f4, n)
+	}
+	b.open(fmt.Sprintf("%s/ui/gaps?as_of_seq=%d", base, after-1))
+	if got := b.text(`#holes tbody tr[data-hole="0"] .h-before`); !strings.Contains(got, "still open") {
+		t.Fatalf("the hole as of seq %d: %q", after-1, got)
+	}
+
 	// The status page counts them.
 	b.open(base + "/ui/status")
 	if got := b.text("#st-gaps"); !strings.Contains(got, "3 gaps") || !strings.Contains(got, "1 covered by another recorder") || !strings.Contains(got, "1 hole") {

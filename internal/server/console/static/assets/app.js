@@ -325,7 +325,7 @@ function renderProposal(p, events, updated) {
   ];
   main.append(h("section", { "aria-labelledby": "h-facts" }, h("h2", { id: "h-facts", class: "visually-hidden" }, "Facts"), dl(facts)));
   // Whether its lifecycle crosses a recording hole (holes_ui.js).
-  main.append(holeCrossing(p, events, { link: withSpace, past }));
+  main.append(holeCrossing(p, events, { link: withSpace, past, query: asOfParams(new URLSearchParams(p.space ? { space: p.space } : {})) }));
 
   if (p.params !== undefined && p.params !== null) {
     main.append(h("details", { class: "params" }, h("summary", {}, "Parameters"), h("pre", {}, JSON.stringify(p.params, null, 2))));

@@ -85,22 +85,20 @@ export function crossings(p, events, holes) {
 
 // holeCrossing returns the proposal page's hole section (hidden until the
 // holes are read; shown only when the lifecycle crosses one). ctx: link,
-// space (the proposal's), past.
+// query (the /v1/holes query: the proposal's space, the as-of point),
+// past.
 export function holeCrossing(p, events, ctx) {
   const sec = h("section", { id: "hole-crossing", class: "hole-crossing", role: "note", "aria-labelledby": "h-hole", hidden: true });
-  if (ctx.past) { sec.dataset.checked = "past"; return sec; }
   (async () => {
     let body;
     try {
-      const q = new URLSearchParams();
-      if (p.space) q.set("space", p.space);
-      body = await get("/v1/holes?" + q.toString());
+      body = await get("/v1/holes?" + ctx.query.toString());
     } catch { sec.dataset.checked = "unavailable"; return; }
     const c = crossings(p, events, body.holes || []);
     sec.dataset.checked = "yes";
     sec.dataset.crosses = String(c.holes.length);
     if (!c.holes.length) return;
-    const span = `from seq ${c.first} to ` + (c.open ? `now (it is pending; its last event is seq ${c.last})` : `seq ${c.last}`);
+    const span = `from seq ${c.first} to ` + (c.open ? `${ctx.past ? "the point shown" : "now"} (it is pending; its last event is seq ${c.last})` : `seq ${c.last}`);
     sec.append(h("h2", { id: "h-hole" }, "⚠ Its lifecycle crosses a recording hole"),
       h("p", {}, `This proposal's lifecycle runs ${span}, and no recorder was recording in ` +
         (c.holes.length === 1 ? "this window" : `these ${c.holes.length} windows`) + ": an envelope of it carried then (a fulfilment, a response, a rejection, a withdrawal…) may be missing from the ledger."),

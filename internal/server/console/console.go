@@ -19,6 +19,12 @@
 //   - Evidence (contract §16) is checked in the browser (assets/verify.js,
 //     WebCrypto): the verifier key it trusts is the one the auditor pins
 //     on the status page (localStorage); the served key is only shown.
+//     Witnesses' cosignatures (cosignature/v1) are checked the same way
+//     (assets/witness_ui.js) against the witness keys the auditor pinned,
+//     or else those /v1/status lists, said so.
+//   - Holes (contract §14): the gaps page lists them with each gap's
+//     coverage, and a proposal page says when its lifecycle crosses one
+//     (assets/holes_ui.js).
 //   - Every answer carries a Content-Security-Policy that allows only the
 //     console's own scripts, styles and the API (no inline script, no
 //     other origin), and nosniff.

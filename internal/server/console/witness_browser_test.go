@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/proofs"
@@ -170,6 +172,40 @@ func TestConsoleWitnesses(t *testing.T) {
 	b.wait("pinned verdict", `document.querySelector("#witness-verdict").dataset.verdict === "verified" && document.querySelector("#witness-verdict").dataset.verified === "1"`)
 	if got := b.text("#witness-verdict"); !strings.Contains(got, "you pinned") {
 		t.Fatalf("pinned verdict %q", got)
+	}
+	b.run("forget the pinned witnesses", chromedp.Click(chromedp.CSS("#unpin-witnesses-btn")))
+
+	// A ledger whose only witness never answers: no checkpoint holds the
+	// quorum; the panel says so and checks the latest signed one.
+	lone, err := witness.Parse(absent + " " + deadURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := apptest.Start(t, func(o *app.Options) {
+		o.CheckpointInterval = 20 * time.Millisecond
+		o.Witnesses = []witness.Witness{lone}
+		o.WitnessBackoff = 50 * time.Millisecond
+	})
+	seq = post(t, c.HTTPURL(), "", liveProposal)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		st, body := httpGet(t, c.HTTPURL()+"/v1/checkpoint?unwitnessed=1")
+		if cp, err := evidence.ParseUnverified(body); st == http.StatusOK && err == nil && cp.Size >= int64(seq) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no signed checkpoint of %d leaves after a minute: %d %s", seq, st, body)
+		}
+	}
+	b.open(c.HTTPURL() + "/ui/status")
+	b.wait("the cosigners", `!!document.querySelector("#witness-verdict[data-verdict]")`)
+	if got := b.text("#not-witnessed"); !strings.Contains(got, "No checkpoint holds the witnesses' quorum yet") {
+		t.Fatalf("not witnessed: %q", got)
+	}
+	if got := b.text("#witness-verdict"); !strings.Contains(got, "0 of the 1 witness this ledger lists cosigned it") || !strings.Contains(got, "quorum 1: not met") {
+		t.Fatalf("verdict with no witnessed checkpoint: %q", got)
+	}
+	if got := b.text("#wit-summary"); !strings.Contains(got, "Witnessed checkpoint: size none yet") {
+		t.Fatalf("summary with no witnessed checkpoint: %q", got)
 	}
 }
 

@@ -137,6 +137,10 @@ func TestConsoleHoles(t *testing.T) {
 	if got := b.text("#st-gaps"); !strings.Contains(got, "3 gaps") || !strings.Contains(got, "1 covered by another recorder") || !strings.Contains(got, "1 hole") {
 		t.Fatalf("status gaps line %q", got)
 	}
+	b.open(base + "/ui/stats")
+	if got := b.text("#stats-holes"); !strings.Contains(got, "1 hole where none was recording") {
+		t.Fatalf("statistics' holes %q", got)
+	}
 }
 
 // postMarked POSTs one envelope with a bridge's mark and returns its seq.

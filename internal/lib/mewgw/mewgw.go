@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,6 +48,8 @@ type Gateway struct {
 	closed bool
 	paused bool // joins are refused (the connection closed) while set
 	notify bool // a replaced socket gets the presence join of its replacement
+
+	history *historyLog // the envelope history (RecordHistory), nil: none
 }
 
 type peer struct {
@@ -113,9 +116,13 @@ func (g *Gateway) Close() {
 		}
 	}
 	g.cond.Broadcast()
+	hist := g.history
 	g.mu.Unlock()
 	for _, p := range all {
 		_ = p.conn.CloseNow()
+	}
+	if hist != nil {
+		hist.close()
 	}
 	_ = g.srv.Close() // the listener and every connection not hijacked; the sockets are closed above
 	g.wg.Wait()
@@ -268,6 +275,16 @@ func (g *Gateway) leave(space, id string, p *peer) {
 	}
 }
 
+// peerIDs returns the participants joined to a space, sorted; g.mu held.
+func (g *Gateway) peerIDs(space string) []string {
+	out := make([]string, 0, len(g.spaces[space]))
+	for pid := range g.spaces[space] {
+		out = append(out, pid)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // peers returns the sockets of a space but except's; g.mu held.
 func (g *Gateway) peers(space, except string) []*peer {
 	var out []*peer
@@ -307,7 +324,15 @@ func (g *Gateway) BroadcastBinary(space string, frame []byte) {
 func (g *Gateway) Broadcast(space string, frame []byte) {
 	g.mu.Lock()
 	targets := g.peers(space, "")
+	hist := g.history
+	var ids []string
+	if hist != nil {
+		ids = g.peerIDs(space)
+	}
 	g.mu.Unlock()
+	if hist != nil {
+		hist.log(space, frame, ids)
+	}
 	for _, t := range targets {
 		t.send(frame)
 	}

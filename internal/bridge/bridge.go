@@ -209,12 +209,19 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		b.log.Info().Str(KeyHistory, b.opts.HistoryFile).Bool("once", b.opts.Once).Msg("following the gateway's envelope history")
 		err := b.follow(ctx)
-		if b.opts.Once && err == nil && ctx.Err() == nil {
+		switch {
+		case b.opts.Once && err == nil && ctx.Err() == nil:
 			// The file's end is the end of what this recorder saw.
 			now := b.opts.Now()
 			b.q.push(item{gap: &ledger.Gap{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: b.opts.HistoryFile,
 				NoticedAt: now, Session: b.sessionID, Reason: "history file read to its end (--once)"}})
 			drain = true
+		case err == nil && ctx.Err() != nil:
+			// Stopped: what the gateway logs from now on is nobody's
+			// record until the follower starts again (its window starts
+			// at the last envelope the ledger answered it).
+			b.q.push(item{gap: &ledger.Gap{Bridge: b.opts.Participant, MEWSpace: b.opts.MEWSpace, Gateway: b.opts.HistoryFile,
+				NoticedAt: b.opts.Now(), Session: b.sessionID, Reason: "bridge stopped"}})
 		}
 		return err
 	}

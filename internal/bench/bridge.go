@@ -50,7 +50,10 @@ func (r *Report) bridgeFigure(ctx context.Context, o *Options) error {
 	row.ratios()
 	row.verdict(median(rates) >= TargetBridge)
 	r.Rows = append(r.Rows, row, Row{Figure: "bridge receive-to-stored p99", Unit: unitMs, Values: p99s})
-	return r.coverageRow(ctx, o, props)
+	if err := r.coverageRow(ctx, o, props); err != nil {
+		return err
+	}
+	return r.recordersRows(ctx, o, len(frames))
 }
 
 // bridgeOnce runs one repetition: a fresh ledger, gateway child and

@@ -68,6 +68,12 @@ func bridgeFrames(n, padTo int) (frames [][]byte, props []event, err error) {
 // joined), prints "sending", broadcasts the frames as fast as the
 // WebSocket takes them, prints "sent", and serves until in is closed.
 func RunGatewayChild(ctx context.Context, in io.Reader, w io.Writer, n, padTo int) error {
+	return runGatewayChild(ctx, in, w, n, padTo, "")
+}
+
+// runGatewayChild is RunGatewayChild; with history set, the gateway also
+// writes its envelope-history.jsonl there (the recorders figure).
+func runGatewayChild(ctx context.Context, in io.Reader, w io.Writer, n, padTo int, history string) error {
 	frames, _, err := bridgeFrames(n, padTo)
 	if err != nil {
 		return err
@@ -77,6 +83,11 @@ func RunGatewayChild(ctx context.Context, in io.Reader, w io.Writer, n, padTo in
 		return fmt.Errorf("bench: gateway child: %w", err)
 	}
 	defer g.Close()
+	if history != "" {
+		if err := g.RecordHistory(history); err != nil {
+			return fmt.Errorf("bench: gateway child: %w", err)
+		}
+	}
 	hello, _ := json.Marshal(gatewayHello{URL: g.URL(), Frames: len(frames)})
 	if _, err := fmt.Fprintf(w, "%s\n", hello); err != nil {
 		return err
@@ -114,8 +125,9 @@ type gatewayChild struct {
 
 // startGatewayChild starts a gateway child for n workload events and
 // reads its hello.
-func startGatewayChild(ctx context.Context, o *Options, n int) (*gatewayChild, error) {
+func startGatewayChild(ctx context.Context, o *Options, n int, more ...string) (*gatewayChild, error) {
 	args := append(append([]string{}, o.ChildCommand[1:]...), "--"+GatewayFlag+"="+strconv.Itoa(n), "--internal-pad="+strconv.Itoa(o.PadTo))
+	args = append(args, more...)
 	cmd := exec.CommandContext(ctx, o.ChildCommand[0], args...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+o.TempDir)
 	c := &gatewayChild{cmd: cmd}

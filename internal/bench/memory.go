@@ -67,11 +67,12 @@ func ChildMain(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench-child", flag.ContinueOnError)
 	n, budget, padTo := ChildFlags(fs)
 	gw := fs.Int(GatewayFlag, 0, "internal: serve the bridge figure's frames of `N` events from a stand-in gateway")
+	history := fs.String(GatewayHistoryFlag, "", "internal: the stand-in gateway writes its envelope history to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *gw > 0 {
-		return RunGatewayChild(ctx, os.Stdin, stdout, *gw, *padTo)
+		return runGatewayChild(ctx, os.Stdin, stdout, *gw, *padTo, *history)
 	}
 	return RunFoldChild(ctx, stdout, *n, *budget, *padTo, "")
 }

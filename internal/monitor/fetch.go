@@ -62,6 +62,16 @@ func apiCode(err error) string {
 	return ""
 }
 
+// damagedSeq returns the first damaged sequence the ledger's
+// log_damaged answer names (0: none).
+func damagedSeq(err error) uint64 {
+	var e *api.Error
+	if errors.As(err, &e) && e.Damage != nil {
+		return e.Damage.Seq
+	}
+	return 0
+}
+
 // missingAnswer reports whether err is the ledger saying it does not have
 // (or will not serve, its log being damaged) what its signed tree holds.
 func missingAnswer(err error) bool {

@@ -250,7 +250,7 @@ func (m *Monitor) check(ctx context.Context) (Result, error) {
 				Err: fmt.Errorf("%w: from %d to %d leaves", evidence.ErrShrank, old.Size, cp.Size)}
 		case cp.Size == old.Size:
 			if cp.Hash != old.Hash {
-				return res, &Finding{Kind: ErrRewritten, Accepted: old.Size, Size: cp.Size,
+				return res, &Finding{Kind: ErrRewritten, Accepted: old.Size, Size: cp.Size, Seq: m.firstDifference(ctx, cp),
 					Err: fmt.Errorf("%w: two roots for %d leaves: %s accepted, %s now", evidence.ErrRewritten, old.Size, old.Hash, cp.Hash)}
 			}
 			return res, nil
@@ -275,6 +275,9 @@ func (m *Monitor) check(ctx context.Context) (Result, error) {
 // proof built from the ledger's hash tiles (each checked against newer's
 // root).
 func (m *Monitor) consistent(ctx context.Context, older, newer evidence.Checkpoint) error {
+	if older.Size == 0 {
+		return evidence.VerifyConsistency(older, newer, nil) // every tree extends the empty one
+	}
 	tr := &tileReader{ctx: ctx, m: m}
 	hr := tlog.TileHashReader(newer.Tree(), tr)
 	proof, err := tlog.ProveTree(newer.Size, older.Size, hr)
@@ -282,7 +285,7 @@ func (m *Monitor) consistent(ctx context.Context, older, newer evidence.Checkpoi
 		return m.tileError(tr, older.Size, newer.Size, 0, fmt.Errorf("consistency proof from %d to %d: %w", older.Size, newer.Size, err))
 	}
 	if err := evidence.VerifyConsistency(older, newer, proof); err != nil {
-		return &Finding{Kind: ErrFork, Accepted: older.Size, Size: newer.Size, Err: err}
+		return &Finding{Kind: ErrFork, Accepted: older.Size, Size: newer.Size, Seq: m.firstDifference(ctx, newer), Err: err}
 	}
 	return nil
 }
@@ -294,6 +297,9 @@ func (m *Monitor) consistent(ctx context.Context, older, newer evidence.Checkpoi
 func (m *Monitor) tileError(tr *tileReader, accepted, size int64, seq uint64, err error) error {
 	switch {
 	case tr.fetchErr != nil && missingAnswer(tr.fetchErr):
+		if d := damagedSeq(tr.fetchErr); d > 0 {
+			seq = d
+		}
 		return &Finding{Kind: ErrMissing, Accepted: accepted, Size: size, Seq: seq, Err: tr.fetchErr}
 	case tr.fetchErr != nil:
 		return tr.fetchErr
@@ -314,14 +320,21 @@ const batchBundles = 16
 // copyTo downloads, verifies and appends the entries from the copy's end
 // to cp's size, then accepts cp. cp is already known to extend the
 // accepted checkpoint.
-func (m *Monitor) copyTo(ctx context.Context, cp evidence.Checkpoint, signed []byte) (int64, error) {
+func (m *Monitor) copyTo(ctx context.Context, cp evidence.Checkpoint, signed []byte) (copied int64, err error) {
 	s := m.s
+	defer func() {
+		if err != nil {
+			// The lines verified before the failure belong to cp's tree
+			// (the target): keep them.
+			if ferr := s.flush(); ferr != nil {
+				err = errors.Join(err, ferr)
+			}
+		}
+	}()
 	accepted := s.acceptedSize()
 	tr := &tileReader{ctx: ctx, m: m}
 	hr := tlog.TileHashReader(cp.Tree(), tr)
-	start := s.tree.Size()
-	var copied int64
-	for next := start; next < cp.Size; {
+	for next := s.tree.Size(); next < cp.Size; {
 		first := next / evidence.EntryBundleWidth
 		last := min((cp.Size-1)/evidence.EntryBundleWidth, first+batchBundles-1)
 		nb := int(last - first + 1)
@@ -344,7 +357,11 @@ func (m *Monitor) copyTo(ctx context.Context, cp evidence.Checkpoint, signed []b
 				return copied, f
 			}
 			if missingAnswer(err) {
-				return copied, &Finding{Kind: ErrMissing, Accepted: accepted, Size: cp.Size, Seq: uint64(next) + 1, Err: err}
+				seq := damagedSeq(err)
+				if seq == 0 {
+					seq = uint64(next) + 1
+				}
+				return copied, &Finding{Kind: ErrMissing, Accepted: accepted, Size: cp.Size, Seq: seq, Err: err}
 			}
 			return copied, err
 		}
@@ -400,4 +417,34 @@ func (m *Monitor) copyTo(ctx context.Context, cp evidence.Checkpoint, signed []b
 		return copied, err
 	}
 	return copied, nil
+}
+
+// firstDifference returns the first sequence whose leaf in cp's tree (its
+// hash tiles, checked against cp's root) differs from the copy's, 0 when
+// it cannot tell (the tiles unavailable or inconsistent, no difference in
+// the copy's range). It is only called for a finding, and reads the copy.
+func (m *Monitor) firstDifference(ctx context.Context, cp evidence.Checkpoint) uint64 {
+	ours, err := m.s.leafHashes(min(cp.Size, m.s.acceptedSize()))
+	if err != nil {
+		m.o.Logger.Warn().Err(err).Msg("monitor: reading the copy to locate a difference")
+		return 0
+	}
+	hr := tlog.TileHashReader(cp.Tree(), &tileReader{ctx: ctx, m: m})
+	for lo := int64(0); lo < int64(len(ours)); lo += evidence.EntryBundleWidth {
+		hi := min(lo+evidence.EntryBundleWidth, int64(len(ours)))
+		idx := make([]int64, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			idx = append(idx, tlog.StoredHashIndex(0, i))
+		}
+		theirs, err := hr.ReadHashes(idx)
+		if err != nil {
+			return 0
+		}
+		for i := lo; i < hi; i++ {
+			if theirs[i-lo] != ours[i] {
+				return uint64(i) + 1
+			}
+		}
+	}
+	return 0
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/ops/archive"
 )
@@ -259,4 +261,32 @@ func writeFileAtomic(name string, data []byte) error {
 		return fmt.Errorf("monitor: state: %w", err)
 	}
 	return nil
+}
+
+// leafHashes returns the leaf hashes of the copy's first n lines (read
+// from the file; the copy's end is left where it was).
+func (s *state) leafHashes(n int64) ([]tlog.Hash, error) {
+	f, err := os.Open(s.path(CopyFile))
+	if err != nil {
+		return nil, fmt.Errorf("monitor: state: %w", err)
+	}
+	defer f.Close()
+	cr := archive.NewChainReader(f)
+	out := make([]tlog.Hash, 0, n)
+	for int64(len(out)) < n {
+		rec, err := cr.Next()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrState, s.path(CopyFile), err)
+		}
+		l, err := archive.LeafOf(rec)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrState, s.path(CopyFile), err)
+		}
+		h, err := l.Hash()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrState, s.path(CopyFile), err)
+		}
+		out = append(out, h)
+	}
+	return out, nil
 }

@@ -8,7 +8,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
+	"github.com/mewledger/ledger/internal/server/integrity"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
 	"github.com/mewledger/ledger/subjects"
@@ -79,7 +81,11 @@ func (s *Service) leafAt(ctx context.Context, stream jetstream.Stream, tree Tree
 	raw, err := stream.GetMsg(ctx, seq)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, fmt.Errorf("%w: seq %d is no longer in the stream", ErrLeafMismatch, seq)
+			exp := ""
+			if h, herr := tree.LeafHash(i); herr == nil {
+				exp = h.String()
+			}
+			return nil, fmt.Errorf("%w: %w", ErrLeafMismatch, s.damaged(integrity.NewDamage(api.DamageMissing, seq, exp, "")))
 		}
 		return nil, fmt.Errorf("proofs: read seq %d: %w", seq, err)
 	}
@@ -93,7 +99,7 @@ func (s *Service) leafAt(ctx context.Context, stream jetstream.Stream, tree Tree
 		return nil, err
 	}
 	if got := evidence.LeafHash(b); got != stored {
-		return nil, fmt.Errorf("%w: seq %d hashes to %s, the tree holds %s", ErrLeafMismatch, seq, got, stored)
+		return nil, fmt.Errorf("%w: %w", ErrLeafMismatch, s.damaged(integrity.NewDamage(api.DamageAltered, seq, stored.String(), got.String())))
 	}
 	return b, nil
 }

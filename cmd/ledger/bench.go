@@ -77,7 +77,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 	f.float(&o.LagRate, "lag-rate", "N", 0, "events/s every live lag configuration appends at, instead of 80% of its measured maximum (default: 80% of the maximum)", false)
 	f.str(&memEvents, "mem-events", "N,N[,N]", "", "event counts of the memory figure (default 1000000,10000000; quick 100000,200000)", false)
 	f.duration(&o.MemBudget, "mem-budget", "D", 0, fmt.Sprintf("time budget of each memory child (default %v)", bench.FullMemBudget))
-	f.str(&only, "only", "FIGURE[,FIGURE]", "", "run only these figures: "+strings.Join(bench.Figures, ", "), false)
+	f.str(&only, "only", "FIGURE[,FIGURE]", "", "run only these figures: "+strings.Join(bench.Figures, ", ")+"; and, only when named, "+strings.Join(bench.OptInFigures, ", ")+" (builds and runs two litewitness: see docs/performance.md)", false)
 	f.str(&out, "out", "FILE", "", "also write the table to FILE", false)
 	f.str(&cpuOut, "cpuprofile", "FILE", "", "write a CPU profile of the whole run to FILE", false)
 	if err := f.parse(args); err != nil {

@@ -106,6 +106,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r, err
 		}
 	}
+	if o.runs(FigWitness) {
+		if err := r.witnessFigure(ctx, &o); err != nil {
+			return r, err
+		}
+	}
 	if o.runs(FigMemory) {
 		if err := r.memoryFigure(ctx, &o); err != nil {
 			return r, err

@@ -231,8 +231,8 @@ func (o *Options) Validate() error {
 		}
 	}
 	for _, f := range o.Only {
-		if !slices.Contains(Figures, f) {
-			return fmt.Errorf("%w: unknown figure %q (figures: %s)", ErrOptions, f, strings.Join(Figures, ", "))
+		if !slices.Contains(Figures, f) && !slices.Contains(OptInFigures, f) {
+			return fmt.Errorf("%w: unknown figure %q (figures: %s; only when named: %s)", ErrOptions, f, strings.Join(Figures, ", "), strings.Join(OptInFigures, ", "))
 		}
 	}
 	if o.runs(FigMemory) && len(o.ChildCommand) == 0 {
@@ -246,6 +246,9 @@ func (o *Options) Validate() error {
 
 // runs reports whether figure f is part of the run.
 func (o *Options) runs(f string) bool {
+	if slices.Contains(OptInFigures, f) {
+		return slices.Contains(o.Only, f)
+	}
 	return len(o.Only) == 0 || slices.Contains(o.Only, f)
 }
 

@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"filippo.io/torchwood"
@@ -48,10 +47,21 @@ var witnessdbSource []byte
 
 var buildMu sync.Mutex
 
+// T is what the kit needs of a test: T has it, and `ledger
+// bench`'s witness figure provides it outside a test (a Fatal there ends
+// the figure with an error).
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
 // Build builds litewitness and witnessdb into dir, in a module of their
 // own made there, and returns their paths. It fails the test when it
 // cannot (no module proxy, a build error).
-func Build(t testing.TB, dir string) (litewitness, witnessdb string) {
+func Build(t T, dir string) (litewitness, witnessdb string) {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
@@ -93,7 +103,7 @@ type Witness struct {
 	// (its Verifier is an independent implementation of cosignature/v1).
 	Signer *torchwood.CosignatureSigner
 
-	t        testing.TB
+	t        T
 	bin, db  string
 	sock     string
 	addr     string
@@ -110,7 +120,7 @@ type Witness struct {
 // Start builds (when bin is "") and starts a litewitness named name that
 // witnesses the log origin signed by logVKey. It is stopped at the test's
 // end.
-func Start(t testing.TB, name, origin, logVKey string) *Witness {
+func Start(t T, name, origin, logVKey string) *Witness {
 	t.Helper()
 	dir := t.TempDir()
 	bin, dbtool := Build(t, dir)
@@ -277,7 +287,7 @@ func (s *syncBuf) String() string {
 
 // NewKey returns the cosignature/v1 verifier key of a new witness key
 // named name (a witness that cosigns nothing).
-func NewKey(t testing.TB, name string) string {
+func NewKey(t T, name string) string {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)

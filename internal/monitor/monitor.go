@@ -217,46 +217,26 @@ func (m *Monitor) check(ctx context.Context) (Result, error) {
 		}
 		res.Size, res.Root = s.accepted.Size, s.accepted.Hash
 	}
-	path := "/v1/checkpoint"
-	if len(m.o.Witnesses.Keys) == 0 {
-		path += "?unwitnessed=1"
-	}
-	signed, err := m.get(ctx, path)
-	if apiCode(err) == api.CodeNoCheckpoint {
-		res.NoCheckpoint = s.accepted == nil
-		return res, nil
-	}
+	witnessed := len(m.o.Witnesses.Keys) > 0
+	cp, signed, none, err := m.checkpoint(ctx, !witnessed)
 	if err != nil {
 		return res, err
 	}
-	cp, _, err := evidence.OpenCheckpoint(signed, m.verifier)
-	if err != nil {
-		size := int64(-1)
-		if u, uerr := evidence.ParseUnverified(signed); uerr == nil {
-			size = u.Size
-		}
-		return res, &Finding{Kind: ErrBadCheckpoint, Accepted: s.acceptedSize(), Size: size, Err: err}
+	if none {
+		res.NoCheckpoint = s.accepted == nil
+		return res, m.checkUnwitnessed(ctx, witnessed)
 	}
-	if len(m.o.Witnesses.Keys) > 0 {
+	if witnessed {
 		if res.Cosigners, err = m.o.Witnesses.Check(signed); err != nil {
 			return res, &Finding{Kind: ErrBadCheckpoint, Accepted: s.acceptedSize(), Size: cp.Size, Err: err}
 		}
 	}
 	if s.accepted != nil {
-		old := *s.accepted
-		switch {
-		case cp.Size < old.Size:
-			return res, &Finding{Kind: ErrShrink, Accepted: old.Size, Size: cp.Size,
-				Err: fmt.Errorf("%w: from %d to %d leaves", evidence.ErrShrank, old.Size, cp.Size)}
-		case cp.Size == old.Size:
-			if cp.Hash != old.Hash {
-				return res, &Finding{Kind: ErrRewritten, Accepted: old.Size, Size: cp.Size, Seq: m.firstDifference(ctx, cp),
-					Err: fmt.Errorf("%w: two roots for %d leaves: %s accepted, %s now", evidence.ErrRewritten, old.Size, old.Hash, cp.Hash)}
-			}
-			return res, nil
-		}
-		if err := m.consistent(ctx, old, cp); err != nil {
+		if err := m.extends(ctx, *s.accepted, cp); err != nil {
 			return res, err
+		}
+		if cp.Size == s.accepted.Size {
+			return res, m.checkUnwitnessed(ctx, witnessed)
 		}
 	}
 	if err := s.setTarget(cp, signed); err != nil {
@@ -268,7 +248,65 @@ func (m *Monitor) check(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	res.Size, res.Root = cp.Size, cp.Hash
-	return res, nil
+	return res, m.checkUnwitnessed(ctx, witnessed)
+}
+
+// checkpoint fetches and opens the ledger's witnessed (or, unwitnessed,
+// latest signed) checkpoint; none when the ledger has none to serve.
+func (m *Monitor) checkpoint(ctx context.Context, unwitnessed bool) (cp evidence.Checkpoint, signed []byte, none bool, err error) {
+	path := "/v1/checkpoint"
+	if unwitnessed {
+		path += "?unwitnessed=1"
+	}
+	signed, err = m.get(ctx, path)
+	if apiCode(err) == api.CodeNoCheckpoint {
+		return cp, nil, true, nil
+	}
+	if err != nil {
+		return cp, nil, false, err
+	}
+	cp, _, err = evidence.OpenCheckpoint(signed, m.verifier)
+	if err != nil {
+		size := int64(-1)
+		if u, uerr := evidence.ParseUnverified(signed); uerr == nil {
+			size = u.Size
+		}
+		return cp, nil, false, &Finding{Kind: ErrBadCheckpoint, Accepted: m.s.acceptedSize(), Size: size, Err: err}
+	}
+	return cp, signed, false, nil
+}
+
+// extends checks that cp's tree extends old's: a shrink, a rewrite (the
+// same size, another root) or a fork is a finding.
+func (m *Monitor) extends(ctx context.Context, old, cp evidence.Checkpoint) error {
+	switch {
+	case cp.Size < old.Size:
+		return &Finding{Kind: ErrShrink, Accepted: old.Size, Size: cp.Size,
+			Err: fmt.Errorf("%w: from %d to %d leaves", evidence.ErrShrank, old.Size, cp.Size)}
+	case cp.Size == old.Size:
+		if cp.Hash != old.Hash {
+			return &Finding{Kind: ErrRewritten, Accepted: old.Size, Size: cp.Size, Seq: m.firstDifference(ctx, cp),
+				Err: fmt.Errorf("%w: two roots for %d leaves: %s accepted, %s now", evidence.ErrRewritten, old.Size, old.Hash, cp.Hash)}
+		}
+		return nil
+	}
+	return m.consistent(ctx, old, cp)
+}
+
+// checkUnwitnessed: when witnesses are required, the ledger's latest
+// signed checkpoint, witnessed or not, must extend the accepted one too
+// (it is not copied until the witnesses cosign it). A history the
+// witnesses refused is a finding here as well: the monitor sees the split
+// view the witnesses stopped.
+func (m *Monitor) checkUnwitnessed(ctx context.Context, witnessed bool) error {
+	if !witnessed || m.s.accepted == nil {
+		return nil
+	}
+	cp, _, none, err := m.checkpoint(ctx, true)
+	if err != nil || none {
+		return err
+	}
+	return m.extends(ctx, *m.s.accepted, cp)
 }
 
 // consistent checks that newer's tree extends older's, by a consistency

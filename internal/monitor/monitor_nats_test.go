@@ -376,12 +376,10 @@ func TestAlteredEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	direct := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		direct(r)
-		r.Header.Del("Accept-Encoding") // bodies the front can edit
-	}
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Header.Del("Accept-Encoding") // bodies the front can edit
+	}}
 	proxy.ModifyResponse = func(r *http.Response) error {
 		if !strings.HasPrefix(r.Request.URL.Path, "/v1/tile/entries/001") {
 			return nil

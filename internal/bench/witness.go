@@ -11,11 +11,11 @@ import (
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/client"
+	"github.com/mewledger/ledger/internal/lib/litewitness"
 	"github.com/mewledger/ledger/internal/monitor"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/server/witness"
-	"github.com/mewledger/ledger/internal/testkit/witnesskit"
 )
 
 // The witnesses and the monitor (contract §16, issue 34): the monitor's
@@ -108,7 +108,7 @@ func newWitnesses(o *Options, n int) (s *witnessSetup, err error) {
 	}
 	s = &witnessSetup{t: t, keyFile: keyFile}
 	for _, name := range []string{"witness.example/one", "witness.example/two"} {
-		w := witnesskit.Start(t, name, origin, vkey)
+		w := litewitness.Start(t, name, origin, vkey)
 		p, err := witness.Parse(w.Flag())
 		if err != nil {
 			t.close()
@@ -244,7 +244,7 @@ func (r *Report) witnessedRows(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	progress(o, "witness: ingest and fold of %d events with two litewitness (quorum 2) and without; building litewitness %s", len(evs), witnesskit.LitewitnessVersion)
+	progress(o, "witness: ingest and fold of %d events with two litewitness (quorum 2) and without; building litewitness %s", len(evs), litewitness.LitewitnessVersion)
 	var on, off []witnessRun
 	for rep := range o.Reps {
 		s, err := newWitnesses(o, rep)

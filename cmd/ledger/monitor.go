@@ -35,7 +35,6 @@ func init() {
 			"serves Prometheus metrics on --metrics ADDR (/metrics). The monitor does not\n" +
 			"cosign (it is no tlog-witness): run a witness beside it. See docs/proofs.md.",
 		run: runMonitor,
-		ops: true,
 	})
 }
 

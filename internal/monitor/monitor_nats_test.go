@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/monitor"
 	"github.com/mewledger/ledger/internal/ops/archive"
@@ -402,5 +404,58 @@ func TestAlteredEntries(t *testing.T) {
 	}
 	if st := m.Stats(); st.Size != -1 {
 		t.Fatalf("a checkpoint was accepted over altered entries: %+v", st)
+	}
+}
+
+// TestRunExportsMetrics: a long-running monitor (Run) follows appends and
+// exports its metrics; it ends with its ctx.
+func TestRunExportsMetrics(t *testing.T) {
+	key, vkey := keyFile(t)
+	a := apptest.StartWith(t, options(t, key))
+	reg := prometheus.NewRegistry()
+	m, err := monitor.Open(context.Background(), monitor.Options{URL: a.HTTPURL(), VerifierKey: vkey, StateDir: t.TempDir(),
+		Logger: natstest.Logger(t), Interval: 20 * time.Millisecond, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	last := appendN(t, a, "a", 500)
+	waitSigned(t, a, last)
+	gauge := func(name string) float64 {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() == name {
+				m := f.GetMetric()[0]
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	waitFor(t, "the monitor at the last append", func() bool { return gauge("ledger_monitor_checked_size") == float64(last) })
+	if v := gauge("ledger_monitor_entries_verified_total"); v != float64(last) {
+		t.Fatalf("entries verified %v, want %d", v, last)
+	}
+	if v := gauge("ledger_monitor_last_finding_timestamp_seconds"); v != 0 {
+		t.Fatalf("last finding at %v", v)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close twice: %v", err)
 	}
 }

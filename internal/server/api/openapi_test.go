@@ -229,7 +229,7 @@ var operations = []op{
 		params: []param{{name: "path", in: "path", typ: "string", desc: "<L>/<N>[.p/<W>] or entries/<N>[.p/<W>] as C2SP tlog-tiles names them (N in 3-digit groups, x-prefixed but the last).", required: true},
 			{name: "framing", in: "query", typ: "string", desc: "Entry bundles only: long frames each leaf by a 4-byte length (a leaf can be up to about 1 MiB)."}},
 		responses: []resp{{status: 200, desc: "The tile (W or 256 hashes of 32 bytes) or the entry bundle.", media: "application/octet-stream"}, errResp(400, "framing is not long, or a parameter is unknown."),
-			errResp(404, "Not a tile or entry bundle path, or past the tree (beyond_tree)."), errResp(409, "An entry bundle holds a leaf over 65,535 bytes (entry_too_long): ask with framing=long."),
+			errResp(404, "Not a tile or entry bundle path, or past the tree (beyond_tree)."), errResp(409, "An entry bundle holds a leaf over 65,535 bytes (entry_too_long): ask with framing=long; or a leaf of the bundle is damaged or missing in the log (log_damaged, with the damage: kind, seq, leaf hashes)."),
 			errResp(401, "No or a bad token."), errResp(403, "The token lacks the role.")}},
 	{method: "get", path: "/v1/proposals/{id}/proof", summary: "A proposal's evidence bundle: every event of its history in its original bytes, with its Merkle-tree leaf and inclusion proof against a signed checkpoint.", role: "auditor",
 		params:  []param{pID, pSpace, {name: "size", in: "query", typ: "integer", desc: "Prove against the checkpoint of this tree size (events after it are left out); default the latest."}},

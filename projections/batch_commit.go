@@ -240,8 +240,8 @@ func (b *Batch) collect(c *commitBuf) ([]kv, error) {
 		ks := len(c.a.b)
 		c.a.b = appendSpaceID(c.a.b, tagProposal, k.space, k.id)
 		vs := len(c.a.b)
-		// json.Marshal's bytes, faster (encode.go)
-		if c.a.b, err = appendMarshalProposal(c.a.b, sl.cur); err != nil {
+		// the bytes GET serves (encode.go)
+		if c.a.b, err = appendServedProposal(c.a.b, sl.cur); err != nil {
 			return nil, fmt.Errorf("encode proposal %q in space %q: %w", k.id, k.space, err)
 		}
 		putKV(ks, vs)

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -10,24 +11,60 @@ import (
 	"github.com/mewledger/ledger/projections/fold"
 )
 
-// Fast JSON encoders for the records the fold writes on every commit:
-// proposals, history entries and event-id index entries. They produce
-// exactly the bytes json.Marshal produces (the stored values must not depend
-// on which encoder wrote them: GetRaw promises json.Marshal's bytes, and a
-// store written before this code must compare equal to a rebuild), without
-// reflection: json.Marshal was 16% of a rebuild's CPU, and most of its
-// garbage. Whatever they do not handle exactly (kernel proposals, times
-// outside years 0..9999, params that json.Marshal would re-compact or
-// HTML-escape) falls back to json.Marshal. TestEncodersMatchMarshal and
-// FuzzEncoders compare the two.
+// Fast JSON encoders for the records the fold writes on every commit.
+//
+// A proposal is stored in exactly the bytes the HTTP API serves for it
+// (contract §7; GET /v1/proposals/{id} and the list route copy them): the
+// bytes an encoding/json Encoder with SetEscapeHTML(false) writes for the
+// proposal with its list members normalized ([] rather than null for to,
+// rejections, fulfillments and anomalies), without the trailing newline.
+// appendServedProposal writes them without reflection (json.Marshal was 16%
+// of a rebuild's CPU, and most of its garbage); whatever it does not handle
+// exactly (kernel proposals, form fields, times outside years 0..9999,
+// params the Encoder would re-compact) falls back to the Encoder.
+// TestEncodersMatchMarshal and FuzzEncoders compare the two.
+//
+// History entries and event refs are stored binary (encode_bin.go); their
+// JSON encoders here produce json.Marshal's bytes.
 
-// appendMarshalProposal appends json.Marshal(p) to b.
-func appendMarshalProposal(b []byte, p *api.Proposal) ([]byte, error) {
+// appendServedProposal appends the served encoding of p to b.
+func appendServedProposal(b []byte, p *api.Proposal) ([]byte, error) {
 	if out, ok := appendProposal(b, p); ok {
 		return out, nil
 	}
-	v, err := json.Marshal(p)
+	v, err := encodeServed(p)
 	return append(b, v...), err
+}
+
+// ServedProposal returns the bytes the HTTP API serves for p (and the store
+// holds): see appendServedProposal.
+func ServedProposal(p *api.Proposal) ([]byte, error) {
+	return appendServedProposal(make([]byte, 0, 512+len(p.Params)), p)
+}
+
+// encodeServed is the reference encoding: an Encoder without HTML escaping
+// of p with its list members normalized.
+func encodeServed(p *api.Proposal) ([]byte, error) {
+	q := *p
+	if q.To == nil {
+		q.To = []string{}
+	}
+	if q.Rejections == nil {
+		q.Rejections = []api.Rejection{}
+	}
+	if q.Fulfillments == nil {
+		q.Fulfillments = []api.Fulfillment{}
+	}
+	if q.Anomalies == nil {
+		q.Anomalies = []string{}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&q); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // appendMarshalHistory appends json.Marshal(h) to b.
@@ -41,9 +78,10 @@ func appendMarshalHistory(b []byte, h *api.HistoryEntry) ([]byte, error) {
 
 // jsonWriter appends one JSON object's members.
 type jsonWriter struct {
-	b     []byte
-	first bool
-	ok    bool // false once a value needs json.Marshal
+	b      []byte
+	first  bool
+	ok     bool // false once a value needs the reference encoder
+	served bool // strings as the API's Encoder writes them (no HTML escaping)
 }
 
 func (w *jsonWriter) key(name string) {
@@ -59,7 +97,14 @@ func (w *jsonWriter) key(name string) {
 
 func (w *jsonWriter) str(name, v string) {
 	w.key(name)
-	w.b = canon.AppendStringHTML(w.b, v)
+	w.b = w.appendString(w.b, v)
+}
+
+func (w *jsonWriter) appendString(b []byte, v string) []byte {
+	if w.served {
+		return canon.AppendStringNoHTML(b, v)
+	}
+	return canon.AppendStringHTML(b, v)
 }
 
 func (w *jsonWriter) strOmit(name, v string) {
@@ -113,12 +158,22 @@ func (w *jsonWriter) strings(name string, v []string) {
 		w.b = append(w.b, "null"...)
 		return
 	}
+	w.list(v)
+}
+
+// strList writes a normalized []string member: [] when nil.
+func (w *jsonWriter) strList(name string, v []string) {
+	w.key(name)
+	w.list(v)
+}
+
+func (w *jsonWriter) list(v []string) {
 	w.b = append(w.b, '[')
 	for i, s := range v {
 		if i > 0 {
 			w.b = append(w.b, ',')
 		}
-		w.b = canon.AppendStringHTML(w.b, s)
+		w.b = w.appendString(w.b, s)
 	}
 	w.b = append(w.b, ']')
 }
@@ -129,9 +184,9 @@ func (w *jsonWriter) stringsOmit(name string, v []string) {
 	}
 }
 
-// raw writes a json.RawMessage member. json.Marshal writes nil as null and
-// re-compacts a RawMessage with HTML escaping: a value with white space or
-// an HTML-sensitive character is left to it.
+// raw writes a json.RawMessage member. An Encoder writes nil as null and
+// re-compacts a RawMessage (without HTML escaping when served): a value
+// with white space is left to it.
 func (w *jsonWriter) raw(name string, v json.RawMessage) {
 	w.key(name)
 	if v == nil {
@@ -145,13 +200,12 @@ func (w *jsonWriter) raw(name string, v json.RawMessage) {
 	w.b = append(w.b, v...)
 }
 
-// plainRaw reports whether json.Marshal would copy the RawMessage v as it
-// is: no white space to compact, nothing to HTML-escape (<, >, &, and
-// U+2028/U+2029, which start with 0xE2).
+// plainRaw reports whether the API's Encoder would copy the RawMessage v
+// as it is: no white space to compact (it does not HTML-escape).
 func plainRaw(v []byte) bool {
 	for _, c := range v {
 		switch c {
-		case ' ', '\t', '\r', '\n', '<', '>', '&', 0xE2:
+		case ' ', '\t', '\r', '\n':
 			return false
 		}
 	}
@@ -162,21 +216,26 @@ func newWriter(b []byte) jsonWriter {
 	return jsonWriter{b: append(b, '{'), first: true, ok: true}
 }
 
+func newServedWriter(b []byte) jsonWriter {
+	return jsonWriter{b: append(b, '{'), first: true, ok: true, served: true}
+}
+
 func (w *jsonWriter) end() ([]byte, bool) {
 	return append(w.b, '}'), w.ok
 }
 
-// appendProposal appends json.Marshal(p); false when p needs json.Marshal.
+// appendProposal appends the served encoding of p; false when p needs the
+// reference encoder.
 func appendProposal(b []byte, p *api.Proposal) ([]byte, bool) {
 	if p.Kernel != nil || p.HasFormFields() {
-		return b, false // rare: json.Marshal
+		return b, false // rare: the reference encoder
 	}
-	w := newWriter(b)
+	w := newServedWriter(b)
 	w.str("id", p.ID)
 	w.str("space", p.Space)
 	w.str("state", string(p.State))
 	w.str("proposer", p.Proposer)
-	w.strings("to", p.To)
+	w.strList("to", p.To)
 	w.str("method", p.Method)
 	w.raw("params", p.Params)
 	w.str("dialect", p.Dialect)
@@ -191,16 +250,14 @@ func appendProposal(b []byte, p *api.Proposal) ([]byte, bool) {
 	w.u64Omit("decided_seq", p.DecidedSeq)
 	w.str("reason", p.Reason)
 	w.key("rejections")
-	if p.Rejections == nil {
-		w.b = append(w.b, "null"...)
-	} else {
+	{
 		w.b = append(w.b, '[')
 		for i := range p.Rejections {
 			if i > 0 {
 				w.b = append(w.b, ',')
 			}
 			r := &p.Rejections[i]
-			o := newWriter(w.b)
+			o := newServedWriter(w.b)
 			o.str("event", r.Event)
 			o.u64("seq", r.Seq)
 			o.str("from", r.From)
@@ -212,16 +269,14 @@ func appendProposal(b []byte, p *api.Proposal) ([]byte, bool) {
 		w.b = append(w.b, ']')
 	}
 	w.key("fulfillments")
-	if p.Fulfillments == nil {
-		w.b = append(w.b, "null"...)
-	} else {
+	{
 		w.b = append(w.b, '[')
 		for i := range p.Fulfillments {
 			if i > 0 {
 				w.b = append(w.b, ',')
 			}
 			f := &p.Fulfillments[i]
-			o := newWriter(w.b)
+			o := newServedWriter(w.b)
 			o.str("event", f.Event)
 			o.u64("seq", f.Seq)
 			o.str("from", f.From)
@@ -238,7 +293,7 @@ func appendProposal(b []byte, p *api.Proposal) ([]byte, bool) {
 						o.b = append(o.b, ',')
 					}
 					r := &f.Responses[j]
-					ro := newWriter(o.b)
+					ro := newServedWriter(o.b)
 					ro.str("event", r.Event)
 					ro.u64("seq", r.Seq)
 					ro.str("from", r.From)
@@ -253,7 +308,7 @@ func appendProposal(b []byte, p *api.Proposal) ([]byte, bool) {
 	}
 	if wd := p.Withdrawal; wd != nil {
 		w.key("withdrawal")
-		o := newWriter(w.b)
+		o := newServedWriter(w.b)
 		o.str("event", wd.Event)
 		o.u64("seq", wd.Seq)
 		o.str("from", wd.From)
@@ -261,7 +316,7 @@ func appendProposal(b []byte, p *api.Proposal) ([]byte, bool) {
 		o.strOmit("explanation", wd.Explanation)
 		w.b, _ = o.end()
 	}
-	w.strings("anomalies", p.Anomalies)
+	w.strList("anomalies", p.Anomalies)
 	w.i64("events", int64(p.Events))
 	if p.ExpiresAt != nil {
 		w.time("expires_at", *p.ExpiresAt)
@@ -275,7 +330,7 @@ func appendProposal(b []byte, p *api.Proposal) ([]byte, bool) {
 				w.b = append(w.b, ',')
 			}
 			a := &p.Approvals[i]
-			o := newWriter(w.b)
+			o := newServedWriter(w.b)
 			o.str("event", a.Event)
 			o.u64("seq", a.Seq)
 			o.str("from", a.From)
@@ -299,7 +354,7 @@ func appendProposal(b []byte, p *api.Proposal) ([]byte, bool) {
 			if i > 0 {
 				w.b = append(w.b, ',')
 			}
-			o := newWriter(w.b)
+			o := newServedWriter(w.b)
 			o.str("id", p.Targets[i].ID)
 			o.strings("sources", p.Targets[i].Sources)
 			w.b, _ = o.end()

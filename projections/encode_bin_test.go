@@ -139,7 +139,8 @@ func TestStoreFormat(t *testing.T) {
 		want string
 	}{
 		{"format 1", func(db *pebble.DB) error { return db.Delete(formatKey, pebble.Sync) }, "store format 1"},
-		{"format 3", func(db *pebble.DB) error { return db.Set(formatKey, []byte("3"), pebble.Sync) }, "store format 3"},
+		{"format 2", func(db *pebble.DB) error { return db.Set(formatKey, []byte("2"), pebble.Sync) }, "store format 2"},
+		{"format 4", func(db *pebble.DB) error { return db.Set(formatKey, []byte("4"), pebble.Sync) }, "store format 4"},
 	} {
 		set(c.f)
 		_, err := open()

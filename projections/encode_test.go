@@ -15,13 +15,20 @@ import (
 	"github.com/mewledger/ledger/subjects"
 )
 
-// checkEncoders requires each fast encoder to produce json.Marshal's bytes
-// (or json.Marshal's error).
+// checkEncoders requires each fast encoder to produce its reference's bytes
+// (or its error): the proposal's the served encoding (encodeServed), the
+// others json.Marshal's.
 func checkEncoders(t *testing.T, p *api.Proposal, h *api.HistoryEntry, r *fold.EventRef) {
 	t.Helper()
 	same := func(what string, got []byte, gerr error, v any) {
 		t.Helper()
-		want, werr := json.Marshal(v)
+		var want []byte
+		var werr error
+		if p, ok := v.(*api.Proposal); ok {
+			want, werr = encodeServed(p)
+		} else {
+			want, werr = json.Marshal(v)
+		}
 		if (gerr != nil) != (werr != nil) || !bytes.Equal(got, want) {
 			t.Fatalf("%s:\n got %s (err %v)\nwant %s (err %v)", what, got, gerr, want, werr)
 		}
@@ -220,9 +227,9 @@ func FuzzEncoders(f *testing.F) {
 	})
 }
 
-// marshalProposal is json.Marshal(p).
+// marshalProposal is the served encoding of p.
 func marshalProposal(p *api.Proposal) ([]byte, error) {
-	return appendMarshalProposal(make([]byte, 0, 512+len(p.Params)), p)
+	return appendServedProposal(make([]byte, 0, 512+len(p.Params)), p)
 }
 
 // marshalHistory is json.Marshal(h).

@@ -19,8 +19,10 @@ import (
 //
 // Formats: 1 (no format key; before issue 28) stored event refs ('E'),
 // event records ('L'), history entries ('H') and changes ('C') as JSON; 2
-// stores them binary (encode_bin.go).
-const storeFormat = 2
+// stores them binary (encode_bin.go); 3 stores each proposal ('P') in the
+// bytes the HTTP API serves for it (encode.go: no HTML escaping, empty
+// lists as []) instead of json.Marshal's.
+const storeFormat = 3
 
 var formatKey = []byte("\x00format")
 

@@ -48,7 +48,8 @@ func (s *Store) Get(space, id string) (*api.Proposal, error) {
 }
 
 // GetRaw is Get without decoding: the stored JSON of the proposal, which is
-// exactly json.Marshal of the *Proposal Get returns.
+// exactly what the HTTP API serves for it (ServedProposal of the *Proposal
+// Get returns).
 func (s *Store) GetRaw(space, id string) (json.RawMessage, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err

@@ -13,12 +13,13 @@ const hexDigits = "0123456789abcdef"
 // multi-byte UTF-8 sequences included). htmlPlain[c] is true for the bytes
 // AppendStringHTML copies as they are: the ASCII ones of plain but <, >
 // and &; it looks at every non-ASCII rune.
-var plain, htmlPlain [256]bool
+var plain, htmlPlain, encPlain [256]bool
 
 func init() {
 	for c := 0x20; c < 256; c++ {
 		plain[c] = c != '"' && c != '\\'
 		htmlPlain[c] = plain[c] && c < utf8.RuneSelf && c != '<' && c != '>' && c != '&'
+		encPlain[c] = plain[c] && c < utf8.RuneSelf
 	}
 }
 
@@ -39,6 +40,13 @@ func AppendStringHTML[S ~string | ~[]byte](dst []byte, s S) []byte {
 	return appendString(dst, s, &htmlPlain)
 }
 
+// AppendStringNoHTML appends s as an encoding/json Encoder with
+// SetEscapeHTML(false) encodes a string (what the HTTP API writes): as
+// AppendStringHTML, but <, > and & as they are.
+func AppendStringNoHTML[S ~string | ~[]byte](dst []byte, s S) []byte {
+	return appendString(dst, s, &encPlain)
+}
+
 func appendString[S ~string | ~[]byte](dst []byte, s S, safe *[256]bool) []byte {
 	dst = append(dst, '"')
 	last := 0
@@ -48,7 +56,7 @@ func appendString[S ~string | ~[]byte](dst []byte, s S, safe *[256]bool) []byte 
 			i++
 			continue
 		}
-		if c >= utf8.RuneSelf { // AppendStringHTML only: a rune to look at
+		if c >= utf8.RuneSelf { // AppendStringHTML and AppendStringNoHTML only: a rune to look at
 			r, size := decodeRune(s[i:])
 			switch {
 			case r == utf8.RuneError && size == 1:

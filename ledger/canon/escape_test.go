@@ -55,3 +55,20 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendStringNoHTMLMatchesEncoder compares AppendStringNoHTML with an
+// encoding/json Encoder that does not escape HTML.
+func TestAppendStringNoHTMLMatchesEncoder(t *testing.T) {
+	for _, s := range []string{"", "plain", "<b>&amp;</b>", `\u003c`, `q"uote`, "é😀", "\u2028\u2029", "tab\tnl\n", "\x01\x7f", "bad\xffutf8\xc3", "&&&"} {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		if got := AppendStringNoHTML(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("AppendStringNoHTML(%q) = %s, want %s", s, got, want)
+		}
+	}
+}

@@ -140,6 +140,9 @@ func (a *API) getProposal(w http.ResponseWriter, r *http.Request) {
 	defer rc.release()
 	space := rc.space
 	id := r.PathValue("id")
+	if a.getRaw(w, r, rc.r, space, id) {
+		return
+	}
 	p, err := rc.r.Get(space, id)
 	switch {
 	case errors.Is(err, projections.ErrNotFound):
@@ -281,22 +284,13 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
-	if rl, ok := rc.r.(rawLister); ok {
-		if page, err := rl.ListRaw(lq); !errors.Is(err, errNoRawList) {
-			a.writeList(w, r, lq, err, func() ([]byte, error) { return rawListBody(page) })
-			return
-		}
+	if a.listRaw(w, r, rc.r, lq) {
+		return
 	}
 	page, err := rc.r.List(lq)
 	switch {
 	case errors.Is(err, projections.ErrBadQuery):
-		// Every filter was checked above; what the store can still refuse
-		// is the cursor.
-		field := ""
-		if lq.Cursor != "" {
-			field = paramCursor
-		}
-		writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadQuery, Field: field, Message: err.Error()})
+		writeListError(w, lq, err)
 	case err != nil:
 		a.internal(w, r, err)
 	default:

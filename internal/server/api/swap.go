@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 
 	"github.com/mewledger/ledger/api"
@@ -45,15 +46,26 @@ func (s *swapReader) List(q projections.ListQuery) (projections.ListPage, error)
 	return s.r.List(q)
 }
 
+// GetRaw is Get's stored record, when the reader in place has it
+// (served.go); errNoRaw otherwise.
+func (s *swapReader) GetRaw(space, id string) (json.RawMessage, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if rr, ok := s.r.(rawReader); ok {
+		return rr.GetRaw(space, id)
+	}
+	return nil, errNoRaw
+}
+
 // ListRaw is List's stored records, when the reader in place has them
-// (rawlist.go); errNoRawList otherwise.
+// (served.go); errNoRaw otherwise.
 func (s *swapReader) ListRaw(q projections.ListQuery) (projections.RawPage, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if rl, ok := s.r.(rawLister); ok {
-		return rl.ListRaw(q)
+	if rr, ok := s.r.(rawReader); ok {
+		return rr.ListRaw(q)
 	}
-	return projections.RawPage{}, errNoRawList
+	return projections.RawPage{}, errNoRaw
 }
 
 func (s *swapReader) Stats(space string) (*api.Stats, error) {

@@ -162,8 +162,10 @@ type commitBuf struct {
 	old, cur []kv // one proposal's index entries
 	// evOld, evCur: one event record's index keys (store_events.go)
 	evOld, evCur [][]byte
-	order        []sortKey
-	pb           *pebble.Batch
+	// postings: the posting list changes of a commit (store_postings.go)
+	postings []postingChange
+	order    []sortKey
+	pb       *pebble.Batch
 }
 
 // batch returns the reusable Pebble batch, empty.

@@ -164,6 +164,11 @@ func TestDecodeKey(t *testing.T) {
 			if k.Seq != 1 {
 				t.Fatalf("key %q decodes to %+v", key, k)
 			}
+		case projections.TableEventPosting:
+			// Posting lists are keyed by block: seq 1 is in the first.
+			if k.Seq != 0 || k.Index == "" {
+				t.Fatalf("key %q decodes to %+v", key, k)
+			}
 		default:
 			if k.Table != api.TableCheckpoint && k.Table != api.TableStats && k.Table != api.TableSpace && k.ID != "a.b c" {
 				t.Fatalf("key %q decodes to %+v", key, k)

@@ -111,7 +111,7 @@ func DecodeKey(key []byte) api.KeyInfo {
 			return k
 		}
 		return api.KeyInfo{Table: api.TableChange, Space: sp, ID: id, Seq: seq, Raw: k.Raw}
-	case tagEvent, tagEventIndex, tagEventTime:
+	case tagEvent, tagEventIndex, tagEventTime, tagEventPosting:
 		if ki, ok := decodeEventKey(key); ok {
 			return ki
 		}

@@ -40,6 +40,9 @@ func describeKey(k string) string {
 	if !ki.Deadline.IsZero() {
 		d += " at " + ki.Deadline.Format(time.RFC3339)
 	}
+	if ki.Table == TableEventPosting {
+		return d + fmt.Sprintf(" block of seqs %d–%d", ki.Seq, ki.Seq+1<<postingShift-1)
+	}
 	return d + fmt.Sprintf(" seq %d", ki.Seq)
 }
 

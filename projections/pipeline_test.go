@@ -241,6 +241,12 @@ func TestPipelineFailedCommitStops(t *testing.T) {
 	if err := pl.Settle(); err != nil {
 		t.Fatal(err)
 	}
+	// A fresh memtable: run 3's commit must fail writing the WAL, not in
+	// a memtable rotation (where Pebble panics holding its locks), which
+	// a commit would reach when the memtable fills there.
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	fault.On() // run 3's commit fails
 	if err := pl.Fold(rs[2], rec.settle); err != nil {
 		t.Fatalf("Fold of run 3 (its commit runs after): %v", err)

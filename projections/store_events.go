@@ -32,9 +32,11 @@ import (
 //
 //	'L' seq(8 B BE)                      → EventRecord, binary (encode_bin.go)
 //	'J' field(1 B) esc(value) seq(8 B BE) → "" : the events whose field has value, in stream order
+//	'Q' field(1 B) esc(value) block(8 B BE) → the block's sequences whose field has value (store_postings.go)
 //	'K' nanos(8 B, sign-flipped) seq(8 B BE) → "" : stream time → sequence
 //
-// Fields of 'J' (one byte each): 's' space, 'e' effect (one key per
+// Fields of 'J' and 'Q' (one byte each; 'J' holds from, proposal and id,
+// 'Q' the others): 's' space, 'e' effect (one key per
 // distinct effect of the event's history entries), 't' type, 'k' kind,
 // 'f' form, 'w' from (the sender), 'p' proposal (one key per id its history
 // entries are filed under), 'n' anomaly (one per anomaly it raised), 'o'
@@ -47,9 +49,9 @@ import (
 // orphan's entry is replaced when it is released, in a later batch). Its
 // summary fields (effect, proposals, anomalies, code, detail) are derived
 // from those entries. A filtered page is a seek-driven intersection (zigzag
-// join) of the 'J' lists of its filters, bounded by the sequence range the
+// join) of the 'J' and 'Q' lists of its filters, bounded by the sequence range the
 // time filters map to through 'K'; only the page's records are read.
-// Its tags ('L', 'J', 'K') are in store_keys.go with the others.
+// Its tags ('L', 'J', 'K', 'Q') are in store_keys.go with the others.
 
 // Event index fields ('J' keys).
 const (
@@ -87,13 +89,14 @@ type (
 
 // eventIndexKeys appends the record's 'J' and 'K' keys to dst, sorted and
 // distinct, their bytes in a (valid until a is reset). A nil r has none.
+// Its posting fields are postingEntries' (store_postings.go).
 func eventIndexKeys(dst [][]byte, a *arena, r *EventRecord) [][]byte {
 	if r == nil {
 		return dst
 	}
 	first := len(dst)
 	add := func(f byte, v string) {
-		if v == "" {
+		if v == "" || postingField(f) {
 			return
 		}
 		st := len(a.b)
@@ -343,7 +346,11 @@ func (b *Batch) noteHistoryDelete(space, key string, seq uint64) error {
 // keys (the old version's that are gone deleted, the new ones written).
 func (b *Batch) collectEvents(c *commitBuf, ops []kv) ([]kv, error) {
 	old, cur := c.evOld[:0], c.evCur[:0]
+	pch := c.postings[:0]
 	for seq, sl := range b.events {
+		old = postingEntries(old[:0], &c.a, sl.orig)
+		cur = postingEntries(cur[:0], &c.a, sl.cur)
+		pch = diffPostings(pch, seq, old, cur)
 		ks := len(c.a.b)
 		c.a.b = appendU64(append(c.a.b, tagEvent), seq)
 		vs := len(c.a.b)
@@ -367,6 +374,12 @@ func (b *Batch) collectEvents(c *commitBuf, ops []kv) ([]kv, error) {
 		}
 	}
 	c.evOld, c.evCur = old[:0], cur[:0]
+	ops, err := collectPostings(b.s.db, c, pch, ops)
+	clear(pch)
+	c.postings = pch[:0]
+	if err != nil {
+		return nil, fmt.Errorf("event index: %w", err)
+	}
 	return ops, nil
 }
 
@@ -593,7 +606,11 @@ type EventPage = api.EventPage
 func (q *EventQuery) filters() []filterTerm {
 	var fs []filterTerm
 	add := func(f byte, v string) {
-		if v != "" {
+		switch {
+		case v == "":
+		case postingField(f):
+			fs = append(fs, filterTerm{prefix: eventPostingPrefix(f, v), posting: true})
+		default:
 			fs = append(fs, filterTerm{prefix: eventIndexPrefix(f, v)})
 		}
 	}
@@ -612,9 +629,16 @@ func (q *EventQuery) filters() []filterTerm {
 	return fs
 }
 
+// filterTerm is one filter of a zigzag join: the per-event keys under
+// prefix ('J'), or the posting lists under it ('Q'; the block in hand
+// decoded in seqs).
 type filterTerm struct {
-	prefix []byte
-	it     *pebble.Iterator
+	prefix  []byte
+	it      *pebble.Iterator
+	posting bool
+	have    bool
+	blk     uint64
+	seqs    []uint64
 }
 
 // Cursors of Events: base64url (no padding) of version byte 2, the order
@@ -856,7 +880,10 @@ func zigzag(r pebble.Reader, fs []filterTerm, lo, hi uint64, desc bool, emit fun
 	}()
 	// seek positions f at the first entry at or after cand (before, when
 	// desc) and returns its sequence; ok false when there is none.
-	seek := func(f *filterTerm, cand uint64) (uint64, bool) {
+	seek := func(f *filterTerm, cand uint64) (uint64, bool, error) {
+		if f.posting {
+			return f.seekPosting(cand, desc)
+		}
 		var valid bool
 		if desc {
 			if cand == math.MaxUint64 {
@@ -868,10 +895,10 @@ func zigzag(r pebble.Reader, fs []filterTerm, lo, hi uint64, desc bool, emit fun
 			valid = f.it.SeekGE(appendU64(bytes.Clone(f.prefix), cand))
 		}
 		if !valid {
-			return 0, false
+			return 0, false, nil
 		}
 		k := f.it.Key()
-		return binary.BigEndian.Uint64(k[len(k)-8:]), true
+		return binary.BigEndian.Uint64(k[len(k)-8:]), true, nil
 	}
 	cand := lo
 	if desc {
@@ -883,7 +910,10 @@ func zigzag(r pebble.Reader, fs []filterTerm, lo, hi uint64, desc bool, emit fun
 		}
 		agreed := true
 		for i := range fs {
-			seq, ok := seek(&fs[i], cand)
+			seq, ok, err := seek(&fs[i], cand)
+			if err != nil {
+				return fmt.Errorf("projections: events: %w", err)
+			}
 			if !ok {
 				return nil
 			}
@@ -969,6 +999,20 @@ func decodeEventKey(key []byte) (api.KeyInfo, bool) {
 			return api.KeyInfo{}, false
 		}
 		return api.KeyInfo{Table: TableEventIndex, Index: name, Value: v, Seq: binary.BigEndian.Uint64(rest), Raw: bytes.Clone(key)}, true
+	case tagEventPosting:
+		if len(key) < 2 {
+			return api.KeyInfo{}, false
+		}
+		name, ok := eventFieldNames[key[1]]
+		if !ok {
+			return api.KeyInfo{}, false
+		}
+		v, rest, err := readEsc(key[2:])
+		if err != nil || len(rest) != 8 {
+			return api.KeyInfo{}, false
+		}
+		// Seq is the block's first sequence.
+		return api.KeyInfo{Table: TableEventPosting, Index: name, Value: v, Seq: binary.BigEndian.Uint64(rest) << postingShift, Raw: bytes.Clone(key)}, true
 	}
 	return api.KeyInfo{}, false
 }

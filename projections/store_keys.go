@@ -37,11 +37,12 @@ import (
 //	'G' space seq                              → JSON Gap: a bridge's recording gap (gaps.go)
 //	'H' space key seq                          → HistoryEntry, binary (encode_bin.go; History is one prefix scan)
 //	'I' space kind [value] ^createdSeq id      → created_at (8 B, unix nanos, sign-flipped)
-//	'J' field value seq                       → "" : the event index's secondary keys (store_events.go)
+//	'J' field value seq                       → "" : the event index's per-event keys: from, proposal, id (store_events.go)
 //	'K' nanos seq                             → "" : stream time → sequence (store_events.go)
 //	'L' seq                                   → EventRecord, binary (encode_bin.go): one per stored message (store_events.go)
 //	'O' space target                           → JSON []Orphan (the waiting list of target)
-//	'P' space id                               → JSON Proposal
+//	'P' space id                               → JSON Proposal, the bytes GET serves (encode.go)
+//	'Q' field value block                      → the event index's posting lists (store_postings.go)
 //	'R' space bridge+"\x00"+mew space         → JSON []RecorderRun: a recorder's closed runs (holes.go)
 //	'S' space                                  → "" : the space has data (Spaces)
 //	'T' space                                  → JSON Stats
@@ -65,26 +66,27 @@ import (
 // Times in index values and in the deadline key are clamped to the int64
 // unix-nanosecond range (years 1677..2262).
 const (
-	tagCheckpoint = 0x01
-	tagBridge     = 'B'
-	tagChange     = 'C'
-	tagDeadline   = 'D'
-	tagEventRef   = 'E'
-	tagFiled      = 'F'
-	tagGap        = 'G'
-	tagHistory    = 'H'
-	tagIndex      = 'I'
-	tagEventIndex = 'J' // the event index (store_events.go)
-	tagEventTime  = 'K' // stream time → sequence (store_events.go)
-	tagEvent      = 'L' // the event record (store_events.go)
-	tagTree       = 'M' // the Merkle tree's stored hashes (tree.go)
-	tagOrphans    = 'O'
-	tagProposal   = 'P'
-	tagRuns       = 'R'
-	tagSpace      = 'S'
-	tagStats      = 'T'
-	tagVersion    = 'V'
-	tagParked     = 'X'
+	tagCheckpoint   = 0x01
+	tagBridge       = 'B'
+	tagChange       = 'C'
+	tagDeadline     = 'D'
+	tagEventRef     = 'E'
+	tagFiled        = 'F'
+	tagGap          = 'G'
+	tagHistory      = 'H'
+	tagIndex        = 'I'
+	tagEventIndex   = 'J' // the event index (store_events.go)
+	tagEventTime    = 'K' // stream time → sequence (store_events.go)
+	tagEvent        = 'L' // the event record (store_events.go)
+	tagTree         = 'M' // the Merkle tree's stored hashes (tree.go)
+	tagOrphans      = 'O'
+	tagProposal     = 'P'
+	tagRuns         = 'R'
+	tagSpace        = 'S'
+	tagStats        = 'T'
+	tagVersion      = 'V'
+	tagParked       = 'X'
+	tagEventPosting = 'Q' // the event index's posting lists (store_postings.go)
 )
 
 // Index kinds.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/testkit/foldscript"
@@ -211,12 +212,29 @@ func TestVerifySeesEventIndex(t *testing.T) {
 	if d, err := Compare(a, b); err != nil || d != nil {
 		t.Fatalf("two folds of one log differ: %+v %v", d, err)
 	}
-	if err := b.db.Delete(eventIndexKey(evTool, "run", 1), nil); err != nil {
+	if err := b.db.Delete(appendU64(eventPostingPrefix(evTool, "run"), 0), nil); err != nil {
 		t.Fatal(err)
 	}
 	d, err := Compare(a, b)
-	if err != nil || d == nil || d.Key.Table != TableEventIndex || d.Key.Index != "tool" || d.Key.Value != "run" || d.Key.Seq != 1 {
-		t.Fatalf("a missing event index key: %+v %v", d, err)
+	if err != nil || d == nil || d.Key.Table != TableEventPosting || d.Key.Index != "tool" || d.Key.Value != "run" || d.Key.Seq != 0 {
+		t.Fatalf("a missing posting list: %+v %v", d, err)
+	}
+	b = build()
+	it, err := b.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagEventIndex}, UpperBound: []byte{tagEventIndex + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !it.First() {
+		t.Fatal("no 'J' key")
+	}
+	jk := DecodeKey(it.Key())
+	if err := b.db.Delete(it.Key(), nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = it.Close()
+	d, err = Compare(a, b)
+	if err != nil || d == nil || d.Key.Table != TableEventIndex || d.Key.Index != jk.Index || d.Key.Value != jk.Value || d.Key.Seq != jk.Seq {
+		t.Fatalf("a missing event index key %+v: %+v %v", jk, d, err)
 	}
 	c := build()
 	if err := c.db.Set(eventKey(2), []byte(`{"seq":2}`), nil); err != nil {

@@ -207,10 +207,6 @@ func eventIndexPrefix(f byte, v string) []byte {
 	return appendEsc([]byte{tagEventIndex, f}, v)
 }
 
-func eventIndexKey(f byte, v string, seq uint64) []byte {
-	return appendU64(eventIndexPrefix(f, v), seq)
-}
-
 // evSlot is the overlay's slot of one event record.
 type evSlot struct {
 	orig, cur *EventRecord // orig: the version in Pebble (nil: none)

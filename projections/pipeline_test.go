@@ -17,7 +17,7 @@ import (
 
 // mixLog returns n events of a workload with orphans, duplicates and
 // every lifecycle operation, numbered from 1.
-func mixLog(t *testing.T, n int) []fold.Event {
+func mixLog(t testing.TB, n int) []fold.Event {
 	t.Helper()
 	g := workload.New(workload.Options{Seed: 11, PadTo: 200, Disorder: 20, Duplicates: 5,
 		Mix: workload.Mix{Fulfil: 20, Withdraw: 10, Reject: 15, Response: 10, Chat: 10}})

@@ -15,7 +15,7 @@ import (
 // when filtered one by one; and a second store folded in other runs to
 // hold the same bytes.
 func TestPostingListsMatchRecords(t *testing.T) {
-	log := mixLog(t, 2*(1<<postingShift)+77)
+	log := mixLog(t, 1<<postingShift+400)
 	fold := func(size int) *Store {
 		s := openMemStore(t)
 		pl, err := NewPipeline(s, PipelineOptions{})
@@ -127,7 +127,7 @@ func TestPostingListsMatchRecords(t *testing.T) {
 	slices.Sort(fields)
 	rng := rand.New(rand.NewSource(9))
 	queries := 0
-	for range 120 {
+	for range 80 {
 		var q EventQuery
 		for range 1 + rng.Intn(3) {
 			f := fields[rng.Intn(len(fields))]

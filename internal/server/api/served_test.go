@@ -24,23 +24,23 @@ import (
 // decoding path.
 type plainReader struct{ Reader }
 
-// TestListRouteSameBothWays serves a store folded from workloads and the
-// hostile corpus through both paths (the stored bytes copied, and the
-// records decoded and encoded) and compares every response of the list
-// route and of GET /v1/proposals/{id} for each proposal listed.
-func TestListRouteSameBothWays(t *testing.T) {
+// servedAPIs folds workloads and the hostile corpus into a store and
+// returns an API that serves its stored bytes and one that takes the
+// decoding path.
+func servedAPIs(tb testing.TB) (fast, slow *API) {
+	tb.Helper()
 	store, err := projections.OpenStore(projections.StoreOptions{FS: vfs.NewMem(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer store.Close()
+	tb.Cleanup(func() { _ = store.Close() })
 	var raws [][]byte
 	g := workload.New(workload.Options{Seed: 5, PadTo: 300, Disorder: 10, Foreign: 10,
 		Mix: workload.Mix{Fulfil: 20, Withdraw: 10, Reject: 15, Response: 10, Chat: 10}})
 	raws = append(raws, g.Batch(1500)...)
 	cases, err := badinput.LoadDefault()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	for _, c := range cases {
 		if len(c.Data) < 64<<10 {
@@ -56,21 +56,30 @@ func TestListRouteSameBothWays(t *testing.T) {
 			subj = subjects.Event{Space: "default", Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()
 		}
 		if _, err := f.Apply(b, fold.Event{Seq: uint64(i + 1), Time: t0.Add(time.Duration(i) * time.Second), Subject: subj, Raw: raw}); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	if err := b.Commit(uint64(len(raws))); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	seq := func(context.Context) (uint64, error) { return store.AppliedSeq(), nil }
-	fast, err := New(Options{Reader: store, StreamSeq: seq})
+	fast, err = New(Options{Reader: store, StreamSeq: seq})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	slow, err := New(Options{Reader: plainReader{store}, StreamSeq: seq})
+	slow, err = New(Options{Reader: plainReader{store}, StreamSeq: seq})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return fast, slow
+}
+
+// TestListRouteSameBothWays serves a store folded from workloads and the
+// hostile corpus through both paths (the stored bytes copied, and the
+// records decoded and encoded) and compares every response of the list
+// route and of GET /v1/proposals/{id} for each proposal listed.
+func TestListRouteSameBothWays(t *testing.T) {
+	fast, slow := servedAPIs(t)
 	get := func(a *API, q url.Values) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/proposals?"+q.Encode(), nil))
@@ -128,5 +137,43 @@ func TestListRouteSameBothWays(t *testing.T) {
 	}
 	if pages < 30 || gets < 100 {
 		t.Fatalf("only %d pages and %d proposals compared", pages, gets)
+	}
+}
+
+// BenchmarkServedRoutes measures GET /v1/proposals/{id} and a list page
+// (limit 100) answered from the stored bytes and through the decoding
+// path, in one process.
+func BenchmarkServedRoutes(b *testing.B) {
+	fast, slow := servedAPIs(b)
+	rec := httptest.NewRecorder()
+	fast.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/proposals?limit=100", nil))
+	var l struct {
+		Proposals []struct {
+			ID string `json:"id"`
+		} `json:"proposals"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &l); err != nil || len(l.Proposals) == 0 {
+		b.Fatalf("list: %v %s", err, rec.Body)
+	}
+	for _, c := range []struct {
+		name string
+		a    *API
+	}{{"stored", fast}, {"decoded", slow}} {
+		b.Run("get/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				c.a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/proposals/"+url.PathEscape(l.Proposals[i%len(l.Proposals)].ID), nil))
+				i++
+			}
+		})
+		b.Run("list/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				c.a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/proposals?limit=100", nil))
+			}
+		})
 	}
 }

@@ -17,6 +17,8 @@
 //   - store_meta.go: metadata that is not a function of the log
 //   - store_read.go, store_query.go: reads and List
 //   - store_changes.go: the change index (/v1/watch)
+//   - store_events.go: the event index (/v1/events); store_postings.go:
+//     its posting lists
 //   - store_due.go: the expiry index's pages
 //   - store_recent.go: the recent-proposal cache
 //   - store_dump.go: Dump and Digest
@@ -28,7 +30,8 @@
 //   - batch_handoff.go: the batch handed off while it commits
 //   - batch_commit.go: Commit
 //   - bloom.go: the Bloom filter of written keys that spares prefetch reads
-//   - encode.go: the fast JSON encoders of the records
+//   - encode.go: the fast JSON encoders of the records (a proposal in the
+//     bytes the API serves)
 //   - pipeline.go: the Pipeline
 //   - compare.go: Compare, on raw iterators of two stores
 //

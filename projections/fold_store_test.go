@@ -61,7 +61,7 @@ func compareWithStore(t *testing.T, mem *fold.MemState, log []fold.Event) {
 // foldBatches folds log into s, unprepared, committing every size events.
 func foldBatches(t *testing.T, s *Store, log []fold.Event, size int) {
 	t.Helper()
-	f := fold.NewFolder()
+	f := foldscript.Folder()
 	for i := 0; i < len(log); i += size {
 		b := s.NewBatch()
 		end := min(i+size, len(log))

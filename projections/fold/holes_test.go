@@ -74,7 +74,9 @@ func (s *holeSim) offer(r *simRec, i int) {
 	seq, at := s.next()
 	raw := fmt.Sprintf(`{"protocol":"mew/v0.4","id":"e%d","from":"alice","kind":"mcp/proposal","payload":{"method":"m"}}`, i)
 	mark := ledger.BridgeMark{Bridge: r.name, MEWSpace: "demo", Session: r.sess(), Prev: r.prev, Dups: r.dups, History: r.history}
-	s.append(fold.Event{Seq: seq, Time: at, Subject: foldscript.DefaultSubject("default", []byte(raw), at), Raw: []byte(raw), Bridge: mark.String()})
+	ev := fold.Event{Seq: seq, Time: at, Subject: foldscript.DefaultSubject("default", []byte(raw), at), Raw: []byte(raw), Bridge: mark.String()}
+	foldscript.Seal(&ev)
+	s.append(ev)
 	s.pos[i], s.gwOf[seq] = seq, i
 	r.prev, r.lastSeen = seq, seq
 }

@@ -71,8 +71,12 @@ func runRebuild(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	folder, err := o.folder(log)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	seq, err := repair.OfflineRebuild(ctx, c.js, o.projectionDir(), repair.Options{Progress: rep.Func(), Logger: log})
+	seq, err := repair.OfflineRebuild(ctx, c.js, o.projectionDir(), repair.Options{Progress: rep.Func(), Logger: log, Folder: folder})
 	rep.Finish(err)
 	if err != nil {
 		return fmt.Errorf("%w", err)

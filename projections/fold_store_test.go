@@ -34,7 +34,7 @@ func compareWithStore(t *testing.T, mem *fold.MemState, log []fold.Event) {
 	}{{1, false}, {3, false}, {7, true}, {max(len(log), 1), true}} {
 		s := openMemStore(t)
 		if c.pipeline {
-			pl, err := NewPipeline(s, PipelineOptions{})
+			pl, err := NewPipeline(s, PipelineOptions{Folder: foldscript.Folder()})
 			if err != nil {
 				t.Fatal(err)
 			}

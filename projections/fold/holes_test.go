@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -46,10 +47,39 @@ type simRec struct {
 	// since the session's last join
 	prev     uint64 // last position seen since the last join (BridgeMark.Prev)
 	lastSeen uint64 // last position seen in the session (a gap's start)
+	// conns are, per connection (a join to the next gap) of a live
+	// session, the first and last positions it stored: a stretch its
+	// marks prove it recorded, which some run of the recorder must span.
+	conns []simConn
 	dups     int64
 }
 
 const gapMarker = -1
+
+type simConn struct {
+	session string
+	lo, hi  uint64
+	open    bool // the connection goes on
+}
+
+// stored notes a position r stored in its current connection.
+func (r *simRec) stored(seq uint64) {
+	if r.history {
+		return
+	}
+	if n := len(r.conns); n > 0 && r.conns[n-1].open && r.conns[n-1].session == r.sess() {
+		r.conns[n-1].hi = seq
+		return
+	}
+	r.conns = append(r.conns, simConn{session: r.sess(), lo: seq, hi: seq, open: true})
+}
+
+// endConn ends r's current connection.
+func (r *simRec) endConn() {
+	if n := len(r.conns); n > 0 {
+		r.conns[n-1].open = false
+	}
+}
 
 func (r *simRec) sess() string { return fmt.Sprintf("%s-%d", r.name, r.session) }
 
@@ -81,6 +111,7 @@ func (s *holeSim) offer(r *simRec, i int) {
 	s.append(ev)
 	s.pos[i], s.gwOf[seq] = seq, i
 	r.prev, r.lastSeen = seq, seq
+	r.stored(seq)
 }
 
 func (s *holeSim) gap(r *simRec, session string, last uint64, reconnected bool, reason string) {
@@ -114,6 +145,7 @@ func (s *holeSim) flushOne(r *simRec) {
 	if i == gapMarker {
 		s.gap(r, r.sess(), r.lastSeen, true, "read: EOF")
 		r.prev = 0
+		r.endConn()
 		return
 	}
 	s.offer(r, i)
@@ -141,6 +173,7 @@ func (s *holeSim) start(r *simRec) {
 	if rec != nil && rec.State == api.BridgeRecording {
 		s.gap(r, rec.Session, rec.LastSeq, true, "session ended without recording its end")
 	}
+	r.endConn()
 	r.session++
 	r.running, r.crashed, r.joined = true, false, true
 	r.prev, r.lastSeen, r.dups, r.line, r.queue = 0, 0, 0, 1, nil
@@ -404,7 +437,37 @@ func checkHoles(t *testing.T, s *holeSim) {
 			}
 		}
 	}
-	// 4. rebuild: the same records, the same holes.
+	// 4. no recorder loses a stretch it recorded: each connection of a
+	// live session (join to gap, crash or stop) that stored at two
+	// positions or more lies inside one of the recorder's runs.
+	for _, r := range s.recs {
+		var rec *api.BridgeSession
+		for i := range recs {
+			if recs[i].Bridge == r.name {
+				rec = &recs[i]
+			}
+		}
+		for _, c := range r.conns {
+			if c.hi <= c.lo {
+				continue
+			}
+			ok := false
+			all := slices.Clone(runs[fold.BridgeKey(r.name, "demo")])
+			if rec != nil && rec.Run != nil {
+				all = append(all, *rec.Run)
+			}
+			for _, x := range all {
+				if x.Session == c.session && x.Lo <= c.lo && x.Hi >= c.hi {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Fatalf("recorder %s lost the stretch %d..%d its session %s stored in one connection\nruns: %s\n%s",
+					r.name, c.lo, c.hi, c.session, js(all), s.script.State.Dump())
+			}
+		}
+	}
+	// 5. rebuild: the same records, the same holes.
 	fresh := foldscript.New()
 	for _, ev := range s.script.Log {
 		if _, err := fresh.Folder.Apply(fresh.State, ev); err != nil {

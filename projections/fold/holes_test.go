@@ -51,7 +51,7 @@ type simRec struct {
 	// session, the first and last positions it stored: a stretch its
 	// marks prove it recorded, which some run of the recorder must span.
 	conns []simConn
-	dups     int64
+	dups  int64
 }
 
 const gapMarker = -1

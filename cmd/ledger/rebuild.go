@@ -23,7 +23,9 @@ func init() {
 			"holds no ledger. The server folds the log into a new projection while it keeps\n" +
 			"answering, then swaps; the command follows the rebuild until it ends.\n" +
 			"Offline on --data otherwise: it folds the whole log into <data>/projection.new,\n" +
-			"then exchanges it with <data>/projection. An explicit --data beats LEDGER_API.",
+			"then exchanges it with <data>/projection. An explicit --data beats LEDGER_API.\n" +
+			"Either way the fold verifies bridge marks with <data>/bridge-mark.key: keep it\n" +
+			"with the data (without it no bridge mark is honoured; the log is intact).",
 		run: runRebuild,
 		ops: true,
 	})

@@ -461,6 +461,9 @@ func formatStats(s *api.Stats) string {
 	if s.Gaps != 0 {
 		fmt.Fprintf(&b, " gaps=%d", s.Gaps)
 	}
+	if s.MarksIgnored != 0 {
+		fmt.Fprintf(&b, " marks_ignored=%d", s.MarksIgnored)
+	}
 	b.WriteString("\n")
 	line := func(name string, m map[string]int64) {
 		var parts []string

@@ -479,6 +479,11 @@ type Stats struct {
 	// recorders"): worked out when read, never stored.
 	Holes       int64 `json:"holes"`
 	CoveredGaps int64 `json:"covered_gaps"`
+	// MarksIgnored counts the bridge marks (Ledger-Bridge headers) the
+	// fold did not honour (contract §14): unsealed or badly sealed (not
+	// appended through the ledger's own append path, e.g. published
+	// straight onto the stream), or on a repeat of a stored envelope.
+	MarksIgnored int64 `json:"marks_ignored"`
 	// NoteKinds counts the notes of the seeds' lifecycle forms folded on
 	// proposals, by kind: status, accept, defer, bid, the meup.lifecycle
 	// operations ADR-v2c names, and "other" for anything else.

@@ -34,7 +34,7 @@ func compareWithStore(t *testing.T, mem *fold.MemState, log []fold.Event) {
 	}{{1, false}, {3, false}, {7, true}, {max(len(log), 1), true}} {
 		s := openMemStore(t)
 		if c.pipeline {
-			pl, err := NewPipeline(s, PipelineOptions{})
+			pl, err := NewPipeline(s, PipelineOptions{Folder: foldscript.Folder()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func compareWithStore(t *testing.T, mem *fold.MemState, log []fold.Event) {
 // foldBatches folds log into s, unprepared, committing every size events.
 func foldBatches(t *testing.T, s *Store, log []fold.Event, size int) {
 	t.Helper()
-	f := fold.NewFolder()
+	f := foldscript.Folder()
 	for i := 0; i < len(log); i += size {
 		b := s.NewBatch()
 		end := min(i+size, len(log))

@@ -91,7 +91,7 @@ func scriptEvents(t *testing.T, td *datadriven.TestData, s *foldscript.Script) (
 	for _, pipeline := range []bool{true, false} {
 		s := openMemStore(t)
 		if pipeline {
-			pl, err := NewPipeline(s, PipelineOptions{})
+			pl, err := NewPipeline(s, PipelineOptions{Folder: foldscript.Folder()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -83,7 +83,7 @@ func StoredEvent(seq uint64, stored time.Time, subject string, header func(strin
 	clash := header(fold.HeaderMsgIDClash)
 	return fold.Event{Seq: seq, Time: ledger.EventTime(seq, importedThrough, origTime, stored), Subject: subject, Raw: data,
 		MsgIDClash: clash != "", ClashID: clash, MsgID: ledger.MsgIdentity(seq, importedThrough, header(evidence.HeaderMsgID), origID),
-		Bridge: header(ledger.HeaderBridge)}
+		Bridge: header(ledger.HeaderBridge), BridgeSeal: header(ledger.HeaderBridgeSeal)}
 }
 
 // treeWriter computes the stored hashes of the leaves a pipeline folds.

@@ -95,7 +95,11 @@ func runAt(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	v, err := repair.At(ctx, c.js, p, repair.Options{TempDir: tmp, Progress: rep.Func()})
+	folder, err := o.folder(log)
+	if err != nil {
+		return err
+	}
+	v, err := repair.At(ctx, c.js, p, repair.Options{TempDir: tmp, Progress: rep.Func(), Folder: folder})
 	rep.Finish(err)
 	if err != nil {
 		return fmt.Errorf("%w", err)

@@ -17,7 +17,9 @@ func init() {
 		help: "Verifies an export's hash chain (from -f FILE, or stdin), then writes it into\n" +
 			"the ledger, creating the LEDGER stream when missing. Without --append the\n" +
 			"ledger must be empty, and sequences and times are reproduced exactly. The\n" +
-			"result goes to stdout as JSON.",
+			"result goes to stdout as JSON. Bridge marks keep their seals, which verify only\n" +
+			"under the key that made them: copy the source's <data>/bridge-mark.key into the\n" +
+			"new data directory first, or add its key line to the new ledger's.",
 		run: runImport,
 		ops: true,
 	})

@@ -23,7 +23,9 @@ func init() {
 			"holds no ledger. The server folds the log into a new projection while it keeps\n" +
 			"answering, then swaps; the command follows the rebuild until it ends.\n" +
 			"Offline on --data otherwise: it folds the whole log into <data>/projection.new,\n" +
-			"then exchanges it with <data>/projection. An explicit --data beats LEDGER_API.",
+			"then exchanges it with <data>/projection. An explicit --data beats LEDGER_API.\n" +
+			"Either way the fold verifies bridge marks with <data>/bridge-mark.key: keep it\n" +
+			"with the data (without it no bridge mark is honoured; the log is intact).",
 		run: runRebuild,
 		ops: true,
 	})
@@ -71,8 +73,12 @@ func runRebuild(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	folder, err := o.folder(log)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	seq, err := repair.OfflineRebuild(ctx, c.js, o.projectionDir(), repair.Options{Progress: rep.Func(), Logger: log})
+	seq, err := repair.OfflineRebuild(ctx, c.js, o.projectionDir(), repair.Options{Progress: rep.Func(), Logger: log, Folder: folder})
 	rep.Finish(err)
 	if err != nil {
 		return fmt.Errorf("%w", err)

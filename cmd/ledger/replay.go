@@ -86,6 +86,10 @@ func runReplay(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("%w", err)
 	}
 	defer c.Close()
+	folder, err := o.folder(log)
+	if err != nil {
+		return err
+	}
 
 	if f.Proposal != "" {
 		_, last, _, err := archive.StreamRange(ctx, c.js)
@@ -93,7 +97,7 @@ func runReplay(ctx context.Context, e env, args []string) error {
 			return fmt.Errorf("%w", err)
 		}
 		if last > 0 {
-			v, err := repair.At(ctx, c.js, repair.Point{Seq: last}, repair.Options{TempDir: tmp})
+			v, err := repair.At(ctx, c.js, repair.Point{Seq: last}, repair.Options{TempDir: tmp, Folder: folder})
 			if err != nil {
 				return fmt.Errorf("history of %q: %w", f.Proposal, err)
 			}

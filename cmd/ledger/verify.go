@@ -186,7 +186,11 @@ func runVerify(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := repair.Verify(ctx, c.js, live, repair.Options{TempDir: tmp, Progress: rep.Func()})
+	folder, err := o.folder(log)
+	if err != nil {
+		return err
+	}
+	res, err := repair.Verify(ctx, c.js, live, repair.Options{TempDir: tmp, Progress: rep.Func(), Folder: folder})
 	rep.Finish(err)
 	if err != nil && !errors.Is(err, repair.ErrMismatch) {
 		return fmt.Errorf("%w", err)

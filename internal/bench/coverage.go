@@ -17,6 +17,15 @@ import (
 // fast as without.
 const TargetCoverageCost = 0.03
 
+// coverageKeys seal and verify the marks of the coverage log.
+var coverageKeys = func() *ledger.MarkKeys {
+	k, err := ledger.NewMarkKeys([]byte("ledger bench coverage mark key!!"))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 // coverageEvents turns the bridge figure's proposals into the log of a
 // MEW space recorded by three recorders: two live bridges storing in
 // turns of 100 envelopes (each mark naming the envelope the session saw
@@ -35,8 +44,10 @@ func coverageEvents(props []event) ([]fold.Event, error) {
 		if err != nil {
 			return fmt.Errorf("bench: coverage log: %w", err)
 		}
-		out = append(out, fold.Event{Seq: seq, Time: t, Raw: raw, Bridge: mark,
-			Subject: subjects.Event{Space: space, Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()})
+		ev := fold.Event{Seq: seq, Time: t, Raw: raw, Bridge: mark,
+			Subject: subjects.Event{Space: space, Key: d.Key, Type: string(d.Type), Sender: d.Env.From}.String()}
+		ev.BridgeSeal = coverageKeys.Seal(ev.Subject, mark, raw) // as the ledger's append path seals it
+		out = append(out, ev)
 		return nil
 	}
 	for i, e := range props {
@@ -84,7 +95,7 @@ func coverageFold(ctx context.Context, o *Options, evs []fold.Event, without boo
 		return 0, fmt.Errorf("bench: %w", err)
 	}
 	defer store.Close()
-	f := &fold.Folder{WithoutCoverage: without}
+	f := &fold.Folder{WithoutCoverage: without, MarkKeys: coverageKeys}
 	start := time.Now()
 	for i := 0; i < len(evs); i += 1000 {
 		if err := ctx.Err(); err != nil {

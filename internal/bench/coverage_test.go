@@ -25,7 +25,7 @@ func TestCoverageEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, f := fold.NewMemState(), fold.NewFolder()
+	st, f := fold.NewMemState(), &fold.Folder{MarkKeys: coverageKeys}
 	for _, ev := range log {
 		if _, err := f.Apply(st, ev); err != nil {
 			t.Fatal(err)

@@ -62,11 +62,17 @@ func (s *NATSSink) Append(ctx context.Context, space string, raw []byte, sender 
 
 // AppendBatch implements Sink: one batch request (NDJSON) on the submit
 // service, at most submit.MaxBatchEnvelopes envelopes; with senders
-// (history mode), straight to the stream through the sink's appender.
+// (history mode), named in the request's submit.HeaderSenders, so that
+// the ledger seals the batch's mark as it does every recorder's.
 func (s *NATSSink) AppendBatch(ctx context.Context, space string, batch []Envelope) ([]api.AppendResult, error) {
+	var senders []string
 	for _, e := range batch {
 		if e.Sender != "" {
-			return appenderBatch(ctx, s.appender, space, batch)
+			senders = make([]string, len(batch))
+			for i, e := range batch {
+				senders[i] = e.Sender
+			}
+			break
 		}
 	}
 	if len(batch) > submit.MaxBatchEnvelopes {
@@ -87,6 +93,9 @@ func (s *NATSSink) AppendBatch(ctx context.Context, space string, batch []Envelo
 	msg.Header.Set(submit.HeaderContentType, "application/x-ndjson")
 	if batch[0].Mark != "" {
 		msg.Header.Set(ledger.HeaderBridge, batch[0].Mark)
+	}
+	if senders != nil {
+		msg.Header.Set(submit.HeaderSenders, submit.EncodeSenders(senders))
 	}
 	msg.Data = body.Bytes()
 	reply, err := s.nc.RequestMsgWithContext(ctx, msg)

@@ -76,6 +76,12 @@ type AppenderOptions struct {
 	// it. Nil: a retry is recognised within the stream's duplicate window
 	// only.
 	Index Index
+	// MarkKeys, when set, seal the bridge mark of every envelope appended
+	// with one (ledger.HeaderBridgeSeal, contract §14): the appender of
+	// the ledger's own append paths, which reach it only after the
+	// recorder checks. Nil: marks are stored unsealed, and the fold
+	// honours none of them.
+	MarkKeys *ledger.MarkKeys
 }
 
 // Validate fills in defaults and checks the options.
@@ -352,6 +358,9 @@ func (a *Appender) msg(p *ledger.Prepared) *nats.Msg {
 	m := &nats.Msg{Subject: p.Subject, Data: p.Raw, Header: nats.Header{}}
 	if p.Bridge != "" {
 		m.Header.Set(ledger.HeaderBridge, p.Bridge)
+		if a.opts.MarkKeys != nil {
+			m.Header.Set(ledger.HeaderBridgeSeal, a.opts.MarkKeys.Seal(p.Subject, p.Bridge, p.Raw))
+		}
 	}
 	return m
 }

@@ -31,6 +31,10 @@ type Event struct {
 	// Bridge is the message's HeaderBridge value ("" : none): it came
 	// through that bridge session (contract §14).
 	Bridge string
+	// BridgeSeal is the message's HeaderBridgeSeal value ("" : none): the
+	// ledger's seal of Bridge. The fold honours Bridge only when it
+	// verifies under Folder.MarkKeys (marks.go).
+	BridgeSeal string
 	// MsgID and ClashID are the message's identity headers, which the
 	// fold does not read: the Merkle tree's leaf holds them (contract §16,
 	// package client/evidence). MsgID is the Nats-Msg-Id the message was
@@ -76,6 +80,11 @@ type Folder struct {
 	// (holes.go): for `ledger bench` only, which measures their cost. A
 	// projection folded so serves wrong holes and covered gaps.
 	WithoutCoverage bool
+	// MarkKeys verify the seals of bridge marks (ledger.HeaderBridgeSeal,
+	// marks.go): an input of the fold like its options, the same for the
+	// live projection, rebuild and as-of folds of one ledger. Nil: no
+	// mark is honoured.
+	MarkKeys *ledger.MarkKeys
 }
 
 // NewFolder returns a Folder.
@@ -127,7 +136,7 @@ func (f *Folder) Apply(st State, ev Event) ([]Outcome, error) {
 		return nil, err
 	}
 	if ev.Bridge != "" {
-		if err := a.bridgeStored(ev); err != nil {
+		if err := a.bridgeMarked(ev, f.MarkKeys); err != nil {
 			return nil, err
 		}
 	}

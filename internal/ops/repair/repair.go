@@ -26,6 +26,7 @@ import (
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/projections/projector"
 )
 
@@ -58,6 +59,9 @@ type Options struct {
 	// Logger receives a line for each leftover of an interrupted rebuild
 	// that OfflineRebuild removes. Zero: none.
 	Logger zerolog.Logger
+	// Folder is the fold (with the ledger's mark keys, contract §14);
+	// default fold.NewFolder(), which honours no bridge mark.
+	Folder *fold.Folder
 }
 
 // RebuildInto folds the LEDGER stream into a new store in dir (which must
@@ -82,7 +86,7 @@ func RebuildInto(ctx context.Context, js jetstream.JetStream, dir string, upTo u
 	if err != nil {
 		return nil, fmt.Errorf("repair: rebuild into %s: %w", dir, err)
 	}
-	if _, err := projector.Rebuild(ctx, js, s, projector.RebuildOptions{UpToSeq: upTo, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
+	if _, err := projector.Rebuild(ctx, js, s, projector.RebuildOptions{Folder: o.Folder, UpToSeq: upTo, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
 		_ = s.Close()
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("repair: rebuild into %s: %w", dir, err)
@@ -146,7 +150,7 @@ func At(ctx context.Context, js jetstream.JetStream, p Point, o Options) (*View,
 		return nil, fmt.Errorf("repair: temporary projection: %w", err)
 	}
 	v := &View{Store: s, dir: dir, Point: p}
-	if _, err := projector.Rebuild(ctx, js, s, projector.RebuildOptions{UpToSeq: p.Seq, UpToTime: p.Time, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
+	if _, err := projector.Rebuild(ctx, js, s, projector.RebuildOptions{Folder: o.Folder, UpToSeq: p.Seq, UpToTime: p.Time, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
 		_ = v.Close()
 		return nil, fmt.Errorf("repair: projection as of %s: %w", p, err)
 	}
@@ -189,7 +193,7 @@ func Verify(ctx context.Context, js jetstream.JetStream, live *projections.Store
 	}
 	defer fresh.Close()
 	if seq > 0 {
-		if _, err := projector.Rebuild(ctx, js, fresh, projector.RebuildOptions{UpToSeq: seq, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
+		if _, err := projector.Rebuild(ctx, js, fresh, projector.RebuildOptions{Folder: o.Folder, UpToSeq: seq, BatchSize: o.BatchSize, Progress: o.Progress}); err != nil {
 			return res, fmt.Errorf("repair: verify: rebuild to seq %d: %w", seq, err)
 		}
 	}

@@ -64,6 +64,7 @@ import (
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/projections"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/projections/projector"
 )
 
@@ -74,6 +75,12 @@ var ErrClosed = errors.New("app: closed")
 type App struct {
 	opts Options
 	log  zerolog.Logger
+
+	// markKeys seal the bridge marks the appender stores and verify them
+	// in every fold of this ledger (folder: live, rebuild, as-of;
+	// marks.go).
+	markKeys *ledger.MarkKeys
+	folder   *fold.Folder
 
 	lock      *datalock.Lock // <data> is ours while held
 	addrWrote bool           // the address file is ours to remove
@@ -172,6 +179,9 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if err := a.prepareDirs(); err != nil {
 		return nil, err
 	}
+	if err := a.openMarkKeys(); err != nil {
+		return nil, err
+	}
 	store, err := a.openStore()
 	if err != nil {
 		return nil, err
@@ -187,7 +197,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	// is a duplicate for ever on every append path (contract §4).
 	if a.appender, err = appendlog.NewAppender(a.js, appendlog.AppenderOptions{Space: o.Space, Limits: o.Limits,
 		Commit: appendlog.CommitOptionsForSync(o.SyncInterval, o.Embedded()),
-		Index:  storedIndex{a}}); err != nil {
+		Index:  storedIndex{a}, MarkKeys: a.markKeys}); err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("app: %w", err)
 	}
@@ -202,7 +212,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if err := a.openScrub(); err != nil {
 		return nil, err
 	}
-	a.asOf = newAsOfCache(a.js, o.TmpDir(), o.Logger.With().Str(logging.KeyComponent, "as-of").Logger())
+	a.asOf = newAsOfCache(a.js, o.TmpDir(), a.folder, o.Logger.With().Str(logging.KeyComponent, "as-of").Logger())
 	a.opsCtx, a.opsCancel = context.WithCancel(context.Background())
 	a.rebuild = api.RebuildStatus{Phase: api.RebuildIdle}
 	maxBody := int64(0)

@@ -14,6 +14,7 @@ import (
 	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/connbudget"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 
@@ -32,10 +33,11 @@ const asOfIdle = time.Minute
 // cannot change the answer). It is removed when another replaces it and
 // no read uses it any more, after asOfIdle without reads, and at shutdown.
 type asOfCache struct {
-	js  jetstream.JetStream
-	tmp string
-	log zerolog.Logger
-	sem chan struct{} // one fold at a time
+	js     jetstream.JetStream
+	tmp    string
+	folder *fold.Folder // the live fold's (its mark keys)
+	log    zerolog.Logger
+	sem    chan struct{} // one fold at a time
 
 	mu     sync.Mutex
 	cur    *asOfEntry
@@ -67,8 +69,8 @@ type asOfEntry struct {
 	timer   *time.Timer
 }
 
-func newAsOfCache(js jetstream.JetStream, tmp string, log zerolog.Logger) *asOfCache {
-	return &asOfCache{js: js, tmp: tmp, log: log, sem: make(chan struct{}, 1), pending: map[string]int{}}
+func newAsOfCache(js jetstream.JetStream, tmp string, folder *fold.Folder, log zerolog.Logger) *asOfCache {
+	return &asOfCache{js: js, tmp: tmp, folder: folder, log: log, sem: make(chan struct{}, 1), pending: map[string]int{}}
 }
 
 // hit returns the cached entry for p, referenced, or nil.
@@ -128,7 +130,7 @@ func (c *asOfCache) get(ctx context.Context, p api.AsOfPoint) (api.Reader, func(
 		return nil, nil, fmt.Errorf("%w: sequence %d (the log ends at %d)", api.ErrBeyondLog, p.Seq, last)
 	}
 	start := time.Now()
-	v, err := repair.At(ctx, c.js, repair.Point{Seq: p.Seq, Time: p.Time}, repair.Options{TempDir: c.tmp})
+	v, err := repair.At(ctx, c.js, repair.Point{Seq: p.Seq, Time: p.Time}, repair.Options{TempDir: c.tmp, Folder: c.folder})
 	if err != nil {
 		return nil, nil, err
 	}

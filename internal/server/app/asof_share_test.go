@@ -16,7 +16,7 @@ import (
 // the first), the server asOfQueue (503 as_of_busy past them), and a
 // share is given back when its fold is answered.
 func TestAsOfFoldShares(t *testing.T) {
-	c := newAsOfCache(nil, t.TempDir(), zerolog.Nop())
+	c := newAsOfCache(nil, t.TempDir(), nil, zerolog.Nop())
 	done, err := c.take("token:auditor")
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ func (a *App) newPipeline(store *projections.Store) (*pipeline, error) {
 	p := &pipeline{store: store}
 	var err error
 	if p.proj, err = projector.New(a.js, store, projector.Options{
+		Folder:  a.folder,
 		Durable: a.opts.Durable,
 		Logger:  a.opts.Logger.With().Str(logging.KeyComponent, "projector").Logger(),
 		OnBatch: func(b projections.BatchInfo) {

@@ -232,7 +232,7 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 		return fmt.Errorf("app: rebuild: remove leftover %s: %w", newDir, err)
 	}
 	// 1. fold
-	ns, err := repair.RebuildInto(ctx, a.js, newDir, 0, repair.Options{Progress: prog.update})
+	ns, err := repair.RebuildInto(ctx, a.js, newDir, 0, repair.Options{Progress: prog.update, Folder: a.folder})
 	if err != nil {
 		return fmt.Errorf("app: rebuild: %w", err)
 	}
@@ -252,7 +252,7 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 		if last <= ns.AppliedSeq()+uint64(a.opts.RebuildSwapLag) {
 			break
 		}
-		if _, err := projector.Rebuild(ctx, a.js, ns, projector.RebuildOptions{Progress: prog.update}); err != nil {
+		if _, err := projector.Rebuild(ctx, a.js, ns, projector.RebuildOptions{Progress: prog.update, Folder: a.folder}); err != nil {
 			return discard(fmt.Errorf("app: rebuild: catch up: %w", err))
 		}
 	}
@@ -265,7 +265,7 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 	defer cancel()
 	old := a.current()
 	old.proj.Pause()
-	if _, err := projector.Rebuild(sctx, a.js, ns, projector.RebuildOptions{Progress: prog.update}); err != nil {
+	if _, err := projector.Rebuild(sctx, a.js, ns, projector.RebuildOptions{Progress: prog.update, Folder: a.folder}); err != nil {
 		old.proj.Resume()
 		return discard(fmt.Errorf("app: rebuild: last pass: %w", err))
 	}
@@ -274,7 +274,7 @@ func (a *App) runRebuild(ctx context.Context, started time.Time) error {
 	// its events were in the stream before the last pass read its end, so
 	// the copy has them. Fold anything more, should the clock say otherwise.
 	if ns.AppliedSeq() < old.store.AppliedSeq() {
-		if _, err := projector.Rebuild(sctx, a.js, ns, projector.RebuildOptions{UpToSeq: old.store.AppliedSeq()}); err != nil {
+		if _, err := projector.Rebuild(sctx, a.js, ns, projector.RebuildOptions{UpToSeq: old.store.AppliedSeq(), Folder: a.folder}); err != nil {
 			a.restart(old)
 			return discard(fmt.Errorf("app: rebuild: last pass: %w", err))
 		}
@@ -360,7 +360,7 @@ func (a *App) Verify(ctx context.Context) (api.VerifyResult, error) {
 	// projector is really idle, a second attempt cannot be disturbed.
 	for attempt := 0; attempt < 3; attempt++ {
 		seq := p.store.AppliedSeq()
-		res, err = repair.Verify(ctx, a.js, p.store, repair.Options{TempDir: a.opts.TmpDir()})
+		res, err = repair.Verify(ctx, a.js, p.store, repair.Options{TempDir: a.opts.TmpDir(), Folder: a.folder})
 		if err == nil || errors.Is(err, repair.ErrMismatch) || p.store.AppliedSeq() == seq || ctx.Err() != nil {
 			break
 		}

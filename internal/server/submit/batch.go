@@ -102,10 +102,19 @@ func (s *Service) acceptBatch(req micro.Request, space string, items []batchItem
 		s.refuse(req, e)
 		return nil
 	}
+	senders, err := parseSenders(req.Headers().Get(HeaderSenders), len(items))
+	if err != nil {
+		s.refuse(req, &api.Error{Code: api.CodeBadValue, Field: HeaderSenders, Message: err.Error()})
+		return nil
+	}
 	results := make([]ledger.Result, len(items))
 	pending := make([]*appendlog.Pending, len(items))
 	for i, it := range items {
-		if pending[i], err = s.opts.Appender.SubmitBody(s.ctx, space, it.data, ledger.BodyOptions{Kernel: force, Bridge: mark}); err != nil {
+		o := ledger.BodyOptions{Kernel: force, Bridge: mark}
+		if senders != nil {
+			o.Sender = senders[i]
+		}
+		if pending[i], err = s.opts.Appender.SubmitBody(s.ctx, space, it.data, o); err != nil {
 			results[i].Err = err
 		}
 	}

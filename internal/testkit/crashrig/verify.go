@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mewledger/ledger/api"
+	"github.com/mewledger/ledger/internal/lib/markkey"
 	"github.com/mewledger/ledger/internal/lib/natsserver"
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/projections"
@@ -159,8 +161,15 @@ func Verify(ctx context.Context, data, tmp string, acked map[string]uint64, log 
 		return nil, err
 	}
 	defer fresh.Close()
+	// The rebuild folds with the ledger's mark keys, as `ledger rebuild`.
+	folder := fold.NewFolder()
+	if mk, err := markkey.Load(markkey.Path(data)); err == nil {
+		folder.MarkKeys = mk
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	t0 = time.Now()
-	if _, err := projector.Rebuild(ctx, js, fresh, projector.RebuildOptions{}); err != nil {
+	if _, err := projector.Rebuild(ctx, js, fresh, projector.RebuildOptions{Folder: folder}); err != nil {
 		return nil, err
 	}
 	rep.RebuildTook = time.Since(t0)

@@ -42,9 +42,34 @@ type Script struct {
 	last   string
 }
 
-// New returns an empty script: no log, an empty MemState.
+// New returns an empty script: no log, an empty MemState, folded by
+// Folder() (which verifies the script's mark seals).
 func New() *Script {
-	return &Script{State: fold.NewMemState(), Folder: fold.NewFolder(), now: Base.Add(-time.Second)}
+	return &Script{State: fold.NewMemState(), Folder: Folder(), now: Base.Add(-time.Second)}
+}
+
+// MarkKeys are the mark seal keys of the scripts (a fixed test key): the
+// lines with a mark= directive are sealed with them, as the ledger's
+// append path seals, unless the line says unsealed or badseal.
+var MarkKeys = func() *ledger.MarkKeys {
+	k, err := ledger.NewMarkKeys([]byte("foldscript mark seal key 32 byte"))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// Folder returns a Folder that verifies mark seals with MarkKeys.
+func Folder() *fold.Folder {
+	f := fold.NewFolder()
+	f.MarkKeys = MarkKeys
+	return f
+}
+
+// Seal sets ev.BridgeSeal to the seal the ledger's append path gives
+// ev.Bridge (MarkKeys).
+func Seal(ev *fold.Event) {
+	ev.BridgeSeal = MarkKeys.Seal(ev.Subject, ev.Bridge, ev.Raw)
 }
 
 // Check is run at each replay command and at the end of a script with
@@ -203,16 +228,26 @@ func RunWith(t *testing.T, path string, check Check, extra Command) {
 //	mark=B/M/S[/p=N][/d=N][/h]
 //	                the message carries the bridge mark (HeaderBridge) of
 //	                bridge B, MEW space M, session S (Prev N, Dups N,
-//	                History)
+//	                History), sealed as the ledger's append path seals
+//	                it (MarkKeys)
+//	unsealed        the mark carries no seal (as a client publishing
+//	                straight onto the stream would store it)
+//	badseal         the mark carries a seal made for other bytes
 //
 // The rest of the line is the raw message body, stored as is.
 func (s *Script) ParseLine(t testing.TB, space, line string) fold.Event {
 	t.Helper()
 	at := s.now.Add(time.Second)
 	subject, mark := "", ""
-	clash := false
+	clash, unsealed, badseal := false, false, false
 	for {
 		switch {
+		case strings.HasPrefix(line, "unsealed "):
+			unsealed, line = true, strings.TrimPrefix(line, "unsealed ")
+			continue
+		case strings.HasPrefix(line, "badseal "):
+			badseal, line = true, strings.TrimPrefix(line, "badseal ")
+			continue
 		case strings.HasPrefix(line, "clash "):
 			clash, line = true, strings.TrimPrefix(line, "clash ")
 			continue
@@ -241,7 +276,15 @@ func (s *Script) ParseLine(t testing.TB, space, line string) fold.Event {
 	}
 	s.seq++
 	s.now = at
-	return fold.Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw, MsgIDClash: clash, Bridge: mark}
+	ev := fold.Event{Seq: s.seq, Time: at, Subject: subject, Raw: raw, MsgIDClash: clash, Bridge: mark}
+	switch {
+	case mark == "" || unsealed:
+	case badseal:
+		ev.BridgeSeal = MarkKeys.Seal(subject, mark, append(raw[:len(raw):len(raw)], ' '))
+	default:
+		Seal(&ev)
+	}
+	return ev
 }
 
 // DefaultSubject is the subject the append path would use; for input it
@@ -417,6 +460,9 @@ func formatStats(s *api.Stats) string {
 	fmt.Fprintf(&b, "proposals=%d events=%d orphans_waiting=%d", s.Proposals, s.Events, s.OrphansWaiting)
 	if s.Gaps != 0 {
 		fmt.Fprintf(&b, " gaps=%d", s.Gaps)
+	}
+	if s.MarksIgnored != 0 {
+		fmt.Fprintf(&b, " marks_ignored=%d", s.MarksIgnored)
 	}
 	b.WriteString("\n")
 	line := func(name string, m map[string]int64) {

@@ -109,6 +109,7 @@ type App struct {
 	damage   *integrity.State    // the damage found in the log (scrub.go)
 	scrub    *integrity.Scrubber // re-reads the stream (scrub.go)
 	storage  storageState        // diskfull.go
+	disk     diskBudget          // the ledger's files on its volume (diskbudget.go)
 
 	// Online operations (rebuild_verify.go).
 	opsMu     sync.Mutex
@@ -166,6 +167,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 			return nil, fmt.Errorf("app: data directory: %w", err)
 		}
 	}
+	a.disk = newDiskBudget(o.DataDir, o)
 	if err := a.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -503,7 +505,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		return nil
 	})
-	a.current().start(base, a.componentFailed)
+	a.current().start(base, a.pipelineFailed)
 	a.startProofs(base)
 	checkCtx, stopCheck := context.WithCancel(base)
 	defer stopCheck()

@@ -111,7 +111,7 @@ func (a *App) componentFailed(name string, err error) {
 func (a *App) openStore() (*projections.Store, error) {
 	s, err := projections.OpenStore(projections.StoreOptions{Dir: a.opts.ProjectionDir(), MemTableSize: a.disk.memTable,
 		BeforeCommit: a.projectionRoom,
-		Logger: a.opts.Logger.With().Str(logging.KeyComponent, "pebble").Logger()})
+		Logger:       a.opts.Logger.With().Str(logging.KeyComponent, "pebble").Logger()})
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}

@@ -205,6 +205,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, err
 	}
 	a.asOf = newAsOfCache(a.js, o.TmpDir(), o.Logger.With().Str(logging.KeyComponent, "as-of").Logger())
+	a.asOf.metrics, a.asOf.room = a.metrics, a.asOfRoom
 	a.opsCtx, a.opsCancel = context.WithCancel(context.Background())
 	a.rebuild = api.RebuildStatus{Phase: api.RebuildIdle}
 	maxBody := int64(0)
@@ -276,6 +277,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if err := a.mountMCP(); err != nil {
 		return nil, err
 	}
+	a.registerHeld()
 	// Inside the authentication, so that a stream's client is its token
 	// and a client without the right token hears 401/403 before 415.
 	// Requests that wait on their body or on the server are counted

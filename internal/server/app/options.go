@@ -302,6 +302,16 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.MaxHolds == 0 && o.MaxConns > 0 {
 		o.MaxHolds = max(o.MaxConns/2, 1)
 	}
+	// A watch is a hold too (issue 36 item 4): a caller's share of holds
+	// is at least its share of streams, so that its watches meet the
+	// streams cap first.
+	if o.HoldsPerClient == 0 && o.MaxHolds > 0 {
+		streams := o.StreamsPerClient
+		if streams == 0 {
+			streams = min(connbudget.DefaultStreamsPerClient, max(o.MaxStreams, 1))
+		}
+		o.HoldsPerClient = min(max(o.MaxHolds/8, 2, streams), o.MaxHolds)
+	}
 	var urls []string
 	for _, u := range o.NATSURLs {
 		if u = strings.TrimSpace(u); u != "" {

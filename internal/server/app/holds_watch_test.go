@@ -146,3 +146,29 @@ func TestWatchersAndWaitsAreHolds(t *testing.T) {
 		t.Fatalf("the auditor holds %d, want its share %d still held", mine, perClient)
 	}
 }
+
+// TestMCPOversizeBody: a POST to /mcp over mcp.MaxBody (declared, or sent
+// without a length) is answered 413 oversize naming the limit, read by the
+// client rather than a reset.
+func TestMCPOversizeBody(t *testing.T) {
+	a := apptest.Start(t)
+	big := strings.Repeat("x", 2*mcp.MaxBody)
+	for _, chunked := range []bool{false, true} {
+		var body io.Reader = strings.NewReader(big)
+		if chunked {
+			body = io.MultiReader(strings.NewReader(big)) // no length: chunked
+		}
+		req, _ := http.NewRequest(http.MethodPost, a.HTTPURL()+mcp.Route, body)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("chunked=%v: %v (want the 413 read)", chunked, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "oversize") || !strings.Contains(string(b), fmt.Sprint(mcp.MaxBody)) {
+			t.Fatalf("chunked=%v: %d %s, want 413 oversize naming the limit", chunked, resp.StatusCode, b)
+		}
+	}
+}

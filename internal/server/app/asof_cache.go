@@ -43,7 +43,8 @@ const asOfIdle = time.Minute
 //
 // Bounds (issue 36 item 2): one fold runs at a time; its store and each
 // kept one use asOfMemTable and asOfCacheSize (about asOfCacheSize + 2 ×
-// asOfMemTable of memory each, so at most (asOfKeep + 1) × that); on disk
+// asOfMemTable of memory each, plus the 8 MiB filter of written keys of a
+// store opened empty: 24 MiB, so at most (asOfKeep + 1) × that); on disk
 // each takes about the live projection's size. Before folding, the cache
 // evicts kept folds until the temporary directory's volume keeps room
 // for one more (the live projection's size) plus what the ledger needs

@@ -187,7 +187,7 @@ var operations = []op{
 	{method: "get", path: "/ui/", summary: "The auditor's console (HTML, CSS and JavaScript embedded in the binary); it reads this API.",
 		responses: []resp{{status: 200, desc: "The console.", media: "text/html"}}},
 	{method: "post", path: "/mcp", summary: "The Model Context Protocol endpoint (streamable HTTP, docs/mcp.md): a JSON-RPC request, notification or response of an MCP client; answered as JSON or an event stream. Its read-only tools call this API with the caller's token.", role: "auditor",
-		body:      &reqBody{desc: "A JSON-RPC message of the Model Context Protocol.", content: map[string]string{"application/json": ""}},
+		body: &reqBody{desc: "A JSON-RPC message of the Model Context Protocol.", content: map[string]string{"application/json": ""}},
 		responses: []resp{{status: 200, desc: "The answer, as JSON or as an event stream.", media: "text/event-stream"}, {status: 202, desc: "A notification or response, accepted."}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the auditor role."),
 			errResp(404, "An Mcp-Session-Id this caller does not hold (another caller's, expired or never issued): session_not_found, nothing changed."),
 			errResp(413, "The message is over the limit of 1 MiB (oversize)."),

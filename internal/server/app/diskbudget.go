@@ -51,9 +51,6 @@ type diskBudget struct {
 	resume   uint64 // at least this free (and a probe that fits) to resume
 }
 
-// walBound is the most the projection's WAL files take at once.
-func (b diskBudget) walBound() uint64 { return 2 * walFile(b.memTable) }
-
 // walFile is the allocation of one WAL file of a memtable of m bytes.
 func walFile(m uint64) uint64 { return m + m/10 }
 

@@ -145,6 +145,34 @@ func TestWatchersAndWaitsAreHolds(t *testing.T) {
 	if _, mine := a.Holds().Open("token:auditor"); mine != perClient {
 		t.Fatalf("the auditor holds %d, want its share %d still held", mine, perClient)
 	}
+	// What is held is on /metrics, one series per kind.
+	g := heldGauges(t, a)
+	if g["holds"] < perClient+1 || g["streams"] < perClient || g["mcp_sessions"] != 1 {
+		t.Fatalf("ledger_held: %v, want holds ≥ %d, streams ≥ %d, one MCP session", g, perClient+1, perClient)
+	}
+}
+
+// heldGauges reads ledger_held{kind}.
+func heldGauges(t *testing.T, a *app.App) map[string]float64 {
+	t.Helper()
+	fams, err := a.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "ledger_held" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" {
+					out[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
 
 // TestMCPOversizeBody: a POST to /mcp over mcp.MaxBody (declared, or sent

@@ -44,6 +44,12 @@ func TestWatchersAndWaitsAreHolds(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("append: %d", resp.StatusCode)
 	}
+	for a.Store().AppliedSeq() < 1 { // folded: the waits find it pending
+		if ctx.Err() != nil {
+			t.Fatal("the proposal is not folded")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	// held requests are closed at the end of the test.
 	var (

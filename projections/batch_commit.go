@@ -93,6 +93,11 @@ func (b *Batch) Commit(seq uint64) (err error) {
 	order := sortWrites(s.commits.buf.order, ops)
 	s.commits.buf.order = order
 
+	if s.guard != nil {
+		if err := s.guard(); err != nil {
+			return fmt.Errorf("projections: commit seq %d: %w", seq, err)
+		}
+	}
 	pb := s.commits.buf.batch(s.db)
 	for i, sk := range order {
 		o := ops[sk.idx]

@@ -89,6 +89,13 @@ type StoreOptions struct {
 	// batches up to its checkpoint), and a rebuild resumes from there.
 	// Close returns an error when the final flush fails.
 	NoWAL bool
+	// BeforeCommit, when set, is called before each commit writes to
+	// Pebble; an error refuses the commit (nothing written, the store
+	// stays usable) and Commit returns it wrapped. The ledger checks there
+	// that its volume still holds what the next WAL file needs: Pebble
+	// cannot recover from a WAL it fails to write or close (it panics),
+	// so the commit is refused before it gets there.
+	BeforeCommit func() error
 
 	// recentCap overrides how many recently committed proposals the store
 	// keeps decoded (0: recentCap; negative: none). Tests compare stores
@@ -125,8 +132,9 @@ func (o *StoreOptions) Validate() error {
 // reads are safe for concurrent use with it and with each other, and each
 // read sees a consistent point-in-time view of committed state.
 type Store struct {
-	noWAL bool       // StoreOptions.NoWAL
-	bgErr chan error // Pebble's latest background error not yet seen (Store.flush)
+	noWAL bool         // StoreOptions.NoWAL
+	guard func() error // StoreOptions.BeforeCommit
+	bgErr chan error   // Pebble's latest background error not yet seen (Store.flush)
 	db    *pebble.DB
 	log   zerolog.Logger
 
@@ -217,6 +225,7 @@ func OpenStore(o StoreOptions) (*Store, error) {
 	}
 	s := &Store{
 		noWAL:   o.NoWAL,
+		guard:   o.BeforeCommit,
 		bgErr:   bgErr,
 		db:      db,
 		log:     o.Logger,

@@ -134,7 +134,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	f.integer(&o.MaxStreams, "http-max-streams", "N", 0, fmt.Sprintf("most long-lived requests (/v1/watch, /mcp) open at once (default %d, at most a quarter of --http-max-conns)", connbudget.DefaultMaxStreams), true)
 	f.integer(&o.StreamsPerClient, "http-streams-per-client", "N", 0, fmt.Sprintf("most long-lived requests of one client: a token, else an address with --auth, else a connection (default %d)", connbudget.DefaultStreamsPerClient), true)
 	f.integer(&o.MaxHolds, "http-max-holds", "N", 0, "most requests waiting at once on their body or on a min_seq wait (default half of --http-max-conns)", true)
-	f.integer(&o.HoldsPerClient, "http-holds-per-client", "N", 0, "of them, per client: a token, else an address with --auth, else a connection (default an eighth of --http-max-holds)", true)
+	f.integer(&o.HoldsPerClient, "http-holds-per-client", "N", 0, "of them, per client: a token, else an address with --auth, else a connection (default an eighth of --http-max-holds, at least --http-streams-per-client: a watch is a hold too)", true)
 	f.str(&httpHosts, "http-host", "NAME[,NAME...]", "", "more names clients reach the API by, accepted as Host besides the listen address and loopback (DNS rebinding defence; * accepts any)", true)
 	f.str(&logCheck, "log-check-interval", "DURATION", app.DefaultLogCheckInterval.String(), "how often the LEDGER stream and the projection are checked against each other while serving", true)
 	f.str(&o.CheckpointKeyFile, "checkpoint-key", "FILE", "", "checkpoint signing key (default <data>/checkpoint.key, generated on first start; `ledger checkpoint key` prints its verifier key)", true)

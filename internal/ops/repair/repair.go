@@ -62,6 +62,11 @@ type Options struct {
 	// Folder is the fold (with the ledger's mark keys, contract §14);
 	// default fold.NewFolder(), which honours no bridge mark.
 	Folder *fold.Folder
+	// MemTableSize and CacheSize size the Pebble store of a temporary
+	// projection made by At (its memory is about CacheSize + 2 ×
+	// MemTableSize); 0: the store's defaults.
+	MemTableSize uint64
+	CacheSize    int64
 }
 
 // RebuildInto folds the LEDGER stream into a new store in dir (which must
@@ -144,7 +149,8 @@ func At(ctx context.Context, js jetstream.JetStream, p Point, o Options) (*View,
 	if err != nil {
 		return nil, fmt.Errorf("repair: temporary projection: %w", err)
 	}
-	s, err := projections.OpenStore(projections.StoreOptions{Dir: filepath.Join(dir, "projection"), NoWAL: true}) // discarded after use
+	s, err := projections.OpenStore(projections.StoreOptions{Dir: filepath.Join(dir, "projection"), NoWAL: true, // discarded after use
+		MemTableSize: o.MemTableSize, CacheSize: o.CacheSize})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("repair: temporary projection: %w", err)

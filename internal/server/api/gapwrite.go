@@ -71,10 +71,15 @@ func (a *API) postGap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw, _ := ledger.GapEnvelope(g) // ParseGap checked it builds
-	res, err := sys.AppendSystem(r.Context(), space, raw)
+	wctx, cancel := a.storageCtx(r.Context())
+	defer cancel()
+	res, err := sys.AppendSystem(wctx, space, raw)
 	out := ledger.WireResult(res)
 	a.count(metrics.PathHTTP, res)
 	switch {
+	case err != nil && wctx.Err() != nil && r.Context().Err() == nil && a.storageFull(w):
+		// The disk filled while this gap waited: not acknowledged
+		// (retrying is safe), and said so at once.
 	case err == nil:
 		a.log.Info().Str(keyBridge, g.Bridge).Str(keyGapID, res.ID).Uint64(logging.KeySeq, res.Seq).Msg("gap recorded")
 		writeJSON(w, http.StatusAccepted, out)

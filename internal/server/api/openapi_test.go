@@ -78,7 +78,7 @@ var (
 	pAsOfSq = param{name: "as_of_seq", in: "query", typ: "integer", desc: "Answer as of this stream sequence."}
 	pID     = param{name: "id", in: "path", typ: "string", desc: "The proposal id (its envelope id).", required: true}
 	errResp = func(status int, desc string) resp { return resp{status: status, desc: desc, schema: "ErrorBody"} }
-	readErr = []resp{errResp(400, "A query parameter is unknown, repeated or malformed (field names it)."), errResp(401, "No or a bad token (with --auth)."), errResp(403, "The token lacks the role."), errResp(503, "min_seq not reached in time, or the stream did not answer.")}
+	readErr = []resp{errResp(400, "A query parameter is unknown, repeated or malformed (field names it)."), errResp(401, "No or a bad token (with --auth)."), errResp(403, "The token lacks the role."), errResp(429, "A min_seq wait over the caller's share of waiting requests (too_many_holds), or an as-of read needing a fold while the caller has one in hand (as_of_busy); Retry-After says when to retry."), errResp(503, "min_seq not reached in time, the stream did not answer, or an as-of read needing a fold while the server's folds are all in hand or the temporary directory has no room (as_of_busy, Retry-After).")}
 )
 
 func reads(ps ...param) []param { return append(ps, pSpace, pMinSeq, pAsOf, pAsOfSq) }
@@ -134,7 +134,8 @@ var operations = []op{
 			errResp(400, "The report is malformed (field names the member), or dated over a minute ahead of the ledger's clock (clock_ahead)."), errResp(401, "No or a bad token."),
 			errResp(403, "The token lacks the recorder role or the space (forbidden), or may not speak for this bridge (not_recorder)."),
 			errResp(409, "last_seq is past the log's last sequence (gap_ahead)."),
-			errResp(413, "The report is over the size limit."), errResp(503, "Not acknowledged; retrying is safe.")}},
+			errResp(413, "The report is over the size limit (oversize; the message gives the limit)."), errResp(429, "The body is awaited over the caller's share of waiting requests (too_many_holds); Retry-After."),
+			errResp(503, "Not acknowledged (retrying is safe), or the disk is full (storage_full, Retry-After: answered at once while it lasts).")}},
 	{method: "get", path: "/v1/events", summary: "Every event of the ledger (contract §7), in stream order or newest first, with its effect, type, kind, form, sender, proposals, anomalies and the fold's reason; from the event index the fold writes, filtered, with stable cursor paging.", role: "auditor",
 		params: []param{
 			{name: "space", in: "query", typ: "string", desc: "The space; the server's default space when absent; * for every space (refused to a token limited to spaces)."},
@@ -177,21 +178,26 @@ var operations = []op{
 			{name: "Last-Event-ID", in: "header", typ: "string", desc: "The id of the last event received: the stream resumes after it; past the end of the log: 400."}, pMinSeq},
 		responses: []resp{{status: 200, desc: "text/event-stream: events whose data is a Change (JSON), and heartbeat comments.", media: "text/event-stream", schema: "Change"},
 			errResp(400, "A parameter is unknown or malformed, or since_seq / Last-Event-ID is past the end of the log."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."),
-			errResp(429, "Too many streams open (too_many_streams): of this client, or in all."), errResp(503, "min_seq not reached in time.")}},
+			errResp(429, "Too many streams open (too_many_streams), or the watch (a server wait) over the caller's share of waiting requests (too_many_holds): of this caller, or in all; Retry-After."), errResp(503, "min_seq not reached in time.")}},
 	{method: "get", path: "/v1/changes", summary: "The change index as JSON pages (what /v1/watch streams), for charts and scripts.", role: "auditor",
 		params: []param{pSpace, {name: "proposal", in: "query", typ: "string", desc: "Only this proposal."}, {name: "state", in: "query", typ: "string", desc: "Only changes into this state.", enum: states()},
 			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (the previous page's through); past the end of the log: 400."}, {name: "limit", in: "query", typ: "integer", desc: "Page size (1..1000, default 256)."}, pMinSeq},
 		example:   "/v1/changes",
-		responses: []resp{{status: 200, desc: "A page of changes.", schema: "ChangesPage", example: true}, errResp(400, "A parameter is unknown or malformed, or since_seq is past the end of the log."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."), errResp(503, "min_seq not reached in time.")}},
+		responses: []resp{{status: 200, desc: "A page of changes.", schema: "ChangesPage", example: true}, errResp(400, "A parameter is unknown or malformed, or since_seq is past the end of the log."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."), errResp(429, "A min_seq wait over the caller's share of waiting requests (too_many_holds)."), errResp(503, "min_seq not reached in time.")}},
 	{method: "get", path: "/ui/", summary: "The auditor's console (HTML, CSS and JavaScript embedded in the binary); it reads this API.",
 		responses: []resp{{status: 200, desc: "The console.", media: "text/html"}}},
 	{method: "post", path: "/mcp", summary: "The Model Context Protocol endpoint (streamable HTTP, docs/mcp.md): a JSON-RPC request, notification or response of an MCP client; answered as JSON or an event stream. Its read-only tools call this API with the caller's token.", role: "auditor",
-		body:      &reqBody{desc: "A JSON-RPC message of the Model Context Protocol.", content: map[string]string{"application/json": ""}},
-		responses: []resp{{status: 200, desc: "The answer, as JSON or as an event stream.", media: "text/event-stream"}, {status: 202, desc: "A notification or response, accepted."}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the auditor role.")}},
+		body: &reqBody{desc: "A JSON-RPC message of the Model Context Protocol.", content: map[string]string{"application/json": ""}},
+		responses: []resp{{status: 200, desc: "The answer, as JSON or as an event stream.", media: "text/event-stream"}, {status: 202, desc: "A notification or response, accepted."}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the auditor role."),
+			errResp(404, "An Mcp-Session-Id this caller does not hold (another caller's, expired or never issued): session_not_found, nothing changed."),
+			errResp(413, "The message is over the limit of 1 MiB (oversize)."),
+			errResp(429, "Over the caller's or the server's MCP sessions (too_many_sessions), streams (too_many_streams) or waiting requests (too_many_holds); Retry-After.")}},
 	{method: "get", path: "/mcp", summary: "The MCP session's stream of server notifications (resource updates), as Server-Sent Events.", role: "auditor",
-		responses: []resp{{status: 200, desc: "The event stream.", media: "text/event-stream"}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the auditor role.")}},
+		responses: []resp{{status: 200, desc: "The event stream.", media: "text/event-stream"}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the auditor role."),
+			errResp(404, "An Mcp-Session-Id this caller does not hold (session_not_found)."), errResp(429, "Too many streams open (too_many_streams); Retry-After.")}},
 	{method: "delete", path: "/mcp", summary: "End an MCP session (header Mcp-Session-Id).", role: "auditor",
-		responses: []resp{{status: 204, desc: "Ended."}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the auditor role.")}},
+		responses: []resp{{status: 204, desc: "Ended."}, errResp(401, "No or a bad token."), errResp(403, "The token lacks the auditor role."),
+			errResp(404, "An Mcp-Session-Id this caller does not hold (another caller's, expired or never issued): session_not_found, nothing changed.")}},
 	{method: "get", path: "/v1/status", summary: "Both sides of the projection's lag.", role: "auditor",
 		params: []param{pSpace, pMinSeq}, example: "/v1/status",
 		responses: append([]resp{{status: 200, desc: "Stream and projection sequences.", schema: "Status", example: true}}, readErr...)},
@@ -202,7 +208,8 @@ var operations = []op{
 		responses: []resp{{status: 202, desc: "Stored (or recognised as a retry: duplicate true). NDJSON bodies get 200 with one AppendResult per line.", schema: "AppendResult", example: true},
 			{status: 200, desc: "NDJSON: one AppendResult per input line, in order.", media: "application/x-ndjson", schema: "AppendResult"},
 			errResp(400, "The envelope is refused: code and field say why."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the writer role (forbidden), or a Ledger-Bridge mark names a bridge it may not record (not_recorder)."),
-			errResp(413, "The body is over the size limit."), errResp(429, "Over the write limit."), errResp(503, "Valid, but the stream did not acknowledge it: retrying is safe.")},
+			errResp(413, "The body (an envelope, or an NDJSON body) is over the size limit (oversize; the message gives the limit)."), errResp(429, "Over the write limit (rate_limited), or the body is awaited over the caller's share of waiting requests (too_many_holds); Retry-After."),
+			errResp(503, "Valid, but the stream did not acknowledge it (retrying is safe), or the disk is full (storage_full, Retry-After: answered at once while it lasts).")},
 		example: "/v1/events", exampleBody: `{"protocol":"mew/v0.4","id":"doc-proposal","from":"doc-agent","kind":"mcp/proposal","payload":{"method":"tools/call","params":{"name":"read_file"}}}`},
 	{method: "post", path: "/v1/ops/rebuild", summary: "Start an online rebuild: fold the stream again into a new store, then swap it in.", role: "ops",
 		params: []param{{name: "wait", in: "query", typ: "string", desc: "1: answer when the rebuild ended.", enum: []string{"1"}}},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/lib/logging"
+	"github.com/mewledger/ledger/internal/server/connbudget"
 )
 
 // GET /v1/watch (contract §7): Server-Sent Events, one per change of a
@@ -199,6 +200,17 @@ func (a *API) watchChanges(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// A watch is a server wait: it counts against the caller's share of
+	// waiting requests as a min_seq long poll does (issue 36 item 4; an
+	// MCP wait_for_decision is a watch made for its caller), so that one
+	// caller's watchers cannot take what another needs. Over the share it
+	// is refused at once, 429 too_many_holds.
+	release, herr := connbudget.Hold(r.Context())
+	if herr != nil {
+		connbudget.WriteRefusal(w, herr)
+		return
+	}
+	defer release()
 	if f.fromNow {
 		f.after = a.reader.AppliedSeq()
 	}

@@ -116,6 +116,7 @@ type App struct {
 	damage   *integrity.State    // the damage found in the log (scrub.go)
 	scrub    *integrity.Scrubber // re-reads the stream (scrub.go)
 	storage  storageState        // diskfull.go
+	disk     diskBudget          // the ledger's files on its volume (diskbudget.go)
 
 	// Online operations (rebuild_verify.go).
 	opsMu     sync.Mutex
@@ -173,6 +174,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 			return nil, fmt.Errorf("app: data directory: %w", err)
 		}
 	}
+	a.disk = newDiskBudget(o.DataDir, o)
 	if err := a.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -213,6 +215,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, err
 	}
 	a.asOf = newAsOfCache(a.js, o.TmpDir(), a.folder, o.Logger.With().Str(logging.KeyComponent, "as-of").Logger())
+	a.asOf.metrics, a.asOf.room = a.metrics, a.asOfRoom
 	a.opsCtx, a.opsCancel = context.WithCancel(context.Background())
 	a.rebuild = api.RebuildStatus{Phase: api.RebuildIdle}
 	maxBody := int64(0)
@@ -284,6 +287,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if err := a.mountMCP(); err != nil {
 		return nil, err
 	}
+	a.registerHeld()
 	// Inside the authentication, so that a stream's client is its token
 	// and a client without the right token hears 401/403 before 415.
 	// Requests that wait on their body or on the server are counted
@@ -513,7 +517,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		return nil
 	})
-	a.current().start(base, a.componentFailed)
+	a.current().start(base, a.pipelineFailed)
 	a.startProofs(base)
 	checkCtx, stopCheck := context.WithCancel(base)
 	defer stopCheck()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,23 +16,40 @@ import (
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/connbudget"
 	"github.com/mewledger/ledger/projections/fold"
+	"github.com/mewledger/ledger/internal/server/metrics"
 	"github.com/mewledger/ledger/subjects"
 )
 
-// asOfIdle is how long the cached as-of projection is kept after its last
+// asOfIdle is how long a cached as-of projection is kept after its last
 // read.
 const asOfIdle = time.Minute
 
 // asOfCache answers the API's as-of reads (api.AsOfFunc): it folds the log
 // up to the point asked for into a temporary projection under <data>/tmp
-// (repair.At), one fold at a time, and keeps the most recent one, so that
-// the reads of one audit (get, history, list pages, stats at one point)
-// fold once. A cached projection is reused for a sequence query when it
-// was folded to exactly that sequence, and for a time query when it was
-// made for that same time and its fold stopped before the end of the log
-// (the first event after the time was already stored, so later appends
-// cannot change the answer). It is removed when another replaces it and
-// no read uses it any more, after asOfIdle without reads, and at shutdown.
+// (repair.At), one fold at a time, and keeps the asOfKeep most recently
+// used ones, so that the reads of one audit (get, history, list pages,
+// stats at one point) fold once and callers asking for the same point
+// share one fold (those waiting for it are answered from it). A cached
+// projection is reused for a sequence query when it was folded to
+// exactly that sequence, and for a time query when it was made for that
+// same time and its fold stopped before the end of the log (the first
+// event after the time was already stored, so later appends cannot change
+// the answer). It is removed when evicted (and no read uses it any more),
+// after asOfIdle without reads, and at shutdown.
+//
+// A fold for a point B does not start from a cached fold at A < B: the
+// cached store is read by others, and continuing it would need a copy of
+// it (as much disk as the fold it saves) or a fold that stays open for
+// writes while readers use it.
+//
+// Bounds (issue 36 item 2): one fold runs at a time; its store and each
+// kept one use asOfMemTable and asOfCacheSize (about asOfCacheSize + 2 ×
+// asOfMemTable of memory each, plus the 8 MiB filter of written keys of a
+// store opened empty: 24 MiB, so at most (asOfKeep + 1) × that); on disk
+// each takes about the live projection's size. Before folding, the cache
+// evicts kept folds until the temporary directory's volume keeps room
+// for one more (the live projection's size) plus what the ledger needs
+// to write (room): past that, the read is refused 503 as_of_busy.
 type asOfCache struct {
 	js     jetstream.JetStream
 	tmp    string
@@ -39,9 +57,13 @@ type asOfCache struct {
 	log    zerolog.Logger
 	sem    chan struct{} // one fold at a time
 
-	mu     sync.Mutex
-	cur    *asOfEntry
-	closed bool
+	// Set after newAsOfCache (nil: unchecked, uncounted).
+	metrics *metrics.Metrics
+	room    func() (free, need uint64, err error) // the temporary volume's free bytes, and what a fold needs there
+
+	mu      sync.Mutex
+	entries []*asOfEntry // least recently used first
+	closed  bool
 	// Folds asked for and not yet done (waiting or folding), per caller
 	// and in total: a caller has at most asOfPerCaller, the server
 	// asOfQueue (issue 36 item 5).
@@ -52,11 +74,15 @@ type asOfCache struct {
 // The as-of fold shares: one fold in hand per caller (waiting for the
 // fold slot or folding), asOfQueue in hand for the whole server. Past
 // them a read that needs a new fold is answered at once 429 or 503
-// as_of_busy instead of waiting behind the others; a read of the point
-// already folded is never refused.
+// as_of_busy instead of waiting behind the others; a read of a point
+// already folded is never refused. asOfKeep folds are kept for reuse.
 const (
 	asOfPerCaller = 1
 	asOfQueue     = 8
+	asOfKeep      = 4
+	// The Pebble memtable and block cache of a temporary projection.
+	asOfMemTable  = 4 << 20
+	asOfCacheSize = 8 << 20
 )
 
 type asOfEntry struct {
@@ -64,7 +90,7 @@ type asOfEntry struct {
 	seq     uint64    // the last sequence folded
 	at      time.Time // the time asked for, for a time query
 	byTime  bool      // at is a valid key (the fold stopped before the end)
-	refs    int       // reads using it, plus one while it is cur
+	refs    int       // reads using it, plus one while it is cached
 	lastUse time.Time
 	timer   *time.Timer
 }
@@ -73,18 +99,25 @@ func newAsOfCache(js jetstream.JetStream, tmp string, folder *fold.Folder, log z
 	return &asOfCache{js: js, tmp: tmp, folder: folder, log: log, sem: make(chan struct{}, 1), pending: map[string]int{}}
 }
 
+func (e *asOfEntry) matches(p api.AsOfPoint) bool {
+	return (p.Seq > 0 && e.seq == p.Seq) || (p.Seq == 0 && e.byTime && e.at.Equal(p.Time))
+}
+
 // hit returns the cached entry for p, referenced, or nil.
 func (c *asOfCache) hit(p api.AsOfPoint) *asOfEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.cur
-	if e == nil || c.closed {
+	if c.closed {
 		return nil
 	}
-	if (p.Seq > 0 && e.seq == p.Seq) || (p.Seq == 0 && e.byTime && e.at.Equal(p.Time)) {
-		e.refs++
-		e.lastUse = time.Now()
-		return e
+	for i, e := range c.entries {
+		if e.matches(p) {
+			e.refs++
+			e.lastUse = time.Now()
+			c.entries = append(append(c.entries[:i:i], c.entries[i+1:]...), e) // most recent last
+			c.metrics.AsOfReused()
+			return e
+		}
 	}
 	return nil
 }
@@ -98,6 +131,47 @@ func (c *asOfCache) release(e *asOfEntry) {
 	if last {
 		if err := e.view.Close(); err != nil {
 			c.log.Warn().Err(err).Msg("remove as-of projection")
+		}
+	}
+}
+
+// evictOldest drops the least recently used entry from the cache (its
+// files go once its reads end); false when none is kept.
+func (c *asOfCache) evictOldest() bool {
+	c.mu.Lock()
+	if len(c.entries) == 0 {
+		c.mu.Unlock()
+		return false
+	}
+	e := c.entries[0]
+	c.entries = c.entries[1:]
+	c.mu.Unlock()
+	e.timer.Stop()
+	c.release(e)
+	return true
+}
+
+// Held reports the folds in hand and the folds kept.
+func (c *asOfCache) Held() (inHand, kept int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nPending, len(c.entries)
+}
+
+// checkRoom evicts kept folds until the temporary volume has room for
+// one more fold, or refuses it 503 as_of_busy.
+func (c *asOfCache) checkRoom() error {
+	if c.room == nil {
+		return nil
+	}
+	for {
+		free, need, err := c.room()
+		if err != nil || free >= need {
+			return nil
+		}
+		if !c.evictOldest() {
+			return &api.AsOfBusyError{Status: http.StatusServiceUnavailable,
+				Message: fmt.Sprintf("the temporary directory %s has %d bytes free, under the %d a fold needs (the projection's size and what the ledger keeps free); retry later", c.tmp, free, need)}
 		}
 	}
 }
@@ -119,7 +193,7 @@ func (c *asOfCache) get(ctx context.Context, p api.AsOfPoint) (api.Reader, func(
 		return nil, nil, ctx.Err()
 	}
 	defer func() { <-c.sem }()
-	if e := c.hit(p); e != nil { // folded by the request we waited for
+	if e := c.hit(p); e != nil { // folded by a request we waited for
 		return e.view, c.releaseFunc(e), nil
 	}
 	last, err := c.lastSeq(ctx)
@@ -129,11 +203,16 @@ func (c *asOfCache) get(ctx context.Context, p api.AsOfPoint) (api.Reader, func(
 	if p.Seq > last {
 		return nil, nil, fmt.Errorf("%w: sequence %d (the log ends at %d)", api.ErrBeyondLog, p.Seq, last)
 	}
+	if err := c.checkRoom(); err != nil {
+		return nil, nil, err
+	}
 	start := time.Now()
-	v, err := repair.At(ctx, c.js, repair.Point{Seq: p.Seq, Time: p.Time}, repair.Options{TempDir: c.tmp, Folder: c.folder})
+	v, err := repair.At(ctx, c.js, repair.Point{Seq: p.Seq, Time: p.Time}, repair.Options{TempDir: c.tmp, Folder: c.folder,
+		MemTableSize: asOfMemTable, CacheSize: asOfCacheSize})
 	if err != nil {
 		return nil, nil, err
 	}
+	c.metrics.AsOfFolded()
 	e := &asOfEntry{view: v, seq: v.AppliedSeq(), refs: 2, lastUse: time.Now()}
 	if p.Seq == 0 {
 		e.at, e.byTime = p.Time, e.seq < last
@@ -145,13 +224,12 @@ func (c *asOfCache) get(ctx context.Context, p api.AsOfPoint) (api.Reader, func(
 		_ = v.Close()
 		return nil, nil, fmt.Errorf("app: shutting down")
 	}
-	old := c.cur
-	c.cur = e
+	c.entries = append(c.entries, e)
 	e.timer = time.AfterFunc(asOfIdle, func() { c.expire(e) })
+	over := len(c.entries) > asOfKeep
 	c.mu.Unlock()
-	if old != nil {
-		old.timer.Stop()
-		c.release(old)
+	if over {
+		c.evictOldest()
 	}
 	return v, c.releaseFunc(e), nil
 }
@@ -191,7 +269,8 @@ func (c *asOfCache) releaseFunc(e *asOfEntry) func() {
 // expire drops e from the cache when it has not been read for asOfIdle.
 func (c *asOfCache) expire(e *asOfEntry) {
 	c.mu.Lock()
-	if c.cur != e {
+	i := slices.Index(c.entries, e)
+	if i < 0 {
 		c.mu.Unlock()
 		return
 	}
@@ -200,20 +279,20 @@ func (c *asOfCache) expire(e *asOfEntry) {
 		c.mu.Unlock()
 		return
 	}
-	c.cur = nil
+	c.entries = slices.Delete(c.entries, i, i+1)
 	c.mu.Unlock()
 	c.release(e)
 }
 
-// close drops the cached projection (removed once its reads finish) and
-// refuses new folds.
+// close drops the cached projections (removed once their reads finish)
+// and refuses new folds.
 func (c *asOfCache) close() {
 	c.mu.Lock()
 	c.closed = true
-	e := c.cur
-	c.cur = nil
+	es := c.entries
+	c.entries = nil
 	c.mu.Unlock()
-	if e != nil {
+	for _, e := range es {
 		e.timer.Stop()
 		c.release(e)
 	}

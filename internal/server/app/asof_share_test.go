@@ -50,3 +50,18 @@ func TestAsOfFoldShares(t *testing.T) {
 		t.Fatalf("shares not given back: %d %v", c.nPending, c.pending)
 	}
 }
+
+// TestAsOfRoomRefused: a fold the temporary volume has no room for (and
+// no kept fold to evict) is refused at once, 503 as_of_busy.
+func TestAsOfRoomRefused(t *testing.T) {
+	c := newAsOfCache(nil, t.TempDir(), zerolog.Nop())
+	c.room = func() (uint64, uint64, error) { return 10 << 20, 50 << 20, nil }
+	var busy *api.AsOfBusyError
+	if err := c.checkRoom(); !errors.As(err, &busy) || busy.Status != http.StatusServiceUnavailable {
+		t.Fatalf("no room for a fold: %v, want 503 as_of_busy", err)
+	}
+	c.room = func() (uint64, uint64, error) { return 60 << 20, 50 << 20, nil }
+	if err := c.checkRoom(); err != nil {
+		t.Fatalf("room for a fold: %v", err)
+	}
+}

@@ -13,50 +13,49 @@ import (
 	"github.com/mewledger/ledger/internal/lib/logging"
 )
 
-// A full disk is a state, not a hang (contract §10, issue 29 item 5).
+// A full disk is a state, not a hang (contract §10, issues 29 and 36).
 //
 // When the embedded server's JetStream cannot write its store (no space
 // left on the device), nats-server keeps the stream's write error: every
 // later append waits for an acknowledgement that never comes, even once
 // space is back, until the process restarts. The storage watch (run by
 // Run, for the embedded server) looks at the store's file system every
-// DiskCheckInterval; when less than DiskLowFree bytes are free, when the
-// server has logged a store write error (natsserver.Options.OnStoreError:
-// a quota or a memory limit can refuse writes while the file system shows
-// free space), or when JetStream is off:
+// DiskCheckInterval; when less than DiskLowFree bytes are free (by
+// default what the ledger needs to make progress: diskbudget.go), when
+// the server has logged a store write error (natsserver.Options.
+// OnStoreError: a quota or a memory limit can refuse writes while the
+// file system shows free space), when the projection could not write
+// (projectionFailed), or when JetStream is off:
 //
 //   - it sets the storage problem: appends on every path (HTTP, NDJSON,
 //     the submit service, gaps) are answered at once 503 / storage_full
 //     with it, appends waiting for an acknowledgement are answered so too
 //     (not acknowledged: retrying is safe), and /readyz is 503 naming the
-//     store directory and its free space;
-//   - once DiskResumeFree bytes are free again (and, after a write error,
-//     DiskLowFree more than when it happened), it restarts JetStream in
-//     the process (shut down, enabled again with the configuration it had:
-//     the store is recovered from disk as after a crash, and the write
-//     error is gone; nothing acknowledged was lost, since an append is
-//     acknowledged only once stored), waits for the stream to answer, and
-//     clears the problem. Each transition is logged.
+//     store directory and its free space; reads keep answering;
+//   - once DiskResumeFree bytes are free again and a probe file of that
+//     size can be allocated, it reopens a projection that failed (its
+//     projector resumes from its checkpoint: the batch that failed was
+//     not committed), restarts JetStream in the process when it failed
+//     (shut down, enabled again with the configuration it had: the store
+//     is recovered from disk as after a crash, and the write error is
+//     gone; nothing acknowledged was lost, since an append is acknowledged
+//     only once stored), waits for the stream to answer, and clears the
+//     problem. Each transition is logged.
 //
 // With --nats-url the servers are someone else's: their disks are theirs
-// to watch, and appends fail as the client's timeouts say.
-//
-// Pebble (the projection) shares the data directory: it writes only what
-// JetStream stored, so it rarely meets the full disk first; when it does,
-// the projector fails and the ledger stops (see docs/security.md).
+// to watch, and appends fail as the client's timeouts say; a projection
+// that cannot write stops the ledger.
 
 // Defaults of the storage watch.
 const (
 	DefaultDiskCheckInterval = 250 * time.Millisecond
-	DefaultDiskLowFree       = 4 << 20
-	DefaultDiskResumeFree    = 16 << 20
 )
 
 type storageState struct {
 	mu       sync.Mutex
 	problem  string
 	writeErr string                  // the server's last store write error, until JetStream restarts
-	freeAt   uint64                  // free bytes when it happened
+	projErr  string                  // the projection's write failure, until it is reopened
 	down     chan struct{}           // closed while problem is set
 	jsCfg    *server.JetStreamConfig // the configuration to enable JetStream with again
 	retried  time.Time               // last failed attempt to enable it, logged once
@@ -113,12 +112,8 @@ func freeBytes(dir string) (uint64, error) {
 // not be written (its file system may still show free space: a quota, a
 // memory limit on a tmpfs). The watch takes it as a full disk.
 func (a *App) storeWriteFailed(msg string) {
-	free, _ := freeBytes(a.opts.NATSDir())
 	a.storage.mu.Lock()
 	defer a.storage.mu.Unlock()
-	if a.storage.writeErr == "" {
-		a.storage.freeAt = free
-	}
 	a.storage.writeErr = msg
 }
 
@@ -148,38 +143,45 @@ func (a *App) runStorageWatch(ctx context.Context) {
 			continue
 		}
 		a.storage.mu.Lock()
-		down, writeErr, freeAt := a.storage.problem != "", a.storage.writeErr, a.storage.freeAt
+		down, writeErr, projErr := a.storage.problem != "", a.storage.writeErr, a.storage.projErr
 		a.storage.mu.Unlock()
-		// After a write error, space is back when it has grown by
-		// DiskLowFree since (the file system may have shown some free
-		// space all along).
-		resume := uint64(a.opts.DiskResumeFree)
-		if writeErr != "" {
-			resume = max(resume, freeAt+uint64(a.opts.DiskLowFree))
-		}
 		switch {
-		case !down && (free < uint64(a.opts.DiskLowFree) || writeErr != "" || !ns.JetStreamEnabled()):
-			p := fmt.Sprintf("the disk of the log is full: %d bytes free in %s (the JetStream store); nothing is appended until space is freed, then the ledger resumes by itself", free, dir)
-			if writeErr != "" {
+		case down && free >= a.disk.resume:
+			// Space is back.
+			// What the ledger needs must really fit (a quota or a memory
+			// limit can refuse it while statfs shows free space).
+			err := probeSpace(dir, a.disk.resume)
+			if err == nil && projErr != "" {
+				err = a.reopenProjection()
+			}
+			if err == nil && (writeErr != "" || !ns.JetStreamEnabled()) {
+				err = a.restartJetStream(ctx, ns)
+			}
+			if err != nil {
+				if time.Since(a.storage.retried) > time.Minute {
+					log.Warn().Err(err).Uint64("free_bytes", free).Msg("space is back but the ledger cannot write yet; retrying")
+				}
+				a.storage.retried = time.Now()
+				continue
+			}
+			a.storage.mu.Lock()
+			a.storage.writeErr, a.storage.projErr = "", ""
+			a.storage.mu.Unlock()
+			a.setStorageProblem("")
+			log.Info().Uint64("free_bytes", free).Msg("space is back: appends accepted")
+		case free < a.disk.low || writeErr != "" || projErr != "" || !ns.JetStreamEnabled():
+			// Full (the reason is updated while it lasts).
+			p := fmt.Sprintf("the disk of the log is full: %d bytes free in %s (the JetStream store; the ledger needs %d); nothing is appended until space is freed, then the ledger resumes by itself", free, dir, a.disk.low)
+			switch {
+			case projErr != "":
+				p = fmt.Sprintf("the projection in %s cannot be written (%d bytes free; %s); nothing is appended until space is freed, then the ledger resumes by itself", a.opts.ProjectionDir(), free, projErr)
+			case writeErr != "":
 				p = fmt.Sprintf("the JetStream store in %s cannot be written (%d bytes free; the server said: %s); nothing is appended until space is freed, then the ledger resumes by itself", dir, free, writeErr)
 			}
 			if a.setStorageProblem(p) {
 				log.Error().Str(logging.KeyDataDir, dir).Uint64("free_bytes", free).
 					Msg("the disk of the log is full: appends are refused and the ledger is not ready until space is freed")
 			}
-		case down && free >= resume:
-			if err := a.restartJetStream(ctx, ns); err != nil {
-				if time.Since(a.storage.retried) > time.Minute {
-					log.Warn().Err(err).Uint64("free_bytes", free).Msg("space is back but JetStream does not restart yet; retrying")
-				}
-				a.storage.retried = time.Now()
-				continue
-			}
-			a.storage.mu.Lock()
-			a.storage.writeErr = ""
-			a.storage.mu.Unlock()
-			a.setStorageProblem("")
-			log.Info().Uint64("free_bytes", free).Msg("space is back: JetStream restarted from its store; appends accepted")
 		}
 	}
 }

@@ -151,8 +151,9 @@ type Options struct {
 	// DiskCheckInterval is how often the storage watch looks at the
 	// embedded server's store; under DiskLowFree bytes free the disk is
 	// full (appends refused, not ready); DiskResumeFree bytes free are
-	// needed to resume (diskfull.go). Defaults DefaultDiskCheckInterval,
-	// DefaultDiskLowFree and DefaultDiskResumeFree.
+	// needed to resume (diskfull.go). Default DefaultDiskCheckInterval;
+	// the free spaces default (0) to what the ledger needs to make
+	// progress on its volume (diskbudget.go).
 	DiskCheckInterval time.Duration
 	DiskLowFree       int64
 	DiskResumeFree    int64
@@ -291,12 +292,6 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.DiskCheckInterval == 0 {
 		o.DiskCheckInterval = DefaultDiskCheckInterval
 	}
-	if o.DiskLowFree == 0 {
-		o.DiskLowFree = DefaultDiskLowFree
-	}
-	if o.DiskResumeFree == 0 {
-		o.DiskResumeFree = max(DefaultDiskResumeFree, o.DiskLowFree)
-	}
 	if o.MaxConns == 0 {
 		o.MaxConns = DefaultMaxConns
 		o.maxConnsDefault = true
@@ -306,6 +301,16 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.MaxHolds == 0 && o.MaxConns > 0 {
 		o.MaxHolds = max(o.MaxConns/2, 1)
+	}
+	// A watch is a hold too (issue 36 item 4): a caller's share of holds
+	// is at least its share of streams, so that its watches meet the
+	// streams cap first.
+	if o.HoldsPerClient == 0 && o.MaxHolds > 0 {
+		streams := o.StreamsPerClient
+		if streams == 0 {
+			streams = min(connbudget.DefaultStreamsPerClient, max(o.MaxStreams, 1))
+		}
+		o.HoldsPerClient = min(max(o.MaxHolds/8, 2, streams), o.MaxHolds)
 	}
 	var urls []string
 	for _, u := range o.NATSURLs {
@@ -353,7 +358,7 @@ func (o *Options) Validate() error {
 	case o.MinSeqWait < 0 || o.ShutdownTimeout < 0 || o.ExpiryInterval < 0 || o.LogCheckInterval < 0 || o.CheckpointInterval < 0 ||
 		o.ReadHeaderTimeout < 0 || o.BodyIdleTimeout < 0 || o.BodyTimeout < 0:
 		return fmt.Errorf("%w: negative duration", ErrOptions)
-	case o.DiskCheckInterval < 0 || o.DiskResumeFree < 0 || o.DiskLowFree < 0 || o.DiskResumeFree < o.DiskLowFree:
+	case o.DiskCheckInterval < 0 || o.DiskResumeFree < 0 || o.DiskLowFree < 0 || (o.DiskResumeFree > 0 && o.DiskResumeFree < o.DiskLowFree):
 		return fmt.Errorf("%w: disk check interval and free spaces must be positive, and DiskResumeFree at least DiskLowFree", ErrOptions)
 	case o.AnonConns < 0 || o.AnonPerIP < 0 || o.AnonIdleTimeout < 0 || o.MaxStreams < 0 || o.StreamsPerClient < 0 ||
 		o.MaxHolds < 0 || o.HoldsPerClient < 0:

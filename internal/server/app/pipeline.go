@@ -110,8 +110,9 @@ func (a *App) componentFailed(name string, err error) {
 
 // openStore opens the projection directory.
 func (a *App) openStore() (*projections.Store, error) {
-	s, err := projections.OpenStore(projections.StoreOptions{Dir: a.opts.ProjectionDir(),
-		Logger: a.opts.Logger.With().Str(logging.KeyComponent, "pebble").Logger()})
+	s, err := projections.OpenStore(projections.StoreOptions{Dir: a.opts.ProjectionDir(), MemTableSize: a.disk.memTable,
+		BeforeCommit: a.projectionRoom,
+		Logger:       a.opts.Logger.With().Str(logging.KeyComponent, "pebble").Logger()})
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}

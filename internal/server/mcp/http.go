@@ -1,12 +1,18 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mewledger/ledger/api"
 )
 
 // Route is the path `ledger serve` mounts the streamable HTTP endpoint at.
@@ -72,7 +78,40 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	stop := context.AfterFunc(h.ctx, cancel)
 	defer stop()
-	h.serveOwned(w, r.WithContext(ctx))
+	r = r.WithContext(ctx)
+	if r.Method == http.MethodPost && !h.readBody(w, r) {
+		return
+	}
+	h.serveOwned(w, r)
+}
+
+// MaxBody bounds the body of a POST to /mcp: one JSON-RPC message (or a
+// batch) of a client of read-only tools is a few KiB.
+const MaxBody = 1 << 20
+
+// readBody reads r's body whole, up to MaxBody: over it, or declared over
+// it, the request is answered 413 oversize with the limit (the server's
+// refusal then closes the connection after a short linger, so the client
+// reads it) and readBody returns false.
+func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) bool {
+	tooLarge := func() bool {
+		writeErr(w, http.StatusRequestEntityTooLarge, api.CodeOversize, fmt.Sprintf("the MCP message is over the limit of %d bytes", MaxBody))
+		return false
+	}
+	if r.ContentLength > MaxBody {
+		return tooLarge()
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge()
+	case err != nil:
+		writeErr(w, http.StatusBadRequest, api.CodeBadRequest, "reading the body: "+err.Error())
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return true
 }
 
 // Close ends the requests in hand; see HTTPHandler.

@@ -50,6 +50,14 @@ func WithAuthorization(ctx context.Context, authorization string) context.Contex
 	return context.WithValue(ctx, authKey{}, authorization)
 }
 
+type callerAddrKey struct{}
+
+// WithCallerAddr returns ctx naming addr as the RemoteAddr of the requests
+// HandlerTransport serves for it (default: the transport's RemoteAddr).
+func WithCallerAddr(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, callerAddrKey{}, addr)
+}
+
 // authorization returns the Authorization value ctx carries, or "".
 func authorization(ctx context.Context) string {
 	s, _ := ctx.Value(authKey{}).(string)
@@ -73,6 +81,9 @@ func (t *HandlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 	}
 	in.RemoteAddr = t.RemoteAddr
+	if a, _ := req.Context().Value(callerAddrKey{}).(string); a != "" {
+		in.RemoteAddr = a
+	}
 	if in.RemoteAddr == "" {
 		in.RemoteAddr = "in-process"
 	}

@@ -82,7 +82,7 @@ func (s *Server) readProposal(ctx context.Context, req *sdk.ReadResourceRequest)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := s.c.GetRaw(s.callerCtx(ctx, req.Extra), id, client.ReadOptions{Space: space})
+	raw, err := s.c.GetRaw(s.callerCtx(ctx, req.Extra, req.Session), id, client.ReadOptions{Space: space})
 	if errors.Is(err, api.ErrNotFound) {
 		return nil, sdk.ResourceNotFoundError(req.Params.URI)
 	}
@@ -118,7 +118,7 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 	if err != nil {
 		return err
 	}
-	cctx := s.callerCtx(ctx, req.Extra)
+	cctx := s.callerCtx(ctx, req.Extra, req.Session)
 	// The subscriber must be allowed to read the proposal (its token's
 	// roles and spaces, checked by the API), and it must exist.
 	p, err := s.c.Get(cctx, id, client.ReadOptions{Space: space})

@@ -221,7 +221,15 @@ func (s *Server) Close() error {
 // ForwardAuthorization, it carries the request's Authorization header
 // (from the request's extra, or else from ctx, which the HTTP handler
 // gave it); without, none.
-func (s *Server) callerCtx(ctx context.Context, extra *sdk.RequestExtra) context.Context {
+//
+// The in-process requests of a session name it as their remote address
+// (WithCallerAddr), so that the API's per-caller shares (waiting
+// requests, streams) count a caller without a token by its MCP session,
+// not one "in-process" caller for every session.
+func (s *Server) callerCtx(ctx context.Context, extra *sdk.RequestExtra, ss *sdk.ServerSession) context.Context {
+	if ss != nil && ss.ID() != "" {
+		ctx = WithCallerAddr(ctx, "mcp-session:"+ss.ID())
+	}
 	if !s.opts.ForwardAuthorization {
 		return context.WithValue(ctx, authKey{}, "")
 	}
@@ -304,7 +312,7 @@ func addToolContent[In, Out any](s *Server, name, title, description string, h c
 		Annotations:  &sdk.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: &no},
 	}
 	sdk.AddTool(s.srv, t, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, Out, error) {
-		ctx = s.callerCtx(ctx, req.Extra)
+		ctx = s.callerCtx(ctx, req.Extra, req.Session)
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			ctx = withProgress(ctx, req.Session, tok)
 		}

@@ -14,6 +14,8 @@
 //	stream_seq, projected_seq              the two sides of the lag
 //	http_request_duration_seconds{route,status}  by ServeMux pattern ("GET /v1/proposals/{id}"); not streams (text/event-stream answers)
 //	build_info{version,revision,goversion} 1: the running build (package buildinfo)
+//	held{kind}                             what callers hold now, by kind (held.go)
+//	as_of_folds_total, as_of_reuses_total  as-of projections folded, reads that reused one
 //
 // plus the Go runtime and process collectors.
 package metrics
@@ -59,6 +61,9 @@ type Metrics struct {
 	folded     prometheus.Counter
 	foldBatch  prometheus.Histogram
 	httpDur    *prometheus.HistogramVec
+	held       *heldCollector // held.go
+	asOfFolds  prometheus.Counter
+	asOfReuses prometheus.Counter
 }
 
 // New returns the metrics registered on a new registry. lag, if not nil,
@@ -100,6 +105,7 @@ func New(lag LagFunc) *Metrics {
 	m.reg.MustRegister(m.appended, m.duplicates, m.refused, m.appendErrs, m.folded, m.foldBatch, m.httpDur,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initLabels()
+	m.registerHeld()
 	bi := buildinfo.Get()
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info",

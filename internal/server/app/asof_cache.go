@@ -15,8 +15,8 @@ import (
 	"github.com/mewledger/ledger/internal/ops/repair"
 	"github.com/mewledger/ledger/internal/server/api"
 	"github.com/mewledger/ledger/internal/server/connbudget"
-	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/internal/server/metrics"
+	"github.com/mewledger/ledger/projections/fold"
 	"github.com/mewledger/ledger/subjects"
 )
 

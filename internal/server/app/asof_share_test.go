@@ -54,7 +54,7 @@ func TestAsOfFoldShares(t *testing.T) {
 // TestAsOfRoomRefused: a fold the temporary volume has no room for (and
 // no kept fold to evict) is refused at once, 503 as_of_busy.
 func TestAsOfRoomRefused(t *testing.T) {
-	c := newAsOfCache(nil, t.TempDir(), zerolog.Nop())
+	c := newAsOfCache(nil, t.TempDir(), nil, zerolog.Nop())
 	c.room = func() (uint64, uint64, error) { return 10 << 20, 50 << 20, nil }
 	var busy *api.AsOfBusyError
 	if err := c.checkRoom(); !errors.As(err, &busy) || busy.Status != http.StatusServiceUnavailable {

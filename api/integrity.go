@@ -52,6 +52,9 @@ func (d *LogDamage) Error() string { return d.Message }
 func DamageMessage(kind string, seq uint64, expected, found string) string {
 	switch kind {
 	case DamageMissing:
+		if expected == "" {
+			return fmt.Sprintf("log damaged: seq %d is missing from the stream (not folded yet: the projection is held at seq %d until it is restored)", seq, seq-1)
+		}
 		return fmt.Sprintf("log damaged: seq %d is missing from the stream (the tree holds its leaf %s)", seq, expected)
 	case DamageAltered:
 		return fmt.Sprintf("log damaged: seq %d altered: the stream's message hashes to %s, the tree holds %s", seq, found, expected)
@@ -103,4 +106,14 @@ type ImportBoundary struct {
 	ImportedThrough    uint64 `json:"imported_through"`
 	OriginalTimeHeader string `json:"original_time_header"`
 	OriginalIDHeader   string `json:"original_msg_id_header"`
+}
+
+// ProjectionHeld is GET /v1/status's projection_held: the projection
+// stops at Seq because Missing (Seq+1) is missing from the stream; it
+// resumes by itself once that sequence is restored (from a backup or an
+// export). It comes with a log_damage of kind missing at Missing.
+type ProjectionHeld struct {
+	Seq     uint64 `json:"seq"`
+	Missing uint64 `json:"missing"`
+	Reason  string `json:"reason"`
 }

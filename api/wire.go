@@ -117,6 +117,10 @@ type Status struct {
 	LogDamage *LogDamage `json:"log_damage,omitempty"`
 	// SigningStopped says why checkpoints stopped at a size.
 	SigningStopped *SigningStopped `json:"signing_stopped,omitempty"`
+	// ProjectionHeld says the projection is held at a sequence because
+	// the next one is missing from the stream (it resumes by itself once
+	// that sequence is restored).
+	ProjectionHeld *ProjectionHeld `json:"projection_held,omitempty"`
 	// Scrub is the scrub's progress (GET /v1/status only).
 	Scrub *Scrub `json:"scrub,omitempty"`
 	// Import is the import boundary (GET /v1/status only): what an

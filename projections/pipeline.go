@@ -244,10 +244,11 @@ func (e *CommitError) Error() string {
 
 func (e *CommitError) Unwrap() error { return e.err }
 
-// ErrGap is returned (by the pipeline, and the projector's Run) when the stream does not hold an event the
-// projection needs next (it starts after the checkpoint + 1): events were
+// ErrGap is returned by the pipeline (and a rebuild) when the stream does
+// not hold an event the projection needs next (it starts after the checkpoint + 1): events were
 // removed from an append-only log, or the projection belongs to another
-// stream. The projector stops rather than skip them.
+// stream. The projector holds at the last good sequence rather than skip
+// them (projector/hold.go).
 var ErrGap = errors.New("projections: gap between projection and stream")
 
 // BatchInfo describes one committed batch, for metrics.

@@ -2,6 +2,7 @@ package observability_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,9 +17,12 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/mewledger/ledger/internal/bridge"
 	"github.com/mewledger/ledger/internal/lib/mewgw"
+	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/internal/server/witness"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/natstest"
 	"github.com/mewledger/ledger/internal/testkit/testctx"
@@ -143,9 +147,17 @@ func exported(t *testing.T, url string) (map[string]bool, string) {
 // TestMetricsExist: every metric the rules and the dashboard name is on a
 // running ledger's /metrics, with a MEW bridge recording inside it (its
 // metrics on the ledger's registry, as `ledger serve --bridge-mew-config`
-// runs it).
+// runs it), and a witness configured (one that does not answer: its
+// metrics are there all the same).
 func TestMetricsExist(t *testing.T) {
-	a := apptest.Start(t)
+	_, wkey, err := note.GenerateKey(rand.Reader, "witness.example/obs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := apptest.Start(t, func(o *app.Options) {
+		o.Witnesses = []witness.Witness{{VKey: wkey, URL: "http://127.0.0.1:1"}}
+		o.WitnessBackoff = 50 * time.Millisecond
+	})
 	gw := mewgw.Start(nil)
 	t.Cleanup(gw.Close)
 	m, err := bridge.NewMetrics(a.Metrics().Registry())
@@ -177,7 +189,7 @@ func TestMetricsExist(t *testing.T) {
 	var body string
 	testctx.Until(t, 50*time.Millisecond, func() bool {
 		have, body = exported(t, a.HTTPURL()+"/metrics")
-		return have["ledger_bridge_envelopes_total"] && have["ledger_projector_lag_events"]
+		return have["ledger_bridge_envelopes_total"] && have["ledger_projector_lag_events"] && have["ledger_witness_alarm"]
 	}, func() string { return "the bridge's frame or the lag not on /metrics:\n" + body })
 
 	for _, src := range []struct {

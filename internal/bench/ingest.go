@@ -115,6 +115,12 @@ func ingestLedgerWith(ctx context.Context, o *Options, evs []event, edits ...fun
 	}
 	defer stop()
 	defer commitProgress(o, "ingest", a.Appender())
+	return ingestInto(ctx, a, evs)
+}
+
+// ingestInto streams evs to a's HTTP API as one NDJSON request (as
+// `ledger publish -f`) and returns events per second.
+func ingestInto(ctx context.Context, a *app.App, evs []event) (float64, error) {
 	cl, err := client.New(a.HTTPURL())
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)

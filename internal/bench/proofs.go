@@ -46,6 +46,9 @@ func (r *Report) proofsFigure(ctx context.Context, o *Options) error {
 	if err := r.treeFoldRow(ctx, o); err != nil {
 		return err
 	}
+	if err := r.scrubIngestRow(ctx, o); err != nil {
+		return err
+	}
 	if err := r.inclusionRows(ctx, o); err != nil {
 		return err
 	}

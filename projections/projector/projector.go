@@ -62,6 +62,23 @@ type Options struct {
 	Logger zerolog.Logger
 	// OnBatch, if set, is called after each commit (from the Run goroutine).
 	OnBatch func(projections.BatchInfo)
+	// OnHold, if set, is called (from the Run goroutine) while the
+	// projector is held at a sequence missing from the stream (hold.go):
+	// with the hold when it starts and at every look for the sequence,
+	// and with nil once the sequence is back and folding resumes.
+	OnHold func(*Hold)
+	// HoldPoll is how often a held projector looks for the missing
+	// sequence again. Default DefaultHoldPoll.
+	HoldPoll time.Duration
+	// WaitForStream makes a session that cannot start because the stream
+	// is not found wait for it (tried again like a transient failure)
+	// instead of ending Run: for a server whose own check of the log
+	// names a deleted stream and sees it restored (the ledger's).
+	// OnStreamGone, if set, is then called (from the Run goroutine) each
+	// time, before the wait: the server holds folding (Pause) until it has
+	// compared the stream that comes back with the projection.
+	WaitForStream bool
+	OnStreamGone  func()
 }
 
 // Validate checks the options and fills defaults.
@@ -80,6 +97,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Folder == nil {
 		o.Folder = fold.NewFolder()
+	}
+	if o.HoldPoll <= 0 {
+		o.HoldPoll = DefaultHoldPoll
 	}
 	return nil
 }
@@ -104,6 +124,7 @@ type Projector struct {
 	paused  bool
 	resume  chan struct{}
 	running bool
+	held    *Hold
 }
 
 // New returns a projector of js's LEDGER stream into store. The
@@ -162,7 +183,9 @@ func (p *Projector) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("projector: stream %s info: %w", subjects.StreamName, err)
 	}
 	if info.State.Msgs > 0 && info.State.FirstSeq > cp+1 {
-		return nil, fmt.Errorf("%w: projection is at seq %d but stream %s starts at seq %d", projections.ErrGap, cp, subjects.StreamName, info.State.FirstSeq)
+		// The next sequence is gone from the head of the stream (a lost
+		// first block): held, as for one lost further on (hold.go).
+		return nil, &missingError{seq: cp + 1}
 	}
 	if c, err := stream.Consumer(ctx, p.opts.Durable); err == nil {
 		ci := c.CachedInfo()
@@ -200,7 +223,8 @@ func (p *Projector) consumer(ctx context.Context) (jetstream.Consumer, error) {
 
 // Run folds until ctx is cancelled (then it finishes and commits the batch
 // in hand, stops pulling and returns nil) or a fatal error happens (a
-// storage error, ErrGap). A session that cannot start for a transient
+// storage error). A sequence missing from the stream above the
+// checkpoint holds it until the sequence is back (hold.go). A session that cannot start for a transient
 // reason (a JetStream request timed out or found no responder, a 503: a
 // leader election, a node restarting) is tried again, with a growing wait
 // up to 2 s, until ctx ends. A message that arrives out of order (after a
@@ -225,11 +249,26 @@ func (p *Projector) Run(ctx context.Context) error {
 	for {
 		err := p.session(ctx)
 		var ce *projections.CommitError
+		var me *missingError
 		switch {
 		case ctx.Err() != nil && !errors.As(err, &ce):
 			return nil
+		case errors.As(err, &me):
+			if !p.hold(ctx, me.seq) {
+				return nil
+			}
+			retry = setupRetryFirst
+			continue
 		case errors.Is(err, errResubscribe):
 			retry = setupRetryFirst
+			continue
+		case p.opts.WaitForStream && streamGone(err):
+			if p.opts.OnStreamGone != nil {
+				p.opts.OnStreamGone()
+			}
+			if !waitSetupRetry(ctx, &retry) {
+				return nil
+			}
 			continue
 		case transientSetup(err):
 			// A session that could not start while the cluster elects a
@@ -251,6 +290,11 @@ var errResubscribe = errors.New("projector: resubscribe")
 // session runs one consumer subscription until ctx ends, an error, or a
 // sequence gap that needs a fresh consumer.
 func (p *Projector) session(ctx context.Context) (rerr error) {
+	// A paused projector holds no consumer and pulls nothing (an import
+	// under a paused ledger sees no reader).
+	if err := p.waitUnpaused(ctx); err != nil {
+		return err
+	}
 	c, err := p.consumer(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -262,7 +306,7 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 	if err != nil {
 		return &setupError{err}
 	}
-	msgs, stopConsume, err := p.consume(ctx, c)
+	msgs, closed, stopConsume, err := p.consume(ctx, c)
 	if err != nil {
 		return &setupError{err}
 	}
@@ -288,7 +332,7 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 	batch := make([]jetstream.Msg, 0, p.opts.BatchSize)
 	for {
 		var got bool
-		if batch, got, err = p.nextBatch(ctx, pl, msgs, batch[:0]); err != nil {
+		if batch, got, err = p.nextBatch(ctx, pl, msgs, closed, batch[:0]); err != nil {
 			return err
 		}
 		if !got {
@@ -300,16 +344,18 @@ func (p *Projector) session(ctx context.Context) (rerr error) {
 		if err := p.waitResumed(ctx, pl); err != nil {
 			return err
 		}
-		if err := p.foldBatch(pl, batch); err != nil {
+		if err := p.foldBatch(ctx, pl, batch); err != nil {
 			return err
 		}
 	}
 }
 
 // consume starts pulling from c into the returned channel (up to two
-// batches ahead). stop ends the pulling and waits for it: call it once,
-// before the session returns.
-func (p *Projector) consume(ctx context.Context, c jetstream.Consumer) (msgs <-chan jetstream.Msg, stop func(), err error) {
+// batches ahead); closed is closed when the pulling ends by itself (the
+// consumer was deleted: the stream was deleted, or restored from a
+// backup). stop ends the pulling and waits for it: call it once, before
+// the session returns.
+func (p *Projector) consume(ctx context.Context, c jetstream.Consumer) (msgs <-chan jetstream.Msg, closed <-chan struct{}, stop func(), err error) {
 	ch := make(chan jetstream.Msg, 2*p.opts.BatchSize)
 	sctx, cancel := context.WithCancel(ctx)
 	cc, err := c.Consume(func(m jetstream.Msg) {
@@ -328,13 +374,29 @@ func (p *Projector) consume(ctx context.Context, c jetstream.Consumer) (msgs <-c
 		}))
 	if err != nil {
 		cancel()
-		return nil, nil, fmt.Errorf("projector: consume %s: %w", p.opts.Durable, err)
+		return nil, nil, nil, fmt.Errorf("projector: consume %s: %w", p.opts.Durable, err)
 	}
-	return ch, func() {
+	return ch, cc.Closed(), func() {
 		cc.Drain()
 		cancel()
 		<-cc.Closed()
 	}, nil
+}
+
+// waitUnpaused waits out a Pause before a session starts.
+func (p *Projector) waitUnpaused(ctx context.Context) error {
+	p.mu.Lock()
+	paused, resumed := p.paused, p.resume
+	p.mu.Unlock()
+	if !paused {
+		return nil
+	}
+	select {
+	case <-resumed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // waitResumed waits out a Pause, settling the commit in flight as soon as
@@ -362,14 +424,22 @@ func (p *Projector) waitResumed(ctx context.Context, pl *projections.Pipeline) e
 
 // nextBatch waits (out of a Pause first) for a message, then appends to
 // batch what else is already there, up to BatchSize; got is false when
-// it settled a commit instead (call it again).
-func (p *Projector) nextBatch(ctx context.Context, pl *projections.Pipeline, msgs <-chan jetstream.Msg, batch []jetstream.Msg) (_ []jetstream.Msg, got bool, _ error) {
+// it settled a commit instead (call it again). A consumer that ended by
+// itself (closed) ends the session with errResubscribe.
+func (p *Projector) nextBatch(ctx context.Context, pl *projections.Pipeline, msgs <-chan jetstream.Msg, closed <-chan struct{}, batch []jetstream.Msg) (_ []jetstream.Msg, got bool, _ error) {
 	if err := p.waitResumed(ctx, pl); err != nil {
 		return batch, false, err
 	}
 	select {
 	case <-ctx.Done():
 		return batch, false, ctx.Err()
+	case <-closed:
+		// The consumer is gone: a fresh one starts at the checkpoint.
+		if err := pl.Settle(); err != nil {
+			return batch, false, err
+		}
+		p.log.Info().Uint64(logKeySeq, pl.Next()-1).Msg("the consumer ended (deleted with its stream?); resubscribing")
+		return batch, false, errResubscribe
 	case <-pl.Committed():
 		return batch, false, pl.Settle()
 	case m := <-msgs:
@@ -387,8 +457,9 @@ func (p *Projector) nextBatch(ctx context.Context, pl *projections.Pipeline, msg
 }
 
 // foldBatch folds batch into pl; a sequence gap in it settles what was
-// folded and ends the session with errResubscribe.
-func (p *Projector) foldBatch(pl *projections.Pipeline, batch []jetstream.Msg) error {
+// folded and ends the session with errResubscribe, or with a
+// *missingError when the stream does not hold the sequence expected.
+func (p *Projector) foldBatch(ctx context.Context, pl *projections.Pipeline, batch []jetstream.Msg) error {
 	evs, ack, gap, err := p.events(batch, pl.Next())
 	if err != nil {
 		return err
@@ -401,6 +472,9 @@ func (p *Projector) foldBatch(pl *projections.Pipeline, batch []jetstream.Msg) e
 		// is committed, and a consumer starts at the checkpoint.
 		if err := pl.Settle(); err != nil {
 			return err
+		}
+		if gone, err := p.missing(ctx, pl.Next()); err == nil && gone {
+			return &missingError{seq: pl.Next()}
 		}
 		p.log.Info().Uint64(logKeySeq, gap).Uint64("expected", pl.Next()).Msg("sequence gap in delivery; resubscribing")
 		return errResubscribe

@@ -63,3 +63,10 @@ func waitSetupRetry(ctx context.Context, d *time.Duration) bool {
 		return false
 	}
 }
+
+// streamGone reports whether err is a session setup that found no stream
+// (see Options.WaitForStream).
+func streamGone(err error) bool {
+	var se *setupError
+	return errors.As(err, &se) && errors.Is(err, jetstream.ErrStreamNotFound)
+}

@@ -163,6 +163,9 @@ type Options struct {
 	// SigningStopped, if set, says why checkpoint signing stopped (nil
 	// while it signs).
 	SigningStopped func() *api.SigningStopped
+	// ProjectionHeld, if set, says where the projection is held on a
+	// sequence missing from the stream (nil while it folds).
+	ProjectionHeld func() *api.ProjectionHeld
 	// Witnessing, if set, returns the witnesses' status for
 	// GET /v1/status; WitnessAlarm, if set, a witness's refusal of the
 	// ledger's history ("" when none): while it is not "", /readyz is 503

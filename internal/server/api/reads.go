@@ -353,6 +353,9 @@ func (a *API) currentStatus(ctx context.Context) (api.Status, error) {
 	if a.opts.SigningStopped != nil {
 		st.SigningStopped = a.opts.SigningStopped()
 	}
+	if a.opts.ProjectionHeld != nil {
+		st.ProjectionHeld = a.opts.ProjectionHeld()
+	}
 	return st, nil
 }
 

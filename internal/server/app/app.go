@@ -115,8 +115,10 @@ type App struct {
 	logState logState            // logcheck.go
 	damage   *integrity.State    // the damage found in the log (scrub.go)
 	scrub    *integrity.Scrubber // re-reads the stream (scrub.go)
-	storage  storageState        // diskfull.go
-	disk     diskBudget          // the ledger's files on its volume (diskbudget.go)
+	heldMu   sync.Mutex
+	heldSeq  uint64       // the missing sequence the projector is held at (projection_held.go)
+	storage  storageState // diskfull.go
+	disk     diskBudget   // the ledger's files on its volume (diskbudget.go)
 
 	// Online operations (rebuild_verify.go).
 	opsMu     sync.Mutex
@@ -250,6 +252,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 			return ledger.ImportedThrough(info.Config.Metadata), nil
 		},
 		SigningStopped: a.proofs.SigningStopped,
+		ProjectionHeld: a.ProjectionHeld,
 		Witnessing:     a.witnessing,
 		WitnessAlarm:   a.witnessAlarm,
 		Logger:         o.Logger,

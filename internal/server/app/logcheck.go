@@ -51,6 +51,14 @@ var ErrLogProblem = errors.New("app: log and projection disagree")
 type logState struct {
 	mu      sync.Mutex
 	problem string
+	// recoverable: the problem is the stream deleted or recreated, which
+	// the ledger gets over by itself once the stream is back and is the
+	// same log (restore.go).
+	recoverable bool
+	// paused: holdPipeline paused the projector (resumed on recovery).
+	paused bool
+	// why is the last reason a recovery was refused (logged once).
+	why string
 }
 
 // LogProblem returns what the log check found wrong while serving, else
@@ -99,9 +107,16 @@ func (a *App) openStream(ctx context.Context, store *projections.Store) error {
 		a.log.Warn().Str(logging.KeyComponent, "log-check").Str("setting", r).
 			Msg("the LEDGER stream's settings differed from the ledger's; brought to the ledger's")
 	}
-	problem, err := a.compareLog(st, store, store.AppliedSeq())
+	problem, recoverable, err := a.compareLog(st, store, store.AppliedSeq())
 	if err != nil {
 		return err
+	}
+	if problem != "" && recoverable {
+		// A stream restored from a backup or an import: the same log
+		// when it holds the same leaves up to the checkpoint.
+		if problem, err = a.adoptLog(ctx, st, store); err != nil {
+			return err
+		}
 	}
 	if problem != "" {
 		return fmt.Errorf("%w: %s", ErrLogProblem, problem)
@@ -124,23 +139,24 @@ func missingProblem(cp uint64, recorded string) string {
 
 // compareLog compares the stream st with store, whose checkpoint was cp
 // before st was read, and records st's identity in a store that has none.
-// It returns the problem found, or "". The checkpoint must be read before
+// It returns the problem found, or "", and whether it is one the ledger
+// can get over by itself (a recreated stream: restore.go). The checkpoint must be read before
 // the stream: while serving, the projector folds on, and a checkpoint read
 // after the stream's state may be past its last sequence for events
 // appended in between (a false "checkpoint beyond the log").
-func (a *App) compareLog(st appendlog.StreamState, store *projections.Store, cp uint64) (string, error) {
+func (a *App) compareLog(st appendlog.StreamState, store *projections.Store, cp uint64) (string, bool, error) {
 	recorded, err := store.StreamIdentity()
 	if err != nil {
-		return "", fmt.Errorf("app: %w", err)
+		return "", false, fmt.Errorf("app: %w", err)
 	}
 	id := st.Identity()
 	switch {
 	case recorded != "" && recorded != id:
 		return fmt.Sprintf("stream %s was recreated: it is %s, but the projection (at seq %d) was folded from %s",
-			subjects.StreamName, id, cp, recorded), nil
+			subjects.StreamName, id, cp, recorded), true, nil
 	case cp > st.LastSeq:
 		return fmt.Sprintf("the projection's checkpoint, seq %d, is beyond the last sequence of stream %s (%d): the log is not the one the projection was folded from",
-			cp, id, st.LastSeq), nil
+			cp, id, st.LastSeq), false, nil
 	case st.FirstSeq > 1 && st.LastSeq > 0 && st.ImportedThrough == 0 && cp > 0 && a.damage != nil:
 		// The tree holds leaves the stream no longer has (a block file
 		// lost, or history aged out): damage (contract §16), not a
@@ -155,15 +171,15 @@ func (a *App) compareLog(st appendlog.StreamState, store *projections.Store, cp 
 		}
 	case st.FirstSeq > 1 && st.LastSeq > 0 && st.ImportedThrough == 0:
 		return fmt.Sprintf("stream %s starts at seq %d with no import marker: seq 1..%d were removed (a max age or limit set on the stream ages the ledger's history out)",
-			id, st.FirstSeq, st.FirstSeq-1), nil
+			id, st.FirstSeq, st.FirstSeq-1), false, nil
 	}
 	if recorded == "" {
 		if err := store.SetStreamIdentity(id); err != nil {
-			return "", fmt.Errorf("app: %w", err)
+			return "", false, fmt.Errorf("app: %w", err)
 		}
 		a.log.Info().Str(logging.KeyComponent, "log-check").Str("stream", id).Uint64(logging.KeySeq, cp).Msg("projection bound to the stream")
 	}
-	return "", nil
+	return "", false, nil
 }
 
 func (a *App) logRestored(restored []string) {
@@ -192,21 +208,21 @@ func (a *App) checkLog(ctx context.Context) (string, error) {
 	p := a.current()
 	cp := p.store.AppliedSeq() // before the stream's state: see compareLog
 	st, err := appendlog.CheckStream(ctx, a.js, a.streamOptions())
-	problem := ""
+	problem, recoverable := "", false
 	switch {
 	case errors.Is(err, appendlog.ErrStreamMissing):
 		recorded, rerr := p.store.StreamIdentity()
 		if rerr != nil {
 			return "", rerr
 		}
-		problem = missingProblem(p.store.AppliedSeq(), recorded)
+		problem, recoverable = missingProblem(p.store.AppliedSeq(), recorded), true
 	case errors.Is(err, appendlog.ErrStreamConfig):
 		problem = err.Error()
 	case err != nil:
 		return "", err
 	default:
 		a.logRestored(st.Restored)
-		if problem, err = a.compareLog(st, p.store, cp); err != nil {
+		if problem, recoverable, err = a.compareLog(st, p.store, cp); err != nil {
 			return "", err
 		}
 		if problem == "" {
@@ -221,11 +237,14 @@ func (a *App) checkLog(ctx context.Context) (string, error) {
 	a.logState.mu.Lock()
 	first := a.logState.problem == ""
 	if first {
-		a.logState.problem = problem
+		a.logState.problem, a.logState.recoverable, a.logState.why = problem, recoverable, ""
 	}
 	problem = a.logState.problem
 	a.logState.mu.Unlock()
-	if first {
+	if first && recoverable {
+		a.log.Error().Str(logging.KeyComponent, "log-check").Str("log_problem", problem).
+			Msg("the log and the projection disagree: not ready, folding and expiring stopped until the stream is back and holds the same log (restored from a backup or an export)")
+	} else if first {
 		a.log.Error().Str(logging.KeyComponent, "log-check").Str("log_problem", problem).
 			Msg("the log and the projection disagree: not ready, folding and expiring stopped until an operator acts and restarts the ledger")
 	}
@@ -239,10 +258,11 @@ func (a *App) holdPipeline() {
 	p := a.current()
 	if !p.proj.Paused() {
 		p.proj.Pause()
+		a.logState.mu.Lock()
+		a.logState.paused = true
+		a.logState.mu.Unlock()
 	}
-	if p.stopExp != nil {
-		p.stopExp()
-	}
+	p.stopExpirer()
 }
 
 // runLogCheck checks every LogCheckInterval until ctx is done.
@@ -260,6 +280,9 @@ func (a *App) runLogCheck(ctx context.Context) {
 			a.log.Warn().Err(err).Str(logging.KeyComponent, "log-check").Msg("cannot check the log against the projection")
 		}
 		cancel()
+		// Not bounded by the check's interval: comparing a restored
+		// stream with the tree reads the whole log once.
+		a.recoverLog(ctx)
 	}
 }
 

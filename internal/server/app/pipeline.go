@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/mewledger/ledger/internal/lib/logging"
 	"github.com/mewledger/ledger/internal/ops/repair"
@@ -25,6 +26,9 @@ type pipeline struct {
 	// Set by start.
 	stopProj, stopExp context.CancelFunc
 	projDone, expDone chan struct{}
+	base              context.Context
+	failed            func(name string, err error)
+	emu               sync.Mutex // stopExp and expDone, which startExpirer replaces
 }
 
 // newPipeline makes the projector and expirer of store (not started).
@@ -35,6 +39,11 @@ func (a *App) newPipeline(store *projections.Store) (*pipeline, error) {
 		Folder:  a.folder,
 		Durable: a.opts.Durable,
 		Logger:  a.opts.Logger.With().Str(logging.KeyComponent, "projector").Logger(),
+		OnHold:  a.projectionHeld,
+		// A stream deleted under the ledger is the log check's to name
+		// (logcheck.go); the projector waits for it to be restored.
+		WaitForStream: true,
+		OnStreamGone:  a.streamGone,
 		OnBatch: func(b projections.BatchInfo) {
 			a.metrics.Folded(b.Events, b.Took)
 			if a.opts.OnBatch != nil {
@@ -56,20 +65,31 @@ func (a *App) newPipeline(store *projections.Store) (*pipeline, error) {
 // start runs the projector and the expirer; a failure of either is
 // reported to failed (with the component's name).
 func (p *pipeline) start(base context.Context, failed func(name string, err error)) {
-	var projCtx, expCtx context.Context
+	var projCtx context.Context
 	projCtx, p.stopProj = context.WithCancel(base)
-	expCtx, p.stopExp = context.WithCancel(base)
-	p.projDone, p.expDone = make(chan struct{}), make(chan struct{})
+	p.base, p.failed = base, failed
+	p.projDone = make(chan struct{})
 	go func() {
 		defer close(p.projDone)
 		if err := p.proj.Run(projCtx); err != nil {
 			failed("projector", err)
 		}
 	}()
+	p.startExpirer()
+}
+
+// startExpirer runs the expirer (again, once a log problem stopped it
+// and has been got over: restore.go).
+func (p *pipeline) startExpirer() {
+	expCtx, stop := context.WithCancel(p.base)
+	done := make(chan struct{})
+	p.emu.Lock()
+	p.stopExp, p.expDone = stop, done
+	p.emu.Unlock()
 	go func() {
-		defer close(p.expDone)
+		defer close(done)
 		if err := p.exp.Run(expCtx); err != nil {
-			failed("expirer", err)
+			p.failed("expirer", err)
 		}
 	}()
 }
@@ -81,10 +101,21 @@ func (p *pipeline) stop() {
 	if p == nil || p.stopProj == nil {
 		return
 	}
-	p.stopExp()
-	<-p.expDone
+	p.stopExpirer()
 	p.stopProj()
 	<-p.projDone
+}
+
+// stopExpirer stops the expirer and waits for it; safe to call again.
+func (p *pipeline) stopExpirer() {
+	p.emu.Lock()
+	stop, done := p.stopExp, p.expDone
+	p.emu.Unlock()
+	if stop == nil {
+		return
+	}
+	stop()
+	<-done
 }
 
 // current returns the pipeline in service.

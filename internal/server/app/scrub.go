@@ -52,6 +52,24 @@ func (a *App) openScrub() error {
 		}
 		return 0
 	})
+	gauge("projection_held_seq", "Sequence the projection is held at because the next one is missing from the stream (0: not held).", func() float64 {
+		if h := a.ProjectionHeld(); h != nil {
+			return float64(h.Seq)
+		}
+		return 0
+	})
+	gauge("signing_stopped", "1 while checkpoint signing is stopped at the last good size (log damage), else 0.", func() float64 {
+		if a.proofs.SigningStopped() != nil {
+			return 1
+		}
+		return 0
+	})
+	gauge("checkpoint_size", "Tree size of the latest signed checkpoint (-1: none yet).", func() float64 {
+		if e, ok := a.proofs.Log().Latest(); ok {
+			return float64(e.Checkpoint.Size)
+		}
+		return -1
+	})
 	return nil
 }
 

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/server/app"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/blockfile"
 	"github.com/mewledger/ledger/subjects"
@@ -52,16 +52,7 @@ func appendN(t *testing.T, a *app.App, from, n int) {
 
 func getJSON(t *testing.T, url string, v any) (int, http.Header, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if v != nil {
-		_ = json.Unmarshal(b, v)
-	}
-	return resp.StatusCode, resp.Header, string(b)
+	return apitest.GetJSON(t, url, v)
 }
 
 // waitCond polls cond for at most a minute.
@@ -75,11 +66,8 @@ func waitCond(t *testing.T, what string, cond func() bool) {
 }
 
 func status(t *testing.T, a *app.App) api.Status {
-	var st api.Status
-	if code, _, body := getJSON(t, a.HTTPURL()+"/v1/status", &st); code != 200 {
-		t.Fatalf("/v1/status: %d %s", code, body)
-	}
-	return st
+	t.Helper()
+	return apitest.StatusOf(t, a.HTTPURL())
 }
 
 // fillAndStop appends n proposals, waits until they are folded, signed

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"github.com/mewledger/ledger/api/evidence"
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/proofs"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/opsrig"
 	"github.com/mewledger/ledger/internal/testkit/testctx"
@@ -32,33 +32,13 @@ func fast(o *app.Options) { o.CheckpointInterval = 20 * time.Millisecond }
 
 func get(t testing.TB, url string) (int, http.Header, []byte) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, body
+	return apitest.GetRaw(t, url)
 }
 
 // post appends one envelope over HTTP and returns its sequence.
 func post(t testing.TB, base, env string) uint64 {
 	t.Helper()
-	resp, err := http.Post(base+"/v1/events", "application/json", strings.NewReader(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Seq uint64 `json:"seq"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST %s: %d %v", env, resp.StatusCode, err)
-	}
-	return r.Seq
+	return apitest.PostEnvelope(t, base, env)
 }
 
 // proposalProof waits (min_seq) for seq and gets the proposal's bundle

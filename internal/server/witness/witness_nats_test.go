@@ -2,10 +2,8 @@ package witness_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 	"github.com/mewledger/ledger/internal/server/app"
 	"github.com/mewledger/ledger/internal/server/proofs"
 	"github.com/mewledger/ledger/internal/server/witness"
+	"github.com/mewledger/ledger/internal/testkit/apitest"
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/opsrig"
 	"github.com/mewledger/ledger/internal/testkit/witnesskit"
@@ -28,32 +27,13 @@ const origin = "test.example/ledger"
 
 func get(t testing.TB, url string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	code, _, body := apitest.GetRaw(t, url)
+	return code, body
 }
 
 func post(t testing.TB, base, env string) uint64 {
 	t.Helper()
-	resp, err := http.Post(base+"/v1/events", "application/json", strings.NewReader(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Seq uint64 `json:"seq"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST: %d %v", resp.StatusCode, err)
-	}
-	return r.Seq
+	return apitest.PostEnvelope(t, base, env)
 }
 
 func appendN(t testing.TB, base, prefix string, n int) uint64 {
@@ -64,15 +44,7 @@ func appendN(t testing.TB, base, prefix string, n int) uint64 {
 	return last
 }
 
-func status(t testing.TB, base string) api.Status {
-	t.Helper()
-	st, b := get(t, base+"/v1/status")
-	var s api.Status
-	if err := json.Unmarshal(b, &s); st != 200 || err != nil {
-		t.Fatalf("status: %d %s", st, b)
-	}
-	return s
-}
+func status(t testing.TB, base string) api.Status { t.Helper(); return apitest.StatusOf(t, base) }
 
 // waitFor polls cond until it holds, failing after 60s with what it said.
 func waitFor(t testing.TB, what string, cond func() (bool, string)) {

@@ -292,7 +292,7 @@ var errResubscribe = errors.New("projector: resubscribe")
 func (p *Projector) session(ctx context.Context) (rerr error) {
 	// A paused projector holds no consumer and pulls nothing (an import
 	// under a paused ledger sees no reader).
-	if err := p.waitUnpaused(ctx); err != nil {
+	if err := p.waitResumed(ctx, nil); err != nil {
 		return err
 	}
 	c, err := p.consumer(ctx)
@@ -383,24 +383,9 @@ func (p *Projector) consume(ctx context.Context, c jetstream.Consumer) (msgs <-c
 	}, nil
 }
 
-// waitUnpaused waits out a Pause before a session starts.
-func (p *Projector) waitUnpaused(ctx context.Context) error {
-	p.mu.Lock()
-	paused, resumed := p.paused, p.resume
-	p.mu.Unlock()
-	if !paused {
-		return nil
-	}
-	select {
-	case <-resumed:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// waitResumed waits out a Pause, settling the commit in flight as soon as
-// it ends (its acknowledgement must not wait for Resume).
+// waitResumed waits out a Pause, settling the commit in flight of pl (nil
+// before a session has one) as soon as it ends (its acknowledgement must
+// not wait for Resume).
 func (p *Projector) waitResumed(ctx context.Context, pl *projections.Pipeline) error {
 	for {
 		p.mu.Lock()
@@ -409,10 +394,14 @@ func (p *Projector) waitResumed(ctx context.Context, pl *projections.Pipeline) e
 		if !paused {
 			return nil
 		}
+		var committed <-chan struct{}
+		if pl != nil {
+			committed = pl.Committed()
+		}
 		select {
 		case <-resumed:
 			return nil
-		case <-pl.Committed():
+		case <-committed:
 			if err := pl.Settle(); err != nil {
 				return err
 			}

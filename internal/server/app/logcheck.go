@@ -31,8 +31,10 @@ import (
 //   - a setting the ledger cannot use (subjects, deny flags, storage, ...).
 //
 // At start any of these is New's error (the process does not start; it
-// never starts afresh silently). While serving, the first found is kept
-// (it stays until a restart): /readyz is 503, /v1/status carries it as
+// never starts afresh silently), except a recreated stream that holds the
+// same log (restore.go). While serving, the first found is kept (until a
+// restart; a stream deleted or recreated until it is back and holds the
+// same log, restore.go): /readyz is 503, /v1/status carries it as
 // log_problem, it is logged at error level, the projector is paused and
 // the expirer stopped (nothing more is folded into, or appended from, a
 // projection that no longer matches its log), and online verify and

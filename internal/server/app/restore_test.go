@@ -2,11 +2,9 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/mewledger/ledger/api"
 	"github.com/mewledger/ledger/internal/ops/archive"
@@ -14,21 +12,16 @@ import (
 	"github.com/mewledger/ledger/internal/testkit/apptest"
 	"github.com/mewledger/ledger/internal/testkit/blockfile"
 	"github.com/mewledger/ledger/internal/testkit/streambackup"
+	"github.com/mewledger/ledger/internal/testkit/testctx"
 	"github.com/mewledger/ledger/ledger/appendlog"
 	"github.com/mewledger/ledger/subjects"
 )
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // takeBackup snapshots the LEDGER stream of a serving ledger, as `nats
 // stream backup` does.
 func takeBackup(t *testing.T, a *app.App) *streambackup.Snapshot {
 	t.Helper()
-	snap, err := streambackup.Take(testCtx(t), a.Conn(), subjects.StreamName)
+	snap, err := streambackup.Take(testctx.Context(t), a.Conn(), subjects.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +32,7 @@ func takeBackup(t *testing.T, a *app.App) *streambackup.Snapshot {
 // restores it from snap, as `nats stream rm` and `nats stream restore` do.
 func restoreBackup(t *testing.T, a *app.App, snap *streambackup.Snapshot) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testctx.Context(t)
 	if err := a.JetStream().DeleteStream(ctx, subjects.StreamName); err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +49,7 @@ func damagedLedger[T any](t *testing.T, n int, bad uint64, kind string, keep fun
 	t.Helper()
 	o := scrubOptions(t)
 	a := apptest.StartWith(t, o)
-	appendN(t, a, 1, n)
-	waitCond(t, "all folded, signed and scrubbed", func() bool {
-		st := status(t, a)
-		e, ok := a.Proofs().Log().Latest()
-		return st.ProjectedSeq == uint64(n) && ok && e.Checkpoint.Size == int64(n) && st.Scrub != nil && st.Scrub.Passes > 0
-	})
+	fillScrubbed(t, a, n)
 	kept := keep(a)
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
@@ -133,12 +121,12 @@ func TestRestoreFromExportWhileServing(t *testing.T) {
 	const n, bad = 30, 17
 	a, export := damagedLedger(t, n, bad, api.DamageMissing, func(a *app.App) []byte {
 		var buf bytes.Buffer
-		if _, err := archive.Export(testCtx(t), a.JetStream(), &buf, archive.ExportOptions{}); err != nil {
+		if _, err := archive.Export(testctx.Context(t), a.JetStream(), &buf, archive.ExportOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return buf.Bytes()
 	}, func(store string) error { return blockfile.FlipByte(store, subjects.StreamName, bad) })
-	ctx := testCtx(t)
+	ctx := testctx.Context(t)
 	js := a.JetStream()
 	if err := js.DeleteStream(ctx, subjects.StreamName); err != nil {
 		t.Fatal(err)

@@ -70,17 +70,24 @@ func status(t *testing.T, a *app.App) api.Status {
 	return apitest.StatusOf(t, a.HTTPURL())
 }
 
-// fillAndStop appends n proposals, waits until they are folded, signed
-// and scrubbed, and stops the ledger.
-func fillAndStop(t *testing.T, o app.Options, n int) {
+// fillScrubbed appends n proposals and waits until they are folded, signed and
+// scrubbed.
+func fillScrubbed(t *testing.T, a *app.App, n int) {
 	t.Helper()
-	a := apptest.StartWith(t, o)
 	appendN(t, a, 1, n)
 	waitCond(t, "all folded, signed and scrubbed", func() bool {
 		st := status(t, a)
 		e, ok := a.Proofs().Log().Latest()
 		return st.ProjectedSeq == uint64(n) && ok && e.Checkpoint.Size == int64(n) && st.Scrub != nil && st.Scrub.Passes > 0
 	})
+}
+
+// fillAndStop appends n proposals, waits until they are folded, signed
+// and scrubbed, and stops the ledger.
+func fillAndStop(t *testing.T, o app.Options, n int) {
+	t.Helper()
+	a := apptest.StartWith(t, o)
+	fillScrubbed(t, a, n)
 	if st := status(t, a); st.LogDamage != nil || st.LogProblem != "" {
 		t.Fatalf("damage before any: %+v", st)
 	}

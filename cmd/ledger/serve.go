@@ -73,8 +73,12 @@ every --checkpoint-interval) and compares every message's leaf with the
 tree. A missing, altered or rewritten message makes /readyz 503, names
 itself in /v1/status (log_problem, log_damage), stops signing at the last
 good size and answers every proof that touches it 409 log_damaged; reads
-go on, marked with a Ledger-Log-Damaged header. Restoring the stream
-clears it with no restart (docs/operations.md).
+go on, marked with a Ledger-Log-Damaged header. A message missing before
+it was folded holds the projection at the last good sequence
+(/v1/status projection_held) until it is back. Restoring the stream (a
+snapshot, or ledger import of an export) while serving clears it with no
+restart when it holds the same leaves up to the checkpoint
+(docs/operations.md).
 
 A retry is a duplicate for ever on every append path (contract §4): an
 envelope the ledger already stored (same space, id and digest) is answered

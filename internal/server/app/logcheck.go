@@ -116,8 +116,14 @@ func (a *App) openStream(ctx context.Context, store *projections.Store) error {
 	if problem != "" && recoverable {
 		// A stream restored from a backup or an import: the same log
 		// when it holds the same leaves up to the checkpoint.
-		if problem, err = a.adoptLog(ctx, st, store); err != nil {
+		why, err := a.adoptLog(ctx, st, store)
+		if err != nil {
 			return err
+		}
+		if why == "" {
+			problem = "" // the same log: bound to it (restore.go)
+		} else {
+			problem += "; it is not the same log: " + why
 		}
 	}
 	if problem != "" {

@@ -21,14 +21,13 @@ const TargetScrubIngest = 0.95
 // sides, as in production) and both stream the ingest figure's events as
 // `ledger publish -f` does.
 func (r *Report) scrubIngestRow(ctx context.Context, o *Options) error {
-	evs, err := generate(0, o.IngestEvents, o.PadTo)
+	// One workload: the fill, then the measured events (no duplicates).
+	nFill := max(o.IngestEvents/2, 20_000)
+	all, err := generate(0, nFill+o.IngestEvents, o.PadTo)
 	if err != nil {
 		return err
 	}
-	fill, err := generate(len(evs), max(len(evs)/2, 20_000), o.PadTo)
-	if err != nil {
-		return err
-	}
+	fill, evs := all[:nFill], all[nFill:]
 	side := func(scrub bool) measure {
 		return func(ctx context.Context) (float64, error) {
 			a, stop, err := startApp(ctx, o, func(ao *app.Options) {

@@ -84,6 +84,7 @@ func TestProjectionHeldOnMissingSeq(t *testing.T) {
 		e, _ := a.Proofs().Log().Latest()
 		return status(t, a).ProjectedSeq == n && e.Checkpoint.Size == n
 	})
+	waitCond(t, "signing resumed", func() bool { return status(t, a).SigningStopped == nil })
 	if st := status(t, a); st.ProjectionHeld != nil || st.LogDamage != nil || st.SigningStopped != nil {
 		t.Fatalf("after the repair: held %+v damage %+v signing %+v", st.ProjectionHeld, st.LogDamage, st.SigningStopped)
 	}

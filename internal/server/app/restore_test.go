@@ -77,6 +77,8 @@ func waitRepaired(t *testing.T, a *app.App, n int, bad uint64) {
 		code, _, _ := getJSON(t, a.HTTPURL()+"/readyz", nil)
 		return code == http.StatusOK
 	})
+	// The signer notices the damage cleared at its next interval.
+	waitCond(t, "signing resumed", func() bool { return status(t, a).SigningStopped == nil })
 	st := status(t, a)
 	if st.LogDamage != nil || st.LogProblem != "" || st.SigningStopped != nil || st.ProjectionHeld != nil {
 		t.Fatalf("after the restore: problem %q damage %+v signing %+v held %+v", st.LogProblem, st.LogDamage, st.SigningStopped, st.ProjectionHeld)

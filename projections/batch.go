@@ -108,6 +108,12 @@ type Batch struct {
 	// The event index (store_events.go).
 	events map[uint64]*evSlot
 
+	// The hole watch (holes_watch.go): the MEW spaces the current
+	// arrival (at coverSeq) touched, and the current runs last put.
+	coverTouched map[mewKey]struct{}
+	runMarks     map[auxID]runMark
+	coverSeq     uint64
+
 	// The Merkle tree's stored hashes of the batch's events, indexes
 	// treeFrom on (tree.go).
 	tree     []tlog.Hash

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -30,6 +31,7 @@ func (b *Batch) finish() {
 	b.aux, b.parents = nil, nil
 	b.changes = nil
 	b.events = nil
+	b.coverTouched, b.runMarks = nil, nil
 	b.tree = nil
 	b.dirty = 0
 }
@@ -56,7 +58,12 @@ func (b *Batch) Commit(seq uint64) (err error) {
 	}
 	defer b.finish()
 	defer func() { b.endPending(err) }() // before finish: readers leave first
-	b.tieToPending()                     // one pending now, made after b: b follows it
+	if !b.frozen {
+		if err := b.endArrival(cmp.Or(b.coverSeq, seq)); err != nil {
+			return fmt.Errorf("projections: commit seq %d: %w", seq, err)
+		}
+	}
+	b.tieToPending() // one pending now, made after b: b follows it
 	if err := b.waitParents(); err != nil {
 		return fmt.Errorf("projections: commit seq %d: %w", seq, err)
 	}

@@ -33,6 +33,9 @@ func (b *Batch) Handoff() error {
 	if err := b.check(); err != nil {
 		return err
 	}
+	if err := b.endArrival(b.coverSeq); err != nil {
+		return err
+	}
 	s := b.s
 	s.handoff.mu.Lock()
 	defer s.handoff.mu.Unlock()

@@ -65,6 +65,14 @@ func DecodeKey(key []byte) api.KeyInfo {
 		return two(api.TableBridge)
 	case tagRuns:
 		return two(api.TableRuns)
+	case tagHoles:
+		return two(api.TableHoles)
+	case tagHoleChange:
+		ki := two(api.TableHoleChange)
+		if ki.Table == api.TableHoleChange && len(ki.ID) >= 8 {
+			ki.Seq, ki.ID = binary.BigEndian.Uint64([]byte(ki.ID[:8])), ki.ID[8:]
+		}
+		return ki
 	case tagParked, tagGap:
 		table := api.TableParked
 		if key[0] == tagGap {

@@ -27,6 +27,7 @@ func (b *Batch) PutGap(space string, g *api.Gap) error {
 	if err != nil {
 		return fmt.Errorf("projections: batch: encode gap seq %d in space %q: %w", g.Seq, space, err)
 	}
+	b.touchCoverage(space, g.MEWSpace)
 	return b.putAux(tagGap, space, parkedID(g.Seq), val)
 }
 
@@ -98,6 +99,9 @@ func (b *Batch) PutBridgeSession(space, key string, s *api.BridgeSession) error 
 	val, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("projections: batch: encode bridge session %q in space %q: %w", key, space, err)
+	}
+	if err := b.touchBridge(space, key, s); err != nil {
+		return err
 	}
 	return b.putAux(tagBridge, space, key, val)
 }

@@ -46,6 +46,7 @@ func (b *Batch) RecorderRuns(space, key string) ([]api.RecorderRun, error) {
 
 // PutRecorderRuns implements State.
 func (b *Batch) PutRecorderRuns(space, key string, runs []api.RecorderRun) error {
+	b.touchCoverage(space, mewOfKey(key))
 	if len(runs) == 0 {
 		return b.putAux(tagRuns, space, key, nil)
 	}

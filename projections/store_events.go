@@ -225,6 +225,10 @@ func (b *Batch) RecordEvent(ev *fold.Event) error {
 	if err := b.check(); err != nil {
 		return err
 	}
+	if err := b.endArrival(b.coverSeq); err != nil { // the previous arrival's holes
+		return err
+	}
+	b.coverSeq = ev.Seq
 	sl := &evSlot{}
 	r := &sl.rec
 	*r = EventRecord{Seq: ev.Seq, At: ev.Time.UTC(), Entries: sl.ent[:0], Effects: sl.eff[:0], Proposals: sl.prop[:0]}

@@ -46,7 +46,9 @@ import (
 //	'R' space bridge+"\x00"+mew space         → JSON []RecorderRun: a recorder's closed runs (holes.go)
 //	'S' space                                  → "" : the space has data (Spaces)
 //	'T' space                                  → JSON Stats
+//	'U' space mew space                        → JSON []Hole: a MEW space's holes as of its last hole change (holes_watch.go)
 //	'V' space id+"\x00"+digest                 → decimal seq: a superseded version of a reused id (batch_version.go)
+//	'W' space seq+mew space                    → JSON HoleChange: the hole change index (holes_watch.go)
 //	'X' space seq                              → JSON ParkedEvent: an orphan event's bytes, stored once (batch_aux.go)
 //
 // Sequences in 'G' and 'X' keys are 8-byte big-endian strings written as
@@ -84,6 +86,8 @@ const (
 	tagRuns         = 'R'
 	tagSpace        = 'S'
 	tagStats        = 'T'
+	tagHoles        = 'U' // a MEW space's holes (holes_watch.go)
+	tagHoleChange   = 'W' // the hole change index (holes_watch.go)
 	tagVersion      = 'V'
 	tagParked       = 'X'
 	tagEventPosting = 'Q' // the event index's posting lists (store_postings.go)

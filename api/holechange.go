@@ -1,0 +1,26 @@
+package api
+
+// Key tables of the hole watch (projections/holes_watch.go).
+const (
+	TableHoles      = "holes"       // a MEW space's holes as of its last hole change
+	TableHoleChange = "hole_change" // the hole change index
+)
+
+// HoleChange is one change of a MEW space's holes (contract §14 "Several
+// recorders", §7 /v1/watch `event: holes`): at the arrival of the event
+// at Seq, windows in which no recorder was recording opened (a hole
+// appeared or grew) or healed (a recorder covered them, or a recorder
+// came back and bounded an open hole). Opened are the parts of the holes
+// now that were in no hole before, each with the recorders and gaps of the
+// hole it lies in; Healed the parts of the holes before that are in no
+// hole now, with those of the hole they lay in; Holes every hole of the
+// MEW space now. The fold writes one at each arrival that changes which
+// positions lie in a hole, and a rebuild writes the same.
+type HoleChange struct {
+	Seq      uint64 `json:"seq"`
+	Space    string `json:"space"`
+	MEWSpace string `json:"mew_space"`
+	Opened   []Hole `json:"opened"`
+	Healed   []Hole `json:"healed"`
+	Holes    []Hole `json:"holes"`
+}

@@ -118,6 +118,10 @@ func (a *API) firstChanges(w http.ResponseWriter, r *http.Request, f *watchFilte
 	return cs, through, more, true
 }
 
+// holes reports whether the watch sends hole changes (`event: holes`):
+// unless it follows one proposal or one state.
+func (f *watchFilter) holes() bool { return f.proposal == "" && f.state == "" }
+
 func (f *watchFilter) keep(c *api.Change) bool {
 	return c.Space == f.space && (f.proposal == "" || c.ID == f.proposal) && (f.state == "" || c.State == f.state)
 }
@@ -246,18 +250,16 @@ func (a *API) watchChanges(w http.ResponseWriter, r *http.Request) {
 	heartbeat := time.NewTimer(a.opts.HeartbeatInterval)
 	defer heartbeat.Stop()
 	for {
-		for i := range cs {
-			buf.WriteString("event: change\n")
-			if i == len(cs)-1 || cs[i+1].Seq != cs[i].Seq {
-				fmt.Fprintf(&buf, "id: %d\n", cs[i].Seq)
-				lastID = cs[i].Seq
-			}
-			buf.WriteString("data: ")
-			if err := enc.Encode(&cs[i]); err != nil { // ends with \n
-				a.log.Error().Err(err).Msg("watch: encode change")
+		var hs []api.HoleChange
+		if f.holes() {
+			if hs, err = a.reader.HoleChanges(f.space, f.after, through); err != nil {
+				log.Error().Err(err).Msg("watch: read hole changes")
 				return
 			}
-			buf.WriteString("\n")
+		}
+		if lastID, err = writeWatchPage(&buf, enc, cs, hs, lastID); err != nil {
+			a.log.Error().Err(err).Msg("watch: encode change")
+			return
 		}
 		if buf.Len() > 0 {
 			if err := send(); err != nil {
@@ -354,4 +356,61 @@ func (a *API) listChanges(w http.ResponseWriter, r *http.Request) {
 		cs = []api.Change{}
 	}
 	writeJSON(w, http.StatusOK, ChangesPage{Changes: cs, Through: through, More: more})
+}
+
+// HoleChangeReader is what /v1/watch needs to send hole changes.
+// *projections.Store implements it.
+type HoleChangeReader interface {
+	HoleChanges(space string, after, through uint64) ([]api.HoleChange, error)
+}
+
+// HoleChanges reads the live reader's hole change index (none when it
+// keeps none).
+func (s *swapReader) HoleChanges(space string, after, through uint64) ([]api.HoleChange, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	hr, ok := s.r.(HoleChangeReader)
+	if !ok {
+		return nil, nil
+	}
+	return hr.HoleChanges(space, after, through)
+}
+
+// writeWatchPage writes the changes cs and hole changes hs, both in
+// stream order, as SSE messages merged in stream order (at one sequence
+// the proposals' changes first): `event: change` and `event: holes`. The
+// last message of each sequence carries `id: <seq>`. It returns the last
+// id written (lastID when none).
+func writeWatchPage(buf *bytes.Buffer, enc *json.Encoder, cs []api.Change, hs []api.HoleChange, lastID uint64) (uint64, error) {
+	i, j := 0, 0
+	for i < len(cs) || j < len(hs) {
+		var seq uint64
+		var v any
+		if j == len(hs) || (i < len(cs) && cs[i].Seq <= hs[j].Seq) {
+			seq, v = cs[i].Seq, &cs[i]
+			buf.WriteString("event: change\n")
+			i++
+		} else {
+			seq, v = hs[j].Seq, &hs[j]
+			buf.WriteString("event: holes\n")
+			j++
+		}
+		nextSeq, more := uint64(0), false
+		switch {
+		case i < len(cs) && (j == len(hs) || cs[i].Seq <= hs[j].Seq):
+			nextSeq, more = cs[i].Seq, true
+		case j < len(hs):
+			nextSeq, more = hs[j].Seq, true
+		}
+		if !more || nextSeq != seq {
+			fmt.Fprintf(buf, "id: %d\n", seq)
+			lastID = seq
+		}
+		buf.WriteString("data: ")
+		if err := enc.Encode(v); err != nil { // ends with \n
+			return lastID, err
+		}
+		buf.WriteString("\n")
+	}
+	return lastID, nil
 }

@@ -26,6 +26,7 @@ type sseEvent struct {
 	id, event string
 	hasID     bool
 	change    api.Change
+	raw       string // the data
 }
 
 // sseStream reads SSE messages from a /v1/watch response.
@@ -77,7 +78,8 @@ func (s *sseStream) next() sseEvent {
 				ev = sseEvent{}
 				continue
 			}
-			if err := json.Unmarshal([]byte(strings.Join(data, "\n")), &ev.change); err != nil {
+			ev.raw = strings.Join(data, "\n")
+			if err := json.Unmarshal([]byte(ev.raw), &ev.change); err != nil {
 				s.t.Fatalf("bad change %q: %v", data, err)
 			}
 			return ev

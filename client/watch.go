@@ -50,6 +50,13 @@ type WatchOptions struct {
 	// Retry is the pause before reconnecting after the stream ends.
 	// Default DefaultWatchRetry.
 	Retry time.Duration
+	// OnHoles, if set, gets each change of a MEW space's holes (`event:
+	// holes`: a hole opened, or was healed), in stream order with the
+	// proposals' changes, each with its raw JSON; its error ends the
+	// watch like fn's. The server sends them to a watch that follows
+	// neither one proposal nor one state. Without OnHoles they are
+	// skipped.
+	OnHoles func(hc api.HoleChange, raw []byte) error
 }
 
 // WatchFunc streams the changes of proposals' states and anomalies to fn,
@@ -80,7 +87,7 @@ func (c *Client) WatchFunc(ctx context.Context, o WatchOptions, fn func(ch api.C
 	}
 	hc := c.streaming()
 	for attempt := 0; ; attempt++ {
-		err := c.watchOnce(ctx, hc, q, &last, fn)
+		err := c.watchOnce(ctx, hc, q, &last, fn, o.OnHoles)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -125,7 +132,7 @@ type callbackError struct{ err error }
 
 func (c callbackError) Error() string { return c.err.Error() }
 
-func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, last *string, fn func(api.Change, []byte) error) error {
+func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, last *string, fn func(api.Change, []byte) error, onHoles func(api.HoleChange, []byte) error) error {
 	u := c.opts.API + "/v1/watch"
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -153,7 +160,7 @@ func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, l
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return errorFrom(resp.StatusCode, data, c.opts.API)
 	}
-	if err := readSSE(resp.Body, last, fn); err != nil {
+	if err := readSSEHoles(resp.Body, last, fn, onHoles); err != nil {
 		return err
 	}
 	return io.EOF
@@ -165,13 +172,34 @@ func (c *Client) watchOnce(ctx context.Context, hc *http.Client, q url.Values, l
 // returns nil at the end of r, a callbackError from fn, or the error of a
 // malformed change or of reading.
 func readSSE(r io.Reader, last *string, fn func(api.Change, []byte) error) error {
+	return readSSEHoles(r, last, fn, nil)
+}
+
+// readSSEHoles is readSSE that gives the messages of `event: holes` to
+// onHoles (nil: skipped).
+func readSSEHoles(r io.Reader, last *string, fn func(api.Change, []byte) error, onHoles func(api.HoleChange, []byte) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	var data []string
-	id, hasID := "", false
+	id, hasID, event := "", false, ""
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
+		case line == "" && event == "holes":
+			if len(data) > 0 && onHoles != nil {
+				raw := []byte(strings.Join(data, "\n"))
+				var hc api.HoleChange
+				if err := json.Unmarshal(raw, &hc); err != nil {
+					return fmt.Errorf("client: watch: bad hole change %.200q: %w", raw, err)
+				}
+				if err := onHoles(hc, raw); err != nil {
+					return callbackError{err}
+				}
+			}
+			if hasID {
+				*last = id
+			}
+			data, id, hasID, event = data[:0], "", false, ""
 		case line == "":
 			if len(data) > 0 {
 				raw := []byte(strings.Join(data, "\n"))
@@ -186,7 +214,7 @@ func readSSE(r io.Reader, last *string, fn func(api.Change, []byte) error) error
 			if hasID {
 				*last = id
 			}
-			data, id, hasID = data[:0], "", false
+			data, id, hasID, event = data[:0], "", false, ""
 		case strings.HasPrefix(line, ":"):
 		default:
 			field, val, _ := strings.Cut(line, ":")
@@ -196,6 +224,8 @@ func readSSE(r io.Reader, last *string, fn func(api.Change, []byte) error) error
 				data = append(data, val)
 			case "id":
 				id, hasID = val, true
+			case "event":
+				event = val
 			}
 		}
 	}

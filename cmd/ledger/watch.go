@@ -20,7 +20,10 @@ func init() {
 		help: `Prints one line per change of a proposal's state or anomalies, in stream
 order, as the projection folds them: the sequence, the proposal, its state
 before and after, the anomalies the change raised and the event that decided
-it. Without --since-seq it starts with the changes folded from now on;
+it. A change of a MEW space's holes (contract §14: a window no recorder
+recorded opened, or a later recorder or --history --once healed it) is one
+line too, "holes <mew space>" with the windows opened and healed (unless
+--proposal or --state narrows the watch). Without --since-seq it starts with the changes folded from now on;
 --since-seq 0 replays every change first. A dropped connection is reopened
 (with Last-Event-ID), so no change is missed or printed twice. --count N
 stops after N changes; otherwise it runs until interrupted. -o json prints
@@ -70,7 +73,7 @@ func runWatch(ctx context.Context, e env, args []string) error {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	seen := 0
-	err = cl.WatchFunc(ctx, wo, func(ch api.Change, raw []byte) error {
+	print := func(line string, raw []byte) error {
 		if c.output == outputJSON {
 			if _, err := fmt.Fprintf(e.stdout, "%s\n", raw); err != nil {
 				return err
@@ -82,7 +85,7 @@ func runWatch(ctx context.Context, e env, args []string) error {
 				}
 				headerDone = true
 			}
-			if _, err := fmt.Fprintln(e.stdout, watchLine(ch)); err != nil {
+			if _, err := fmt.Fprintln(e.stdout, line); err != nil {
 				return err
 			}
 		}
@@ -90,7 +93,9 @@ func runWatch(ctx context.Context, e env, args []string) error {
 			return errWatchDone
 		}
 		return nil
-	})
+	}
+	wo.OnHoles = func(hc api.HoleChange, raw []byte) error { return print(holesLine(hc), raw) }
+	err = cl.WatchFunc(ctx, wo, func(ch api.Change, raw []byte) error { return print(watchLine(ch), raw) })
 	if err != nil && !errors.Is(err, errWatchDone) {
 		return clientError(c.apiURL, err)
 	}
@@ -128,4 +133,37 @@ func watchLine(ch api.Change) string {
 		id = ch.Space + "/" + id
 	}
 	return fmt.Sprintf("%-8d %-20s %-24s %-22s %-28s %s", ch.Seq, ch.At.UTC().Format(time.RFC3339), id, state, added, ev)
+}
+
+// holesLine is one change of a MEW space's holes as a row: the windows
+// opened and healed (between the envelopes on either side; "open": no
+// recorder back yet) and how many holes the MEW space has now.
+func holesLine(hc api.HoleChange) string {
+	ws := func(hs []api.Hole) string {
+		if len(hs) == 0 {
+			return "-"
+		}
+		var out []string
+		for _, h := range hs {
+			out = append(out, holeEdge(h.After, "start")+".."+holeEdge(h.Before, "open")+" ["+strings.Join(h.Recorders, ",")+"]")
+		}
+		return strings.Join(out, " ")
+	}
+	name := "holes " + hc.MEWSpace
+	if hc.Space != "" && hc.Space != "default" {
+		name = hc.Space + "/" + name
+	}
+	return fmt.Sprintf("%-8d %-20s %-24s opened %s; healed %s; %d hole(s) now", hc.Seq, "-", name, ws(hc.Opened), ws(hc.Healed), len(hc.Holes))
+}
+
+// holeEdge names the envelope on one side of a hole (its id, else its
+// sequence).
+func holeEdge(e *api.HoleEdge, none string) string {
+	switch {
+	case e == nil:
+		return none
+	case e.ID != "":
+		return e.ID
+	}
+	return "seq " + strconv.FormatUint(e.Seq, 10)
 }

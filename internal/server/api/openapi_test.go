@@ -176,7 +176,7 @@ var operations = []op{
 		params: []param{pSpace, {name: "proposal", in: "query", typ: "string", desc: "Only this proposal."}, {name: "state", in: "query", typ: "string", desc: "Only changes into this state.", enum: states()},
 			{name: "since_seq", in: "query", typ: "integer", desc: "Start after this sequence (Last-Event-ID wins when both are given); past the end of the log: 400."},
 			{name: "Last-Event-ID", in: "header", typ: "string", desc: "The id of the last event received: the stream resumes after it; past the end of the log: 400."}, pMinSeq},
-		responses: []resp{{status: 200, desc: "text/event-stream: events whose data is a Change (JSON), and heartbeat comments.", media: "text/event-stream", schema: "Change"},
+		responses: []resp{{status: 200, desc: "text/event-stream: `event: change` messages whose data is a Change (JSON); `event: holes` messages whose data is a HoleChange (seq, space, mew_space, opened, healed, holes: a MEW space's holes opened or healed; not sent with proposal or state); heartbeat comments.", media: "text/event-stream", schema: "Change"},
 			errResp(400, "A parameter is unknown or malformed, or since_seq / Last-Event-ID is past the end of the log."), errResp(401, "No or a bad token."), errResp(403, "The token lacks the role."),
 			errResp(429, "Too many streams open (too_many_streams), or the watch (a server wait) over the caller's share of waiting requests (too_many_holds): of this caller, or in all; Retry-After."), errResp(503, "min_seq not reached in time.")}},
 	{method: "get", path: "/v1/changes", summary: "The change index as JSON pages (what /v1/watch streams), for charts and scripts.", role: "auditor",

@@ -135,7 +135,12 @@ func ingestInto(ctx context.Context, a *app.App, evs []event) (float64, error) {
 	start := time.Now()
 	err = cl.AppendStream(ctx, &body, func(r api.AppendResult) error {
 		n++
-		if r.Error != nil || r.Duplicate || r.Seq == 0 {
+		// A duplicate answer names where the envelope is stored: under
+		// load the group commit may give up on a batch whose ack was
+		// late and send it again, and the log then answers the second
+		// send duplicate of the first (stored once). Only a refusal or a
+		// missing sequence is a failure of the run.
+		if r.Error != nil || r.Seq == 0 {
 			return fmt.Errorf("bench: ingest line %d: %+v", r.Line, r)
 		}
 		return nil

@@ -44,27 +44,8 @@ func (l *ledgerT) postMarked(id string, mark ledger.BridgeMark) uint64 {
 func TestHolesRoute(t *testing.T) {
 	l := start(t)
 	ctx := context.Background()
-	at := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
-	mark := func(b, s string) ledger.BridgeMark { return ledger.BridgeMark{Bridge: b, MEWSpace: "demo", Session: s} }
-	gapN := 0
-	gap := func(b, s, lastID string, last uint64, reconnected bool) uint64 {
-		t.Helper()
-		gapN++
-		g := ledger.Gap{Bridge: b, MEWSpace: "demo", Session: s, LastEnvelope: lastID, LastSeq: last,
-			DisconnectedAt: at.Add(time.Duration(gapN) * time.Second), Reason: "test"}
-		if reconnected {
-			g.ReconnectedAt = g.DisconnectedAt.Add(time.Millisecond)
-		}
-		raw, err := ledger.GapEnvelope(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := l.app.Appender().AppendSystem(ctx, "", raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Seq
-	}
+	mark := demoMark
+	gap := l.gapWriter(t, ctx)
 	l.postMarked("p1", mark("a", "a1"))
 	l.postMarked("p2", mark("b", "b1"))
 	p3 := l.postMarked("p3", mark("a", "a1"))
@@ -129,4 +110,36 @@ func TestHolesRoute(t *testing.T) {
 		t.Fatalf("follower: %+v", bs.Bridges)
 	}
 	l.wantError(http.MethodGet, "/v1/holes?bridge=a", "", nil, http.StatusBadRequest, api.CodeUnknownParameter, "bridge")
+}
+
+// demoMark is a bridge mark of the MEW space "demo".
+func demoMark(b, s string) ledger.BridgeMark {
+	return ledger.BridgeMark{Bridge: b, MEWSpace: "demo", Session: s}
+}
+
+// gapWriter returns a function appending a gap of bridge b's session s in
+// the MEW space "demo" (its window from the envelope lastID at last; with
+// reconnected, closed a millisecond after it opened), each a second after
+// the one before; it returns the gap event's sequence.
+func (l *ledgerT) gapWriter(t *testing.T, ctx context.Context) func(b, s, lastID string, last uint64, reconnected bool) uint64 {
+	at := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
+	n := 0
+	return func(b, s, lastID string, last uint64, reconnected bool) uint64 {
+		t.Helper()
+		n++
+		g := ledger.Gap{Bridge: b, MEWSpace: "demo", Session: s, LastEnvelope: lastID, LastSeq: last,
+			DisconnectedAt: at.Add(time.Duration(n) * time.Second), Reason: "test"}
+		if reconnected {
+			g.ReconnectedAt = g.DisconnectedAt.Add(time.Millisecond)
+		}
+		raw, err := ledger.GapEnvelope(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.app.Appender().AppendSystem(ctx, "", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Seq
+	}
 }

@@ -60,27 +60,8 @@ func TestWatchHoles(t *testing.T) {
 	l := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	at := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
-	mark := func(b, s string) ledger.BridgeMark { return ledger.BridgeMark{Bridge: b, MEWSpace: "demo", Session: s} }
-	gapN := 0
-	gap := func(b, s, lastID string, last uint64, reconnected bool) uint64 {
-		t.Helper()
-		gapN++
-		g := ledger.Gap{Bridge: b, MEWSpace: "demo", Session: s, LastEnvelope: lastID, LastSeq: last,
-			DisconnectedAt: at.Add(time.Duration(gapN) * time.Second), Reason: "test"}
-		if reconnected {
-			g.ReconnectedAt = g.DisconnectedAt.Add(time.Millisecond)
-		}
-		raw, err := ledger.GapEnvelope(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := l.app.Appender().AppendSystem(ctx, "", raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Seq
-	}
+	mark := demoMark
+	gap := l.gapWriter(t, ctx)
 	live := openWatch(t, ctx, l.url+"/v1/watch", "")
 	l.postMarked("p1", mark("a", "a1"))
 	l.postMarked("p2", mark("b", "b1"))

@@ -79,6 +79,13 @@ type Options struct {
 	// compared the stream that comes back with the projection.
 	WaitForStream bool
 	OnStreamGone  func()
+	// OnStorageFull, if set, is called (from the Run goroutine) each time
+	// a session cannot start because JetStream could not write the
+	// consumer's state (a full disk: the server answers "error creating
+	// store for consumer" or "insufficient storage resources"). Such a
+	// session is tried again, with a growing wait up to 2 s, until ctx
+	// ends, like a transient failure: space freed later lets it start.
+	OnStorageFull func(error)
 }
 
 // Validate checks the options and fills defaults.
@@ -224,7 +231,9 @@ func (p *Projector) consumer(ctx context.Context) (jetstream.Consumer, error) {
 // Run folds until ctx is cancelled (then it finishes and commits the batch
 // in hand, stops pulling and returns nil) or a fatal error happens (a
 // storage error). A sequence missing from the stream above the
-// checkpoint holds it until the sequence is back (hold.go). A session that cannot start for a transient
+// checkpoint holds it until the sequence is back (hold.go). A session
+// whose consumer JetStream cannot store (a full disk) is tried again
+// until space is back (Options.OnStorageFull). A session that cannot start for a transient
 // reason (a JetStream request timed out or found no responder, a 503: a
 // leader election, a node restarting) is tried again, with a growing wait
 // up to 2 s, until ctx ends. A message that arrives out of order (after a
@@ -265,6 +274,20 @@ func (p *Projector) Run(ctx context.Context) error {
 		case p.opts.WaitForStream && streamGone(err):
 			if p.opts.OnStreamGone != nil {
 				p.opts.OnStreamGone()
+			}
+			if !waitSetupRetry(ctx, &retry) {
+				return nil
+			}
+			continue
+		case storageSetup(err):
+			// JetStream cannot store the consumer (its disk is full): the
+			// owner is told (it refuses appends and watches for space);
+			// tried again until space is back or ctx ends.
+			if p.opts.OnStorageFull != nil {
+				p.opts.OnStorageFull(err)
+			}
+			if retry == setupRetryFirst {
+				p.log.Warn().Err(err).Msg("projector: JetStream cannot store the consumer; retrying until space is freed")
 			}
 			if !waitSetupRetry(ctx, &retry) {
 				return nil

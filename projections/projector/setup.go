@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,6 +47,34 @@ func transientSetup(err error) bool {
 		return true
 	case errors.As(err, &apiErr):
 		return apiErr.Code == 503
+	}
+	return false
+}
+
+// JetStream error codes of a consumer that could not be stored
+// (nats-server's JSConsumerCreateErrF carrying "error creating store for
+// consumer", JSStorageResourcesExceededErr, JSInsufficientResourcesErr).
+const (
+	errCodeConsumerCreate    = 10012
+	errCodeInsufficientRes   = 10023
+	errCodeStorageExceeded   = 10047
+	consumerStoreFailedMatch = "creating store for consumer"
+)
+
+// storageSetup reports whether err is a session setup that JetStream
+// refused for want of storage: the consumer's state could not be written
+// (its disk is full). It goes away once space is freed.
+func storageSetup(err error) bool {
+	var se *setupError
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &se) || !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case errCodeStorageExceeded, errCodeInsufficientRes:
+		return true
+	case errCodeConsumerCreate:
+		return strings.Contains(apiErr.Description, consumerStoreFailedMatch)
 	}
 	return false
 }

@@ -51,3 +51,27 @@ func TestWaitSetupRetry(t *testing.T) {
 		t.Fatalf("cancelled: retried or next %v (want %v)", d, setupRetryMax)
 	}
 }
+
+// TestStorageSetup: a consumer JetStream could not store (a full disk)
+// is told apart from other consumer-create failures.
+func TestStorageSetup(t *testing.T) {
+	setup := func(err error) error {
+		return &setupError{fmt.Errorf("projector: create consumer projector at seq 1: %w", err)}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"store for consumer", setup(&jetstream.APIError{Code: 500, ErrorCode: 10012, Description: "error creating store for consumer"}), true},
+		{"storage exceeded", setup(&jetstream.APIError{Code: 500, ErrorCode: 10047, Description: "insufficient storage resources available"}), true},
+		{"insufficient resources", setup(&jetstream.APIError{Code: 503, ErrorCode: 10023, Description: "insufficient resources"}), true},
+		{"other create error", setup(&jetstream.APIError{Code: 500, ErrorCode: 10012, Description: "consumer name is too long"}), false},
+		{"outside setup", fmt.Errorf("projector: fold: %w", &jetstream.APIError{Code: 500, ErrorCode: 10047}), false},
+		{"nil", nil, false},
+	} {
+		if got := storageSetup(tc.err); got != tc.want {
+			t.Errorf("%s: storageSetup(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}

@@ -28,6 +28,25 @@ func (a *App) pipelineFailed(name string, err error) {
 	a.componentFailed(name, err)
 }
 
+// projectorStorageFull is the projector's OnStorageFull: JetStream could
+// not store its consumer (a full disk). With the embedded server it is the
+// projection's storage problem like a failed commit (appends refused; the
+// storage watch reopens the projection once space is back); the projector
+// itself keeps trying either way.
+func (a *App) projectorStorageFull(err error) {
+	if a.srv == nil {
+		return
+	}
+	a.storage.mu.Lock()
+	first := a.storage.projErr == ""
+	a.storage.projErr = "its JetStream consumer cannot be stored: " + err.Error()
+	a.storage.mu.Unlock()
+	if first {
+		a.log.Error().Err(err).Str(logging.KeyComponent, "projector").
+			Msg("the projector's consumer cannot be stored: appends are refused until space is freed, then folding resumes")
+	}
+}
+
 // reopenProjection closes the projection whose commits failed and opens
 // it again (Pebble replays its WAL: whole batches up to the checkpoint),
 // then starts a new projector and expirer on it, which fold on from the

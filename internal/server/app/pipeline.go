@@ -44,6 +44,7 @@ func (a *App) newPipeline(store *projections.Store) (*pipeline, error) {
 		// (logcheck.go); the projector waits for it to be restored.
 		WaitForStream: true,
 		OnStreamGone:  a.streamGone,
+		OnStorageFull: a.projectorStorageFull,
 		OnBatch: func(b projections.BatchInfo) {
 			a.metrics.Folded(b.Events, b.Took)
 			if a.opts.OnBatch != nil {

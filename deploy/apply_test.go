@@ -36,16 +36,18 @@ import (
 	"github.com/mewledger/ledger/internal/auth/authcfg"
 )
 
-// serveHelp is what `ledger serve --help` lists: its flags and their
+// serveHelp is what `ledger <command> --help` lists: its flags and their
 // environment variables.
 type serveHelp struct {
 	flags, envs map[string]bool
 }
 
 var (
-	serveHelpOnce sync.Once
-	serveHelpVal  serveHelp
-	serveHelpErr  error
+	ledgerBinOnce sync.Once
+	ledgerBin     string
+	ledgerBinErr  error
+	helpMu        sync.Mutex
+	helps         = map[string]serveHelp{}
 )
 
 var (
@@ -53,39 +55,54 @@ var (
 	helpEnv  = regexp.MustCompile(`\benv (LEDGER_[A-Z0-9_]+)`)
 )
 
-// ledgerServeHelp builds cmd/ledger once and reads `ledger serve --help`.
+// ledgerServeHelp reads `ledger serve --help` (see ledgerHelp).
 func ledgerServeHelp(t *testing.T) serveHelp {
 	t.Helper()
-	serveHelpOnce.Do(func() {
+	h := ledgerHelp(t, "serve")
+	if len(h.flags) < 10 || !h.envs["LEDGER_DATA"] {
+		t.Fatalf("ledger serve --help lists %d flags, env %v: the help format changed?", len(h.flags), h.envs)
+	}
+	return h
+}
+
+// ledgerHelp builds cmd/ledger once (removed when the package's tests
+// end: TestMain) and reads `ledger <command> --help`.
+func ledgerHelp(t *testing.T, command string) serveHelp {
+	t.Helper()
+	ledgerBinOnce.Do(func() {
 		bin := filepath.Join(os.TempDir(), fmt.Sprintf("ledger-deploy-test-%d", os.Getpid()))
-		defer os.Remove(bin)
 		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/ledger").CombinedOutput(); err != nil {
-			serveHelpErr = fmt.Errorf("go build ../cmd/ledger: %v\n%s", err, out)
+			ledgerBinErr = fmt.Errorf("go build ../cmd/ledger: %v\n%s", err, out)
 			return
 		}
-		out, err := exec.Command(bin, "serve", "--help").Output()
-		if err != nil {
-			serveHelpErr = fmt.Errorf("ledger serve --help: %v", err)
-			return
-		}
-		h := serveHelp{flags: map[string]bool{}, envs: map[string]bool{}}
-		for _, l := range strings.Split(string(out), "\n") {
-			if m := helpFlag.FindStringSubmatch(l); m != nil {
-				h.flags[m[1]] = true
-			}
-			for _, m := range helpEnv.FindAllStringSubmatch(l, -1) {
-				h.envs[m[1]] = true
-			}
-		}
-		serveHelpVal = h
+		ledgerBin = bin
 	})
-	if serveHelpErr != nil {
-		t.Fatal(serveHelpErr)
+	if ledgerBinErr != nil {
+		t.Fatal(ledgerBinErr)
 	}
-	if len(serveHelpVal.flags) < 10 || !serveHelpVal.envs["LEDGER_DATA"] {
-		t.Fatalf("ledger serve --help lists %d flags, env %v: the help format changed?", len(serveHelpVal.flags), serveHelpVal.envs)
+	helpMu.Lock()
+	defer helpMu.Unlock()
+	if h, ok := helps[command]; ok {
+		return h
 	}
-	return serveHelpVal
+	out, err := exec.Command(ledgerBin, command, "--help").Output()
+	if err != nil {
+		t.Fatalf("ledger %s --help: %v", command, err)
+	}
+	h := serveHelp{flags: map[string]bool{}, envs: map[string]bool{}}
+	for _, l := range strings.Split(string(out), "\n") {
+		if m := helpFlag.FindStringSubmatch(l); m != nil {
+			h.flags[m[1]] = true
+		}
+		for _, m := range helpEnv.FindAllStringSubmatch(l, -1) {
+			h.envs[m[1]] = true
+		}
+	}
+	if len(h.flags) == 0 {
+		t.Fatalf("ledger %s --help lists no flag: the help format changed?", command)
+	}
+	helps[command] = h
+	return h
 }
 
 // runtimeEnv are the variables a manifest may set that are not flags: the
@@ -525,12 +542,17 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
-// The env files of the systemd unit and the cluster example set only
-// variables ledger serve reads, including those shown commented out for
-// the reader to enable.
+// The env files of the systemd units and the cluster example set only
+// variables of the command they run (ledger serve, ledger monitor),
+// including those shown commented out for the reader to enable; each
+// unit runs the command its env file is for.
 func TestEnvFilesApply(t *testing.T) {
-	for _, p := range []string{"systemd/ledger.env", "cluster/ledger.env"} {
-		b, err := os.ReadFile(p)
+	for _, f := range []struct{ env, unit, command string }{
+		{"systemd/ledger.env", "systemd/ledger.service", "serve"},
+		{"cluster/ledger.env", "", "serve"},
+		{"monitor/ledger-monitor.env", "monitor/ledger-monitor.service", "monitor"},
+	} {
+		b, err := os.ReadFile(f.env)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -546,14 +568,36 @@ func TestEnvFilesApply(t *testing.T) {
 			}
 			name, _, ok := bytes.Cut(l, []byte("="))
 			if !ok {
-				t.Errorf("%s: line %q is not NAME=VALUE", p, l)
+				t.Errorf("%s: line %q is not NAME=VALUE", f.env, l)
 				continue
 			}
 			names = append(names, string(name))
 		}
 		if len(names) == 0 {
-			t.Errorf("%s sets nothing", p)
+			t.Errorf("%s sets nothing", f.env)
 		}
-		checkServeEnv(t, p, names)
+		if f.command == "serve" {
+			checkServeEnv(t, f.env, names)
+		} else {
+			h := ledgerHelp(t, f.command)
+			for _, n := range names {
+				if !h.envs[n] && !runtimeEnv[n] {
+					t.Errorf("%s: %s is not a variable of ledger %s (ledger %s --help lists them)", f.env, n, f.command, f.command)
+				}
+			}
+		}
+		if f.unit == "" {
+			continue
+		}
+		u, err := os.ReadFile(f.unit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^ExecStart=/usr/local/bin/ledger ` + f.command + `\b`).Match(u) {
+			t.Errorf("%s: ExecStart does not run ledger %s", f.unit, f.command)
+		}
+		if !bytes.Contains(u, []byte("EnvironmentFile=-/etc/ledger/"+filepath.Base(f.env))) {
+			t.Errorf("%s: does not read /etc/ledger/%s", f.unit, filepath.Base(f.env))
+		}
 	}
 }

@@ -258,6 +258,10 @@ type Proposal struct {
 	Deferrals   []FormNote          `json:"deferrals,omitempty"`
 	Bids        []FormNote          `json:"bids,omitempty"`
 	Forms       []string            `json:"forms,omitempty"`
+	// HoleCrossing is set by the read routes, never stored: the recording
+	// holes the proposal's lifecycle crosses (see HoleCrossing), absent
+	// when it crosses none.
+	HoleCrossing *HoleCrossing `json:"hole_crossing,omitempty"`
 }
 
 // HasFormFields reports whether p carries any of the rarer fields of the

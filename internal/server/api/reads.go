@@ -140,10 +140,18 @@ func (a *API) getProposal(w http.ResponseWriter, r *http.Request) {
 	defer rc.release()
 	space := rc.space
 	id := r.PathValue("id")
-	if a.getRaw(w, r, rc.r, space, id) {
+	holes, err := spaceHoles(rc.r, space)
+	if err != nil {
+		a.internal(w, r, err)
+		return
+	}
+	if len(holes) == 0 && a.getRaw(w, r, rc.r, space, id) {
 		return
 	}
 	p, err := rc.r.Get(space, id)
+	if err == nil {
+		err = crossHoles(rc.r, space, holes, []*api.Proposal{p})
+	}
 	switch {
 	case errors.Is(err, projections.ErrNotFound):
 		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Field: "id",
@@ -284,10 +292,18 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, e)
 		return
 	}
-	if a.listRaw(w, r, rc.r, lq) {
+	holes, err := spaceHoles(rc.r, rc.space)
+	if err != nil {
+		a.internal(w, r, err)
+		return
+	}
+	if len(holes) == 0 && a.listRaw(w, r, rc.r, lq) {
 		return
 	}
 	page, err := rc.r.List(lq)
+	if err == nil {
+		err = crossHoles(rc.r, rc.space, holes, page.Proposals)
+	}
 	switch {
 	case errors.Is(err, projections.ErrBadQuery):
 		writeListError(w, lq, err)

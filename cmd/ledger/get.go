@@ -19,7 +19,9 @@ func init() {
 		name:     "get",
 		synopsis: "get [--space S] [-o table|json] [--min-seq N] [--verify --verifier-key KEY [--verify-state FILE]] ID",
 		short:    "show one proposal's state",
-		help: "Shows the projected state of proposal ID: a table by default, or with -o json\nthe API's proposal object exactly.\n\n" +
+		help: "Shows the projected state of proposal ID: a table by default, or with -o json\nthe API's proposal object exactly. When the proposal's lifecycle crosses a\n" +
+			"recording hole (a window no recorder of its MEW space recorded: docs/bridge.md),\n" +
+			"it says so, with each hole's window and recorders in gap (hole_crossing).\n\n" +
 			"With --verify, the read is checked against the ledger's signed checkpoints\n" +
 			"(docs/proofs.md): every event of the proposal's history is proven to be in\n" +
 			"the log the checkpoint signs (its leaf and inclusion proof), the history is\n" +

@@ -120,6 +120,9 @@ func renderProposal(w io.Writer, p *api.Proposal) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := renderHoleCrossing(w, p.HoleCrossing); err != nil {
+		return err
+	}
 	if len(p.Fulfillments) > 0 {
 		fmt.Fprintln(w)
 		tw = table(w)

@@ -84,9 +84,11 @@ export async function getText(path) {
 }
 
 // watch streams /v1/watch?query, calling onChange(change) for each change
-// and onState("live" | "reconnecting" | "stopped", detail). It resumes
-// after the last id it saw. It returns a function that stops it.
-export function watch(query, onChange, onState) {
+// (`event: change`), onHoles(holeChange) for each change of a MEW space's
+// holes (`event: holes`, when given) and onState("live" | "reconnecting" |
+// "stopped", detail). It resumes after the last id it saw. It returns a
+// function that stops it.
+export function watch(query, onChange, onState, onHoles) {
   let lastID = query.since_seq != null ? String(query.since_seq) : "";
   let stopped = false;
   let ctrl = null;
@@ -122,8 +124,10 @@ export function watch(query, onChange, onState) {
             if (line.endsWith("\r")) line = line.slice(0, -1);
             if (line === "") {
               if (ev.id !== null) lastID = ev.id;
-              if (ev.data.length && (ev.event === "" || ev.event === "change")) {
+              if (ev.data.length && (ev.event === "" || ev.event === "change") && onChange) {
                 try { onChange(JSON.parse(ev.data.join("\n"))); } catch (e) { console.error("watch: bad change", e); }
+              } else if (ev.data.length && ev.event === "holes" && onHoles) {
+                try { onHoles(JSON.parse(ev.data.join("\n"))); } catch (e) { console.error("watch: bad hole change", e); }
               }
               ev = { data: [], id: null, event: "" };
               continue;

@@ -6,7 +6,7 @@ import { h, clear, stateBadge, effectBadge, fmtTime, relTime, anomalyText, targe
 import { barChart, stackedTimeChart } from "./charts.js";
 import { eventsPage, eventPage, statusPage, exportLinks } from "./events.js";
 import { evidenceSection } from "./verify_ui.js";
-import { holesSection, coveredCell, holeCrossing } from "./holes_ui.js";
+import { holesSection, coveredCell, holeCrossing, holeChangeText, crossingMark } from "./holes_ui.js";
 
 const params = new URLSearchParams(location.search);
 const space = params.get("space") || "";
@@ -53,9 +53,9 @@ function liveQuery(extra) {
   return q.toString();
 }
 // watch is api.js's watch, except in the past, where nothing is live.
-function watch(query, onChange, onState) {
+function watch(query, onChange, onState, onHoles) {
   if (past) return () => {};
-  return liveWatch(query, onChange, onState);
+  return liveWatch(query, onChange, onState, onHoles);
 }
 // The context the pages of events.js render with.
 const ctx = { main, params, space, link: withSpace, apiParams, spaceParams };
@@ -193,7 +193,7 @@ function row(p) {
     h("td", { "data-label": "Proposer" }, p.proposer),
     h("td", { "data-label": "To" }, to || "—"),
     h("td", { "data-label": "Method" }, h("code", {}, p.method || (p.kernel ? "kernel/" + p.kernel.action_type : "—")), toolOf(p) ? h("span", { class: "tool" }, " ", h("code", {}, toolOf(p)), mainArg(p) ? h("span", { class: "arg" }, " " + mainArg(p)) : null) : null),
-    h("td", { class: "c-anom", "data-label": "Anomalies" }, anomalyCell(p.anomalies)),
+    h("td", { class: "c-anom", "data-label": "Anomalies" }, anomalyCell(p.anomalies), crossingMark(p)),
     h("td", { "data-label": "Created" }, h("span", {}, h("time", { datetime: p.created_at, title: p.created_at }, relTime(p.created_at)), h("span", { class: "seq" }, ` #${p.created_seq}`))),
     h("td", { class: "c-events", "data-label": "Events" }, String(p.events)));
 }
@@ -325,7 +325,7 @@ function renderProposal(p, events, updated) {
   ];
   main.append(h("section", { "aria-labelledby": "h-facts" }, h("h2", { id: "h-facts", class: "visually-hidden" }, "Facts"), dl(facts)));
   // Whether its lifecycle crosses a recording hole (holes_ui.js).
-  main.append(holeCrossing(p, events, { link: withSpace, past, query: asOfParams(new URLSearchParams(p.space ? { space: p.space } : {})) }));
+  main.append(holeCrossing(p, { link: withSpace, past }));
 
   if (p.params !== undefined && p.params !== null) {
     main.append(h("details", { class: "params" }, h("summary", {}, "Parameters"), h("pre", {}, JSON.stringify(p.params, null, 2))));
@@ -539,27 +539,46 @@ async function statsPage() {
 
 // ---------------------------------------------------------------- gaps
 
-async function gapsPage() {
+// The gap page follows the hole changes of the space live (`event: holes`
+// of /v1/watch): a hole opening, bounded or healed draws the page again,
+// saying so. The watch starts at the position the page was read at, so a
+// change between the read and the stream's start is not missed.
+let gapsWatch = null;
+let gapsDrawn = 0;
+async function gapsPage(change) {
   document.title = "Recording gaps · mewledger";
+  const drawing = ++gapsDrawn;
+  let since = null;
+  if (!gapsWatch && !past) {
+    try { since = (await get("/v1/status")).projected_seq; } catch { since = null; }
+  }
+  const cursor = params.get("cursor") || "";
+  const [holes, gapsBody] = await Promise.all([holesSection(ctx),
+    get("/v1/gaps?" + apiQuery({ cursor })).catch((e) => { if (e instanceof HTTPError && e.status === 404) return null; throw e; })]);
+  if (drawing !== gapsDrawn) return; // a later change draws the page
   clear(main);
   main.append(h("h1", {}, "Recording gaps", space ? h("span", { class: "sub" }, ` of space ${space}`) : null),
     h("p", { class: "detail" }, "Bridges and --history followers record a live MEW space; while a recorder is disconnected, what the space says may be lost to it. " +
       "Each gap says where its record may be incomplete; a gap another recorder recorded through is covered. Where none was recording, the gap is part of a hole."));
+  if (change) main.append(h("p", { class: "banner", role: "status", id: "holes-live", "data-seq": String(change.seq) }, holeChangeText(change)));
   const inHole = new Set();
-  main.append(await holesSection(ctx, inHole));
+  for (const x of holes.holes) for (const g of x.gaps || []) inHole.add(g);
+  main.append(holes.section);
+  if (!gapsWatch && !past) {
+    let again = null;
+    gapsWatch = watch(since != null ? { space, since_seq: String(since) } : { space }, null, setLive, (c) => {
+      announce(holeChangeText(c));
+      clearTimeout(again);
+      again = setTimeout(() => gapsPage(c).catch((e) => showError(e, "the recording gaps")), 200);
+    });
+  }
   main.append(h("h2", { id: "h-gaplist" }, "Gaps"));
-  let gaps = [];
-  let next = "";
-  const cursor = params.get("cursor") || "";
-  try {
-    const body = await get("/v1/gaps?" + apiQuery({ cursor }));
-    gaps = Array.isArray(body) ? body : body.gaps || [];
-    next = body.next_cursor || "";
-  } catch (e) {
-    if (!(e instanceof HTTPError && e.status === 404)) throw e;
+  if (!gapsBody) {
     main.append(h("p", { class: "none", id: "no-gaps" }, "No gaps: this ledger reports none (it does not record gaps)."));
     return;
   }
+  const gaps = Array.isArray(gapsBody) ? gapsBody : gapsBody.gaps || [];
+  const next = gapsBody.next_cursor || "";
   if (!gaps.length) {
     main.append(h("p", { class: "none", id: "no-gaps" }, "No gaps recorded."));
     return;
@@ -685,7 +704,7 @@ async function route() {
   }
   if (nav !== "stats" && nav !== "status") statusLine();
   // Pages that do not follow the change stream say so, and why.
-  if (!past && (nav === "events" || nav === "status" || nav === "gaps")) setLive("snapshot");
+  if (!past && (nav === "events" || nav === "status")) setLive("snapshot");
   document.body.dataset.ready = "true";
 }
 

@@ -24,3 +24,18 @@ type HoleChange struct {
 	Healed   []Hole `json:"healed"`
 	Holes    []Hole `json:"holes"`
 }
+
+// ChangesPage is the body of GET /v1/changes: the change index as a JSON
+// page. Changes are the proposals' changes with a sequence in (since_seq,
+// Through], in stream order; HoleChanges every change of a MEW space's
+// holes in the same window, in stream order (what /v1/watch sends as
+// `event: holes`; none when the page follows one proposal or one state).
+// At one sequence the proposals' changes come before the hole change, as
+// on the watch. More is false when every change up to the projection's
+// checkpoint (Through) was read; the next page is since_seq=Through.
+type ChangesPage struct {
+	Changes     []Change     `json:"changes"`
+	HoleChanges []HoleChange `json:"hole_changes"`
+	Through     uint64       `json:"through"`
+	More        bool         `json:"more"`
+}

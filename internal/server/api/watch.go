@@ -317,19 +317,17 @@ func (a *API) watchChanges(w http.ResponseWriter, r *http.Request) {
 // /v1/watch (space, proposal, state, since_seq; default since_seq 0) and
 // limit (1..1000, default 256). Answers {"changes":[...],"through":N,
 // "more":bool}: the next page is since_seq=through; more is false when
-// every change up to the projection's checkpoint (through) was read.
+// every change up to the projection's checkpoint (through) was read. The
+// page also carries "hole_changes": the changes of the space's holes in
+// the same window, as /v1/watch sends them (changes_holes.go).
 const (
 	RouteChanges     = "GET /v1/changes"
 	maxChangesLimit  = 1000
 	defaultChangeLim = 256
 )
 
-// ChangesPage is the body of GET /v1/changes.
-type ChangesPage struct {
-	Changes []api.Change `json:"changes"`
-	Through uint64       `json:"through"`
-	More    bool         `json:"more"`
-}
+// ChangesPage is the body of GET /v1/changes (api.ChangesPage).
+type ChangesPage = api.ChangesPage
 
 func (a *API) listChanges(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -355,7 +353,12 @@ func (a *API) listChanges(w http.ResponseWriter, r *http.Request) {
 	if cs == nil {
 		cs = []api.Change{}
 	}
-	writeJSON(w, http.StatusOK, ChangesPage{Changes: cs, Through: through, More: more})
+	hs, err := a.pageHoleChanges(f, through)
+	if err != nil {
+		a.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ChangesPage{Changes: cs, HoleChanges: hs, Through: through, More: more})
 }
 
 // HoleChangeReader is what /v1/watch needs to send hole changes.

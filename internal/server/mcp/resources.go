@@ -176,11 +176,7 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 // or the proposal's last change when that cannot be read.
 func (s *Server) since(ctx context.Context, p *api.Proposal) uint64 {
 	q := url.Values{"space": {p.Space}, "proposal": {p.ID}, "since_seq": {strconv.FormatUint(p.UpdatedSeq, 10)}, "limit": {"1"}}
-	var page struct {
-		Changes []api.Change `json:"changes"`
-		Through uint64       `json:"through"`
-		More    bool         `json:"more"`
-	}
+	var page api.ChangesPage
 	if err := s.c.Do(ctx, http.MethodGet, "/v1/changes", q, nil, "", false, &page); err != nil || len(page.Changes) > 0 || page.More {
 		return p.UpdatedSeq
 	}

@@ -26,7 +26,7 @@ func TestChangesHoles(t *testing.T) {
 	p2 := l.postMarked("p2", mark("b", "b1"))
 	p3 := l.postMarked("p3", mark("a", "a1"))
 	gap("a", "a1", "p3", p3, true)
-	open := gap("b", "b1", "p2", p2, true) // both down: the hole opens
+	open := gap("b", "b1", "p2", p2, true)    // both down: the hole opens
 	p4 := l.postMarked("p4", mark("a", "a2")) // a back: bounded before p4
 	h1 := ledger.BridgeMark{Bridge: "h", MEWSpace: "demo", Session: "h1", Prev: p3, Dups: 3, History: true}
 	lost := l.postMarked("lost1", h1) // a follower heals it

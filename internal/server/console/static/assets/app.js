@@ -70,7 +70,7 @@ function setLive(state, detail) {
       : state === "snapshot" ? "not live: this page does not follow changes (reload it for newer ones)"
       : state === "connecting" ? "not live yet: connecting to the change stream…"
       : state === "stopped" ? "not live: the change stream stopped (reload the page)" : "not live";
-  live.title = state === "snapshot" ? "The proposal list, a proposal's page and the statistics follow the ledger live; this page shows what the ledger held when it was loaded." : "";
+  live.title = state === "snapshot" ? "The proposal list, a proposal's page, the statistics and the gap page follow the ledger live; this page shows what the ledger held when it was loaded." : "";
 }
 
 function showError(err, what) {

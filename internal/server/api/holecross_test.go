@@ -39,7 +39,8 @@ func (l *ledgerT) postMarkedEnv(env string, mark ledger.BridgeMark) uint64 {
 // hole_crossing in GET /v1/proposals/{id} and in the list (the span, open
 // while pending, and the holes crossed); one decided before the hole or
 // created after it carries nothing and is served byte for byte as when
-// the space had no hole; as of a point inside the hole, the hole is open.
+// the space had no hole; a rebuild answers the same; as of a point inside
+// the hole, the hole is open.
 func TestHoleCrossing(t *testing.T) {
 	l := start(t)
 	ctx := context.Background()
@@ -112,6 +113,27 @@ func TestHoleCrossing(t *testing.T) {
 	}
 	if len(list.Proposals) != 5 || !crossing["p1"] || !crossing["f1"] || !crossing["p2"] || crossing["q1"] || crossing["p3"] {
 		t.Fatalf("list: %v", crossing)
+	}
+
+	// A rebuild answers the same, byte for byte: the list (hole_crossing
+	// included) and the hole changes of /v1/changes.
+	read := func(path string) []byte {
+		t.Helper()
+		st, _, b := l.do(http.MethodGet, path, "", nil)
+		if st != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, st, b)
+		}
+		return b
+	}
+	listBefore, changesBefore := read("/v1/proposals?limit=100"), read("/v1/changes")
+	if st, _, b := l.do(http.MethodPost, "/v1/ops/rebuild?wait=true", "", nil); st != http.StatusOK {
+		t.Fatalf("rebuild: %d %s", st, b)
+	}
+	if got := read(fmt.Sprintf("/v1/proposals?limit=100&min_seq=%d", p3)); !bytes.Equal(got, listBefore) {
+		t.Fatalf("the list after the rebuild:\n%s\nbefore:\n%s", got, listBefore)
+	}
+	if got := read("/v1/changes"); !bytes.Equal(got, changesBefore) {
+		t.Fatalf("/v1/changes after the rebuild:\n%s\nbefore:\n%s", got, changesBefore)
 	}
 
 	// As of the point just before p1's fulfilment, the hole is open and

@@ -16,7 +16,8 @@ import (
 // demo go down together and the hole appears, still open; one comes back
 // and the hole is bounded by its first envelope. The proposal list marks
 // the proposals whose lifecycle crosses the hole (pending p3, stored just
-// before it) and not one created after it (p4).
+// before it) and not one created after it (p4); when a --history follower
+// heals the hole, the marks go live.
 func TestConsoleHolesLive(t *testing.T) {
 	a := apptest.Start(t)
 	base := a.HTTPURL()
@@ -84,5 +85,16 @@ func TestConsoleHolesLive(t *testing.T) {
 	b.eval(`Object.fromEntries([...document.querySelectorAll("table.list tbody tr")].map((r) => [r.dataset.id, (r.querySelector(".hole-mark") || {}).textContent || ""]))`, &marks)
 	if len(marks) != 4 || !strings.Contains(marks["p3"], "crosses a recording hole") || !strings.Contains(marks["p1"], "crosses a recording hole") || marks["p4"] != "" {
 		t.Fatalf("the list's hole marks: %q", marks)
+	}
+
+	// A --history follower heals the hole (answered duplicate up to p3,
+	// it stores what was lost): the marks go, without a reload.
+	b.wait("the list live", `document.getElementById("live").dataset.state === "live"`)
+	b.eval(`window.notReloaded = true`, nil)
+	postMarked(t, base, prop("lost1"), ledger.BridgeMark{Bridge: "h", MEWSpace: "demo", Session: "h1", Prev: p3, Dups: 3, History: true, Received: time.Now()})
+	b.wait("the marks gone", `document.querySelectorAll("table.list tbody tr .hole-mark").length === 0`)
+	b.eval(`window.notReloaded === true`, &same)
+	if !same {
+		t.Fatal("the list was reloaded")
 	}
 }

@@ -139,11 +139,32 @@ async function listPage() {
   const byID = new Map(page.proposals.map((p, i) => [p.id, rows[i]]));
   let fresh = 0;
   let refreshCounts = null;
+  // The rows' hole marks follow the hole changes and the rows' changes
+  // (the API works out hole_crossing): read the page again, a moment after
+  // they stop coming, and mark its rows anew.
+  let refreshMarks = null;
+  const marksAgain = () => {
+    clearTimeout(refreshMarks);
+    refreshMarks = setTimeout(async () => {
+      try {
+        const again = await get("/v1/proposals?" + apiQuery(Object.assign({ limit: "50" }, f, { cursor })));
+        for (const q of again.proposals) {
+          const tr = byID.get(q.id);
+          if (!tr) continue;
+          const an = tr.querySelector(".c-anom");
+          for (const m of an.querySelectorAll(".hole-mark")) m.remove();
+          const m = crossingMark(q);
+          if (m) an.append(m);
+        }
+      } catch { /* the next change retries */ }
+    }, 300);
+  };
   watch({ space }, (c) => {
     const tr = byID.get(c.id);
     if (tr) {
       updateRow(tr, c);
       announce(`${c.id} is now ${c.state}`);
+      marksAgain();
     } else if (!c.prev_state) {
       fresh++;
       banner.hidden = false;
@@ -159,7 +180,10 @@ async function listPage() {
         for (const s of STATES) document.getElementById("count-" + s).textContent = String(st.by_state[s] || 0);
       } catch { /* the next change retries */ }
     }, 300);
-  }, setLive);
+  }, setLive, (hc) => {
+    announce(holeChangeText(hc));
+    marksAgain();
+  });
 }
 
 function filterForm(f) {

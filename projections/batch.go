@@ -113,6 +113,10 @@ type Batch struct {
 	coverTouched map[mewKey]struct{}
 	runMarks     map[auxID]runMark
 	coverSeq     uint64
+	// noHoles: the fold writing through this batch keeps no coverage
+	// (fold.Folder.WithoutCoverage, a benchmark's baseline): no hole
+	// change is worked out (SkipCoverage).
+	noHoles bool
 
 	// The Merkle tree's stored hashes of the batch's events, indexes
 	// treeFrom on (tree.go).

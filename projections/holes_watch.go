@@ -60,6 +60,9 @@ func mewOfKey(key string) string {
 // touchCoverage notes that the current arrival changed what the holes of
 // (space, mew) are computed from.
 func (b *Batch) touchCoverage(space, mew string) {
+	if b.noHoles {
+		return
+	}
 	if b.coverTouched == nil {
 		b.coverTouched = map[mewKey]struct{}{}
 	}
@@ -69,6 +72,9 @@ func (b *Batch) touchCoverage(space, mew string) {
 // touchBridge is PutBridgeSession's note: a bridge record whose current
 // run appears, goes or moves its start touches its MEW space.
 func (b *Batch) touchBridge(space, key string, s *api.BridgeSession) error {
+	if b.noHoles {
+		return nil
+	}
 	k := auxID{tagBridge, space, key}
 	old, ok := b.runMarks[k]
 	if !ok {
@@ -88,6 +94,14 @@ func (b *Batch) touchBridge(space, key string, s *api.BridgeSession) error {
 	}
 	return nil
 }
+
+var _ fold.CoverageSkipper = (*Batch)(nil)
+
+// SkipCoverage implements fold.CoverageSkipper: a fold without coverage
+// (fold.Folder.WithoutCoverage, a benchmark's baseline) writes through
+// b, so b works out no hole changes either. The projection so folded
+// serves no holes and no hole changes.
+func (b *Batch) SkipCoverage() { b.noHoles = true }
 
 // endArrival works out the holes of the MEW spaces the arrival at seq
 // touched, in key order, and notes their changes.

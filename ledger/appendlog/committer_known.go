@@ -47,10 +47,13 @@ func (c *groupCommitter) lookup(b *batch) {
 		return
 	}
 	c.known.Add(int64(known))
-	b.all, b.known = b.items, known
+	if b.all == nil { // else b.all holds the followers too (splitFollowers)
+		b.all = b.items
+	}
+	b.known += known
 	b.items = make([]*Pending, 0, n-known)
 	for _, pd := range b.all {
-		if pd.known == 0 {
+		if !pd.isKnown() {
 			b.items = append(b.items, pd)
 		}
 	}
@@ -64,7 +67,11 @@ func (c *groupCommitter) confirmKnown(b *batch) {
 	sem := make(chan struct{}, confirmConcurrency)
 	var wg sync.WaitGroup
 	for _, pd := range b.all {
-		if pd.known == 0 {
+		if !pd.isKnown() {
+			continue
+		}
+		if pd.follows != nil && pd.follows.seq != 0 {
+			pd.kres = c.followResult(ctx, pd) // no I/O
 			continue
 		}
 		sem <- struct{}{}
@@ -72,6 +79,10 @@ func (c *groupCommitter) confirmKnown(b *batch) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			if pd.follows != nil {
+				pd.kres = c.followResult(ctx, pd)
+				return
+			}
 			pd.kres = c.a.confirmKnown(ctx, pd.p, pd.known)
 		}()
 	}
@@ -97,7 +108,7 @@ func (c *groupCommitter) flushKnown(b *batch, pd *Pending) {
 		if x == pd {
 			return
 		}
-		if x.known != 0 {
+		if x.isKnown() {
 			c.resolve(x, x.kres)
 		}
 	}

@@ -177,7 +177,14 @@ type Pending struct {
 	// known; p is published); kres is its answer, once verified.
 	known uint64
 	kres  ledger.Result
+	// follows: an envelope with p's Nats-Msg-Id and subject this
+	// committer sent in an earlier batch (committer_recent.go): p is not
+	// published and is answered from it. entry: what later ones follow.
+	follows, entry *sentEntry
 }
+
+// isKnown reports whether pd is answered without being published.
+func (pd *Pending) isKnown() bool { return pd.known != 0 || pd.follows != nil }
 
 // Done is closed when Result is ready.
 func (pd *Pending) Done() <-chan struct{} { return pd.done }
@@ -239,6 +246,7 @@ type groupCommitter struct {
 	inbox    string        // reply subject prefix of commits
 	carry    *Pending      // gather's: the first of the next batch
 	recent   recentIDs     // gather's: Nats-Msg-Ids sent lately
+	sent     *sentMemo     // the envelopes sent lately, by Nats-Msg-Id (committer_recent.go)
 	lastSize [2]int        // gather's: the sizes of the last two groups sent
 	cost     *costModel    // the measured threshold (nil: MinAtomic is fixed)
 	lastDone time.Time     // complete's: when the last group was resolved
@@ -253,7 +261,7 @@ type groupCommitter struct {
 	mu      sync.Mutex
 	waiting map[string]chan *nats.Msg // batch id → reply
 
-	batches, envelopes, plain, fallbacks, known atomic.Int64
+	batches, envelopes, plain, fallbacks, known, recentDups atomic.Int64
 
 	// onResolve, when set (by tests, before any Submit), is called with
 	// each Pending just before it is resolved.
@@ -271,6 +279,7 @@ func newGroupCommitter(a *Appender, nc *nats.Conn, o CommitOptions) (*groupCommi
 		a: a, nc: nc, o: o,
 		in:      make(chan *Pending, o.Queue),
 		recent:  newRecentIDs(recentIDsCap),
+		sent:    newSentMemo(recentIDsCap),
 		window:  make(chan struct{}, o.BatchesInFlight),
 		freed:   make(chan struct{}, 1),
 		out:     make(chan *batch, o.BatchesInFlight),
@@ -367,9 +376,18 @@ func (c *groupCommitter) gather() {
 		// duplicate, which would make the server refuse its whole batch:
 		// it goes in a batch of its own. So does one whose Nats-Msg-Id is
 		// already in the batch being formed.
-		solo := c.recent.has(first.p.MsgID)
-		c.recent.add(first.p.MsgID)
+		// One it sent in an earlier batch (the same Nats-Msg-Id and
+		// subject) follows that one: not published, answered from it.
+		solo := false
+		if first.follows = c.follower(first); first.follows == nil {
+			solo = c.recent.has(first.p.MsgID)
+			c.recent.add(first.p.MsgID)
+		}
 		add := func(pd *Pending) (full bool) {
+			if pd.follows = c.follower(pd); pd.follows != nil {
+				b.items = append(b.items, pd)
+				return false
+			}
 			if c.recent.has(pd.p.MsgID) {
 				c.carry = pd
 				return true
@@ -439,13 +457,19 @@ func (c *groupCommitter) gather() {
 			timer.Stop()
 		}
 		if b.solo = solo; !solo {
+			c.splitFollowers(b)
 			c.lastSize = [2]int{len(b.items), c.lastSize[0]}
-			if c.a.opts.Index != nil {
+			if c.a.opts.Index != nil && len(b.items) > 0 {
 				c.lookup(b)
 			}
-			if b.lookupErr == nil && len(b.items) > 0 {
-				c.send(b)
+			if b.lookupErr == nil {
+				c.remember(b)
+				if len(b.items) > 0 {
+					c.send(b)
+				}
 			}
+		} else {
+			c.remember(b)
 		}
 		c.out <- b
 	}
@@ -725,6 +749,9 @@ func (c *groupCommitter) resolve(pd *Pending, r ledger.Result) {
 	if c.onResolve != nil {
 		c.onResolve(pd)
 	}
+	if pd.entry != nil && r.Err == nil {
+		pd.entry.seq = r.Seq
+	}
 	pd.res = r
 	close(pd.done)
 }
@@ -747,6 +774,11 @@ type CommitStats struct {
 	// retry): not published again, answered as duplicates (those the
 	// log answered for a lagging Index included).
 	Known int64
+	// Recent is the number of envelopes answered duplicate from an
+	// envelope with the same Nats-Msg-Id and subject this committer had
+	// sent in an earlier batch and stored (committer_recent.go): neither
+	// published nor looked up.
+	Recent int64
 	// LogLookups is the number of lookups (a group, or one envelope)
 	// the Index could not vouch for (behind the log, or unable to answer)
 	// that were looked up in the log itself.
@@ -758,7 +790,7 @@ type CommitStats struct {
 
 // CommitStats returns the committer's counters so far.
 func (a *Appender) CommitStats() CommitStats {
-	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load(), Known: a.c.known.Load(), LogLookups: a.logLookups.Load(), MinAtomic: a.c.minAtomic()}
+	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load(), Known: a.c.known.Load(), Recent: a.c.recentDups.Load(), LogLookups: a.logLookups.Load(), MinAtomic: a.c.minAtomic()}
 }
 
 // recentIDsCap is how many recently sent Nats-Msg-Ids the committer

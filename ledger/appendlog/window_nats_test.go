@@ -10,9 +10,11 @@ import (
 )
 
 // What the Index is for (stored.go): without one, an appender recognises
-// a retry only within the stream's duplicate window; once the window has
-// passed the same envelope is stored again. (With the ledger's projection
-// as its Index it is a duplicate for ever: internal/app's dedup tests.)
+// a retry only within the stream's duplicate window (and the envelopes
+// it sent itself lately, committer_recent.go); once the window has passed
+// the same envelope appended through another appender (another process)
+// is stored again. (With the ledger's projection as its Index it is a
+// duplicate for ever: internal/app's dedup tests.)
 func TestWithoutIndexRetryAfterWindowIsStoredAgain(t *testing.T) {
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s)
@@ -36,7 +38,12 @@ func TestWithoutIndexRetryAfterWindowIsStoredAgain(t *testing.T) {
 		t.Fatalf("within the window: %+v %v, want a duplicate of seq %d", again, err, first.Seq)
 	}
 	time.Sleep(3 * window)
-	late, err := a.Append(ctx, "", raw)
+	other, err := appendlog.NewAppender(js, appendlog.AppenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	late, err := other.Append(ctx, "", raw)
 	if err != nil || late.Duplicate || late.Seq == first.Seq {
 		t.Fatalf("after the window, without an index: %+v %v, want stored again", late, err)
 	}

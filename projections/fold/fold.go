@@ -79,12 +79,20 @@ type Folder struct {
 	// WithoutCoverage skips the recorders' runs and gap window ends
 	// (holes.go): for `ledger bench` only, which measures their cost. A
 	// projection folded so serves wrong holes and covered gaps.
+	// A State that is a CoverageSkipper is told so, and skips its own
+	// coverage work too (the projection's hole changes).
 	WithoutCoverage bool
 	// MarkKeys verify the seals of bridge marks (ledger.HeaderBridgeSeal,
 	// marks.go): an input of the fold like its options, the same for the
 	// live projection, rebuild and as-of folds of one ledger. Nil: no
 	// mark is honoured.
 	MarkKeys *ledger.MarkKeys
+}
+
+// CoverageSkipper is a State with coverage work of its own (the
+// projection's hole changes) that a fold WithoutCoverage turns off.
+type CoverageSkipper interface {
+	SkipCoverage()
 }
 
 // NewFolder returns a Folder.
@@ -120,6 +128,11 @@ const (
 // ignored, ...) — so the only errors are st's storage errors, after which the
 // caller must discard everything written through st for this batch.
 func (f *Folder) Apply(st State, ev Event) ([]Outcome, error) {
+	if f.WithoutCoverage {
+		if cs, ok := st.(CoverageSkipper); ok {
+			cs.SkipCoverage()
+		}
+	}
 	if r, ok := st.(EventRecorder); ok {
 		if ev.pre == nil {
 			ev.pre = decodeEvent(&ev) // decoded once, for the recorder and arrive

@@ -7,6 +7,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/mewledger/ledger/api"
+
 	"github.com/mewledger/ledger/projections/fold"
 )
 
@@ -33,12 +35,20 @@ type auxSlot struct {
 	// its Refs once per waiting id, so it is kept as an object and encoded
 	// once, at Commit (encoding a 1 MiB message per id was O(ids × size)).
 	parked *fold.ParkedEvent
+	// bridge is the decoded record of a 'B' slot (gaps.go): every marked
+	// envelope reads and writes its recorder's record, so it is kept as
+	// an object, handed out as copies and encoded once, at Commit (or
+	// when a later batch reads it from this one while pending).
+	bridge *api.BridgeSession
 }
 
 // value returns what Commit writes for the slot.
 func (sl *auxSlot) value() ([]byte, error) {
 	if sl.parked != nil {
 		return json.Marshal(sl.parked)
+	}
+	if sl.bridge != nil && sl.cur != nil {
+		return json.Marshal(sl.bridge)
 	}
 	return sl.cur, nil
 }

@@ -3,6 +3,7 @@ package projections
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -87,23 +88,55 @@ func (b *Batch) BridgeSession(space, key string) (*api.BridgeSession, error) {
 	if err != nil || val == nil {
 		return nil, err
 	}
-	var s api.BridgeSession
-	if err := json.Unmarshal(val, &s); err != nil {
-		return nil, fmt.Errorf("projections: batch: decode bridge session %q in space %q: %w", key, space, err)
+	sl := b.aux[auxID{tagBridge, space, key}]
+	if sl.bridge == nil {
+		var s api.BridgeSession
+		if err := json.Unmarshal(val, &s); err != nil {
+			return nil, fmt.Errorf("projections: batch: decode bridge session %q in space %q: %w", key, space, err)
+		}
+		sl.bridge = &s
 	}
-	return &s, nil
+	return cloneBridgeSession(sl.bridge), nil
+}
+
+// cloneBridgeSession returns a copy of s that shares nothing with it.
+func cloneBridgeSession(s *api.BridgeSession) *api.BridgeSession {
+	c := *s
+	if s.LastReceivedAt != nil {
+		t := *s.LastReceivedAt
+		c.LastReceivedAt = &t
+	}
+	if s.LastStoredAt != nil {
+		t := *s.LastStoredAt
+		c.LastStoredAt = &t
+	}
+	if s.Run != nil {
+		r := *s.Run
+		c.Run = &r
+	}
+	c.OpenGaps = slices.Clone(s.OpenGaps)
+	return &c
 }
 
 // PutBridgeSession implements State.
+// The record is kept as an object (a copy of s) and encoded at Commit.
 func (b *Batch) PutBridgeSession(space, key string, s *api.BridgeSession) error {
-	val, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("projections: batch: encode bridge session %q in space %q: %w", key, space, err)
-	}
 	if err := b.touchBridge(space, key, s); err != nil {
 		return err
 	}
-	return b.putAux(tagBridge, space, key, val)
+	var val []byte
+	if s != nil {
+		val = []byte{} // present; the bytes are encoded at Commit
+	}
+	if err := b.putAux(tagBridge, space, key, val); err != nil {
+		return err
+	}
+	sl := b.aux[auxID{tagBridge, space, key}]
+	sl.bridge = nil
+	if s != nil {
+		sl.bridge = cloneBridgeSession(s)
+	}
+	return nil
 }
 
 // BridgeSessions returns what the log says of every bridge of space,

@@ -1,9 +1,11 @@
 package appendlog_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mewledger/ledger/ledger"
 	"github.com/mewledger/ledger/ledger/appendlog"
@@ -96,4 +98,43 @@ func TestRecordersAppendSameEnvelopes(t *testing.T) {
 		t.Fatalf("stream holds %d messages, want %d", got, n)
 	}
 	t.Logf("commit stats %+v", a.CommitStats())
+}
+
+// TestLateBatchResentAnsweredStored: every group an atomic batch; the
+// first batch is stored but its ack is lost, so the committer sends its
+// envelopes again one by one and the log answers them duplicate of the
+// batch's copy: each caller is still answered stored (duplicate:false)
+// at the sequence of its own first copy, nothing stored twice.
+func TestLateBatchResentAnsweredStored(t *testing.T) {
+	_, st, px, js := proxied(t, false)
+	a := newAppender(t, js, appendlog.AppenderOptions{AckTimeout: 300 * time.Millisecond, MaxRetries: 8, RetryWait: 20 * time.Millisecond,
+		Commit: appendlog.CommitOptions{MinAtomic: 1}})
+	const n = 200
+	raws := make([][]byte, n)
+	for i := range raws {
+		raws[i] = tProposal(idf("late", i), "carol").raw()
+	}
+	px.Hold()
+	done := make(chan []ledger.Result, 1)
+	go func() { done <- a.AppendMany(context.Background(), "", raws) }()
+	waitMsgs(t, st, 1, nil) // the first batch is stored, its ack held back
+	loseAcks(t, px, a)
+	rs := <-done
+	seen := map[uint64]bool{}
+	for i, r := range rs {
+		if r.Err != nil || r.Seq == 0 || seen[r.Seq] || r.Duplicate {
+			t.Fatalf("envelope %d: %+v, want stored at a sequence of its own", i, r)
+		}
+		seen[r.Seq] = true
+		m, err := st.GetMsg(ctxT(t), r.Seq)
+		if err != nil || string(m.Data) != string(raws[i]) {
+			t.Fatalf("seq %d does not hold envelope %d: %v", r.Seq, i, err)
+		}
+	}
+	if got := streamMsgs(t, st); got != n {
+		t.Fatalf("stream holds %d messages, want %d", got, n)
+	}
+	if s := a.CommitStats(); s.Fallbacks == 0 || s.Resent == 0 {
+		t.Fatalf("commit stats %+v: no batch sent again and found stored", s)
+	}
 }

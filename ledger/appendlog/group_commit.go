@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -261,7 +262,7 @@ type groupCommitter struct {
 	mu      sync.Mutex
 	waiting map[string]chan *nats.Msg // batch id → reply
 
-	batches, envelopes, plain, fallbacks, known, recentDups atomic.Int64
+	batches, envelopes, plain, fallbacks, known, recentDups, resent atomic.Int64
 
 	// onResolve, when set (by tests, before any Submit), is called with
 	// each Pending just before it is resolved.
@@ -674,7 +675,7 @@ func (c *groupCommitter) finish(b *batch) (clean bool) {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	c.flushKnown(b, nil) // recover answers the others in its own order
-	c.recover(ctx, b.items, err, 1)
+	c.recover(ctx, b.items, err, 1, []string{b.id})
 	return false
 }
 
@@ -689,7 +690,12 @@ func (c *groupCommitter) finish(b *batch) (clean bool) {
 // (publishOne): what the batch stored is answered as a duplicate, what
 // it did not is stored, so nothing is stored twice and nothing is
 // acknowledged that was not stored.
-func (c *groupCommitter) recover(ctx context.Context, items []*Pending, err error, attempts int) {
+//
+// sentAs are the atomic batches items were sent in whose outcome is
+// unknown: a duplicate answer naming a message one of them stored (its
+// Nats-Batch-Id header) is this append's own first copy, answered as
+// stored (sentBefore), not as a duplicate.
+func (c *groupCommitter) recover(ctx context.Context, items []*Pending, err error, attempts int, sentAs []string) {
 	if len(items) > 1 && isBatchDuplicate(err) && ctx.Err() == nil {
 		h := len(items) / 2
 		for _, half := range [][]*Pending{items[:h], items[h:]} {
@@ -704,7 +710,11 @@ func (c *groupCommitter) recover(ctx context.Context, items []*Pending, err erro
 				c.stored(b, ack, attempts+1)
 				continue
 			}
-			c.recover(ctx, half, err, attempts+1)
+			sent := sentAs
+			if !isBatchDuplicate(err) { // refused whole: stored nothing
+				sent = append(slices.Clip(sentAs), b.id)
+			}
+			c.recover(ctx, half, err, attempts+1, sent)
 		}
 		return
 	}
@@ -719,8 +729,35 @@ func (c *groupCommitter) recover(ctx context.Context, items []*Pending, err erro
 	for _, pd := range items {
 		r := c.a.publishOne(ctx, pd.p)
 		r.Attempts += attempts
+		if r.Err == nil && r.Duplicate && len(sentAs) > 0 {
+			r = c.sentBefore(ctx, r, sentAs)
+		}
 		c.resolve(pd, r)
 	}
+}
+
+// sentBefore answers r, a duplicate, as stored (Duplicate false, the
+// same sequence) when the message at r.Seq was stored by one of the
+// atomic batches sentAs (its Nats-Batch-Id header): the copy the log
+// holds is this very append's, sent before its ack was lost or late.
+// When the message cannot be read, r stands (the envelope is stored at
+// r.Seq either way).
+func (c *groupCommitter) sentBefore(ctx context.Context, r ledger.Result, sentAs []string) ledger.Result {
+	st, err := c.a.streamHandle(ctx)
+	if err != nil {
+		return r
+	}
+	gctx, cancel := context.WithTimeout(ctx, c.a.opts.AckTimeout)
+	defer cancel()
+	m, err := st.GetMsg(gctx, r.Seq)
+	if err != nil {
+		return r
+	}
+	if id := m.Header.Get(headerBatchID); id != "" && slices.Contains(sentAs, id) {
+		c.resent.Add(1)
+		r.Duplicate = false
+	}
+	return r
 }
 
 // errCodeBatchDuplicate is nats-server's "atomic publish batch contains
@@ -779,6 +816,10 @@ type CommitStats struct {
 	// sent in an earlier batch and stored (committer_recent.go): neither
 	// published nor looked up.
 	Recent int64
+	// Resent is the number of envelopes of a batch given up on (its ack
+	// lost or late) sent again and answered duplicate of the copy that
+	// batch had stored after all: answered stored, as they were.
+	Resent int64
 	// LogLookups is the number of lookups (a group, or one envelope)
 	// the Index could not vouch for (behind the log, or unable to answer)
 	// that were looked up in the log itself.
@@ -790,7 +831,7 @@ type CommitStats struct {
 
 // CommitStats returns the committer's counters so far.
 func (a *Appender) CommitStats() CommitStats {
-	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load(), Known: a.c.known.Load(), Recent: a.c.recentDups.Load(), LogLookups: a.logLookups.Load(), MinAtomic: a.c.minAtomic()}
+	return CommitStats{Batches: a.c.batches.Load(), Envelopes: a.c.envelopes.Load(), Plain: a.c.plain.Load(), Fallbacks: a.c.fallbacks.Load(), Known: a.c.known.Load(), Recent: a.c.recentDups.Load(), Resent: a.c.resent.Load(), LogLookups: a.logLookups.Load(), MinAtomic: a.c.minAtomic()}
 }
 
 // recentIDsCap is how many recently sent Nats-Msg-Ids the committer

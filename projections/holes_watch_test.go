@@ -99,3 +99,35 @@ func TestHoleChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutCoverageNoHoleWork: a fold WithoutCoverage (the coverage
+// figure's baseline) turns the batch's hole work off too: the holes
+// story folds with no hole change and no 'U' record.
+func TestWithoutCoverageNoHoleWork(t *testing.T) {
+	sc := foldscript.New()
+	var log []fold.Event
+	for _, l := range holesLog {
+		log = append(log, sc.ParseLine(t, "default", l))
+	}
+	s := openMemStore(t)
+	f := foldscript.Folder()
+	f.WithoutCoverage = true
+	b := s.NewBatch()
+	for _, ev := range log {
+		if _, err := f.Apply(b, ev); err != nil {
+			t.Fatalf("fold seq %d: %v", ev.Seq, err)
+		}
+	}
+	if err := b.Commit(log[len(log)-1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.HoleChanges("default", 0, s.AppliedSeq())
+	if err != nil || len(cs) != 0 {
+		t.Fatalf("hole changes %+v %v, want none", cs, err)
+	}
+	for _, line := range strings.Split(dumpStore(t, s), "\n") {
+		if strings.HasPrefix(line, `"`+string(rune(tagHoles))) || strings.HasPrefix(line, `"`+string(rune(tagHoleChange))) {
+			t.Fatalf("store holds a hole record: %s", line)
+		}
+	}
+}

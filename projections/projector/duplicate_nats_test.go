@@ -68,12 +68,22 @@ func TestRetryAfterDuplicateWindowFoldedAsDuplicate(t *testing.T) {
 
 	// Within the window a retry is answered from the stream's memory; the
 	// first retry after it is stored again (bounded wait: a duplicate
-	// answer stores nothing, so trying again is free).
+	// answer stores nothing, so trying again is free). Each retry comes
+	// through a fresh appender without an index (another process): an
+	// appender answers the envelopes it sent lately itself.
 	firstSeq := map[string]uint64{"dw-1": 1, "dw-1-reject": 2}
+	retry := func(raw []byte) (ledger.Result, error) {
+		a, err := appendlog.NewAppender(js, appendlog.AppenderOptions{})
+		if err != nil {
+			return ledger.Result{}, err
+		}
+		defer a.Close()
+		return a.Append(ctx, "", raw)
+	}
 	for _, raw := range [][]byte{prop, rej} {
 		deadline := testctx.Deadline(t)
 		for {
-			r, err := app.Append(ctx, "", raw)
+			r, err := retry(raw)
 			if err != nil {
 				t.Fatal(err)
 			}

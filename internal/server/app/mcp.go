@@ -48,13 +48,22 @@ func (a *App) mountMCP() error {
 		return fmt.Errorf("app: %w", err)
 	}
 	// Each session belongs to the caller that began it (its token; in
-	// open mode its address: every local caller is trusted alike).
+	// open mode its address: every local caller is trusted alike, and a
+	// client may use its session over several connections). The caps
+	// count a session against its token, or in open mode against the
+	// local program that began it (connbudget.AnonymousClient), so that
+	// one local program cannot take every local caller's sessions.
 	a.mcpHTTP = mcp.NewHTTPHandler(a.mcp, mcp.HTTPOptions{Caller: func(r *http.Request) string {
 		if c := streamClient(r); c != "" {
 			return c
 		}
 		return connbudget.AnonymousClient(r, true)
-	}})
+	}, Share: func(r *http.Request) string {
+		if c := streamClient(r); c != "" {
+			return c
+		}
+		return connbudget.AnonymousClient(r, a.opts.HTTPAuthenticating)
+	}, MaxSessions: a.opts.MCPMaxSessions, MaxSessionsPerCaller: a.opts.MCPSessionsPerCaller})
 	for _, p := range []string{RouteMCPPost, RouteMCPGet, RouteMCPDelete} {
 		a.api.Handle(p, a.mcpHTTP)
 	}
@@ -74,3 +83,7 @@ func (a *App) closeMCP() {
 		_ = a.mcp.Close()
 	}
 }
+
+// MCPHTTP returns the handler of /mcp (its sessions, for tests and
+// metrics).
+func (a *App) MCPHTTP() *mcp.HTTPHandler { return a.mcpHTTP }

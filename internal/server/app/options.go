@@ -138,16 +138,24 @@ type Options struct {
 	AnonIdleTimeout time.Duration
 	// MaxStreams caps the long-lived requests (/v1/watch, /mcp) open at
 	// once, StreamsPerClient one client's (a token, else a remote
-	// address). Defaults connbudget.DefaultMaxStreams (or MaxConns/4 when
+	// address with HTTPAuthenticating, else a local program or a
+	// connection). Defaults connbudget.DefaultMaxStreams (or MaxConns/4 when
 	// lower) and connbudget.DefaultStreamsPerClient.
 	MaxStreams       int
 	StreamsPerClient int
 	// MaxHolds caps the requests waiting at once on a body or on a
 	// server wait (min_seq), HoldsPerClient one caller's (a token, else
-	// an address with HTTPAuthenticating, else a connection). Defaults
+	// an address with HTTPAuthenticating, else a local program, or a
+	// connection when its program is unknown). Defaults
 	// MaxConns/2 and MaxHolds/8 (package connbudget, Holds).
 	MaxHolds       int
 	HoldsPerClient int
+	// MCPMaxSessions caps the MCP sessions open at once,
+	// MCPSessionsPerCaller one caller's (a token, else in open mode a
+	// local program). Defaults mcp.DefaultMaxSessions and
+	// mcp.DefaultMaxSessionsPerCaller.
+	MCPMaxSessions       int
+	MCPSessionsPerCaller int
 	// DiskCheckInterval is how often the storage watch looks at the
 	// embedded server's store; under DiskLowFree bytes free the disk is
 	// full (appends refused, not ready); DiskResumeFree bytes free are
@@ -361,7 +369,7 @@ func (o *Options) Validate() error {
 	case o.DiskCheckInterval < 0 || o.DiskResumeFree < 0 || o.DiskLowFree < 0 || (o.DiskResumeFree > 0 && o.DiskResumeFree < o.DiskLowFree):
 		return fmt.Errorf("%w: disk check interval and free spaces must be positive, and DiskResumeFree at least DiskLowFree", ErrOptions)
 	case o.AnonConns < 0 || o.AnonPerIP < 0 || o.AnonIdleTimeout < 0 || o.MaxStreams < 0 || o.StreamsPerClient < 0 ||
-		o.MaxHolds < 0 || o.HoldsPerClient < 0:
+		o.MaxHolds < 0 || o.HoldsPerClient < 0 || o.MCPMaxSessions < 0 || o.MCPSessionsPerCaller < 0:
 		return fmt.Errorf("%w: negative connection or stream cap", ErrOptions)
 	case len(o.Space) > ledger.MaxSpaceBytes:
 		return fmt.Errorf("%w: space is over %d bytes", ErrOptions, ledger.MaxSpaceBytes)

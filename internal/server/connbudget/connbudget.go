@@ -173,6 +173,9 @@ type Conn struct {
 	lastIn  atomic.Int64 // unix nanoseconds of the last read that returned data
 	waiting atomic.Int64 // unix nanoseconds of the server's first read, while nothing came
 
+	keyOnce sync.Once // localKey
+	key     string
+
 	linger        atomic.Bool // close gracefully (Linger)
 	lingerStarted atomic.Bool // the graceful close has begun
 

@@ -117,14 +117,15 @@ func (h *Holds) caller(r *http.Request) (string, bool) {
 }
 
 // AnonymousClient names a caller without a token: its address when
-// tokens are checked, its connection in open mode (every local client has
-// the loopback address: one share for all of them would let one local
-// program lock out the others).
+// tokens are checked; in open mode the local process that owns its
+// connection ("proc:<pid>", localpeer.go), else its connection (every
+// local client has the loopback address: one share for all of them would
+// let one local program lock out the others).
 func AnonymousClient(r *http.Request, authenticating bool) string {
 	if authenticating {
 		return "ip:" + hostOf(r.RemoteAddr)
 	}
-	return "conn:" + r.RemoteAddr
+	return openModeClient(r)
 }
 
 func (h *Holds) acquire(client string, anon bool) (release func(), full string) {

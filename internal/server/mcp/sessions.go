@@ -42,10 +42,15 @@ type HTTPOptions struct {
 	// Caller names the caller of a request (a token's name; in open mode
 	// its address). nil: every caller is one.
 	Caller func(*http.Request) string
+	// Share names the share of the session caps a request's new session
+	// counts against (in open mode: the local process, so that one local
+	// program cannot take every local caller's sessions). nil: Caller.
+	Share func(*http.Request) string
 }
 
 type sessionEntry struct {
-	caller  string
+	caller  string // owner
+	share   string // counted against
 	active  int       // requests in hand
 	lastUse time.Time // end of the last request
 }
@@ -55,7 +60,7 @@ type sessionTable struct {
 
 	mu       sync.Mutex
 	byID     map[string]*sessionEntry
-	byCaller map[string]int // sessions and reservations
+	byCaller map[string]int // sessions and reservations, by share
 	total    int
 }
 
@@ -75,8 +80,8 @@ func (t *sessionTable) pruneLocked(now time.Time) {
 func (t *sessionTable) dropLocked(id string, e *sessionEntry) {
 	delete(t.byID, id)
 	t.total--
-	if t.byCaller[e.caller]--; t.byCaller[e.caller] <= 0 {
-		delete(t.byCaller, e.caller)
+	if t.byCaller[e.share]--; t.byCaller[e.share] <= 0 {
+		delete(t.byCaller, e.share)
 	}
 }
 
@@ -107,7 +112,8 @@ func (t *sessionTable) reserve(caller string) (unreserve func(), full string) {
 	}, ""
 }
 
-// Sessions reports the sessions open, in total and of caller.
+// Sessions reports the sessions open, in total and of the share caller
+// (HTTPOptions.Share; the caller itself without).
 func (h *HTTPHandler) Sessions(caller string) (total, ofCaller int) {
 	t := h.sessions
 	t.mu.Lock()
@@ -133,7 +139,11 @@ func (h *HTTPHandler) serveOwned(w http.ResponseWriter, r *http.Request) {
 			h.h.ServeHTTP(w, r) // the SDK's 400
 			return
 		}
-		unreserve, full := t.reserve(caller)
+		share := caller
+		if t.opts.Share != nil {
+			share = t.opts.Share(r)
+		}
+		unreserve, full := t.reserve(share)
 		if unreserve == nil {
 			writeErr(w, http.StatusTooManyRequests, api.CodeTooManySessions, full)
 			return
@@ -145,7 +155,7 @@ func (h *HTTPHandler) serveOwned(w http.ResponseWriter, r *http.Request) {
 			t.mu.Lock()
 			defer t.mu.Unlock()
 			if _, dup := t.byID[id]; !dup {
-				t.byID[id] = &sessionEntry{caller: caller, lastUse: time.Now()}
+				t.byID[id] = &sessionEntry{caller: caller, share: share, lastUse: time.Now()}
 				registered.Store(true)
 			}
 		}}

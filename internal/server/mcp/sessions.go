@@ -49,8 +49,8 @@ type HTTPOptions struct {
 }
 
 type sessionEntry struct {
-	caller  string // owner
-	share   string // counted against
+	caller  string    // owner
+	share   string    // counted against
 	active  int       // requests in hand
 	lastUse time.Time // end of the last request
 }

@@ -42,10 +42,12 @@ const asOfIdle = time.Minute
 // it (as much disk as the fold it saves) or a fold that stays open for
 // writes while readers use it.
 //
-// Bounds (issue 36 item 2): one fold runs at a time; its store and each
-// kept one use asOfMemTable and asOfCacheSize (about asOfCacheSize + 2 ×
-// asOfMemTable of memory each, plus the 8 MiB filter of written keys of a
-// store opened empty: 24 MiB, so at most (asOfKeep + 1) × that); on disk
+// Bounds (issue 36 item 2): one fold runs at a time; at most asOfKeep + 1
+// temporary stores are open at once (reserveStore: the fold's, the kept
+// ones, and kept ones evicted while a read still uses them); each uses
+// asOfMemTable and asOfCacheSize (about asOfCacheSize + 2 × asOfMemTable
+// of memory each, plus the 8 MiB filter of written keys of a store
+// opened empty: 24 MiB, so at most (asOfKeep + 1) × that); on disk
 // each takes about the live projection's size. Before folding, the cache
 // evicts kept folds until the temporary directory's volume keeps room
 // for one more (the live projection's size) plus what the ledger needs
@@ -69,6 +71,9 @@ type asOfCache struct {
 	// asOfQueue (issue 36 item 5).
 	pending  map[string]int
 	nPending int
+	// Temporary stores open (folding, kept, or evicted and still read),
+	// and the most open at once: at most asOfKeep + 1.
+	open, peakOpen int
 }
 
 // The as-of fold shares: one fold in hand per caller (waiting for the
@@ -131,6 +136,43 @@ func (c *asOfCache) release(e *asOfEntry) {
 	if last {
 		if err := e.view.Close(); err != nil {
 			c.log.Warn().Err(err).Msg("remove as-of projection")
+		}
+		c.mu.Lock()
+		c.open--
+		c.mu.Unlock()
+	}
+}
+
+// Stores reports the temporary stores open now and the most open at once
+// so far (never over asOfKeep + 1: the memory bound).
+func (c *asOfCache) Stores() (open, peak int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.open, c.peakOpen
+}
+
+// reserveStore counts the store of a new fold, evicting kept folds while
+// asOfKeep + 1 stores are open (a kept fold evicted while a read uses it
+// stays open until the read ends); when only such stores remain, the fold
+// is refused 503 as_of_busy. The returned func undoes the count when the
+// fold fails.
+func (c *asOfCache) reserveStore() (unreserve func(), err error) {
+	for {
+		c.mu.Lock()
+		if c.open < asOfKeep+1 {
+			c.open++
+			c.peakOpen = max(c.peakOpen, c.open)
+			c.mu.Unlock()
+			return func() {
+				c.mu.Lock()
+				c.open--
+				c.mu.Unlock()
+			}, nil
+		}
+		c.mu.Unlock()
+		if !c.evictOldest() {
+			return nil, &api.AsOfBusyError{Status: http.StatusServiceUnavailable,
+				Message: fmt.Sprintf("%d as-of projections are open and in use, the most at once; retry later", asOfKeep+1)}
 		}
 	}
 }
@@ -206,10 +248,15 @@ func (c *asOfCache) get(ctx context.Context, p api.AsOfPoint) (api.Reader, func(
 	if err := c.checkRoom(); err != nil {
 		return nil, nil, err
 	}
+	unreserve, err := c.reserveStore()
+	if err != nil {
+		return nil, nil, err
+	}
 	start := time.Now()
 	v, err := repair.At(ctx, c.js, repair.Point{Seq: p.Seq, Time: p.Time}, repair.Options{TempDir: c.tmp, Folder: c.folder,
 		MemTableSize: asOfMemTable, CacheSize: asOfCacheSize})
 	if err != nil {
+		unreserve()
 		return nil, nil, err
 	}
 	c.metrics.AsOfFolded()
@@ -222,6 +269,7 @@ func (c *asOfCache) get(ctx context.Context, p api.AsOfPoint) (api.Reader, func(
 	if c.closed {
 		c.mu.Unlock()
 		_ = v.Close()
+		unreserve()
 		return nil, nil, fmt.Errorf("app: shutting down")
 	}
 	c.entries = append(c.entries, e)

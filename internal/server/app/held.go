@@ -57,3 +57,12 @@ func dirSize(dir string) uint64 {
 	})
 	return n
 }
+
+// AsOfStores reports the as-of reads' temporary stores open now and the
+// most open at once so far (at most 5: docs/security.md).
+func (a *App) AsOfStores() (open, peak int) {
+	if a.asOf == nil {
+		return 0, 0
+	}
+	return a.asOf.Stores()
+}

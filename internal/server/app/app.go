@@ -539,6 +539,8 @@ func (a *App) Run(ctx context.Context) (err error) {
 		defer close(storageDone)
 		if a.srv != nil {
 			a.runStorageWatch(checkCtx)
+		} else {
+			a.runProjectionWatch(checkCtx)
 		}
 	}()
 

@@ -52,8 +52,12 @@ func NewHTTPHandler(s *Server, o HTTPOptions) *HTTPHandler {
 	}
 	sessionTimeout := o.SessionTimeout
 	ctx, cancel := context.WithCancel(context.Background())
+	sessions := newSessionTable(o)
+	s.mu.Lock()
+	s.shareOf = sessions.shareOf
+	s.mu.Unlock()
 	return &HTTPHandler{
-		sessions: newSessionTable(o),
+		sessions: sessions,
 		h: sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
 			SessionTimeout: sessionTimeout,
 			// Handlers of the 2026-07-28 protocol run in the request's

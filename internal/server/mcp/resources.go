@@ -143,9 +143,19 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 	if len(s.subs) >= s.opts.MaxSubscriptions {
 		return fmt.Errorf("too_many_subscriptions: this server holds %d resource subscriptions, its maximum; unsubscribe first", len(s.subs))
 	}
-	mine := 0
-	for _, k := range s.subs {
-		if k.auth == key.auth {
+	// One caller's: its Authorization; without one (open mode), the
+	// share its session was counted against (the local program).
+	callerOf := func(sk subKey, k watchKey) string {
+		if k.auth == "" && s.shareOf != nil && sk.session != nil {
+			if sh := s.shareOf(sk.session.ID()); sh != "" {
+				return "share:" + sh
+			}
+		}
+		return "auth:" + k.auth
+	}
+	me, mine := callerOf(sk, key), 0
+	for osk, k := range s.subs {
+		if callerOf(osk, k) == me {
 			mine++
 		}
 	}

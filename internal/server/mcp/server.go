@@ -158,6 +158,10 @@ type Server struct {
 	closed   bool
 	watchers map[watchKey]*watcher
 	subs     map[subKey]watchKey
+	// shareOf names the share of a session's caller for the caps (set by
+	// NewHTTPHandler: the local program in open mode); nil or "": the
+	// session's Authorization.
+	shareOf func(sessionID string) string
 }
 
 // New returns a Server with every tool and the proposal resource.

@@ -112,6 +112,18 @@ func (t *sessionTable) reserve(caller string) (unreserve func(), full string) {
 	}, ""
 }
 
+// shareOf names the share of the session id's caps: its token when it
+// has one (the caller then is the token), else the share it was counted
+// against (in open mode the local program); "" when unknown.
+func (t *sessionTable) shareOf(id string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.byID[id]; e != nil {
+		return e.share
+	}
+	return ""
+}
+
 // Sessions reports the sessions open, in total and of the share caller
 // (HTTPOptions.Share; the caller itself without).
 func (h *HTTPHandler) Sessions(caller string) (total, ofCaller int) {

@@ -166,10 +166,19 @@ func (h *Holds) acquire(client string, anon bool) (release func(), full string) 
 
 type holdKey struct{}
 
+// holdCtx names its request's caller when first asked (in open mode the
+// name may need a look in /proc: only requests that hold pay for it).
 type holdCtx struct {
 	h      *Holds
+	r      *http.Request
+	once   sync.Once
 	client string
 	anon   bool
+}
+
+func (hc *holdCtx) who() (string, bool) {
+	hc.once.Do(func() { hc.client, hc.anon = hc.h.caller(hc.r) })
+	return hc.client, hc.anon
 }
 
 // Hold takes a hold for a server wait of the request whose context is
@@ -181,7 +190,8 @@ func Hold(ctx context.Context) (release func(), err error) {
 	if !ok {
 		return func() {}, nil
 	}
-	release, full := hc.h.acquire(hc.client, hc.anon)
+	client, anon := hc.who()
+	release, full := hc.h.acquire(client, anon)
 	if release == nil {
 		return nil, fmt.Errorf("%w: %s", ErrHoldRefused, full)
 	}
@@ -217,13 +227,13 @@ func writeTooMany(w http.ResponseWriter, retryAfter, code, msg string) {
 // middleware, so that the caller is the token.
 func (h *Holds) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client, anon := h.caller(r)
-		r = r.WithContext(context.WithValue(r.Context(), holdKey{}, &holdCtx{h: h, client: client, anon: anon}))
+		hc := &holdCtx{h: h, r: r}
+		r = r.WithContext(context.WithValue(r.Context(), holdKey{}, hc))
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 			next.ServeHTTP(w, r)
 			return
 		}
-		release, full := h.acquire(client, anon)
+		release, full := h.acquire(hc.who())
 		if release == nil {
 			writeTooMany(w, "1", CodeTooManyHolds, "too many requests waiting for their body: "+full+"; retry later")
 			return
@@ -262,5 +272,6 @@ func Caller(ctx context.Context) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return hc.client, true
+	client, _ := hc.who()
+	return client, true
 }

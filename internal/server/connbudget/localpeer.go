@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Local callers' shares (issue 36, open mode). Without tokens every local
@@ -28,38 +29,99 @@ import (
 
 // LocalProcess names the process that owns the client end of the loopback
 // TCP connection from remote to local: "proc:<pid>", or "" when it cannot
-// be found.
+// be found. The connection must exist by the time of the call.
 func LocalProcess(local, remote net.Addr) string {
+	return localProcessSince(local, remote, time.Now())
+}
+
+// localProcessSince is LocalProcess for a connection that existed at
+// since: a refresh of the tables begun after since that does not find it
+// is final.
+func localProcessSince(local, remote net.Addr, since time.Time) string {
 	l, ok1 := local.(*net.TCPAddr)
 	r, ok2 := remote.(*net.TCPAddr)
 	if !ok1 || !ok2 || !r.IP.IsLoopback() {
 		return ""
 	}
-	inode := socketInode(r, l)
-	if inode == "" {
-		return ""
-	}
-	if pid := procs.owner(inode); pid != "" {
+	if pid := procs.lookup(addrKey(r.IP, r.Port)+">"+addrKey(l.IP, l.Port), since); pid != "" {
 		return "proc:" + pid
 	}
 	return ""
 }
 
-// socketInode finds the inode of the TCP socket whose local end is self
-// and remote end is peer, in /proc/net/tcp and /proc/net/tcp6.
-func socketInode(self, peer *net.TCPAddr) string {
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		if ino := scanTCPTable(f, self, peer); ino != "" {
-			return ino
-		}
+func addrKey(ip net.IP, port int) string {
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
 	}
-	return ""
+	return ip.String() + ":" + strconv.Itoa(port)
 }
 
-func scanTCPTable(path string, self, peer *net.TCPAddr) string {
+// procTable maps loopback TCP connections ("client>server" addresses) to
+// the socket inode of their client end, and socket inodes to the pids
+// that hold them, as of the last refresh (/proc/net/tcp{,6}, then
+// /proc/*/fd). A lookup that misses waits for a refresh begun after its
+// connection existed. Refreshes run one at a time and at most one per
+// procRefreshGap, whatever the rate of new connections: a flood of them
+// costs at most that many scans of /proc, and each waits a gap at most.
+type procTable struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	byConn  map[string]string
+	byNode  map[string]string
+	running bool
+	last    time.Time // start of the last refresh
+}
+
+const procRefreshGap = 50 * time.Millisecond
+
+var procs = func() *procTable {
+	t := &procTable{}
+	t.cond = sync.NewCond(&t.mu)
+	return t
+}()
+
+func (t *procTable) lookup(conn string, since time.Time) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for {
+		if ino, ok := t.byConn[conn]; ok {
+			if pid := t.byNode[ino]; pid != "" {
+				return pid
+			}
+		}
+		switch {
+		case t.running:
+			t.cond.Wait()
+			continue
+		case !t.last.IsZero() && t.last.After(since):
+			return "" // a refresh begun after the connection existed did not find it
+		}
+		if wait := procRefreshGap - time.Since(t.last); wait > 0 {
+			t.mu.Unlock()
+			time.Sleep(wait)
+			t.mu.Lock()
+			continue
+		}
+		t.running = true
+		start := time.Now()
+		t.mu.Unlock()
+		byConn := map[string]string{}
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			scanTCPTable(f, byConn)
+		}
+		byNode := scanProcFDs()
+		t.mu.Lock()
+		t.byConn, t.byNode, t.last, t.running = byConn, byNode, start, false
+		t.cond.Broadcast()
+	}
+}
+
+// scanTCPTable adds the loopback sockets of a /proc/net/tcp table to
+// byConn ("local>remote" → inode).
+func scanTCPTable(path string, byConn map[string]string) {
 	f, err := os.Open(path)
 	if err != nil {
-		return ""
+		return
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -67,59 +129,38 @@ func scanTCPTable(path string, self, peer *net.TCPAddr) string {
 	for sc.Scan() {
 		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
 		fs := strings.Fields(sc.Text())
-		if len(fs) < 10 {
+		if len(fs) < 10 || fs[9] == "0" {
 			continue
 		}
-		if !hexAddrIs(fs[1], self) || !hexAddrIs(fs[2], peer) {
+		lip, lport, ok1 := parseHexAddr(fs[1])
+		rip, rport, ok2 := parseHexAddr(fs[2])
+		if !ok1 || !ok2 || !lip.IsLoopback() {
 			continue
 		}
-		if fs[9] != "0" {
-			return fs[9]
-		}
+		byConn[addrKey(lip, lport)+">"+addrKey(rip, rport)] = fs[9]
 	}
-	return ""
 }
 
-// hexAddrIs reports whether s ("0100007F:1F90": the address as 32-bit
-// words in the kernel's byte order, the port in hex) is a.
-func hexAddrIs(s string, a *net.TCPAddr) bool {
+// parseHexAddr parses "0100007F:1F90": the address as 32-bit words in
+// the kernel's byte order, the port in hex.
+func parseHexAddr(s string) (net.IP, int, bool) {
 	h, p, ok := strings.Cut(s, ":")
 	if !ok {
-		return false
+		return nil, 0, false
 	}
 	port, err := strconv.ParseUint(p, 16, 16)
-	if err != nil || int(port) != a.Port {
-		return false
+	if err != nil {
+		return nil, 0, false
 	}
 	raw, err := hex.DecodeString(h)
 	if err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return false
+		return nil, 0, false
 	}
 	ip := make(net.IP, len(raw))
 	for i := 0; i < len(raw); i += 4 {
 		binary.BigEndian.PutUint32(ip[i:], binary.NativeEndian.Uint32(raw[i:]))
 	}
-	return ip.Equal(a.IP)
-}
-
-// procTable maps socket inodes to the pids that hold them, from the last
-// scan of /proc/*/fd. A lookup that misses rescans (one scan at a time);
-// the map is rebuilt by each scan, so it holds the sockets open then.
-type procTable struct {
-	mu     sync.Mutex
-	byNode map[string]string
-}
-
-var procs procTable
-
-func (t *procTable) owner(inode string) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if pid, ok := t.byNode[inode]; ok {
-		return pid
-	}
-	t.byNode = scanProcFDs()
-	return t.byNode[inode]
+	return ip, int(port), true
 }
 
 func scanProcFDs() map[string]string {
@@ -157,7 +198,7 @@ func scanProcFDs() map[string]string {
 // per connection.
 func (c *Conn) localKey() string {
 	c.keyOnce.Do(func() {
-		if p := LocalProcess(c.LocalAddr(), c.RemoteAddr()); p != "" {
+		if p := localProcessSince(c.LocalAddr(), c.RemoteAddr(), c.born); p != "" {
 			c.key = p
 		} else {
 			c.key = "conn:" + c.RemoteAddr().String()

@@ -88,7 +88,8 @@ func waitCall(id int, timeout int) string {
 
 // TestLocalProgramA is program A of TestLocalProgramsHaveSeparateShares,
 // run in a process of its own (skipped otherwise): it opens MCP sessions
-// until refused, two wait_for_decision waits, and watches until refused,
+// until refused, two wait_for_decision waits, and watches until refused
+// (the waits and the watches share its streams, whichever come first),
 // over as many connections as it likes; prints what it holds; and holds
 // it until its standard input closes.
 func TestLocalProgramA(t *testing.T) {

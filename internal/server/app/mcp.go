@@ -51,7 +51,7 @@ func (a *App) mountMCP() error {
 	// open mode its address: every local caller is trusted alike, and a
 	// client may use its session over several connections). The caps
 	// count a session against its token, or in open mode against the
-	// local program that began it (connbudget.AnonymousClient), so that
+	// local program that began it (connbudget.LocalProgram), so that
 	// one local program cannot take every local caller's sessions.
 	a.mcpHTTP = mcp.NewHTTPHandler(a.mcp, mcp.HTTPOptions{Caller: func(r *http.Request) string {
 		if c := streamClient(r); c != "" {
@@ -62,7 +62,7 @@ func (a *App) mountMCP() error {
 		if c := streamClient(r); c != "" {
 			return c
 		}
-		return connbudget.AnonymousClient(r, a.opts.HTTPAuthenticating)
+		return connbudget.LocalProgram(r, a.opts.HTTPAuthenticating)
 	}, MaxSessions: a.opts.MCPMaxSessions, MaxSessionsPerCaller: a.opts.MCPSessionsPerCaller})
 	for _, p := range []string{RouteMCPPost, RouteMCPGet, RouteMCPDelete} {
 		a.api.Handle(p, a.mcpHTTP)

@@ -284,8 +284,8 @@ func isTimeout(err error) bool {
 // caps, from one auditor token and from unauthenticated clients, are
 // refused over the caps (429 too_many_streams, or 401 without a token)
 // and leave an ops token's probe answered within 1 s; in open mode the
-// cap is per connection (issue 36: one local program cannot take every
-// local client's share), so the total binds.
+// cap is per local program (issue 36: one local program cannot take every
+// local client's share, however many connections it opens).
 func TestStreamsCapped(t *testing.T) {
 	for _, auth := range []bool{true, false} {
 		t.Run(fmt.Sprintf("auth=%v", auth), func(t *testing.T) {
@@ -345,12 +345,9 @@ func TestStreamsCapped(t *testing.T) {
 					_ = b.Close()
 				}
 			})
-			// With tokens, the token's cap (8); in open mode each
-			// connection is its own client (issue 36): the total (16).
+			// With tokens, the token's cap (8); in open mode this
+			// program's cap (8, issue 36).
 			want := 8
-			if !auth {
-				want = 16
-			}
 			if status[http.StatusOK] != want || status[http.StatusTooManyRequests] != 60-want {
 				t.Fatalf("watch answers %v, want %d streams and %d refused 429", status, want, 60-want)
 			}

@@ -11,16 +11,14 @@
 //   - At most MaxConns connections are open at once (a descriptor bound).
 //     When all are taken, the next Accept first closes one that is not in
 //     a request, in this order: anonymous and idle after a request;
-//     anonymous, older than MinAge and silent (the server has waited
-//     SilentAfter on it for nothing); anonymous, older than MinAge, its
-//     first request not arrived; authenticated and idle (the oldest first
-//     within each). It waits only while every connection is in a request
-//     or young.
+//     anonymous and silent (the server has waited SilentAfter on it for
+//     nothing); anonymous, older than MinAge, its first request not
+//     arrived; authenticated and idle (the oldest first within each). It
+//     waits only while every connection is in a request or young.
 //   - Anonymous connections are capped apart: over AnonConns in total, or
 //     over AnonPerIP from one address, the oldest anonymous one (of that
 //     address) that is idle, or that has sent nothing while the server
-//     waited SilentAfter on it (older than MinAge), is closed as a new one
-//     is accepted. A new connection is never the one closed, so a client
+//     waited SilentAfter on it, is closed as a new one is accepted. A new connection is never the one closed, so a client
 //     that sends its request at once is served however many connections
 //     an attacker holds. The slots between AnonConns and MaxConns are the
 //     authenticated clients' reserve.
@@ -332,11 +330,13 @@ func (b *Budget) dropAnon(c *Conn) {
 // not finished their first request are fair game under pressure.
 const MinAge = 250 * time.Millisecond
 
-// SilentAfter: a connection the server has waited on this long while it
-// sent nothing is silent; once older than MinAge it is closed to make
-// room before the connections whose request is arriving (a client that
-// connects writes its request at once; an attacker holding connections
-// writes nothing).
+// SilentAfter: a new connection the server has waited on this long while
+// it sent nothing is silent, and may be closed to make room before
+// MinAge (a client that connects writes its request at once; an attacker
+// holding connections writes nothing). On a loaded machine a client can
+// be later than this: its connection closed, its request is reset
+// (TestInRequestHoldsDoNotLockOut's rare failures; protecting young
+// connections longer let silent floods lock the API out).
 const SilentAfter = 50 * time.Millisecond
 
 // Ranks of connections to close, first to last; those with no rank
@@ -364,14 +364,10 @@ func rank(c *Conn, now time.Time) int {
 		return rankNone
 	case c.state == http.StateIdle:
 		return rankIdle
-	case now.Sub(c.born) < MinAge:
-		// Young: never closed, silent or not. A client that writes its
-		// request at once can be late by more than SilentAfter on a
-		// loaded machine; closing its connection then resets its request
-		// (TestInRequestHoldsDoNotLockOut's probes, issue 36).
-		return rankNone
 	case !c.sent.Load() && c.waiting.Load() != 0 && now.Sub(time.Unix(0, c.waiting.Load())) >= SilentAfter:
 		return rankSilent
+	case now.Sub(c.born) < MinAge:
+		return rankNone
 	default:
 		return rankSlow
 	}

@@ -117,11 +117,22 @@ func (h *Holds) caller(r *http.Request) (string, bool) {
 }
 
 // AnonymousClient names a caller without a token: its address when
-// tokens are checked; in open mode the local process that owns its
-// connection ("proc:<pid>", localpeer.go), else its connection (every
-// local client has the loopback address: one share for all of them would
-// let one local program lock out the others).
+// tokens are checked, its connection in open mode (every local client has
+// the loopback address: one share for all of them would let one local
+// program lock out the others). It names the callers of holds: a hold
+// is named at once, without a look in /proc.
 func AnonymousClient(r *http.Request, authenticating bool) string {
+	if authenticating {
+		return "ip:" + hostOf(r.RemoteAddr)
+	}
+	return "conn:" + r.RemoteAddr
+}
+
+// LocalProgram names a caller without a token for the long-lived shares
+// (streams, MCP sessions and subscriptions): its address when tokens are
+// checked; in open mode the local process that owns its connection
+// ("proc:<pid>", localpeer.go), else its connection.
+func LocalProgram(r *http.Request, authenticating bool) string {
 	if authenticating {
 		return "ip:" + hostOf(r.RemoteAddr)
 	}

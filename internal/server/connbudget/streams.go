@@ -21,8 +21,8 @@ type StreamOptions struct {
 	// PerClient caps one client's streams. Default DefaultStreamsPerClient.
 	PerClient int
 	// Client names the client of a request: the token's name when the
-	// request authenticated, else "" (AnonymousClient: its remote
-	// address when Authenticating, else its connection).
+	// request authenticated, else "" (LocalProgram: its remote address
+	// when Authenticating, else its local program).
 	Client func(*http.Request) string
 	// Authenticating: tokens are checked.
 	Authenticating bool
@@ -73,7 +73,7 @@ func (s *Streams) client(r *http.Request) string {
 			return c
 		}
 	}
-	return AnonymousClient(r, s.opts.Authenticating)
+	return LocalProgram(r, s.opts.Authenticating)
 }
 
 // acquire takes a slot for client, or says which cap is full.

@@ -21,8 +21,8 @@ import (
 // on a loopback connection is named by the process that owns the
 // connection's client end ("proc:<pid>"), found in /proc (Linux: the
 // socket in /proc/net/tcp{,6}, then its inode among the open files of
-// /proc/<pid>/fd; procTable), only for requests that take a hold, a
-// stream or a session: every connection of one program counts against one
+// /proc/<pid>/fd; procTable), for long-lived requests only (streams, MCP
+// sessions: LocalProgram; holds are named by connection): every connection of one program counts against one
 // share, so a program cannot take more than its share by opening more
 // connections, and each other program has a share of its own. When the
 // owner cannot be found (not Linux, /proc hidden, a process of another

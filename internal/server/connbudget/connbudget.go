@@ -18,9 +18,10 @@
 //   - Anonymous connections are capped apart: over AnonConns in total, or
 //     over AnonPerIP from one address, the oldest anonymous one (of that
 //     address) that is idle, or that has sent nothing while the server
-//     waited SilentAfter on it, is closed as a new one is accepted. A new connection is never the one closed, so a client
-//     that sends its request at once is served however many connections
-//     an attacker holds. The slots between AnonConns and MaxConns are the
+//     waited SilentAfter on it, is closed as a new one is accepted. A new
+//     connection is never the one closed, so a client that sends its
+//     request at once is served however many connections an attacker
+//     holds. The slots between AnonConns and MaxConns are the
 //     authenticated clients' reserve.
 //   - With authentication, an anonymous connection idle after a request
 //     is closed after AnonIdleTimeout (the server's IdleTimeout applies

@@ -205,6 +205,27 @@ func (b *Bridge) follow(ctx context.Context) error {
 			// Gone (rotated away, not yet recreated): keep reading the old
 			// file until a new one appears.
 		case !os.SameFile(st, cur):
+			// The old file may have grown between the read that hit its
+			// end and the Stat that saw the new one (the writer finishes
+			// its line in the old file, then opens the new one): read it
+			// to its end before leaving it.
+			for {
+				chunk, err := rd.ReadBytes('\n')
+				offset += int64(len(chunk))
+				if err != nil {
+					partial = append(partial, chunk...)
+					if !errors.Is(err, io.EOF) {
+						return fmt.Errorf("bridge: read %s: %w", path, err)
+					}
+					break
+				}
+				line := chunk
+				if len(partial) > 0 {
+					line = append(partial, chunk...)
+					partial = nil
+				}
+				b.historyLine(ctx, h, line)
+			}
 			b.log.Info().Str(KeyHistory, path).Msg("history file rotated: reading the new one")
 			if len(partial) > 0 {
 				b.historyLine(ctx, h, partial)

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -36,9 +37,9 @@ import (
 //     size can be allocated, it reopens a projection that failed (its
 //     projector resumes from its checkpoint: the batch that failed was
 //     not committed), restarts JetStream in the process when it failed
-//     (shut down, enabled again with the configuration it had: the store
-//     is recovered from disk as after a crash, and the write error is
-//     gone; nothing acknowledged was lost, since an append is acknowledged
+//     (each account's JetStream disabled and enabled again with its
+//     limits: the store is recovered from disk as after a crash, and the
+//     write error is gone; nothing acknowledged was lost, since an append is acknowledged
 //     only once stored), waits for the stream to answer, and clears the
 //     problem. Each transition is logged.
 //
@@ -186,23 +187,39 @@ func (a *App) runStorageWatch(ctx context.Context) {
 	}
 }
 
-// restartJetStream shuts the embedded server's JetStream down (clearing a
-// stream's write error) and enables it again from its store, then waits
-// for the LEDGER stream to answer.
+// restartJetStream clears a stream's write error (nats-server keeps it
+// until the stream's store is reopened) and waits for the LEDGER stream to
+// answer.
+//
+// While the server's JetStream is on, it is restarted account by account
+// (Account.DisableJetStream, then EnableJetStream with the limits the
+// account had): every stream of the account is stopped and recovered from
+// its store, as after a crash. The server-wide ShutdownJetStream and
+// EnableJetStream are not used for this: ShutdownJetStream leaves the
+// JetStream API subscription of the old instance in place, so requests
+// from clients keep being dispatched to it while EnableJetStream sets up
+// the new one. EnableJetStream then writes the server's API request queues
+// (setJetStreamExportSubs) while that old dispatcher reads them (a data
+// race in nats-server v2.15: any JetStream API request, such as the
+// projector's consumer being set up again, met it), and every JetStream
+// API request is dispatched twice from then on. Only when the server
+// turned JetStream off by itself (a permission error on its store) is
+// JetStream enabled again server-wide: there is no other way back.
 func (a *App) restartJetStream(ctx context.Context, ns *server.Server) error {
 	if a.storage.jsCfg == nil {
 		return fmt.Errorf("app: no JetStream configuration to restart with")
 	}
 	if ns.JetStreamEnabled() {
-		if err := ns.ShutdownJetStream(); err != nil {
-			return fmt.Errorf("app: shut JetStream down: %w", err)
+		if err := a.restartJetStreamAccounts(ns); err != nil {
+			return err
+		}
+	} else {
+		cfg := *a.storage.jsCfg
+		if err := ns.EnableJetStream(&cfg); err != nil {
+			return fmt.Errorf("app: enable JetStream: %w", err)
 		}
 	}
-	cfg := *a.storage.jsCfg
-	if err := ns.EnableJetStream(&cfg); err != nil {
-		return fmt.Errorf("app: enable JetStream: %w", err)
-	}
-	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
 		if _, err := a.stream.Info(ictx); err == nil {
@@ -210,6 +227,49 @@ func (a *App) restartJetStream(ctx context.Context, ns *server.Server) error {
 		} else if ictx.Err() != nil {
 			return fmt.Errorf("app: the LEDGER stream does not answer after JetStream restarted: %w", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-ictx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
+}
+
+// restartJetStreamAccounts disables and enables again JetStream in every
+// account that has a directory in the JetStream store, with the limits it
+// had.
+func (a *App) restartJetStreamAccounts(ns *server.Server) error {
+	dir := filepath.Join(a.storage.jsCfg.StoreDir, server.JetStreamStoreDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("app: read the JetStream store %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		acc, err := ns.LookupAccount(e.Name())
+		if err != nil || !acc.JetStreamEnabled() {
+			continue // not an account (the server's own directories), or no JetStream there
+		}
+		limits := jetStreamLimits(acc.JetStreamUsage())
+		if err := acc.DisableJetStream(); err != nil {
+			return fmt.Errorf("app: disable JetStream in account %s: %w", e.Name(), err)
+		}
+		if err := acc.EnableJetStream(limits, nil); err != nil {
+			return fmt.Errorf("app: enable JetStream in account %s: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// jetStreamLimits returns the limits an account's usage reports, by tier.
+func jetStreamLimits(st server.JetStreamAccountStats) map[string]server.JetStreamAccountLimits {
+	if len(st.Tiers) == 0 {
+		return map[string]server.JetStreamAccountLimits{"": st.Limits}
+	}
+	limits := make(map[string]server.JetStreamAccountLimits, len(st.Tiers))
+	for t, tier := range st.Tiers {
+		limits[t] = tier.Limits
+	}
+	return limits
 }

@@ -127,7 +127,9 @@ func (a *App) runStorageWatch(ctx context.Context) {
 		if filepath.Base(c.StoreDir) == server.JetStreamStoreDir {
 			c.StoreDir = filepath.Dir(c.StoreDir)
 		}
+		a.storage.mu.Lock()
 		a.storage.jsCfg = &c
+		a.storage.mu.Unlock()
 	}
 	log := a.log.With().Str(logging.KeyComponent, "storage").Logger()
 	dir := a.opts.NATSDir()
@@ -206,15 +208,18 @@ func (a *App) runStorageWatch(ctx context.Context) {
 // turned JetStream off by itself (a permission error on its store) is
 // JetStream enabled again server-wide: there is no other way back.
 func (a *App) restartJetStream(ctx context.Context, ns *server.Server) error {
-	if a.storage.jsCfg == nil {
+	a.storage.mu.Lock()
+	jsCfg := a.storage.jsCfg
+	a.storage.mu.Unlock()
+	if jsCfg == nil {
 		return fmt.Errorf("app: no JetStream configuration to restart with")
 	}
 	if ns.JetStreamEnabled() {
-		if err := a.restartJetStreamAccounts(ns); err != nil {
+		if err := restartJetStreamAccounts(ns, filepath.Join(jsCfg.StoreDir, server.JetStreamStoreDir)); err != nil {
 			return err
 		}
 	} else {
-		cfg := *a.storage.jsCfg
+		cfg := *jsCfg
 		if err := ns.EnableJetStream(&cfg); err != nil {
 			return fmt.Errorf("app: enable JetStream: %w", err)
 		}
@@ -235,10 +240,9 @@ func (a *App) restartJetStream(ctx context.Context, ns *server.Server) error {
 }
 
 // restartJetStreamAccounts disables and enables again JetStream in every
-// account that has a directory in the JetStream store, with the limits it
-// had.
-func (a *App) restartJetStreamAccounts(ns *server.Server) error {
-	dir := filepath.Join(a.storage.jsCfg.StoreDir, server.JetStreamStoreDir)
+// account that has a directory in the JetStream store dir, with the
+// limits it had.
+func restartJetStreamAccounts(ns *server.Server, dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("app: read the JetStream store %s: %w", dir, err)

@@ -537,11 +537,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	storageDone := make(chan struct{})
 	go func() {
 		defer close(storageDone)
-		if a.srv != nil {
-			a.runStorageWatch(checkCtx)
-		} else {
-			a.runProjectionWatch(checkCtx)
-		}
+		a.runStorageWatch(checkCtx)
 	}()
 
 	if err := a.writeAddrFile(); err != nil {

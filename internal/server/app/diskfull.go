@@ -118,21 +118,36 @@ func (a *App) storeWriteFailed(msg string) {
 	a.storage.writeErr = msg
 }
 
-// runStorageWatch watches the embedded server's store until ctx ends.
+// runStorageWatch watches the ledger's storage until ctx ends.
+//
+// With the embedded server it watches the JetStream store's volume (free
+// space, the server's store write errors, JetStream turned off) and the
+// projection's failures, and restarts JetStream and reopens the
+// projection once space is back. With an external NATS server (--nats-url)
+// the log's disk is that server's (its full disk is its own refusal,
+// answered to appends as the server words it; a consumer it cannot store
+// is retried by the projector): the watch then only takes a projection
+// that cannot write (pipelineFailed) as a storage problem until the
+// projection's volume has room (DiskResumeFree free and a probe file of
+// that size allocated in the data directory), then reopens it in-process.
 func (a *App) runStorageWatch(ctx context.Context) {
-	ns := a.srv.NatsServer()
-	if cfg := ns.JetStreamConfig(); cfg != nil {
-		c := *cfg
-		// EnableJetStream appends "jetstream" to the directory it is given.
-		if filepath.Base(c.StoreDir) == server.JetStreamStoreDir {
-			c.StoreDir = filepath.Dir(c.StoreDir)
+	var ns *server.Server
+	dir, probeDir := a.opts.ProjectionDir(), a.opts.DataDir
+	if a.srv != nil {
+		ns = a.srv.NatsServer()
+		dir, probeDir = a.opts.NATSDir(), a.opts.NATSDir()
+		if cfg := ns.JetStreamConfig(); cfg != nil {
+			c := *cfg
+			// EnableJetStream appends "jetstream" to the directory it is given.
+			if filepath.Base(c.StoreDir) == server.JetStreamStoreDir {
+				c.StoreDir = filepath.Dir(c.StoreDir)
+			}
+			a.storage.mu.Lock()
+			a.storage.jsCfg = &c
+			a.storage.mu.Unlock()
 		}
-		a.storage.mu.Lock()
-		a.storage.jsCfg = &c
-		a.storage.mu.Unlock()
 	}
 	log := a.log.With().Str(logging.KeyComponent, "storage").Logger()
-	dir := a.opts.NATSDir()
 	t := time.NewTicker(a.opts.DiskCheckInterval)
 	defer t.Stop()
 	for {
@@ -141,23 +156,27 @@ func (a *App) runStorageWatch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		a.storage.mu.Lock()
+		down, writeErr, projErr := a.storage.problem != "", a.storage.writeErr, a.storage.projErr
+		a.storage.mu.Unlock()
+		if ns == nil && projErr == "" && !down {
+			continue // external NATS: only the projection's failure is ours
+		}
 		free, err := freeBytes(dir)
 		if err != nil {
 			continue
 		}
-		a.storage.mu.Lock()
-		down, writeErr, projErr := a.storage.problem != "", a.storage.writeErr, a.storage.projErr
-		a.storage.mu.Unlock()
+		jsOff := ns != nil && !ns.JetStreamEnabled()
 		switch {
 		case down && free >= a.disk.resume:
 			// Space is back.
 			// What the ledger needs must really fit (a quota or a memory
 			// limit can refuse it while statfs shows free space).
-			err := probeSpace(dir, a.disk.resume)
+			err := probeSpace(probeDir, a.disk.resume)
 			if err == nil && projErr != "" {
 				err = a.reopenProjection()
 			}
-			if err == nil && (writeErr != "" || !ns.JetStreamEnabled()) {
+			if err == nil && ns != nil && (writeErr != "" || jsOff) {
 				err = a.restartJetStream(ctx, ns)
 			}
 			if err != nil {
@@ -172,7 +191,7 @@ func (a *App) runStorageWatch(ctx context.Context) {
 			a.storage.mu.Unlock()
 			a.setStorageProblem("")
 			log.Info().Uint64("free_bytes", free).Msg("space is back: appends accepted")
-		case free < a.disk.low || writeErr != "" || projErr != "" || !ns.JetStreamEnabled():
+		case projErr != "" || (ns != nil && (free < a.disk.low || writeErr != "" || jsOff)):
 			// Full (the reason is updated while it lasts).
 			p := fmt.Sprintf("the disk of the log is full: %d bytes free in %s (the JetStream store; the ledger needs %d); nothing is appended until space is freed, then the ledger resumes by itself", free, dir, a.disk.low)
 			switch {

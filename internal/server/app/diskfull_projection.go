@@ -14,8 +14,8 @@ import (
 // pipelineFailed is the failure callback of the pipelines: a projector
 // whose store could not write (a full disk: projections.ErrStoreFailed,
 // ENOSPC) sets the storage problem and waits for the storage watch to
-// reopen its store once space is back (runStorageWatch with the embedded
-// server, runProjectionWatch with an external one); any other failure
+// reopen its store once space is back (runStorageWatch, with the embedded
+// server and with an external one); any other failure
 // stops the ledger (componentFailed).
 func (a *App) pipelineFailed(name string, err error) {
 	if name == "projector" && (errors.Is(err, projections.ErrStoreFailed) || errors.Is(err, syscall.ENOSPC)) {

@@ -216,23 +216,31 @@ func writeBallast(t *testing.T, path string, n int64) {
 }
 
 // TestDiskFullProjection (issue 36 item 1): the projection meets the full
-// disk first. With the projector paused, envelopes are stored; the disk is
-// filled to the last byte; the projector resumes and cannot write its WAL.
-// The ledger does not stop: appends are refused storage_full, reads
-// answer; once the ballast is removed the projection is reopened
-// in-process and folds everything acknowledged.
+// disk first, with the embedded server (projectionMeetsFullDisk).
 func TestDiskFullProjection(t *testing.T) {
 	mnt := mountTmpfs(t, 64<<20)
 	a := apptest.Start(t, func(o *app.Options) {
 		o.DataDir = filepath.Join(mnt, "data")
 	})
+	projectionMeetsFullDisk(t, a, mnt, "proj")
+}
+
+// projectionMeetsFullDisk is the scenario of the projection meeting the
+// full disk first, on a's data volume mnt: with the projector paused,
+// 1,200 envelopes (ids prefix-N) are stored; the volume is filled to the
+// last byte; the projector resumes and cannot write. The ledger does not
+// stop: the problem names the projection, reads answer, an append is
+// refused storage_full; once the ballast is removed the projection is
+// reopened in-process and folds everything acknowledged.
+func projectionMeetsFullDisk(t *testing.T, a *app.App, mnt, prefix string) {
+	t.Helper()
 	base := a.HTTPURL()
 	hc := &http.Client{Timeout: 30 * time.Second}
 	a.Projector().Pause()
 	var b strings.Builder
 	const n = 1200
 	for i := range n {
-		fmt.Fprintf(&b, `{"protocol":"mew/v0.4","id":"proj-%d","from":"agent","to":["t"],"kind":"mcp/proposal","payload":{"method":"tools/call","params":{"pad":%q}}}`+"\n", i, strings.Repeat("y", 8000))
+		fmt.Fprintf(&b, `{"protocol":"mew/v0.4","id":"%s-%d","from":"agent","to":["t"],"kind":"mcp/proposal","payload":{"method":"tools/call","params":{"pad":%q}}}`+"\n", prefix, i, strings.Repeat("y", 8000))
 	}
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/events", strings.NewReader(b.String()))
 	req.Header.Set("Content-Type", "application/x-ndjson")
@@ -260,21 +268,34 @@ func TestDiskFullProjection(t *testing.T) {
 	a.Projector().Resume()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for a.StorageProblem() == "" || !strings.Contains(a.StorageProblem(), "projection") {
+	for !strings.Contains(a.StorageProblem(), "projection") {
 		if ctx.Err() != nil {
 			_ = os.Remove(ballast)
 			t.Fatalf("the projection never said it met the full disk (applied %d of %d; problem %q)", a.Store().AppliedSeq(), last, a.StorageProblem())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Reads answer, appends are refused.
+	// Reads answer; an append is refused storage_full.
 	r, err := hc.Get(base + "/v1/proposals?limit=5")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Body.Close()
 	if r.StatusCode != http.StatusOK {
-		t.Fatalf("a read with the projection failed: %d", r.StatusCode)
+		t.Fatalf("a read while the projection cannot write: %d", r.StatusCode)
+	}
+	req, _ = http.NewRequest(http.MethodPost, base+"/v1/events", strings.NewReader(fmt.Sprintf(`{"protocol":"mew/v0.4","id":"%s-full","from":"agent","to":["t"],"kind":"mcp/proposal","payload":{"method":"tools/call"}}`, prefix)))
+	req.Header.Set("Content-Type", "application/json")
+	if r, err = hc.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	var eb struct {
+		Error api.Error `json:"error"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&eb)
+	r.Body.Close()
+	if r.StatusCode != http.StatusServiceUnavailable && r.StatusCode != http.StatusInsufficientStorage || !strings.Contains(eb.Error.Code, "storage_full") {
+		t.Fatalf("an append while the projection cannot write: %d %+v, want storage_full", r.StatusCode, eb.Error)
 	}
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
@@ -285,7 +306,7 @@ func TestDiskFullProjection(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r, err = hc.Get(fmt.Sprintf("%s/v1/proposals/proj-%d", base, n-1))
+	r, err = hc.Get(fmt.Sprintf("%s/v1/proposals/%s-%d", base, prefix, n-1))
 	if err != nil {
 		t.Fatal(err)
 	}
